@@ -1,0 +1,1 @@
+"""The engine: replay runtime, workers, scheduler and the API."""

@@ -1,0 +1,954 @@
+"""The engine: starts runs, turns events into decisions, commits them.
+
+A workflow task is processed under a per-run lock: take the live instance
+from the cache if it has seen the run's whole history, else replay; feed it
+the new events; commit its commands, the snapshot and the side rows (tasks,
+timers) in one transaction conditioned on the last sequence number and the
+workflow task's fence. A failed condition means something arrived meanwhile:
+drop the instance and do it again from the store; never merge blindly.
+
+The happy path costs one commit per step: when an attempt this engine ran
+finishes and the run's instance is cached, its result and the workflow's
+next decisions go into the same transaction, and the next activity is
+inserted already leased to this engine, so it starts without a poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from waypost.errors import (
+    ConfigurationError,
+    NondeterminismError,
+    ResultTimeout,
+    RunIdConflict,
+    RunNotActive,
+    RunNotFound,
+    WorkflowCancelled,
+    WorkflowFailed,
+    WorkflowTerminated,
+)
+from waypost.model.codec import Codec, JsonCodec
+from waypost.model.events import (
+    ChainProblem,
+    Event,
+    EventType,
+    NewEvent,
+    canonical_json,
+    verify_chain,
+)
+from waypost.model.status import RunStatus
+from waypost.store import open_store
+from waypost.store.base import (
+    ActivityTaskOp,
+    ActivityUpdate,
+    CommitResult,
+    Conflict,
+    CreateRunResult,
+    NewActivityTask,
+    NewRun,
+    NewTimer,
+    RunCommit,
+    RunRecord,
+    Snapshot,
+    Store,
+    WorkflowTaskOp,
+)
+
+from .faults import FaultPlan, NoFaults
+from .records import AsyncRunHandle, RunInfo
+from .registry import Registry, WorkflowDefn
+from .runtime import WorkflowInstance
+from .scheduler import Scheduler
+from .worker import Attempt, Outcome, Worker
+
+log = logging.getLogger("waypost")
+_E = EventType
+_MAX_ID = 200
+_OUTCOME_STATUS = {
+    _E.RUN_COMPLETED: RunStatus.COMPLETED,
+    _E.RUN_FAILED: RunStatus.FAILED,
+    _E.RUN_CANCELLED: RunStatus.CANCELLED,
+}
+
+
+def _seconds(value: timedelta | float) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def new_run_id() -> str:
+    """Time-ordered and unguessable: 12 hex digits of milliseconds, 16 random."""
+    return f"{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
+
+
+def _check_id(kind: str, value: Any) -> str:
+    if not isinstance(value, str) or not value or len(value) > _MAX_ID:
+        raise ValueError(
+            f"{kind} must be a non-empty string of at most {_MAX_ID} characters, got {value!r}"
+        )
+    if any(ord(ch) < 32 for ch in value):
+        raise ValueError(f"{kind} {value!r} contains control characters")
+    return value
+
+
+@dataclass(slots=True)
+class _Live:
+    """A cached instance and the workflow task fence it was built under."""
+
+    inst: WorkflowInstance
+    fence: int
+
+
+class _RunLocks:
+    """One asyncio lock per run, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, str], list[Any]] = {}
+
+    async def acquire(self, key: tuple[str, str]) -> None:
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            await entry[0].acquire()
+        except BaseException:
+            self._drop(key, entry)
+            raise
+
+    def release(self, key: tuple[str, str]) -> None:
+        entry = self._locks[key]
+        entry[0].release()
+        self._drop(key, entry)
+
+    def _drop(self, key: tuple[str, str], entry: list[Any]) -> None:
+        entry[1] -= 1
+        if entry[1] == 0:
+            del self._locks[key]
+
+
+class AsyncEngine:
+    """The waypost engine for asyncio applications.
+
+    `url` is `sqlite:///path.db` (default `sqlite:///waypost.db`). Options:
+    `lease` (how long a task stays leased without renewal, so how soon a
+    crashed engine's work is taken over), `poll_interval` (how often idle
+    workers look for work from other processes and the scheduler looks for
+    due timers), `cache_size` (live runs kept in memory), `max_activities`
+    (attempts running at once), `activity_threads` (threads for sync
+    activities), `shutdown_grace` (how long a stop waits for running
+    attempts).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        store: Store | None = None,
+        codec: Codec | None = None,
+        lease: timedelta | float = timedelta(seconds=30),
+        poll_interval: timedelta | float = timedelta(milliseconds=500),
+        cache_size: int = 1000,
+        max_activities: int = 100,
+        activity_threads: int = 32,
+        shutdown_grace: timedelta | float = timedelta(seconds=30),
+        clock: Callable[[], float] | None = None,
+        worker_id: str | None = None,
+        faults: FaultPlan | None = None,
+    ) -> None:
+        self.store: Store = store if store is not None else open_store(url)
+        self.url = self.store.url
+        self.registry = Registry()
+        self.codec: Codec = codec or JsonCodec()
+        self.lease = _seconds(lease)
+        self.poll_interval = _seconds(poll_interval)
+        self.shutdown_grace = _seconds(shutdown_grace)
+        if self.lease <= 0 or self.poll_interval <= 0:
+            raise ConfigurationError("lease and poll_interval must be positive")
+        if cache_size < 0 or max_activities < 1 or activity_threads < 1:
+            raise ConfigurationError(
+                "cache_size must be >= 0, max_activities and activity_threads >= 1"
+            )
+        self.cache_size = cache_size
+        self.clock: Callable[[], float] = clock or time.time
+        self.faults: FaultPlan = faults or NoFaults()
+        self.owner = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.worker = Worker(self, max_activities, activity_threads)
+        self.scheduler = Scheduler(self)
+        self._cache: OrderedDict[tuple[str, str], _Live] = OrderedDict()
+        self._locks = _RunLocks()
+        self._waiters: dict[tuple[str, str], list[asyncio.Future[None]]] = {}
+        self._spawned: set[asyncio.Task[Any]] = set()
+        self._opened = False
+        self.accepting = False  # running workers: take new work into this process
+        if hasattr(self.store, "inline_probe"):
+            self.store.inline_probe = self._nearly_idle
+
+    def _nearly_idle(self) -> bool:
+        return self.worker.started <= 1 and len(self.scheduler.processing) <= 1
+
+    # == lifecycle ============================================================
+    async def open(self) -> AsyncEngine:
+        if not self._opened:
+            await self.store.open()
+            self._opened = True
+        return self
+
+    async def close(self) -> None:
+        if self.accepting:
+            await self.stop_serving()
+        for task in list(self._spawned):
+            task.cancel()
+        if self._spawned:
+            await asyncio.gather(*self._spawned, return_exceptions=True)
+        for live in self._cache.values():
+            live.inst.close()
+        self._cache.clear()
+        self.worker.shutdown()
+        if self._opened:
+            await self.store.close()
+            self._opened = False
+
+    async def __aenter__(self) -> AsyncEngine:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def register(self, *items: Any) -> AsyncEngine:
+        """Make workflows and activities (decorated functions) known to this engine."""
+        for item in items:
+            self.registry.add(item)
+        return self
+
+    # == serving ==============================================================
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[AsyncEngine]:
+        """Run workers and the scheduler in this process for the block."""
+        await self.start_serving()
+        try:
+            yield self
+        finally:
+            await self.stop_serving()
+
+    async def start_serving(self) -> None:
+        await self.open()
+        if self.accepting:
+            return
+        self.accepting = True
+        self.scheduler.start()
+
+    async def stop_serving(self, grace: float | None = None) -> None:
+        """Stop taking work; let running attempts finish for up to `grace` seconds."""
+        if not self.accepting:
+            return
+        self.accepting = False
+        await self.scheduler.stop_polling()
+        grace = self.shutdown_grace if grace is None else grace
+        pending = [t for t in self._spawned if not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace)
+            if still:
+                log.warning(
+                    "%d task(s) still running after the %.1fs shutdown grace; "
+                    "their leases will lapse",
+                    len(still),
+                    grace,
+                )
+        await self.scheduler.stop()
+
+    async def run_forever(self, stop: asyncio.Event | None = None) -> None:
+        """Serve until `stop` is set (or the task is cancelled), then stop gracefully."""
+        await self.start_serving()
+        try:
+            await (stop.wait() if stop is not None else asyncio.Event().wait())
+        finally:
+            await self.stop_serving()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._spawned.add(task)
+        task.add_done_callback(self._reap)
+        return task
+
+    def _reap(self, task: asyncio.Task[Any]) -> None:
+        self._spawned.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed", exc_info=task.exception())
+
+    def serves_workflow(self, queue: str) -> bool:
+        return self.accepting and queue in self.scheduler.workflow_queues
+
+    # == the API ==============================================================
+    async def start(
+        self,
+        workflow: Any,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        tenant: str = "default",
+        version: str | None = None,
+    ) -> AsyncRunHandle:
+        """Start a run; with `run_id`, starting the same run again returns it."""
+        await self.open()
+        defn = self.registry.workflow(workflow, version)
+        tenant = _check_id("tenant", tenant)
+        run_id = _check_id("run_id", run_id) if run_id is not None else new_run_id()
+        payload = self.codec.encode(input)
+        now = self.clock()
+        started = NewEvent(
+            _E.RUN_STARTED,
+            {"workflow": defn.name, "version": defn.version, "input": payload},
+            now,
+        )
+        claim = self.serves_workflow(defn.queue)
+        result = await self._create(
+            NewRun(
+                tenant=tenant,
+                run_id=run_id,
+                workflow=defn.name,
+                version=defn.version,
+                input=payload,
+                ts=now,
+                started=started,
+                claim_owner=self.owner if claim else None,
+                lease=self.lease,
+            )
+        )
+        run = result.run
+        if not result.created:
+            if run.workflow != defn.name or run.input_json != canonical_json(payload):
+                raise RunIdConflict(
+                    f"run {run_id!r} exists already (workflow {run.workflow!r}) with a different "
+                    "workflow or input; use another run_id"
+                )
+            return AsyncRunHandle(self, run_id, tenant)
+        if result.workflow_fence is not None:
+            first = Event(1, _E.RUN_STARTED, started.data, now, run.last_hash, started.encode())
+            self.spawn(
+                self._process(
+                    tenant, run_id, result.workflow_fence, defn.queue, preloaded=(run, [first])
+                )
+            )
+        return AsyncRunHandle(self, run_id, tenant)
+
+    async def signal(
+        self, run_id: str, name: str, payload: Any = None, *, tenant: str = "default"
+    ) -> None:
+        """Deliver a signal; the run sees it at its next wait for `name`."""
+        await self.open()
+        _check_id("signal name", name)
+        data = {"name": name, "payload": self.codec.encode(payload)}
+        await self._external(
+            tenant, run_id, [NewEvent(_E.SIGNAL_RECEIVED, data, self.clock())], f"signal {name!r}"
+        )
+
+    async def cancel(self, run_id: str, reason: str, *, tenant: str = "default") -> None:
+        """Ask a run to stop: work not started is dropped, the run ends `cancelled`."""
+        await self.open()
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError("cancel needs a reason")
+        run = await self.store.get_run(tenant, run_id)
+        if run is None:
+            raise RunNotFound(f"no run {run_id!r} in tenant {tenant!r}")
+        now = self.clock()
+        requested = NewEvent(_E.CANCEL_REQUESTED, {"reason": reason}, now)
+        if run.status == RunStatus.SUSPENDED:
+            # Suspended code cannot run its cancellation; end the run directly.
+            ended = NewEvent(_E.RUN_CANCELLED, {"reason": reason}, now)
+            res = await self._commit(
+                RunCommit(
+                    tenant=tenant,
+                    run_id=run_id,
+                    events=[requested, ended],
+                    now=now,
+                    expect_seq=run.last_seq,
+                    expect_hash=run.last_hash,
+                    snapshot=Snapshot(
+                        RunStatus.CANCELLED.value,
+                        [],
+                        run.processed_seq,
+                        error={"type": "Cancelled", "message": reason},
+                        finished=True,
+                    ),
+                )
+            )
+            if res.ok:
+                self._evict((tenant, run_id))
+                self._notify_finished((tenant, run_id))
+                return
+            if res.conflict is not Conflict.SEQ:
+                raise RunNotFound(f"no run {run_id!r} in tenant {tenant!r}")
+        await self._external(tenant, run_id, [requested], "cancel")
+
+    async def _external(self, tenant: str, run_id: str, events: list[NewEvent], what: str) -> None:
+        """Append events from outside the workflow and wake the run."""
+        res = await self._commit(
+            RunCommit(
+                tenant=tenant,
+                run_id=run_id,
+                events=events,
+                now=self.clock(),
+                require_active=True,
+                workflow_op=WorkflowTaskOp.CLAIM if self.accepting else WorkflowTaskOp.WAKE,
+                owner=self.owner,
+                lease=self.lease,
+                claim_queues=self.scheduler.workflow_queues,
+            )
+        )
+        if res.conflict is Conflict.RUN_NOT_FOUND:
+            raise RunNotFound(f"no run {run_id!r} in tenant {tenant!r}")
+        if res.conflict is Conflict.RUN_FINISHED:
+            raise RunNotActive(f"cannot {what}: run {run_id!r} has finished ({res.status})")
+        if res.workflow_fence is not None:
+            self.spawn(self._process(tenant, run_id, res.workflow_fence, res.workflow_queue))
+        else:
+            self.scheduler.wake()
+
+    async def get(self, run_id: str, *, tenant: str = "default") -> RunInfo:
+        await self.open()
+        run = await self.store.get_run(tenant, run_id)
+        if run is None:
+            raise RunNotFound(f"no run {run_id!r} in tenant {tenant!r}")
+        return await self._info(run)
+
+    async def _info(self, run: RunRecord) -> RunInfo:
+        status = RunStatus(run.status)
+        defn = self.registry.find_workflow(run.workflow, run.version)
+        waiting = list(run.waiting_for)
+        if not status.finished and status is not RunStatus.SUSPENDED and defn is None:
+            queue = f"{run.workflow}@{run.version}"
+            workers = await self.store.live_workers(self.clock() - self.scheduler.worker_ttl)
+            if not any(queue in w.queues for w in workers):
+                waiting.append(
+                    {
+                        "kind": "code",
+                        "detail": f"workflow {run.workflow!r} version {run.version!r} is not "
+                        "registered by any running worker",
+                    }
+                )
+        result = run.result
+        if defn is not None and status is RunStatus.COMPLETED:
+            with contextlib.suppress(Exception):
+                result = self.codec.decode(run.result, defn.result_hint)
+        from datetime import UTC, datetime
+
+        def dt(ts: float) -> datetime:
+            return datetime.fromtimestamp(ts, UTC)
+
+        return RunInfo(
+            tenant=run.tenant,
+            run_id=run.run_id,
+            workflow=run.workflow,
+            version=run.version,
+            status=status,
+            input=run.input,
+            result=result,
+            error=run.error,
+            waiting_for=waiting,
+            last_seq=run.last_seq,
+            created_at=dt(run.created_at),
+            updated_at=dt(run.updated_at),
+            finished_at=dt(run.finished_at) if run.finished_at is not None else None,
+        )
+
+    async def list_runs(
+        self,
+        *,
+        tenant: str | None = "default",
+        status: str | RunStatus | None = None,
+        workflow: str | None = None,
+        limit: int = 100,
+    ) -> list[RunInfo]:
+        await self.open()
+        if status is not None:
+            status = RunStatus(status).value
+        runs = await self.store.list_runs(tenant, status, workflow, limit)
+        return [await self._info(r) for r in runs]
+
+    async def history(self, run_id: str, *, tenant: str = "default") -> list[Event]:
+        await self.open()
+        run, events = await self.store.load_run(tenant, run_id)
+        if run is None:
+            raise RunNotFound(f"no run {run_id!r} in tenant {tenant!r}")
+        return events
+
+    async def verify(self, run_id: str, *, tenant: str = "default") -> list[ChainProblem]:
+        """Problems in the run's hash chain (empty when the history is intact)."""
+        events = await self.history(run_id, tenant=tenant)
+        problems = verify_chain(events)
+        run = await self.store.get_run(tenant, run_id)
+        if (
+            run is not None
+            and events
+            and (run.last_seq, run.last_hash) != (events[-1].seq, events[-1].hash)
+        ):
+            problems.append(
+                ChainProblem(run.last_seq, "the run's snapshot does not point at its last event")
+            )
+        return problems
+
+    async def result(
+        self, run_id: str, *, timeout: float | None = None, tenant: str = "default"
+    ) -> Any:
+        """Wait for the run to end; return its result or raise its error."""
+        await self.open()
+        key = (tenant, run_id)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        backoff = 0.01
+        while True:
+            run = await self.store.get_run(tenant, run_id)
+            if run is None:
+                raise RunNotFound(f"no run {run_id!r} in tenant {tenant!r}")
+            status = RunStatus(run.status)
+            if status.finished:
+                return self._outcome(run, status)
+            wait = min(backoff, self.poll_interval)
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ResultTimeout(f"run {run_id!r} is still {status.value} after {timeout}s")
+                wait = min(wait, remaining)
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.setdefault(key, []).append(fut)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(fut, wait)
+            finally:
+                waiters = self._waiters.get(key)
+                if waiters is not None and fut in waiters:
+                    waiters.remove(fut)
+                    if not waiters:
+                        del self._waiters[key]
+            backoff = min(backoff * 1.5, self.poll_interval)
+
+    def _outcome(self, run: RunRecord, status: RunStatus) -> Any:
+        if status is RunStatus.COMPLETED:
+            defn = self.registry.find_workflow(run.workflow, run.version)
+            return self.codec.decode(run.result, defn.result_hint if defn else Any)
+        if status is RunStatus.FAILED:
+            raise WorkflowFailed(run.run_id, status.value, run.error)
+        if status is RunStatus.CANCELLED:
+            raise WorkflowCancelled(run.run_id, status.value, run.error)
+        raise WorkflowTerminated(run.run_id, status.value, run.error)
+
+    def _notify_finished(self, key: tuple[str, str]) -> None:
+        for fut in self._waiters.pop(key, []):
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _commit(self, commit: RunCommit) -> CommitResult:
+        self.faults.hit("commit:before")
+        res = await self.store.commit_run(commit)
+        self.faults.hit("commit:after")
+        return res
+
+    async def _create(self, new: NewRun) -> CreateRunResult:
+        self.faults.hit("commit:before")
+        res = await self.store.create_run(new)
+        self.faults.hit("commit:after")
+        return res
+
+    # == the cache ============================================================
+    def _cache_get(self, key: tuple[str, str]) -> _Live | None:
+        live = self._cache.get(key)
+        if live is not None:
+            self._cache.move_to_end(key)
+        return live
+
+    def _cache_put(self, key: tuple[str, str], live: _Live) -> None:
+        if self.cache_size == 0:
+            live.inst.close()
+            return
+        self._cache[key] = live
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            _, old = self._cache.popitem(last=False)
+            old.inst.close()
+
+    def _evict(self, key: tuple[str, str]) -> None:
+        live = self._cache.pop(key, None)
+        if live is not None:
+            live.inst.close()
+
+    def _new_instance(self, defn: WorkflowDefn, tenant: str, run_id: str) -> WorkflowInstance:
+        return WorkflowInstance(
+            workflow=defn,
+            activities=self.registry.activities(),
+            codec=self.codec,
+            tenant=tenant,
+            run_id=run_id,
+            clock=self.clock,
+        )
+
+    # == workflow tasks =======================================================
+    async def _process(
+        self,
+        tenant: str,
+        run_id: str,
+        fence: int,
+        queue: str,
+        preloaded: tuple[RunRecord, list[Event]] | None = None,
+    ) -> None:
+        key = (tenant, run_id)
+        await self._locks.acquire(key)
+        try:
+            await self._process_locked(key, fence, preloaded)
+        finally:
+            self._locks.release(key)
+
+    async def _process_locked(
+        self,
+        key: tuple[str, str],
+        fence: int,
+        preloaded: tuple[RunRecord, list[Event]] | None = None,
+    ) -> None:
+        tenant, run_id = key
+        self.scheduler.processing[key] = fence
+        try:
+            for _ in range(8):
+                live = self._cache_get(key)
+                extra: list[NewEvent] = []
+                if live is not None and live.fence in (fence, fence - 1) and not live.inst.closed:
+                    # Nobody else held the task since this instance was built.
+                    live.fence = fence
+                    run, new = await self.store.load_run(tenant, run_id, live.inst.last_seq)
+                    if run is None or RunStatus(run.status).finished:
+                        self._evict(key)
+                        return
+                    try:
+                        for ev in new:
+                            live.inst.apply_new(ev)
+                    except NondeterminismError:
+                        self._evict(key)
+                        continue
+                else:
+                    self._evict(key)
+                    if preloaded is not None:
+                        run, history = preloaded
+                        preloaded = None
+                    else:
+                        run, history = await self.store.load_run(tenant, run_id)
+                    if run is None or RunStatus(run.status).finished:
+                        return
+                    defn = self.registry.find_workflow(run.workflow, run.version)
+                    if defn is None:
+                        return
+                    inst = self._new_instance(defn, tenant, run_id)
+                    try:
+                        inst.replay(history, run.processed_seq)
+                    except NondeterminismError as err:
+                        inst.close()
+                        await self._suspend(run, fence, err)
+                        return
+                    if run.status == RunStatus.SUSPENDED:
+                        extra.append(
+                            NewEvent(
+                                _E.RUN_RESUMED,
+                                {"reason": f"replay matches the history on {self.owner}"},
+                                self.clock(),
+                            )
+                        )
+                    live = _Live(inst, fence)
+                inst = live.inst
+                commit, reserved = self._decide(
+                    key, live, extra, inst.last_seq, inst.last_hash, inst.last_seq
+                )
+                res = await self._commit(commit)
+                if res.ok:
+                    self._committed(key, live, commit, res, reserved)
+                    return
+                self.worker.unreserve(reserved)
+                self._evict(key)
+                if res.conflict is not Conflict.SEQ:
+                    return
+            log.warning(
+                "run %s/%s: gave up after repeated conflicts; it will be retried", tenant, run_id
+            )
+        finally:
+            if self.scheduler.processing.get(key) == fence:
+                del self.scheduler.processing[key]
+
+    async def _suspend(self, run: RunRecord, fence: int, err: NondeterminismError) -> None:
+        message = str(err)
+        now = self.clock()
+        if run.status == RunStatus.SUSPENDED and (run.error or {}).get("message") == message:
+            events: list[NewEvent] = []
+        else:
+            log.error("suspending run %s/%s: %s", run.tenant, run.run_id, message)
+            events = [
+                NewEvent(
+                    _E.RUN_SUSPENDED,
+                    {"error": {"type": "NondeterminismError", "message": message}},
+                    now,
+                )
+            ]
+        await self._commit(
+            RunCommit(
+                tenant=run.tenant,
+                run_id=run.run_id,
+                events=events,
+                now=now,
+                expect_seq=run.last_seq,
+                expect_hash=run.last_hash,
+                workflow_fence=fence,
+                workflow_op=WorkflowTaskOp.IDLE,
+                snapshot=Snapshot(
+                    RunStatus.SUSPENDED.value,
+                    [
+                        {
+                            "kind": "operator",
+                            "detail": "the workflow code no longer matches the run's history",
+                        }
+                    ],
+                    run.processed_seq,
+                    error={"type": "NondeterminismError", "message": message},
+                ),
+            )
+        )
+
+    def _decide(
+        self,
+        key: tuple[str, str],
+        live: _Live,
+        fed: Sequence[NewEvent],
+        expect_seq: int,
+        expect_hash: str,
+        processed_seq: int,
+        activity: ActivityUpdate | None = None,
+    ) -> tuple[RunCommit, int]:
+        """The commit for what the instance decided; also how many local slots it took."""
+        tenant, run_id = key
+        inst = live.inst
+        commands = inst.take_commands()
+        now = self.clock()
+        new_activities: list[NewActivityTask] = []
+        cancel_activities: list[str] = []
+        new_timers: list[NewTimer] = []
+        cancel_timers: list[str] = []
+        reserved = 0
+        served = self.scheduler.activity_queues
+        for ev in commands:
+            t, d = ev.type, ev.data
+            if t == _E.ACTIVITY_SCHEDULED:
+                local = self.accepting and d["activity"] in served and self.worker.reserve()
+                reserved += local
+                new_activities.append(
+                    NewActivityTask(
+                        step=d["step"],
+                        activity=d["activity"],
+                        spec=d,
+                        timeout=float(d["timeout"]),
+                        heartbeat_timeout=d.get("heartbeat_timeout"),
+                        owner=self.owner if local else None,
+                        lease=self.lease,
+                    )
+                )
+            elif t == _E.ACTIVITY_CANCEL_REQUESTED:
+                cancel_activities.append(d["step"])
+            elif t == _E.TIMER_STARTED:
+                new_timers.append(NewTimer(d["step"], float(d["fire_at"])))
+            elif t == _E.TIMER_CANCELLED:
+                cancel_timers.append(d["step"])
+        outcome = inst.outcome
+        if outcome is not None:
+            status = _OUTCOME_STATUS[outcome.type]
+            error = outcome.data.get("error")
+            if status is RunStatus.CANCELLED:
+                error = {"type": "Cancelled", "message": outcome.data.get("reason", "")}
+            snapshot = Snapshot(
+                status.value,
+                [],
+                processed_seq,
+                result=outcome.data.get("result"),
+                error=error,
+                finished=True,
+            )
+            workflow_op = WorkflowTaskOp.DELETE
+        else:
+            status, waiting = inst.snapshot()
+            snapshot = Snapshot(status.value, waiting, processed_seq)
+            workflow_op = WorkflowTaskOp.IDLE
+        commit = RunCommit(
+            tenant=tenant,
+            run_id=run_id,
+            events=[*fed, *commands],
+            now=now,
+            expect_seq=expect_seq,
+            expect_hash=expect_hash,
+            snapshot=snapshot,
+            workflow_fence=live.fence,
+            workflow_op=workflow_op,
+            activity=activity,
+            new_activities=new_activities,
+            cancel_activities=cancel_activities,
+            new_timers=new_timers,
+            cancel_timers=cancel_timers,
+        )
+        return commit, reserved
+
+    def _committed(
+        self, key: tuple[str, str], live: _Live, commit: RunCommit, res: CommitResult, reserved: int
+    ) -> None:
+        inst = live.inst
+        inst.last_seq, inst.last_hash = res.last_seq, res.last_hash
+        if inst.finished:
+            self._evict(key)
+            inst.close()
+            self._notify_finished(key)
+        else:
+            self._cache_put(key, live)
+        started = 0
+        for na in commit.new_activities:
+            if na.owner is None:
+                continue
+            started += 1
+            attempt = Attempt(
+                tenant=key[0],
+                run_id=key[1],
+                step=na.step,
+                activity=na.activity,
+                fence=1,
+                attempt=1,
+                spec=na.spec,
+                deadline=commit.now + na.timeout,
+            )
+            self.worker.start(attempt)
+        if started < reserved:
+            self.worker.unreserve(reserved - started)
+        if started < len(commit.new_activities):
+            self.scheduler.wake()  # some went to the queue: a free worker may take them
+        for timer in commit.new_timers:
+            self.scheduler.note_timer(timer.fire_at)
+
+    # == activity outcomes ====================================================
+    async def _report(self, a: Attempt, outcome: Outcome) -> None:
+        """Record an attempt's outcome; if final, let the workflow decide in the same commit."""
+        key = (a.tenant, a.run_id)
+        await self._locks.acquire(key)
+        try:
+            await self._report_locked(key, a, outcome)
+        finally:
+            self._locks.release(key)
+
+    async def _report_locked(self, key: tuple[str, str], a: Attempt, outcome: Outcome) -> None:
+        now = self.clock()
+        if not outcome.ok and outcome.retrying:
+            res = await self._commit(
+                RunCommit(
+                    tenant=a.tenant,
+                    run_id=a.run_id,
+                    events=[NewEvent(_E.ACTIVITY_FAILED, outcome.event_data(a), now)],
+                    now=now,
+                    activity=ActivityUpdate(
+                        a.step,
+                        a.fence,
+                        ActivityTaskOp.RETRY,
+                        outcome.retry_at,
+                        outcome.heartbeat_details,
+                    ),
+                )
+            )
+            if res.conflict is Conflict.ACTIVITY_FENCE:
+                await self._late(a, outcome)
+            elif res.ok:
+                self._advance_cached(key, res)
+                if outcome.retry_at is not None:
+                    self.scheduler.wake_at(outcome.retry_at)
+            return
+
+        type_ = _E.ACTIVITY_COMPLETED if outcome.ok else _E.ACTIVITY_FAILED
+        fed = NewEvent(type_, outcome.event_data(a), now)
+        done = ActivityUpdate(a.step, a.fence, ActivityTaskOp.DONE)
+        live = self._cache_get(key)
+        if live is not None and not live.inst.closed:
+            inst = live.inst
+            expect_seq, expect_hash = inst.last_seq, inst.last_hash
+            try:
+                inst.apply_new(Event(expect_seq + 1, type_, fed.data, now, ""))
+            except NondeterminismError:
+                self._evict(key)
+            else:
+                commit, reserved = self._decide(
+                    key, live, [fed], expect_seq, expect_hash, expect_seq + 1, activity=done
+                )
+                res = await self._commit(commit)
+                if res.ok:
+                    self._committed(key, live, commit, res, reserved)
+                    return
+                self.worker.unreserve(reserved)
+                self._evict(key)
+                if res.conflict is Conflict.ACTIVITY_FENCE:
+                    await self._late(a, outcome)
+                    return
+        res = await self._commit(
+            RunCommit(
+                tenant=a.tenant,
+                run_id=a.run_id,
+                events=[fed],
+                now=now,
+                activity=done,
+                workflow_op=WorkflowTaskOp.CLAIM if self.accepting else WorkflowTaskOp.WAKE,
+                owner=self.owner,
+                lease=self.lease,
+                claim_queues=self.scheduler.workflow_queues,
+            )
+        )
+        if res.conflict is Conflict.ACTIVITY_FENCE:
+            await self._late(a, outcome)
+            return
+        if res.workflow_fence is not None:
+            await self._process_locked(key, res.workflow_fence)
+        elif res.ok:
+            self.scheduler.wake()
+
+    def _advance_cached(self, key: tuple[str, str], res: CommitResult) -> None:
+        """Let a cached instance see events appended by this engine that need no decision."""
+        live = self._cache.get(key)
+        if live is None or res.prev_seq != live.inst.last_seq:
+            return
+        for ev in res.events:
+            live.inst.apply_new(ev)
+
+    async def _late(self, a: Attempt, outcome: Outcome) -> None:
+        """An outcome from an attempt that no longer holds its task: audit it, change nothing."""
+        data: dict[str, Any] = {
+            "step": a.step,
+            "attempt": a.attempt,
+            "fence": a.fence,
+            "outcome": "completed" if outcome.ok else "failed",
+            "reason": "the attempt no longer holds the task (its lease lapsed, it was retried, "
+            "cancelled or the run ended)",
+        }
+        if outcome.ok:
+            data["result"] = outcome.result
+        else:
+            data["error"] = outcome.error
+        res = await self._commit(
+            RunCommit(
+                tenant=a.tenant,
+                run_id=a.run_id,
+                events=[NewEvent(_E.LATE_RESULT_IGNORED, data, self.clock())],
+                now=self.clock(),
+            )
+        )
+        if res.ok:
+            self._advance_cached((a.tenant, a.run_id), res)
+
+    async def stats(self) -> dict[str, Any]:
+        return {
+            "cached_runs": len(self._cache),
+            "running_activities": len(self.worker.inflight),
+            "store": getattr(self.store, "stats", {}),
+        }

@@ -1,0 +1,239 @@
+"""The engine's background loops: claim work, fire timers, keep leases.
+
+- The poller claims due tasks of the queues this engine serves (work left by
+  other processes, retries that came due, runs of a crashed engine).
+- The timer loop fires due timers (a conditional update, so a timer fires
+  once however many schedulers run) and expires attempts whose lease,
+  start-to-close deadline or heartbeat deadline has passed.
+- The lease loop renews the leases of what this engine is running and
+  records this worker's liveness.
+In-process work never waits for these loops: the engine starts it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from typing import TYPE_CHECKING, Any
+
+from waypost.errors import StoreError
+from waypost.store.base import ClaimedTask, LeaseRenewal, TaskRef, WorkerRecord
+
+from .worker import Attempt, failure
+
+if TYPE_CHECKING:
+    from .core import AsyncEngine
+
+log = logging.getLogger("waypost.scheduler")
+
+_BATCH = 256
+_BEAT_EVERY = 5.0
+
+
+class Scheduler:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.workflow_queues: frozenset[str] = frozenset()
+        self.activity_queues: frozenset[str] = frozenset()
+        self.processing: dict[tuple[str, str], int] = {}
+        self.worker_ttl = 3 * _BEAT_EVERY
+        self._wake = asyncio.Event()
+        self._timer_wake = asyncio.Event()
+        self._polling: list[asyncio.Task[Any]] = []
+        self._leases: asyncio.Task[Any] | None = None
+        self._renewed: dict[TaskRef, float] = {}
+        self._started_at = 0.0
+
+    # -- lifecycle ----------------------------------------------------------
+    def start(self) -> None:
+        engine = self.engine
+        self.workflow_queues = frozenset(engine.registry.workflow_queues())
+        self.activity_queues = frozenset(engine.registry.activity_names())
+        self._started_at = engine.clock()
+        loop = asyncio.get_running_loop()
+        self._polling = [
+            loop.create_task(self._poll_loop(), name="waypost-poller"),
+            loop.create_task(self._timer_loop(), name="waypost-timers"),
+        ]
+        self._leases = loop.create_task(self._lease_loop(), name="waypost-leases")
+
+    async def stop_polling(self) -> None:
+        tasks, self._polling = self._polling, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def stop(self) -> None:
+        await self.stop_polling()
+        task, self._leases = self._leases, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        with contextlib.suppress(StoreError):
+            await self.engine.store.remove_worker(self.engine.owner)
+        self.workflow_queues = frozenset()
+        self.activity_queues = frozenset()
+
+    # -- wake-ups -------------------------------------------------------------
+    def wake(self) -> None:
+        self._wake.set()
+
+    def wake_at(self, when: float) -> None:
+        delay = max(0.0, when - self.engine.clock())
+        asyncio.get_running_loop().call_later(delay, self._wake.set)
+
+    def note_timer(self, fire_at: float) -> None:
+        delay = max(0.0, fire_at - self.engine.clock())
+        if delay < self.engine.poll_interval:
+            asyncio.get_running_loop().call_later(delay, self._timer_wake.set)
+
+    # -- loops ----------------------------------------------------------------
+    async def _poll_loop(self) -> None:
+        engine = self.engine
+        while True:
+            self._wake.clear()
+            free = engine.worker.free()
+            try:
+                engine.faults.hit("commit:before")
+                claimed = await engine.store.claim_tasks(
+                    engine.owner,
+                    sorted(self.workflow_queues),
+                    sorted(self.activity_queues),
+                    _BATCH,
+                    min(_BATCH, free),
+                    engine.lease,
+                    engine.clock(),
+                )
+            except StoreError as exc:
+                log.warning("claiming tasks failed (will retry): %s", exc)
+                await self._sleep(self._wake, engine.poll_interval)
+                continue
+            for task in claimed:
+                self._dispatch(task)
+            if not claimed:
+                await self._sleep(self._wake, engine.poll_interval)
+
+    def _dispatch(self, task: ClaimedTask) -> None:
+        engine = self.engine
+        if task.kind == "workflow":
+            engine.spawn(engine._process(task.tenant, task.run_id, task.fence, task.queue))
+            return
+        engine.worker.reserve()
+        engine.worker.start(Attempt.from_claim(task))
+
+    async def _timer_loop(self) -> None:
+        engine = self.engine
+        while True:
+            self._timer_wake.clear()
+            now = engine.clock()
+            try:
+                fired = await engine.store.fire_due_timers(
+                    now, _BATCH, engine.owner, sorted(self.workflow_queues), engine.lease
+                )
+                if fired:
+                    engine.faults.hit("timers:fired")
+                for timer in fired:
+                    if timer.workflow_fence is not None:
+                        engine.spawn(
+                            engine._process(
+                                timer.tenant, timer.run_id, timer.workflow_fence, timer.queue
+                            )
+                        )
+                expired = await engine.store.expired_activities(now, _BATCH)
+                for task in expired:
+                    self._expire(task, now)
+                if len(fired) == _BATCH or len(expired) == _BATCH:
+                    continue
+                next_at = await engine.store.next_timer_at()
+            except StoreError as exc:
+                log.warning("the timer loop failed (will retry): %s", exc)
+                next_at = None
+            wait = engine.poll_interval
+            if next_at is not None:
+                wait = min(wait, max(0.0, next_at - engine.clock()))
+            await self._sleep(self._timer_wake, wait)
+
+    def _expire(self, task: ClaimedTask, now: float) -> None:
+        engine = self.engine
+        attempt = Attempt.from_claim(task)
+        mine = engine.worker.inflight.get(attempt.ref)
+        if task.deadline is not None and task.deadline <= now:
+            if mine is not None:
+                return  # the attempt's own timeout reports it
+            seconds = (task.spec or {}).get("timeout")
+            reason = f"attempt {task.attempt} exceeded its start-to-close timeout of {seconds}s"
+        elif task.heartbeat_deadline is not None and task.heartbeat_deadline <= now:
+            reason = f"attempt {task.attempt} sent no heartbeat within its heartbeat timeout"
+        else:
+            if mine is not None:
+                return  # a renewal is due; this engine is alive
+            reason = (
+                f"attempt {task.attempt} lost its worker ({task.owner} stopped renewing the lease)"
+            )
+        outcome = failure(
+            attempt, {"type": "ActivityTimeout", "message": reason}, now, retryable=True
+        )
+        engine.spawn(engine._report(attempt, outcome))
+
+    async def _lease_loop(self) -> None:
+        engine = self.engine
+        every = min(1.0, engine.lease / 3)
+        next_beat = 0.0
+        while True:
+            now = engine.clock()
+            try:
+                if now >= next_beat:
+                    await engine.store.beat_worker(
+                        WorkerRecord(
+                            worker_id=engine.owner,
+                            host=socket.gethostname(),
+                            pid=os.getpid(),
+                            queues=sorted(self.workflow_queues | self.activity_queues),
+                            started_at=self._started_at,
+                            heartbeat_at=now,
+                        )
+                    )
+                    next_beat = now + _BEAT_EVERY
+                renewals = self._due_renewals(now)
+                if renewals:
+                    states = await engine.store.renew_leases(
+                        engine.owner, renewals, engine.lease, now
+                    )
+                    for state in states:
+                        self._renewed[state.task] = now
+                        if state.task.kind == "activity":
+                            engine.worker.apply_lease_state(
+                                state.task, state.held, state.cancel_requested
+                            )
+            except StoreError as exc:
+                log.warning("renewing leases failed (will retry): %s", exc)
+            await asyncio.sleep(every)
+
+    def _due_renewals(self, now: float) -> list[LeaseRenewal]:
+        engine = self.engine
+        third = engine.lease / 3
+        out: list[LeaseRenewal] = []
+        live: set[TaskRef] = set()
+        for renewal in engine.worker.renewals():
+            ref = renewal.task
+            live.add(ref)
+            last = self._renewed.setdefault(ref, now)
+            if renewal.heartbeat_at is not None or now - last >= third:
+                out.append(renewal)
+        for (tenant, run_id), fence in list(self.processing.items()):
+            ref = TaskRef(tenant, run_id, "workflow", "", fence)
+            live.add(ref)
+            if now - self._renewed.setdefault(ref, now) >= third:
+                out.append(LeaseRenewal(ref))
+        for ref in list(self._renewed):
+            if ref not in live:
+                del self._renewed[ref]
+        return out
+
+    @staticmethod
+    async def _sleep(event: asyncio.Event, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), max(0.0, seconds))

@@ -1,0 +1,163 @@
+"""`Engine`: the synchronous face of `AsyncEngine`.
+
+The engine runs on its own event loop in a background thread; each method
+here hands a coroutine to that loop and waits for its answer. Workflow code
+and async activities run on that loop; sync activities in its thread pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import Coroutine, Iterator
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from waypost.model.events import ChainProblem, Event
+from waypost.model.status import RunStatus
+
+from .core import AsyncEngine
+from .records import RunHandle, RunInfo
+
+T = TypeVar("T")
+
+
+class Engine:
+    """The waypost engine for ordinary (synchronous) Python code.
+
+    `Engine(url)` opens (and if needed creates) the database; `url` defaults
+    to `sqlite:///waypost.db`. Options are those of `AsyncEngine`.
+    """
+
+    def __init__(self, url: str | None = None, **options: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="waypost-engine", daemon=True
+        )
+        self._thread.start()
+        self._closed = False
+        try:
+            self.aio = AsyncEngine(url, **options)
+            self._call(self.aio.open())
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    # -- plumbing -------------------------------------------------------------
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._closed:
+            coro.close()
+            raise RuntimeError("the engine is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def _stop_loop(self) -> None:
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    @property
+    def url(self) -> str:
+        return self.aio.url
+
+    # -- lifecycle ------------------------------------------------------------
+    def register(self, *items: Any) -> Engine:
+        """Make workflows and activities (decorated functions) known to this engine."""
+        self.aio.register(*items)
+        return self
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Engine]:
+        """Run workers and the scheduler in this process for the block.
+
+        Leaving the block stops taking work and lets running activities finish
+        (up to `shutdown_grace`), so a clean stop never re-runs a step.
+        """
+        self._call(self.aio.start_serving())
+        try:
+            yield self
+        finally:
+            self._call(self.aio.stop_serving())
+
+    def run_forever(self, *, grace: timedelta | float | None = None) -> None:
+        """Serve until SIGTERM or SIGINT, then stop gracefully (for worker processes)."""
+        stop = threading.Event()
+        previous: dict[signal.Signals, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, lambda *_: stop.set())
+        self._call(self.aio.start_serving())
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            seconds = grace.total_seconds() if isinstance(grace, timedelta) else grace
+            self._call(self.aio.stop_serving(seconds))
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def close(self) -> None:
+        """Stop serving (gracefully) and close the database."""
+        if self._closed:
+            return
+        try:
+            self._call(self.aio.close())
+        finally:
+            self._stop_loop()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the API --------------------------------------------------------------
+    def start(
+        self,
+        workflow: Any,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        tenant: str = "default",
+        version: str | None = None,
+    ) -> RunHandle:
+        """Start a run of `workflow` (function or name); see `AsyncEngine.start`."""
+        handle = self._call(
+            self.aio.start(workflow, input, run_id=run_id, tenant=tenant, version=version)
+        )
+        return RunHandle(self, handle.run_id, handle.tenant)
+
+    def signal(
+        self, run_id: str, name: str, payload: Any = None, *, tenant: str = "default"
+    ) -> None:
+        self._call(self.aio.signal(run_id, name, payload, tenant=tenant))
+
+    def cancel(self, run_id: str, reason: str, *, tenant: str = "default") -> None:
+        self._call(self.aio.cancel(run_id, reason, tenant=tenant))
+
+    def get(self, run_id: str, *, tenant: str = "default") -> RunInfo:
+        return self._call(self.aio.get(run_id, tenant=tenant))
+
+    def history(self, run_id: str, *, tenant: str = "default") -> list[Event]:
+        return self._call(self.aio.history(run_id, tenant=tenant))
+
+    def verify(self, run_id: str, *, tenant: str = "default") -> list[ChainProblem]:
+        return self._call(self.aio.verify(run_id, tenant=tenant))
+
+    def result(self, run_id: str, *, timeout: float | None = None, tenant: str = "default") -> Any:
+        """Block until the run ends; return its result or raise its error."""
+        return self._call(self.aio.result(run_id, timeout=timeout, tenant=tenant))
+
+    def list_runs(
+        self,
+        *,
+        tenant: str | None = "default",
+        status: str | RunStatus | None = None,
+        workflow: str | None = None,
+        limit: int = 100,
+    ) -> list[RunInfo]:
+        return self._call(
+            self.aio.list_runs(tenant=tenant, status=status, workflow=workflow, limit=limit)
+        )

@@ -1,0 +1,294 @@
+"""Running activity attempts: arguments in, an outcome out, leases kept alive.
+
+An attempt runs outside any transaction. Its outcome is reported under the
+fence it was given; the engine accepts it only if that fence is still the
+task's. Sync activities run in a thread pool, async ones on the engine's
+loop; both are bounded by the attempt's start-to-close deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+import random
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from waypost.errors import ActivityCancelled, NonRetryableError, PayloadError
+from waypost.model.codec import error_to_json
+from waypost.model.events import canonical_json
+from waypost.model.retry import Retry
+from waypost.store.base import ClaimedTask, LeaseRenewal, TaskRef
+
+from .context import ActivityContext
+
+if TYPE_CHECKING:
+    from .core import AsyncEngine
+    from .registry import ActivityDefn
+
+log = logging.getLogger("waypost.worker")
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One attempt of one activity step, leased to this engine under `fence`."""
+
+    tenant: str
+    run_id: str
+    step: str
+    activity: str
+    fence: int
+    attempt: int
+    spec: dict[str, Any]
+    deadline: float
+    previous_details: Any = None
+    ctx: ActivityContext | None = None
+    task: asyncio.Task[Any] | None = field(default=None, repr=False)
+
+    @property
+    def ref(self) -> TaskRef:
+        return TaskRef(self.tenant, self.run_id, "activity", self.step, self.fence)
+
+    @classmethod
+    def from_claim(cls, t: ClaimedTask) -> Attempt:
+        spec = t.spec or {}
+        return cls(
+            tenant=t.tenant,
+            run_id=t.run_id,
+            step=t.step,
+            activity=t.queue,
+            fence=t.fence,
+            attempt=t.attempt,
+            spec=spec,
+            deadline=t.deadline if t.deadline is not None else 0.0,
+            previous_details=t.heartbeat_details,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How an attempt ended: a result, or an error and whether to retry."""
+
+    ok: bool
+    result: Any = None
+    error: dict[str, Any] | None = None
+    retrying: bool = False
+    retry_at: float | None = None
+    heartbeat_details: str | None = None
+
+    def event_data(self, a: Attempt) -> dict[str, Any]:
+        data: dict[str, Any] = {"step": a.step, "attempt": a.attempt}
+        if self.ok:
+            data["result"] = self.result
+        else:
+            data["error"] = self.error
+            data["retrying"] = self.retrying
+            if self.retry_at is not None:
+                data["retry_at"] = self.retry_at
+        return data
+
+
+def failure(
+    a: Attempt, error: dict[str, Any], now: float, *, retryable: bool, details: str | None = None
+) -> Outcome:
+    policy = Retry.from_json(a.spec["retry"]) if "retry" in a.spec else Retry()
+    retrying = retryable and a.attempt < policy.max_attempts
+    retry_at = now + policy.delay(a.attempt, random.random()) if retrying else None
+    return Outcome(
+        False, error=error, retrying=retrying, retry_at=retry_at, heartbeat_details=details
+    )
+
+
+class Worker:
+    """The activity attempts this engine is running, and their leases."""
+
+    def __init__(self, engine: AsyncEngine, max_activities: int, threads: int) -> None:
+        self.engine = engine
+        self.max_activities = max_activities
+        self.reserved = 0
+        self.started = 0  # attempts spawned and not yet reported
+        self.inflight: dict[TaskRef, Attempt] = {}
+        self._threads = ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix="waypost-activity"
+        )
+
+    # -- capacity ---------------------------------------------------------
+    def free(self) -> int:
+        return self.max_activities - self.reserved
+
+    def reserve(self) -> bool:
+        if self.reserved >= self.max_activities:
+            return False
+        self.reserved += 1
+        return True
+
+    def unreserve(self, n: int = 1) -> None:
+        self.reserved = max(0, self.reserved - n)
+
+    def shutdown(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    # -- running ----------------------------------------------------------
+    def start(self, a: Attempt) -> None:
+        """Run an attempt whose slot is reserved, in its own task."""
+        self.started += 1
+        a.task = self.engine.spawn(self._run(a))
+
+    async def _run(self, a: Attempt) -> None:
+        try:
+            await self.run(a)
+        finally:
+            self.started -= 1
+
+    async def run(self, a: Attempt) -> None:
+        """Run one attempt (its slot is reserved already) and report the outcome."""
+        engine = self.engine
+        defn = engine.registry.activities().get(a.activity)
+        a.ctx = ActivityContext(
+            tenant=a.tenant,
+            run_id=a.run_id,
+            step_id=a.step,
+            activity=a.activity,
+            attempt=a.attempt,
+            idempotency_key=str(a.spec.get("key", "")),
+            deadline=a.deadline,
+            clock=engine.clock,
+            heartbeat_details=a.previous_details,
+        )
+        self.inflight[a.ref] = a
+        try:
+            if defn is None:
+                outcome = failure(
+                    a,
+                    {
+                        "type": "UnknownActivity",
+                        "message": f"activity {a.activity!r} is not registered",
+                    },
+                    engine.clock(),
+                    retryable=True,
+                )
+            else:
+                outcome = await self._call(defn, a, a.ctx)
+        finally:
+            self.inflight.pop(a.ref, None)
+            self.unreserve()
+        await engine._report(a, outcome)
+
+    async def _call(self, defn: ActivityDefn, a: Attempt, ctx: ActivityContext) -> Outcome:
+        engine = self.engine
+        codec = engine.codec
+        try:
+            raw_args = codec.decode(a.spec.get("args") or [])
+            args = [
+                codec.decode(v, defn.param_hints[i] if i < len(defn.param_hints) else Any)
+                for i, v in enumerate(raw_args)
+            ]
+            raw_kwargs = codec.decode(a.spec.get("kwargs") or {})
+            kwargs = {
+                k: codec.decode(v, defn.kwarg_hints.get(k, Any)) for k, v in raw_kwargs.items()
+            }
+        except PayloadError as exc:
+            return failure(a, error_to_json(exc), engine.clock(), retryable=False)
+
+        # The start-to-close deadline cancels the awaiting task (a sync
+        # activity's thread cannot be stopped: it runs on, and its late
+        # result is ignored).
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("activities run inside an asyncio task")
+        expired = False
+
+        def on_deadline() -> None:
+            nonlocal expired
+            expired = True
+            task.cancel()
+
+        deadline = loop.call_later(max(0.0, a.deadline - engine.clock()), on_deadline)
+        engine.faults.hit("activity:before")
+        try:
+            if defn.is_async:
+                value = await defn.fn(ctx, *args, **kwargs)
+            else:
+                call = functools.partial(defn.fn, ctx, *args, **kwargs)
+                value = await loop.run_in_executor(
+                    self._threads, contextvars.copy_context().run, call
+                )
+        except asyncio.CancelledError:
+            if not expired:
+                if task.cancelling():
+                    raise  # the engine is shutting down: the lease will lapse
+                return self._failed(
+                    a, ActivityCancelled("the activity was cancelled"), engine.clock(), ctx
+                )
+            task.uncancel()
+            seconds = a.spec.get("timeout")
+            error = {
+                "type": "ActivityTimeout",
+                "message": f"attempt {a.attempt} exceeded its start-to-close timeout of {seconds}s",
+            }
+            return failure(a, error, engine.clock(), retryable=True, details=self._details(ctx))
+        except Exception as exc:
+            return self._failed(a, exc, engine.clock(), ctx)
+        finally:
+            deadline.cancel()
+            engine.faults.hit("activity:after")
+        try:
+            return Outcome(True, result=codec.encode(value))
+        except PayloadError as exc:
+            err = PayloadError(f"the result of activity {a.activity!r}: {exc}")
+            return failure(a, error_to_json(err), engine.clock(), retryable=False)
+
+    def _failed(self, a: Attempt, exc: BaseException, now: float, ctx: ActivityContext) -> Outcome:
+        names = tuple(c.__name__ for c in type(exc).__mro__)
+        policy = Retry.from_json(a.spec["retry"]) if "retry" in a.spec else Retry()
+        retryable = not (
+            isinstance(exc, NonRetryableError | ActivityCancelled)
+            or policy.is_non_retryable(type(exc).__name__, names)
+        )
+        tb = "".join(traceback.format_exception(exc))
+        return failure(
+            a,
+            error_to_json(exc, traceback_text=tb),
+            now,
+            retryable=retryable,
+            details=self._details(ctx),
+        )
+
+    def _details(self, ctx: ActivityContext) -> str | None:
+        at, details = ctx._take_heartbeat()
+        if at is None:
+            return None
+        try:
+            return canonical_json(self.engine.codec.encode(details))
+        except PayloadError as exc:
+            log.warning("heartbeat details of %s are not JSON: %s", ctx.activity, exc)
+            return None
+
+    # -- leases -------------------------------------------------------------
+    def renewals(self) -> list[LeaseRenewal]:
+        out = []
+        for ref, a in list(self.inflight.items()):
+            at, details = (None, None)
+            if a.ctx is not None:
+                at, raw = a.ctx._take_heartbeat()
+                if at is not None:
+                    try:
+                        details = canonical_json(self.engine.codec.encode(raw))
+                    except PayloadError as exc:
+                        log.warning("heartbeat details of %s are not JSON: %s", a.activity, exc)
+            out.append(LeaseRenewal(ref, heartbeat_at=at, heartbeat_details=details))
+        return out
+
+    def apply_lease_state(self, ref: TaskRef, held: bool, cancel_requested: bool) -> None:
+        a = self.inflight.get(ref)
+        if a is None or a.ctx is None:
+            return
+        if not held:
+            a.ctx._state.lost = True
+        if cancel_requested:
+            a.ctx._state.cancelled = True

@@ -1,0 +1,1 @@
+"""The pure model: events, statuses, retry policy, the codec. No I/O here."""

@@ -1,0 +1,205 @@
+"""Turning workflow values into stored JSON and back.
+
+Inputs, results, signal payloads and errors all pass through one `Codec`.
+The default `JsonCodec` converts dataclasses, pydantic models, enums,
+datetimes, UUIDs and decimals to JSON on the way in, and rebuilds them from the
+type hints of the receiving function on the way out. A codec that encrypts
+payloads wraps this one: `encode` returns any JSON value (for instance
+`{"enc": "..."}`) and `decode` reverses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import math
+import types
+import typing
+import uuid
+from decimal import Decimal
+from typing import Any, Protocol, runtime_checkable
+
+from waypost.errors import PayloadError
+
+
+@runtime_checkable
+class Codec(Protocol):
+    def encode(self, value: Any) -> Any:
+        """A JSON-compatible value for `value`; raises `PayloadError` naming the bad part."""
+        ...
+
+    def decode(self, data: Any, hint: Any = Any) -> Any:
+        """The value of type `hint` that `data` (from `encode`) stands for."""
+        ...
+
+
+_PRIMITIVES = (str, int, bool, type(None))
+
+
+class JsonCodec:
+    """The default codec: plain JSON, with common Python types converted."""
+
+    def encode(self, value: Any) -> Any:
+        return _to_json(value, "value")
+
+    def decode(self, data: Any, hint: Any = Any) -> Any:
+        return _from_json(data, hint, "value")
+
+
+def _to_json(value: Any, path: str) -> Any:
+    if isinstance(value, _PRIMITIVES):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise PayloadError(f"{path} is {value!r}, which JSON cannot hold")
+        return value
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if isinstance(k, enum.Enum):
+                k = k.value
+            if not isinstance(k, str):
+                raise PayloadError(
+                    f"{path} has a key {k!r} of type {type(k).__name__}; "
+                    "JSON object keys must be strings"
+                )
+            out[k] = _to_json(v, f"{path}[{k!r}]")
+        return out
+    if isinstance(value, list | tuple):
+        return [_to_json(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: _to_json(getattr(value, f.name), f"{path}.{f.name}")
+            for f in dataclasses.fields(value)
+        }
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        return _to_json(dump(mode="json"), path)
+    if isinstance(value, enum.Enum):
+        return _to_json(value.value, path)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    raise PayloadError(
+        f"{path} is of type {type(value).__module__}.{type(value).__qualname__}, "
+        "which cannot be stored as JSON (use dicts, lists, str, int, float, bool, None, "
+        "dataclasses or pydantic models)"
+    )
+
+
+def _from_json(data: Any, hint: Any, path: str) -> Any:
+    if hint is Any or hint is None or hint is object or hint is typing.Any:
+        return data
+    origin = typing.get_origin(hint)
+    if origin is typing.Annotated:
+        return _from_json(data, typing.get_args(hint)[0], path)
+    if origin is typing.Union or origin is types.UnionType:
+        args = typing.get_args(hint)
+        if data is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _from_json(data, arg, path)
+            except (PayloadError, TypeError, ValueError) as exc:
+                errors.append(str(exc))
+        raise PayloadError(f"{path} matches none of {hint}: {'; '.join(errors)}")
+    if origin in (list, typing.Sequence, tuple, set, frozenset) or hint in (list, tuple):
+        if not isinstance(data, list):
+            raise PayloadError(f"{path} should be a list, got {type(data).__name__}")
+        args = typing.get_args(hint)
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            return tuple(
+                _from_json(v, a, f"{path}[{i}]")
+                for i, (v, a) in enumerate(zip(data, args, strict=False))
+            )
+        item = args[0] if args else Any
+        items = [_from_json(v, item, f"{path}[{i}]") for i, v in enumerate(data)]
+        if origin is tuple or hint is tuple:
+            return tuple(items)
+        if origin in (set, frozenset):
+            return origin(items)
+        return items
+    if origin in (dict, typing.Mapping) or hint is dict:
+        if not isinstance(data, dict):
+            raise PayloadError(f"{path} should be an object, got {type(data).__name__}")
+        args = typing.get_args(hint)
+        val = args[1] if len(args) == 2 else Any
+        return {k: _from_json(v, val, f"{path}[{k!r}]") for k, v in data.items()}
+    if origin is typing.Literal:
+        if data not in typing.get_args(hint):
+            raise PayloadError(f"{path} is {data!r}, expected one of {typing.get_args(hint)}")
+        return data
+    if not isinstance(hint, type):
+        return data
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(data, dict):
+            raise PayloadError(
+                f"{path} should be an object for {hint.__name__}, got {type(data).__name__}"
+            )
+        try:
+            hints = typing.get_type_hints(hint)
+        except Exception:
+            hints = {}
+        kwargs = {}
+        for f in dataclasses.fields(hint):
+            if f.name in data:
+                kwargs[f.name] = _from_json(
+                    data[f.name], hints.get(f.name, Any), f"{path}.{f.name}"
+                )
+        try:
+            return hint(**kwargs)
+        except TypeError as exc:
+            raise PayloadError(f"{path} cannot be read as {hint.__name__}: {exc}") from exc
+    validate = getattr(hint, "model_validate", None)
+    if callable(validate):
+        try:
+            return validate(data)
+        except Exception as exc:
+            raise PayloadError(f"{path} cannot be read as {hint.__name__}: {exc}") from exc
+    if issubclass(hint, enum.Enum):
+        try:
+            return hint(data)
+        except ValueError as exc:
+            raise PayloadError(f"{path}: {exc}") from exc
+    if hint is dt.datetime:
+        return dt.datetime.fromisoformat(_expect(data, str, path))
+    if hint is dt.date:
+        return dt.date.fromisoformat(_expect(data, str, path))
+    if hint is dt.time:
+        return dt.time.fromisoformat(_expect(data, str, path))
+    if hint is uuid.UUID:
+        return uuid.UUID(_expect(data, str, path))
+    if hint is Decimal:
+        return Decimal(str(data))
+    if hint is float and isinstance(data, int | float) and not isinstance(data, bool):
+        return float(data)
+    if hint in (str, int, bool) and not isinstance(data, hint):
+        raise PayloadError(f"{path} should be {hint.__name__}, got {type(data).__name__}")
+    if hint is int and isinstance(data, bool):
+        raise PayloadError(f"{path} should be int, got bool")
+    return data
+
+
+def _expect(data: Any, kind: type, path: str) -> Any:
+    if not isinstance(data, kind):
+        raise PayloadError(f"{path} should be {kind.__name__}, got {type(data).__name__}")
+    return data
+
+
+def error_to_json(exc: BaseException, *, traceback_text: str | None = None) -> dict[str, Any]:
+    """How an exception is stored: its type, message and (optionally) traceback."""
+    out: dict[str, Any] = {
+        "type": type(exc).__name__,
+        "module": type(exc).__module__,
+        "message": str(exc),
+    }
+    if traceback_text:
+        out["traceback"] = traceback_text
+    return out

@@ -1,0 +1,70 @@
+"""Retry policy of an activity: how many attempts, how far apart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Retry:
+    """When to try a failed activity again.
+
+    The n-th retry waits `initial_interval * backoff**(n-1)`, capped at
+    `max_interval`, less a random share of up to `jitter` of it so that
+    many failing steps do not retry in lockstep. Errors whose type is in
+    `non_retryable` (or that subclass `waypost.NonRetryableError`) fail the
+    activity at once.
+    """
+
+    max_attempts: int = 3
+    initial_interval: timedelta = timedelta(seconds=1)
+    backoff: float = 2.0
+    max_interval: timedelta = timedelta(minutes=5)
+    non_retryable: tuple[type[BaseException] | str, ...] = field(default_factory=tuple)
+    jitter: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"Retry.max_attempts must be at least 1, got {self.max_attempts}")
+        if self.backoff < 1:
+            raise ValueError(f"Retry.backoff must be at least 1.0, got {self.backoff}")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"Retry.jitter must be between 0 and 1, got {self.jitter}")
+        if self.initial_interval < timedelta(0) or self.max_interval < timedelta(0):
+            raise ValueError("Retry intervals must not be negative")
+
+    def delay(self, failed_attempt: int, rand: float) -> float:
+        """Seconds to wait after attempt `failed_attempt` failed (`rand` in [0, 1))."""
+        base = self.initial_interval.total_seconds() * self.backoff ** max(0, failed_attempt - 1)
+        base = min(base, self.max_interval.total_seconds())
+        return base * (1 - self.jitter * rand)
+
+    def non_retryable_names(self) -> list[str]:
+        return sorted(t if isinstance(t, str) else t.__name__ for t in self.non_retryable)
+
+    def is_non_retryable(self, error_type: str, mro_names: tuple[str, ...] = ()) -> bool:
+        names = set(self.non_retryable_names())
+        return error_type in names or any(n in names for n in mro_names)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "max_attempts": self.max_attempts,
+            "initial_interval": self.initial_interval.total_seconds(),
+            "backoff": self.backoff,
+            "max_interval": self.max_interval.total_seconds(),
+            "non_retryable": self.non_retryable_names(),
+            "jitter": self.jitter,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Retry:
+        return cls(
+            max_attempts=int(data["max_attempts"]),
+            initial_interval=timedelta(seconds=float(data["initial_interval"])),
+            backoff=float(data["backoff"]),
+            max_interval=timedelta(seconds=float(data["max_interval"])),
+            non_retryable=tuple(data.get("non_retryable", ())),
+            jitter=float(data.get("jitter", 0.2)),
+        )

@@ -1,0 +1,23 @@
+"""Stores: where runs, events, tasks and timers live."""
+
+from __future__ import annotations
+
+from waypost.errors import ConfigurationError
+
+from .base import Store
+
+DEFAULT_URL = "sqlite:///waypost.db"
+
+
+def open_store(url: str | None = None) -> Store:
+    """The store for a database URL (`sqlite:///path.db`; PostgreSQL to come)."""
+    url = url or DEFAULT_URL
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "sqlite":
+        from .sqlite import SqliteStore
+
+        return SqliteStore(url)
+    raise ConfigurationError(f"unsupported database URL {url!r}: use sqlite:///path/to/file.db")
+
+
+__all__ = ["DEFAULT_URL", "Store", "open_store"]

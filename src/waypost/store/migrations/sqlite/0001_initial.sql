@@ -1,0 +1,85 @@
+-- waypost schema, version 1 (SQLite).
+-- Times are seconds since the epoch (REAL). JSON is stored as TEXT.
+
+CREATE TABLE runs (
+    tenant        TEXT    NOT NULL,
+    run_id        TEXT    NOT NULL,
+    workflow      TEXT    NOT NULL,
+    version       TEXT    NOT NULL,
+    status        TEXT    NOT NULL,
+    input         TEXT    NOT NULL,
+    result        TEXT,
+    error         TEXT,
+    waiting_for   TEXT    NOT NULL DEFAULT '[]',
+    last_seq      INTEGER NOT NULL,
+    last_hash     TEXT    NOT NULL,
+    processed_seq INTEGER NOT NULL DEFAULT 0,
+    created_at    REAL    NOT NULL,
+    updated_at    REAL    NOT NULL,
+    finished_at   REAL,
+    PRIMARY KEY (tenant, run_id)
+) WITHOUT ROWID;
+
+CREATE INDEX runs_by_status ON runs (tenant, status, created_at);
+
+CREATE TABLE events (
+    tenant TEXT    NOT NULL,
+    run_id TEXT    NOT NULL,
+    seq    INTEGER NOT NULL,
+    type   TEXT    NOT NULL,
+    data   TEXT    NOT NULL,
+    ts     REAL    NOT NULL,
+    hash   TEXT    NOT NULL,
+    PRIMARY KEY (tenant, run_id, seq)
+) WITHOUT ROWID;
+
+-- One workflow task per live run (step = ''), one activity task per open step.
+-- state: 'ready' (claimable at visible_at), 'leased' (owner holds it until
+-- visible_at), 'idle' (workflow task with nothing to do until an event wakes it).
+CREATE TABLE tasks (
+    tenant            TEXT    NOT NULL,
+    run_id            TEXT    NOT NULL,
+    kind              TEXT    NOT NULL,
+    step              TEXT    NOT NULL,
+    queue             TEXT    NOT NULL,
+    state             TEXT    NOT NULL,
+    visible_at        REAL,
+    owner             TEXT,
+    fence             INTEGER NOT NULL DEFAULT 0,
+    attempt           INTEGER NOT NULL DEFAULT 0,
+    started_at        REAL,
+    deadline          REAL,
+    heartbeat_deadline REAL,
+    timeout           REAL,
+    heartbeat_timeout REAL,
+    heartbeat_details TEXT,
+    cancel_requested  INTEGER NOT NULL DEFAULT 0,
+    spec              TEXT,
+    created_at        REAL    NOT NULL,
+    PRIMARY KEY (tenant, run_id, kind, step)
+) WITHOUT ROWID;
+
+CREATE INDEX tasks_due ON tasks (kind, state, visible_at);
+
+-- A timer fires once per generation: firing is a conditional update on
+-- (status, generation), so two schedulers cannot both fire it.
+CREATE TABLE timers (
+    tenant     TEXT    NOT NULL,
+    run_id     TEXT    NOT NULL,
+    step       TEXT    NOT NULL,
+    fire_at    REAL    NOT NULL,
+    generation INTEGER NOT NULL DEFAULT 1,
+    status     TEXT    NOT NULL,
+    PRIMARY KEY (tenant, run_id, step)
+) WITHOUT ROWID;
+
+CREATE INDEX timers_due ON timers (status, fire_at);
+
+CREATE TABLE workers (
+    worker_id    TEXT PRIMARY KEY,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    queues       TEXT NOT NULL,
+    started_at   REAL NOT NULL,
+    heartbeat_at REAL NOT NULL
+) WITHOUT ROWID;

@@ -1,0 +1,563 @@
+"""The SQLite store: one file, WAL, one writer thread with group commit.
+
+Every write of the process goes through one thread that owns the write
+connection. It takes whatever requests are queued (up to `max_batch`), runs
+each inside its own SAVEPOINT (so one request's failed condition rolls back
+only that request), and commits them all at once: many runs' steps share one
+transaction and one fsync. Reads use separate connections, which WAL lets
+run beside the writer.
+
+Durability: by default `synchronous=FULL`, so a commit that was acknowledged
+survives a power cut. `?synchronous=normal` in the URL is faster and still
+safe against a crash of the process, but a power cut may lose the last
+commits (never corrupt the file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, unquote, urlparse
+
+from waypost.errors import ConfigurationError, SchemaError, StoreError
+from waypost.model.events import Event
+
+from . import transactions as txn
+from .base import (
+    ClaimedTask,
+    CommitResult,
+    CreateRunResult,
+    FiredTimer,
+    LeaseRenewal,
+    LeaseState,
+    NewRun,
+    RunCommit,
+    RunRecord,
+    TaskRef,
+    WorkerRecord,
+)
+from .sqlfile import load_migrations, load_queries
+
+T = TypeVar("T")
+
+_SYNC_MODES = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA"}
+
+
+def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
+    """`sqlite:///rel/path.db` or `sqlite:////abs/path.db` -> (path, options)."""
+    parsed = urlparse(url)
+    if parsed.scheme != "sqlite":
+        raise ConfigurationError(f"not a SQLite URL: {url!r}")
+    if parsed.netloc:
+        raise ConfigurationError(
+            f"SQLite URL {url!r} has a host; write sqlite:///relative.db or sqlite:////absolute.db"
+        )
+    path = unquote(parsed.path[1:] if parsed.path.startswith("/") else parsed.path)
+    if not path or path == ":memory:":
+        raise ConfigurationError(
+            f"SQLite URL {url!r} names no file; waypost needs a file (e.g. sqlite:///waypost.db)"
+        )
+    options = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+    unknown = set(options) - {"synchronous", "busy_timeout"}
+    if unknown:
+        raise ConfigurationError(f"unknown SQLite URL option(s): {', '.join(sorted(unknown))}")
+    return path, options
+
+
+class _Tx:
+    __slots__ = ("_conn", "_q", "_sp")
+
+    def __init__(self, conn: sqlite3.Connection, queries: dict[str, str]) -> None:
+        self._conn = conn
+        self._q = queries
+        self._sp = itertools.count()
+
+    def one(self, name: str, params: dict[str, Any]) -> Sequence[Any] | None:
+        row: Sequence[Any] | None = self._conn.execute(self._q[name], params).fetchone()
+        return row
+
+    def all(self, name: str, params: dict[str, Any]) -> list[Sequence[Any]]:
+        return self._conn.execute(self._q[name], params).fetchall()
+
+    def run(self, name: str, params: dict[str, Any]) -> int:
+        return self._conn.execute(self._q[name], params).rowcount
+
+    def many(self, name: str, rows: list[dict[str, Any]]) -> None:
+        self._conn.executemany(self._q[name], rows)
+
+    def begin_read(self) -> None:
+        self._conn.execute("BEGIN")
+
+    def end_read(self) -> None:
+        self._conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        name = f"sp{next(self._sp)}"
+        self._conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute(f"ROLLBACK TO {name}")
+            self._conn.execute(f"RELEASE {name}")
+            raise
+        self._conn.execute(f"RELEASE {name}")
+
+
+@dataclass(slots=True)
+class _Request:
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+
+
+_STOP = object()
+
+
+def _resolve(done: list[tuple[_Request, Any, BaseException | None]]) -> None:
+    for req, value, error in done:
+        if req.future.done():
+            continue
+        if error is not None:
+            req.future.set_exception(error)
+        else:
+            req.future.set_result(value)
+
+
+def _connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, cached_statements=256
+    )
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise StoreError(f"could not put {path!r} in WAL mode (got {mode!r})")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    return conn
+
+
+def run_batch(
+    conn: sqlite3.Connection,
+    tx: _Tx,
+    requests: list[tuple[Callable[..., Any], tuple[Any, ...]]],
+    path: str,
+) -> list[tuple[Any, BaseException | None]]:
+    """Run requests in one transaction, each in its own savepoint; commit once.
+
+    A request whose condition fails (`Abort`) or that raises is rolled back
+    alone; the others commit. A failed COMMIT fails them all.
+    """
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        err = StoreError(f"SQLite could not begin a write transaction on {path}: {exc}")
+        return [(None, err)] * len(requests)
+    single = len(requests) == 1
+    outcomes: list[tuple[Any, BaseException | None]] = []
+    for fn, args in requests:
+        try:
+            if single:
+                value = fn(tx, *args)
+            else:
+                with tx.savepoint():
+                    value = fn(tx, *args)
+            outcomes.append((value, None))
+        except txn.Abort as abort:
+            outcomes.append((abort.result, None))
+        except sqlite3.Error as exc:
+            outcomes.append((None, StoreError(f"SQLite error on {path}: {exc}")))
+        except Exception as exc:
+            outcomes.append((None, exc))
+    try:
+        if single and (outcomes[0][1] is not None or _aborted(outcomes[0][0])):
+            conn.execute("ROLLBACK")
+        else:
+            conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        err = StoreError(f"SQLite commit failed on {path}: {exc}")
+        return [(None, err)] * len(requests)
+    return outcomes
+
+
+def _aborted(value: Any) -> bool:
+    return isinstance(value, CommitResult) and value.conflict is not None
+
+
+class _Writer(threading.Thread):
+    def __init__(self, store: SqliteStore) -> None:
+        super().__init__(name="waypost-sqlite-writer", daemon=True)
+        self._store = store
+        self.conn = _connect(store.path, store.synchronous, store.busy_timeout)
+        self.tx = _Tx(self.conn, store.queries)
+        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.commits = 0
+        self.requests = 0
+
+    def run(self) -> None:
+        store = self._store
+        conn, tx = self.conn, self.tx
+        try:
+            stop = False
+            while not stop:
+                first = self.queue.get()
+                if first is _STOP:
+                    break
+                batch = [first]
+                while len(batch) < store.max_batch:
+                    try:
+                        nxt = self.queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is _STOP:
+                        stop = True
+                        break
+                    batch.append(nxt)
+                self._execute(conn, tx, batch)
+        finally:
+            conn.close()
+
+    def _execute(self, conn: sqlite3.Connection, tx: _Tx, batch: list[_Request]) -> None:
+        with self._store.conn_lock:
+            outcomes = run_batch(conn, tx, [(req.fn, req.args) for req in batch], self._store.path)
+        self.commits += 1
+        self.requests += len(batch)
+        self._deliver(
+            [(req, value, error) for req, (value, error) in zip(batch, outcomes, strict=True)]
+        )
+
+    @staticmethod
+    def _deliver(done: list[tuple[_Request, Any, BaseException | None]]) -> None:
+        by_loop: dict[
+            asyncio.AbstractEventLoop, list[tuple[_Request, Any, BaseException | None]]
+        ] = {}
+        for item in done:
+            by_loop.setdefault(item[0].loop, []).append(item)
+        for loop, items in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(_resolve, items)
+
+
+class SqliteStore:
+    """The `Store` for one SQLite file."""
+
+    dialect = "sqlite"
+
+    def __init__(self, url: str, *, max_batch: int = 512) -> None:
+        self.url = url
+        self.path, options = parse_sqlite_url(url)
+        sync = options.get("synchronous", "full").lower()
+        if sync not in _SYNC_MODES:
+            raise ConfigurationError(
+                f"synchronous={sync!r} is not allowed; use one of {', '.join(_SYNC_MODES)}"
+            )
+        self.synchronous = _SYNC_MODES[sync]
+        self.busy_timeout = float(options.get("busy_timeout", "30"))
+        self.max_batch = max_batch
+        self.queries = load_queries("sqlite")
+        self._writer: _Writer | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        self._local = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self.conn_lock = threading.Lock()  # the write connection: writer thread or inline
+        self._pending = 0
+        # Set by the engine: True when this process is nearly idle, so a commit
+        # has nothing to be grouped with and may run on the caller's thread.
+        self.inline_probe: Callable[[], bool] | None = None
+
+    # -- lifecycle ----------------------------------------------------------
+    async def open(self) -> None:
+        if self._writer is not None:
+            return
+        await asyncio.to_thread(self._migrate)
+        self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="waypost-sqlite-read")
+        self._writer = _Writer(self)
+        self._writer.start()
+
+    async def close(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.queue.put(_STOP)
+            await asyncio.to_thread(writer.join)
+        readers, self._readers = self._readers, None
+        if readers is not None:
+            readers.shutdown(wait=True)
+        with self._lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
+
+    def _migrate(self) -> None:
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(folder):
+            raise ConfigurationError(f"the folder of the SQLite file {self.path!r} does not exist")
+        try:
+            conn = _connect(self.path, self.synchronous, self.busy_timeout)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite file {self.path!r}: {exc}") from exc
+        try:
+            migrate_connection(conn)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"SQLite file {self.path!r} cannot be used: {exc}") from exc
+        finally:
+            conn.close()
+
+    # -- plumbing -----------------------------------------------------------
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        writer = self._writer
+        if writer is None:
+            raise StoreError("the store is not open")
+        probe = self.inline_probe
+        if (
+            self._pending == 0
+            and probe is not None
+            and probe()
+            and self.conn_lock.acquire(blocking=False)
+        ):
+            # Nothing to group this commit with: run it here, saving two thread hops.
+            try:
+                ((value, error),) = run_batch(writer.conn, writer.tx, [(fn, args)], self.path)
+            finally:
+                self.conn_lock.release()
+            writer.commits += 1
+            writer.requests += 1
+            if error is not None:
+                raise error
+            return value  # type: ignore[no-any-return]
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+        self._pending += 1
+        fut.add_done_callback(self._done)
+        writer.queue.put(_Request(fn, args, fut, loop))
+        return await fut
+
+    def _done(self, _: asyncio.Future[Any]) -> None:
+        self._pending -= 1
+
+    def _reader(self) -> _Tx:
+        tx: _Tx | None = getattr(self._local, "tx", None)
+        if tx is None:
+            conn = _connect(self.path, self.synchronous, self.busy_timeout)
+            with self._lock:
+                self._reader_conns.append(conn)
+            tx = _Tx(conn, self.queries)
+            self._local.tx = tx
+        return tx
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._readers is None:
+            raise StoreError("the store is not open")
+
+        def call() -> T:
+            try:
+                return fn(self._reader(), *args)
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite read failed on {self.path}: {exc}") from exc
+
+        return await asyncio.get_running_loop().run_in_executor(self._readers, call)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        w = self._writer
+        return {"commits": w.commits, "requests": w.requests} if w else {}
+
+    # -- the Store verbs ----------------------------------------------------
+    async def create_run(self, new: NewRun) -> CreateRunResult:
+        return await self._write(txn.create_run, new)
+
+    async def commit_run(self, commit: RunCommit) -> CommitResult:
+        return await self._write(txn.commit_run, commit)
+
+    async def claim_tasks(
+        self,
+        owner: str,
+        workflow_queues: Sequence[str],
+        activity_queues: Sequence[str],
+        workflow_limit: int,
+        activity_limit: int,
+        lease: float,
+        now: float,
+    ) -> list[ClaimedTask]:
+        return await self._write(
+            txn.claim_tasks,
+            owner,
+            workflow_queues,
+            activity_queues,
+            workflow_limit,
+            activity_limit,
+            lease,
+            now,
+        )
+
+    async def renew_leases(
+        self, owner: str, renewals: Sequence[LeaseRenewal], lease: float, now: float
+    ) -> list[LeaseState]:
+        return await self._write(txn.renew_leases, owner, renewals, lease, now)
+
+    async def release_tasks(self, owner: str, tasks: Sequence[TaskRef], now: float) -> None:
+        await self._write(txn.release_tasks, owner, tasks, now)
+
+    async def expired_activities(self, now: float, limit: int) -> list[ClaimedTask]:
+        def read(tx: _Tx) -> list[ClaimedTask]:
+            return [
+                txn.task_from_row(r)
+                for r in tx.all("expired_activities", {"now": now, "limit": limit})
+            ]
+
+        return await self._read(read)
+
+    async def fire_due_timers(
+        self, now: float, limit: int, owner: str | None, queues: Sequence[str], lease: float
+    ) -> list[FiredTimer]:
+        return await self._write(txn.fire_due_timers, now, limit, owner, queues, lease)
+
+    async def next_timer_at(self) -> float | None:
+        def read(tx: _Tx) -> float | None:
+            row = tx.one("next_timer_at", {})
+            return None if row is None or row[0] is None else float(row[0])
+
+        return await self._read(read)
+
+    async def get_run(self, tenant: str, run_id: str) -> RunRecord | None:
+        return await self._read(txn.get_run, tenant, run_id)
+
+    async def load_history(self, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]:
+        def read(tx: _Tx) -> list[Event]:
+            rows = tx.all(
+                "load_history", {"tenant": tenant, "run_id": run_id, "after_seq": after_seq}
+            )
+            return [txn.event_from_row(r) for r in rows]
+
+        return await self._read(read)
+
+    async def list_runs(
+        self,
+        tenant: str | None = None,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        def read(tx: _Tx) -> list[RunRecord]:
+            rows = tx.all(
+                "list_runs",
+                {"tenant": tenant, "status": status, "workflow": workflow, "limit": limit},
+            )
+            return [txn.run_from_row(r) for r in rows]
+
+        return await self._read(read)
+
+    async def load_run(
+        self, tenant: str, run_id: str, after_seq: int = 0
+    ) -> tuple[RunRecord | None, list[Event]]:
+        def read(tx: _Tx) -> tuple[RunRecord | None, list[Event]]:
+            # One read transaction, so the snapshot and the events agree.
+            tx.begin_read()
+            try:
+                return txn.load_run(tx, tenant, run_id, after_seq)
+            finally:
+                tx.end_read()
+
+        return await self._read(read)
+
+    async def run_tasks(self, tenant: str, run_id: str) -> list[ClaimedTask]:
+        def read(tx: _Tx) -> list[ClaimedTask]:
+            return [
+                txn.task_from_row(r)
+                for r in tx.all("run_tasks", {"tenant": tenant, "run_id": run_id})
+            ]
+
+        return await self._read(read)
+
+    async def beat_worker(self, worker: WorkerRecord) -> None:
+        import json
+
+        def write(tx: _Tx) -> None:
+            tx.run(
+                "beat_worker",
+                {
+                    "worker_id": worker.worker_id,
+                    "host": worker.host,
+                    "pid": worker.pid,
+                    "queues": json.dumps(worker.queues),
+                    "started_at": worker.started_at,
+                    "heartbeat_at": worker.heartbeat_at,
+                },
+            )
+
+        await self._write(write)
+
+    async def remove_worker(self, worker_id: str) -> None:
+        def write(tx: _Tx) -> None:
+            tx.run("remove_worker", {"worker_id": worker_id})
+
+        await self._write(write)
+
+    async def live_workers(self, since: float) -> list[WorkerRecord]:
+        def read(tx: _Tx) -> list[WorkerRecord]:
+            return [txn.worker_from_row(r) for r in tx.all("live_workers", {"since": since})]
+
+        return await self._read(read)
+
+
+def migrate_connection(conn: sqlite3.Connection) -> list[int]:
+    """Apply the migrations this database lacks, under the write lock; returns them."""
+    migrations = load_migrations("sqlite")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS waypost_migrations ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+        )
+        applied = {row[0] for row in conn.execute("SELECT version FROM waypost_migrations")}
+        newest = max((m.version for m in migrations), default=0)
+        if applied and max(applied) > newest:
+            raise SchemaError(
+                f"the database has schema version {max(applied)}, newer than this waypost "
+                f"understands ({newest}); upgrade waypost"
+            )
+        done = []
+        for mig in migrations:
+            if mig.version in applied:
+                continue
+            for statement in split_statements(mig.sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO waypost_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (mig.version, mig.name, time.time()),
+            )
+            done.append(mig.version)
+        conn.execute("COMMIT")
+        return done
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def split_statements(script: str) -> list[str]:
+    """Split a SQL script into complete statements (comments and blank lines dropped)."""
+    statements: list[str] = []
+    current: list[str] = []
+    for line in script.splitlines():
+        if not current and (not line.strip() or line.strip().startswith("--")):
+            continue
+        current.append(line)
+        text = "\n".join(current)
+        if sqlite3.complete_statement(text):
+            statements.append(text.strip())
+            current = []
+    if current and "\n".join(current).strip():
+        raise SchemaError(f"incomplete SQL statement at the end of a migration: {current[0]!r}")
+    return statements

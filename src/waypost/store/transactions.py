@@ -1,0 +1,483 @@
+"""The store's transactions, written once for every SQL dialect.
+
+Each function runs inside one database transaction given as a `Tx` (the
+dialect supplies the connection, the named queries and the transaction
+runner). A failed condition raises `Abort`, which the runner turns into a
+rollback of just that request and a `CommitResult` naming the conflict.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from waypost.model.events import Event, EventType, NewEvent, canonical_json, seal
+from waypost.model.status import FINISHED, RunStatus
+
+from .base import (
+    ActivityTaskOp,
+    ClaimedTask,
+    CommitResult,
+    Conflict,
+    CreateRunResult,
+    FiredTimer,
+    LeaseRenewal,
+    LeaseState,
+    NewRun,
+    RunCommit,
+    RunRecord,
+    TaskRef,
+    WorkerRecord,
+    WorkflowTaskOp,
+)
+
+_FINISHED = frozenset(s.value for s in FINISHED)
+
+
+class Tx(Protocol):
+    """One open transaction of a dialect, addressed by query name."""
+
+    def one(self, name: str, params: dict[str, Any]) -> Sequence[Any] | None: ...
+
+    def all(self, name: str, params: dict[str, Any]) -> list[Sequence[Any]]: ...
+
+    def run(self, name: str, params: dict[str, Any]) -> int: ...
+
+    def many(self, name: str, rows: list[dict[str, Any]]) -> None: ...
+
+    def savepoint(self) -> AbstractContextManager[None]: ...
+
+
+class Abort(Exception):
+    """A condition of the request failed: roll it back and answer `result`."""
+
+    def __init__(self, result: CommitResult) -> None:
+        super().__init__(result.conflict)
+        self.result = result
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def run_from_row(row: Sequence[Any]) -> RunRecord:
+    return RunRecord(
+        tenant=row[0],
+        run_id=row[1],
+        workflow=row[2],
+        version=row[3],
+        status=row[4],
+        input=json.loads(row[5]),
+        input_json=row[5],
+        result=_loads(row[6]),
+        error=_loads(row[7]),
+        waiting_for=json.loads(row[8]) if row[8] else [],
+        last_seq=row[9],
+        last_hash=row[10],
+        processed_seq=row[11],
+        created_at=row[12],
+        updated_at=row[13],
+        finished_at=row[14],
+    )
+
+
+def event_from_row(row: Sequence[Any]) -> Event:
+    return Event(
+        seq=row[0], type=row[1], data=json.loads(row[2]), ts=row[3], hash=row[4], data_json=row[2]
+    )
+
+
+def task_from_row(row: Sequence[Any]) -> ClaimedTask:
+    return ClaimedTask(
+        kind=row[0],
+        tenant=row[1],
+        run_id=row[2],
+        step=row[3],
+        queue=row[4],
+        fence=row[5],
+        attempt=row[6],
+        spec=_loads(row[7]),
+        deadline=row[8],
+        heartbeat_deadline=row[9],
+        visible_at=row[10],
+        owner=row[11],
+        heartbeat_details=_loads(row[12]),
+        cancel_requested=bool(row[13]),
+    )
+
+
+def worker_from_row(row: Sequence[Any]) -> WorkerRecord:
+    return WorkerRecord(
+        worker_id=row[0],
+        host=row[1],
+        pid=row[2],
+        queues=json.loads(row[3]),
+        started_at=row[4],
+        heartbeat_at=row[5],
+    )
+
+
+def _event_rows(tenant: str, run_id: str, events: list[Event]) -> list[dict[str, Any]]:
+    return [
+        {
+            "tenant": tenant,
+            "run_id": run_id,
+            "seq": ev.seq,
+            "type": str(ev.type),
+            "data": ev.data_json,
+            "ts": ev.ts,
+            "hash": ev.hash,
+        }
+        for ev in events
+    ]
+
+
+def get_run(tx: Tx, tenant: str, run_id: str) -> RunRecord | None:
+    row = tx.one("get_run", {"tenant": tenant, "run_id": run_id})
+    return run_from_row(row) if row else None
+
+
+def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
+    key = {"tenant": new.tenant, "run_id": new.run_id}
+    existing = get_run(tx, new.tenant, new.run_id)
+    if existing is not None:
+        return CreateRunResult(created=False, run=existing)
+    events = seal(0, "", [new.started])
+    input_json = canonical_json(new.input)
+    tx.run(
+        "insert_run",
+        {
+            **key,
+            "workflow": new.workflow,
+            "version": new.version,
+            "input": input_json,
+            "last_seq": events[-1].seq,
+            "last_hash": events[-1].hash,
+            "now": new.ts,
+        },
+    )
+    tx.many("insert_event", _event_rows(new.tenant, new.run_id, events))
+    claimed = new.claim_owner is not None
+    fence = 1 if claimed else 0
+    tx.run(
+        "insert_workflow_task",
+        {
+            **key,
+            "queue": f"{new.workflow}@{new.version}",
+            "state": "leased" if claimed else "ready",
+            "visible_at": new.ts + new.lease if claimed else new.ts,
+            "owner": new.claim_owner,
+            "fence": fence,
+            "now": new.ts,
+        },
+    )
+    run = RunRecord(
+        tenant=new.tenant,
+        run_id=new.run_id,
+        workflow=new.workflow,
+        version=new.version,
+        status=RunStatus.RUNNING.value,
+        input=new.input,
+        input_json=input_json,
+        result=None,
+        error=None,
+        waiting_for=[],
+        last_seq=events[-1].seq,
+        last_hash=events[-1].hash,
+        processed_seq=0,
+        created_at=new.ts,
+        updated_at=new.ts,
+        finished_at=None,
+    )
+    return CreateRunResult(created=True, run=run, workflow_fence=fence if claimed else None)
+
+
+def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
+    key = {"tenant": c.tenant, "run_id": c.run_id}
+    now = c.now
+
+    if c.activity is not None:
+        a = c.activity
+        if a.op is ActivityTaskOp.DONE:
+            n = tx.run("finish_activity_task", {**key, "step": a.step, "fence": a.fence})
+        else:
+            n = tx.run(
+                "retry_activity_task",
+                {
+                    **key,
+                    "step": a.step,
+                    "fence": a.fence,
+                    "retry_at": a.retry_at,
+                    "heartbeat_details": a.heartbeat_details,
+                },
+            )
+        if n != 1:
+            raise Abort(CommitResult(Conflict.ACTIVITY_FENCE))
+
+    wt: Sequence[Any] | None = None
+    needs_task = c.workflow_fence is not None or c.workflow_op in (
+        WorkflowTaskOp.WAKE,
+        WorkflowTaskOp.CLAIM,
+        WorkflowTaskOp.IDLE,
+    )
+    if needs_task:
+        wt = tx.one("workflow_task", key)
+        if c.workflow_fence is not None and (wt is None or wt[3] != c.workflow_fence):
+            raise Abort(CommitResult(Conflict.WORKFLOW_FENCE))
+
+    status = ""
+    snap = c.snapshot
+    if c.expect_seq is not None:
+        prev_seq, prev_hash = c.expect_seq, c.expect_hash
+    else:
+        head = tx.one("run_head", key)
+        if head is None:
+            raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
+        prev_seq, prev_hash, status = head[0], head[1], head[2]
+        if c.require_active and status in _FINISHED:
+            raise Abort(CommitResult(Conflict.RUN_FINISHED, status=status))
+    events = seal(prev_seq, prev_hash, c.events)
+    last_seq, last_hash = (events[-1].seq, events[-1].hash) if events else (prev_seq, prev_hash)
+    head_params = {
+        **key,
+        "last_seq": last_seq,
+        "last_hash": last_hash,
+        "now": now,
+        "expect_seq": prev_seq,
+    }
+    if snap is not None:
+        status = snap.status
+        n = tx.run(
+            "advance_run_snapshot",
+            {
+                **head_params,
+                "status": snap.status,
+                "waiting_for": canonical_json(snap.waiting_for),
+                "processed_seq": snap.processed_seq,
+                "result": None if snap.result is None else canonical_json(snap.result),
+                "error": None if snap.error is None else canonical_json(snap.error),
+                "finished_at": now if snap.finished else None,
+            },
+        )
+    elif events or c.expect_seq is not None:
+        n = tx.run("advance_run_checked", head_params)
+    else:
+        n = 1
+    if n != 1:
+        head = tx.one("run_head", key)
+        raise Abort(CommitResult(Conflict.RUN_NOT_FOUND if head is None else Conflict.SEQ))
+    if events:
+        tx.many("insert_event", _event_rows(c.tenant, c.run_id, events))
+
+    fence_after = _workflow_task_op(tx, c, wt)
+    texts = {id(ev.data): ev.data_json for ev in events}  # a task's spec is often an event's data
+
+    for na in c.new_activities:
+        leased = na.owner is not None
+        deadline = now + na.timeout
+        hb_deadline = now + na.heartbeat_timeout if na.heartbeat_timeout is not None else None
+        tx.run(
+            "insert_activity_task",
+            {
+                **key,
+                "step": na.step,
+                "queue": na.activity,
+                "state": "leased" if leased else "ready",
+                "visible_at": min(now + na.lease, deadline, hb_deadline or deadline)
+                if leased
+                else now,
+                "owner": na.owner,
+                "fence": 1 if leased else 0,
+                "attempt": 1 if leased else 0,
+                "started_at": now if leased else None,
+                "deadline": deadline if leased else None,
+                "heartbeat_deadline": hb_deadline if leased else None,
+                "timeout": na.timeout,
+                "heartbeat_timeout": na.heartbeat_timeout,
+                "spec": texts.get(id(na.spec)) or canonical_json(na.spec),
+                "now": now,
+            },
+        )
+    for step in c.cancel_activities:
+        if tx.run("delete_ready_activity", {**key, "step": step}) == 0:
+            tx.run("request_activity_cancel", {**key, "step": step})
+    for timer in c.new_timers:
+        tx.run("insert_timer", {**key, "step": timer.step, "fire_at": timer.fire_at})
+    for step in c.cancel_timers:
+        tx.run("cancel_timer", {**key, "step": step})
+    if snap is not None and snap.finished:
+        tx.run("delete_run_tasks", key)
+        tx.run("delete_run_timers", key)
+
+    return CommitResult(
+        conflict=None,
+        events=events,
+        prev_seq=prev_seq,
+        last_seq=last_seq,
+        last_hash=last_hash,
+        status=status,
+        workflow_fence=fence_after,
+        workflow_queue=wt[4] if wt is not None else "",
+    )
+
+
+def _workflow_task_op(tx: Tx, c: RunCommit, wt: Sequence[Any] | None) -> int | None:
+    op = c.workflow_op
+    if op is WorkflowTaskOp.LEAVE:
+        return None
+    if op is WorkflowTaskOp.DELETE:
+        tx.run("delete_workflow_task", {"tenant": c.tenant, "run_id": c.run_id})
+        return None
+    if wt is None:
+        return None
+    state, visible_at, owner, fence, queue = wt
+    key = {"tenant": c.tenant, "run_id": c.run_id}
+    if op is WorkflowTaskOp.IDLE:
+        if state != "idle":  # a step of a busy run leaves the row (and its page) untouched
+            tx.run(
+                "set_workflow_task",
+                {**key, "state": "idle", "visible_at": None, "owner": owner, "fence": fence},
+            )
+        return None
+    held_by_other = state == "leased" and visible_at is not None and visible_at > c.now
+    if held_by_other:
+        # Its holder's commit will fail the sequence check and take this event in.
+        return None
+    if (
+        op is WorkflowTaskOp.CLAIM
+        and c.owner is not None
+        and (c.claim_queues is None or queue in c.claim_queues)
+    ):
+        tx.run(
+            "set_workflow_task",
+            {
+                **key,
+                "state": "leased",
+                "visible_at": c.now + c.lease,
+                "owner": c.owner,
+                "fence": fence + 1,
+            },
+        )
+        return int(fence + 1)
+    if state != "ready" or (visible_at is not None and visible_at > c.now):
+        tx.run(
+            "set_workflow_task",
+            {**key, "state": "ready", "visible_at": c.now, "owner": owner, "fence": fence},
+        )
+    return None
+
+
+def claim_tasks(
+    tx: Tx,
+    owner: str,
+    workflow_queues: Sequence[str],
+    activity_queues: Sequence[str],
+    workflow_limit: int,
+    activity_limit: int,
+    lease: float,
+    now: float,
+) -> list[ClaimedTask]:
+    claimed: list[ClaimedTask] = []
+    params = {"owner": owner, "now": now, "lease_until": now + lease}
+    if workflow_queues and workflow_limit > 0:
+        rows = tx.all(
+            "claim_workflow_tasks",
+            {**params, "queues": json.dumps(list(workflow_queues)), "limit": workflow_limit},
+        )
+        claimed.extend(task_from_row(r) for r in rows)
+    if activity_queues and activity_limit > 0:
+        rows = tx.all(
+            "claim_activity_tasks",
+            {**params, "queues": json.dumps(list(activity_queues)), "limit": activity_limit},
+        )
+        claimed.extend(task_from_row(r) for r in rows)
+    return claimed
+
+
+def renew_leases(
+    tx: Tx, owner: str, renewals: Sequence[LeaseRenewal], lease: float, now: float
+) -> list[LeaseState]:
+    states = []
+    for r in renewals:
+        t = r.task
+        row = tx.one(
+            "renew_lease",
+            {
+                "tenant": t.tenant,
+                "run_id": t.run_id,
+                "kind": t.kind,
+                "step": t.step,
+                "fence": t.fence,
+                "owner": owner,
+                "lease_until": now + lease,
+                "heartbeat_at": r.heartbeat_at,
+                "heartbeat_details": r.heartbeat_details,
+            },
+        )
+        states.append(LeaseState(t, held=row is not None, cancel_requested=bool(row and row[0])))
+    return states
+
+
+def release_tasks(tx: Tx, owner: str, tasks: Sequence[TaskRef], now: float) -> None:
+    for t in tasks:
+        tx.run(
+            "release_task",
+            {
+                "tenant": t.tenant,
+                "run_id": t.run_id,
+                "kind": t.kind,
+                "step": t.step,
+                "fence": t.fence,
+                "owner": owner,
+                "now": now,
+            },
+        )
+
+
+def load_run(
+    tx: Tx, tenant: str, run_id: str, after_seq: int
+) -> tuple[RunRecord | None, list[Event]]:
+    run = get_run(tx, tenant, run_id)
+    if run is None:
+        return None, []
+    rows = tx.all("load_history", {"tenant": tenant, "run_id": run_id, "after_seq": after_seq})
+    return run, [event_from_row(r) for r in rows]
+
+
+def fire_due_timers(
+    tx: Tx, now: float, limit: int, owner: str | None, queues: Sequence[str], lease: float
+) -> list[FiredTimer]:
+    fired: list[FiredTimer] = []
+    claim_queues = frozenset(queues)
+    for tenant, run_id, step, generation in tx.all("due_timers", {"now": now, "limit": limit}):
+        key = {"tenant": tenant, "run_id": run_id, "step": step}
+        if tx.run("fire_timer", {**key, "generation": generation}) != 1:
+            continue
+        commit = RunCommit(
+            tenant=tenant,
+            run_id=run_id,
+            events=[NewEvent(EventType.TIMER_FIRED, {"step": step, "generation": generation}, now)],
+            now=now,
+            workflow_op=WorkflowTaskOp.CLAIM if owner else WorkflowTaskOp.WAKE,
+            owner=owner,
+            lease=lease,
+            claim_queues=claim_queues,
+        )
+        try:
+            with tx.savepoint():
+                result = commit_run(tx, commit)
+        except Abort:
+            continue  # the run is gone; the timer stays fired
+        fired.append(
+            FiredTimer(
+                tenant=tenant,
+                run_id=run_id,
+                step=step,
+                queue=result.workflow_queue,
+                event=result.events[0],
+                workflow_fence=result.workflow_fence,
+            )
+        )
+    return fired

@@ -1,0 +1,246 @@
+"""The engine end to end on a real SQLite file: the API a user relies on."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+import waypost as wp
+from waypost.model.events import verify_chain
+
+
+@wp.activity
+def double(ctx: wp.ActivityContext, x: int) -> int:
+    return x * 2
+
+
+@wp.workflow(name="doubler")
+async def doubler(ctx: wp.WorkflowContext, x: int) -> int:
+    y = await ctx.run(double, x)
+    return await ctx.run(double, y)
+
+
+def test_a_workflow_runs_to_completion_and_its_history_chains(make_engine: Any) -> None:
+    engine = make_engine(doubler, double)
+    with engine.running():
+        handle = engine.start(doubler, 5)
+        assert handle.result(timeout=10) == 20
+    info = engine.get(handle.run_id)
+    assert info.status == wp.RunStatus.COMPLETED
+    assert info.result == 20
+    events = engine.history(handle.run_id)
+    assert [e.type for e in events] == [
+        "RunStarted",
+        "ActivityScheduled",
+        "ActivityCompleted",
+        "ActivityScheduled",
+        "ActivityCompleted",
+        "RunCompleted",
+    ]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert verify_chain(events) == []
+    assert engine.verify(handle.run_id) == []
+
+
+def test_start_by_name_and_a_started_run_waits_for_a_worker(make_engine: Any) -> None:
+    engine = make_engine(doubler, double)
+    handle = engine.start("doubler", 1)
+    assert engine.get(handle.run_id).status == wp.RunStatus.RUNNING
+    with pytest.raises(wp.ResultTimeout):
+        engine.result(handle.run_id, timeout=0.2)
+    with engine.running():
+        assert engine.result(handle.run_id, timeout=10) == 4
+
+
+def test_idempotent_start_with_a_run_id(make_engine: Any) -> None:
+    engine = make_engine(doubler, double)
+    first = engine.start(doubler, 3, run_id="order-1")
+    again = engine.start(doubler, 3, run_id="order-1")
+    assert again.run_id == first.run_id == "order-1"
+    with pytest.raises(wp.RunIdConflict, match="order-1"):
+        engine.start(doubler, 4, run_id="order-1")
+    assert len(engine.history("order-1")) == 1
+
+
+def test_unknown_names_and_bad_input_raise_and_write_nothing(make_engine: Any) -> None:
+    engine = make_engine(doubler, double)
+    with pytest.raises(wp.UnknownWorkflow, match="nope"):
+        engine.start("nope", 1)
+    with pytest.raises(wp.PayloadError, match="set"):
+        engine.start(doubler, {1, 2})
+    with pytest.raises(wp.RunNotFound, match="missing"):
+        engine.signal("missing", "go")
+    with pytest.raises(wp.RunNotFound):
+        engine.get("missing")
+    assert engine.list_runs() == []
+
+
+def test_signal_to_a_finished_run_is_refused(make_engine: Any) -> None:
+    engine = make_engine(doubler, double)
+    with engine.running():
+        handle = engine.start(doubler, 1)
+        handle.result(timeout=10)
+        before = len(engine.history(handle.run_id))
+        with pytest.raises(wp.RunNotActive, match="finished"):
+            engine.signal(handle.run_id, "late", 1)
+        with pytest.raises(wp.RunNotActive):
+            engine.cancel(handle.run_id, "too late")
+    assert len(engine.history(handle.run_id)) == before
+
+
+@dataclasses.dataclass
+class Item:
+    sku: str
+    qty: int
+
+
+@dataclasses.dataclass
+class Basket:
+    items: list[Item]
+    note: str | None = None
+
+
+@wp.activity
+def count_items(ctx: wp.ActivityContext, basket: Basket) -> Item:
+    assert isinstance(basket, Basket)
+    assert isinstance(basket.items[0], Item)
+    return Item("total", sum(i.qty for i in basket.items))
+
+
+@wp.workflow(name="basket")
+async def basket_flow(ctx: wp.WorkflowContext, basket: Basket) -> Item:
+    assert isinstance(basket, Basket)
+    total = await ctx.run(count_items, basket)
+    assert isinstance(total, Item)
+    return total
+
+
+def test_dataclasses_go_in_as_json_and_come_back_typed(make_engine: Any) -> None:
+    engine = make_engine(basket_flow, count_items)
+    with engine.running():
+        handle = engine.start(basket_flow, Basket([Item("a", 2), Item("b", 3)]))
+        assert handle.result(timeout=10) == Item("total", 5)
+    started = engine.history(handle.run_id)[0]
+    assert started.data["input"] == {
+        "items": [{"sku": "a", "qty": 2}, {"sku": "b", "qty": 3}],
+        "note": None,
+    }
+
+
+attempts: dict[str, list[int]] = {}
+keys: dict[str, set[str]] = {}
+lock = threading.Lock()
+
+
+class Flaky(Exception):
+    pass
+
+
+class Fatal(Exception):
+    pass
+
+
+@wp.activity(retry=wp.Retry(max_attempts=3, initial_interval=timedelta(milliseconds=10)))
+def flaky(ctx: wp.ActivityContext, name: str, fail_times: int) -> str:
+    with lock:
+        attempts.setdefault(name, []).append(ctx.attempt)
+        keys.setdefault(name, set()).add(ctx.idempotency_key)
+    if ctx.attempt <= fail_times:
+        raise Flaky(f"attempt {ctx.attempt}")
+    return f"ok after {ctx.attempt}"
+
+
+@wp.activity(
+    retry=wp.Retry(
+        max_attempts=5, initial_interval=timedelta(milliseconds=10), non_retryable=(Fatal,)
+    )
+)
+def fatal(ctx: wp.ActivityContext, name: str) -> None:
+    with lock:
+        attempts.setdefault(name, []).append(ctx.attempt)
+    raise Fatal("no point retrying")
+
+
+@wp.workflow(name="retrying")
+async def retrying(ctx: wp.WorkflowContext, args: dict[str, Any]) -> Any:
+    if args.get("fatal"):
+        try:
+            await ctx.run(fatal, args["name"])
+        except wp.ActivityError as err:
+            return {"caught": err.type, "attempts": err.attempts}
+    return await ctx.run(flaky, args["name"], args["fail"])
+
+
+def test_retries_keep_the_idempotency_key_and_are_in_history(make_engine: Any) -> None:
+    engine = make_engine(retrying, flaky, fatal)
+    with engine.running():
+        handle = engine.start(retrying, {"name": "r1", "fail": 2})
+        assert handle.result(timeout=10) == "ok after 3"
+    assert attempts["r1"] == [1, 2, 3]
+    assert len(keys["r1"]) == 1
+    failed = [e for e in engine.history(handle.run_id) if e.type == "ActivityFailed"]
+    assert [(e.data["attempt"], e.data["retrying"]) for e in failed] == [(1, True), (2, True)]
+
+
+def test_exhausted_retries_fail_the_run_with_the_error(make_engine: Any) -> None:
+    engine = make_engine(retrying, flaky, fatal)
+    with engine.running():
+        handle = engine.start(retrying, {"name": "r2", "fail": 5})
+        with pytest.raises(wp.WorkflowFailed) as err:
+            handle.result(timeout=10)
+    assert err.value.type == "ActivityError"
+    assert "Flaky" in err.value.message
+    assert "3 attempts" in err.value.message
+    assert engine.get(handle.run_id).status == wp.RunStatus.FAILED
+
+
+def test_non_retryable_errors_fail_at_once(make_engine: Any) -> None:
+    engine = make_engine(retrying, flaky, fatal)
+    with engine.running():
+        handle = engine.start(retrying, {"name": "r3", "fatal": True})
+        assert handle.result(timeout=10) == {"caught": "Fatal", "attempts": 1}
+    assert attempts["r3"] == [1]
+
+
+@wp.activity
+async def slow_echo(ctx: wp.ActivityContext, value: str, delay: float) -> str:
+    await asyncio.sleep(delay)
+    return value
+
+
+@wp.workflow(name="fan_out")
+async def fan_out(ctx: wp.WorkflowContext, delays: list[float]) -> list[str]:
+    results = await asyncio.gather(*(ctx.run(slow_echo, str(i), d) for i, d in enumerate(delays)))
+    return list(results)
+
+
+def test_gather_runs_steps_in_parallel_with_stable_step_ids(make_engine: Any) -> None:
+    engine = make_engine(fan_out, slow_echo)
+    replaying = make_engine(fan_out, slow_echo, cache_size=0)
+    with engine.running():
+        a = engine.start(fan_out, [0.3, 0.0, 0.15])
+        b = engine.start(fan_out, [0.0, 0.3, 0.15])
+        assert a.result(timeout=10) == ["0", "1", "2"]
+        assert b.result(timeout=10) == ["0", "1", "2"]
+    for handle in (a, b):
+        scheduled = [
+            e.data["step"] for e in engine.history(handle.run_id) if e.type == "ActivityScheduled"
+        ]
+        assert scheduled == ["1", "2", "3"]
+    completed_a = [
+        e.data["step"] for e in engine.history(a.run_id) if e.type == "ActivityCompleted"
+    ]
+    completed_b = [
+        e.data["step"] for e in engine.history(b.run_id) if e.type == "ActivityCompleted"
+    ]
+    assert completed_a[0] == "2"
+    assert completed_b[0] == "1"
+    # An engine without a cache replays every step from history and agrees.
+    with replaying.running():
+        c = replaying.start(fan_out, [0.2, 0.0, 0.1])
+        assert c.result(timeout=10) == ["0", "1", "2"]
