@@ -230,6 +230,8 @@ class AsyncEngine:
         """Make workflows and activities (decorated functions) known to this engine."""
         for item in items:
             self.registry.add(item)
+        if self.accepting:
+            self.scheduler.refresh_queues()
         return self
 
     # == serving ==============================================================
@@ -739,9 +741,15 @@ class AsyncEngine:
         cancel_timers: list[str] = []
         reserved = 0
         served = self.scheduler.activity_queues
+        finished = inst.outcome is not None
+        # A step scheduled and cancelled in the same activation (or by a run that
+        # ends in it) gets no task: work that has not started is never started.
+        dropped = {ev.data["step"] for ev in commands if ev.type == _E.ACTIVITY_CANCEL_REQUESTED}
         for ev in commands:
             t, d = ev.type, ev.data
             if t == _E.ACTIVITY_SCHEDULED:
+                if finished or d["step"] in dropped:
+                    continue
                 local = self.accepting and d["activity"] in served and self.worker.reserve()
                 reserved += local
                 new_activities.append(

@@ -48,10 +48,13 @@ class Scheduler:
         self._started_at = 0.0
 
     # -- lifecycle ----------------------------------------------------------
+    def refresh_queues(self) -> None:
+        self.workflow_queues = frozenset(self.engine.registry.workflow_queues())
+        self.activity_queues = frozenset(self.engine.registry.activity_names())
+
     def start(self) -> None:
         engine = self.engine
-        self.workflow_queues = frozenset(engine.registry.workflow_queues())
-        self.activity_queues = frozenset(engine.registry.activity_names())
+        self.refresh_queues()
         self._started_at = engine.clock()
         loop = asyncio.get_running_loop()
         self._polling = [

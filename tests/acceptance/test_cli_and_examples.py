@@ -1,0 +1,165 @@
+"""The command line and the examples, run as a new user would: real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import waypost as wp
+
+ROOT = Path(__file__).resolve().parents[2]
+WAYPOST = Path(sys.executable).with_name("waypost")
+
+
+def run(
+    args: list[str], cwd: Path, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+def test_demo_runs_the_example_workflows_to_completion(tmp_path: Path) -> None:
+    proc = run([str(WAYPOST), "demo", "--db", f"sqlite:///{tmp_path / 'demo.db'}"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "completed -> {'order'" in out and "'status': 'delivered'" in out
+    assert "cancelled (customer changed their mind)" in out
+    assert "refund ch-C-" in out  # the compensation ran on cancel
+    assert "chain check: intact" in out
+
+
+@pytest.mark.parametrize("script", ["orders.py", "approvals_by_signal.py"])
+def test_examples_run(tmp_path: Path, script: str) -> None:
+    proc = run([sys.executable, str(ROOT / "examples" / script)], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "->" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_inspects_signals_and_cancels_runs(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import approvals_by_signal as ex
+    finally:
+        sys.path.pop(0)
+    with wp.Engine(db) as engine:
+        engine.register(ex.review, ex.publish)
+        waiting = engine.start(ex.review, "doc-a", run_id="review-a").run_id
+        doomed = engine.start(ex.review, "doc-b", run_id="review-b").run_id
+
+    listed = run([str(WAYPOST), "runs", "list", "--db", db, "--json"], cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert {r["run_id"] for r in json.loads(listed.stdout)} == {waiting, doomed}
+
+    sent = run([str(WAYPOST), "signal", waiting, "approve", '"ada"', "--db", db], cwd=tmp_path)
+    assert sent.returncode == 0, sent.stderr
+    bad = run([str(WAYPOST), "signal", waiting, "approve", "{not json", "--db", db], cwd=tmp_path)
+    assert bad.returncode != 0 and "not JSON" in bad.stderr
+    missing = run([str(WAYPOST), "signal", "nope", "approve", "--db", db], cwd=tmp_path)
+    assert missing.returncode == 1 and "no run 'nope'" in missing.stderr
+
+    cancelled = run(
+        [str(WAYPOST), "cancel", doomed, "--reason", "wrong doc", "--db", db], cwd=tmp_path
+    )
+    assert cancelled.returncode == 0, cancelled.stderr
+    no_reason = run([str(WAYPOST), "cancel", doomed, "--db", db], cwd=tmp_path)
+    assert no_reason.returncode == 2 and "--reason" in no_reason.stderr
+
+    history = run([str(WAYPOST), "runs", "history", waiting, "--db", db], cwd=tmp_path)
+    types = [json.loads(line)["type"] for line in history.stdout.splitlines()]
+    assert types == ["RunStarted", "SignalReceived"]
+
+    verified = run([str(WAYPOST), "runs", "verify", waiting, "--db", db], cwd=tmp_path)
+    assert verified.returncode == 0 and "intact" in verified.stdout
+
+    shown = run([str(WAYPOST), "runs", "show", waiting, "--db", db], cwd=tmp_path)
+    assert json.loads(shown.stdout)["status"] == "running"
+
+
+def test_verify_finds_an_edited_event(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "tamper.db"
+    db = f"sqlite:///{path}"
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import approvals_by_signal as ex
+    finally:
+        sys.path.pop(0)
+    with wp.Engine(db) as engine:
+        engine.register(ex.review, ex.publish)
+        run_id = engine.start(ex.review, "doc", run_id="r").run_id
+        engine.signal(run_id, "approve", "mallory")
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE events SET data = replace(data, 'mallory', 'alice') WHERE seq = 2")
+    conn.commit()
+    conn.close()
+    proc = run([str(WAYPOST), "runs", "verify", run_id, "--db", db], cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "event 2: hash does not match" in proc.stderr
+
+
+def test_worker_process_serves_runs_and_stops_on_sigterm(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'worker.db'}"
+    env = {"PYTHONPATH": str(ROOT / "examples")}
+    worker = subprocess.Popen(
+        [str(WAYPOST), "worker", "--db", db, "--app", "worker_app", "--lease", "2"],
+        cwd=tmp_path,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        sys.path.insert(0, str(ROOT / "examples"))
+        try:
+            import worker_app
+        finally:
+            sys.path.pop(0)
+        with wp.Engine(db) as client:  # a client: registers, but does not run workers
+            client.register(worker_app.greet, worker_app.hello)
+            handle = client.start("greet", "Ada")
+            assert client.result(handle.run_id, timeout=60) == "hello, Ada (attempt 1)"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert "serving" in err
+
+
+def test_worker_refuses_a_module_without_workflows(tmp_path: Path) -> None:
+    proc = run(
+        [str(WAYPOST), "worker", "--db", f"sqlite:///{tmp_path / 'x.db'}", "--app", "json"],
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1 and "defines no @workflow" in proc.stderr
+    proc = run(
+        [str(WAYPOST), "worker", "--db", f"sqlite:///{tmp_path / 'x.db'}", "--app", "no_such_mod"],
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1 and "cannot import" in proc.stderr
+
+
+def test_bad_database_urls_get_clear_errors(tmp_path: Path) -> None:
+    proc = run([str(WAYPOST), "runs", "list", "--db", "mysql://x"], cwd=tmp_path)
+    assert proc.returncode == 1 and "unsupported database URL" in proc.stderr
+    proc = run(
+        [str(WAYPOST), "runs", "list", "--db", f"sqlite:///{tmp_path}/no/such/dir/x.db"],
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1 and "does not exist" in proc.stderr
+    assert not (tmp_path / "no").exists()
