@@ -244,3 +244,24 @@ def test_gather_runs_steps_in_parallel_with_stable_step_ids(make_engine: Any) ->
     with replaying.running():
         c = replaying.start(fan_out, [0.2, 0.0, 0.1])
         assert c.result(timeout=10) == ["0", "1", "2"]
+
+
+@wp.workflow(name="typed_signal")
+async def typed_signal(ctx: wp.WorkflowContext) -> str:
+    import uuid
+
+    value = await ctx.wait_signal("id", type=uuid.UUID)
+    return str(value)
+
+
+def test_a_malformed_signal_payload_fails_the_run_clearly_instead_of_wedging_it(
+    make_engine: Any,
+) -> None:
+    engine = make_engine(typed_signal)
+    with engine.running():
+        handle = engine.start(typed_signal)
+        engine.signal(handle.run_id, "id", "not-a-uuid")
+        with pytest.raises(wp.WorkflowFailed) as err:
+            handle.result(timeout=10)
+    assert err.value.type == "PayloadError"
+    assert "not-a-uuid" in err.value.message

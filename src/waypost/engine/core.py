@@ -22,6 +22,7 @@ import os
 import secrets
 import socket
 import time
+import traceback
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from waypost.errors import (
     WorkflowFailed,
     WorkflowTerminated,
 )
-from waypost.model.codec import Codec, JsonCodec
+from waypost.model.codec import Codec, JsonCodec, error_to_json
 from waypost.model.events import (
     ChainProblem,
     Event,
@@ -632,8 +633,8 @@ class AsyncEngine:
                     try:
                         for ev in new:
                             live.inst.apply_new(ev)
-                    except NondeterminismError:
-                        self._evict(key)
+                    except Exception:
+                        self._evict(key)  # replay from the store decides what it was
                         continue
                 else:
                     self._evict(key)
@@ -650,7 +651,9 @@ class AsyncEngine:
                     inst = self._new_instance(defn, tenant, run_id)
                     try:
                         inst.replay(history, run.processed_seq)
-                    except NondeterminismError as err:
+                    except Exception as err:
+                        # Non-determinism, or a failure the workflow code cannot see
+                        # (a broken codec, a bug): an operator must look.
                         inst.close()
                         await self._suspend(run, fence, err)
                         return
@@ -682,20 +685,20 @@ class AsyncEngine:
             if self.scheduler.processing.get(key) == fence:
                 del self.scheduler.processing[key]
 
-    async def _suspend(self, run: RunRecord, fence: int, err: NondeterminismError) -> None:
-        message = str(err)
+    async def _suspend(self, run: RunRecord, fence: int, err: Exception) -> None:
+        if isinstance(err, NondeterminismError):
+            error = {"type": "NondeterminismError", "message": str(err)}
+            detail = "the workflow code no longer matches the run's history"
+        else:
+            error = error_to_json(err, traceback_text="".join(traceback.format_exception(err)))
+            detail = f"replaying the run failed: {type(err).__name__}: {err}"
         now = self.clock()
-        if run.status == RunStatus.SUSPENDED and (run.error or {}).get("message") == message:
+        same = (run.error or {}).get("message") == error["message"]
+        if run.status == RunStatus.SUSPENDED and same:
             events: list[NewEvent] = []
         else:
-            log.error("suspending run %s/%s: %s", run.tenant, run.run_id, message)
-            events = [
-                NewEvent(
-                    _E.RUN_SUSPENDED,
-                    {"error": {"type": "NondeterminismError", "message": message}},
-                    now,
-                )
-            ]
+            log.error("suspending run %s/%s: %s", run.tenant, run.run_id, error["message"])
+            events = [NewEvent(_E.RUN_SUSPENDED, {"error": error}, now)]
         await self._commit(
             RunCommit(
                 tenant=run.tenant,
@@ -708,14 +711,9 @@ class AsyncEngine:
                 workflow_op=WorkflowTaskOp.IDLE,
                 snapshot=Snapshot(
                     RunStatus.SUSPENDED.value,
-                    [
-                        {
-                            "kind": "operator",
-                            "detail": "the workflow code no longer matches the run's history",
-                        }
-                    ],
+                    [{"kind": "operator", "detail": detail}],
                     run.processed_seq,
-                    error={"type": "NondeterminismError", "message": message},
+                    error=error,
                 ),
             )
         )
@@ -885,8 +883,8 @@ class AsyncEngine:
             expect_seq, expect_hash = inst.last_seq, inst.last_hash
             try:
                 inst.apply_new(Event(expect_seq + 1, type_, fed.data, now, ""))
-            except NondeterminismError:
-                self._evict(key)
+            except Exception:
+                self._evict(key)  # the slow path replays it and suspends if it must
             else:
                 commit, reserved = self._decide(
                     key, live, [fed], expect_seq, expect_hash, expect_seq + 1, activity=done

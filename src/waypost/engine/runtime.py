@@ -221,6 +221,7 @@ class WorkflowInstance:
         self.processed_seq = 0  # the last event the code has been fed
         self.activation_time = 0.0
         self.current_seq = 0
+        self.current_type = ""
         self.replaying = False
         self.closed = False
 
@@ -313,9 +314,23 @@ class WorkflowInstance:
         self.closed = True
         self._loop._ready.clear()
 
+    def _decode(self, data: Any, hint: Any) -> Any:
+        """Decode a stored payload; any failure (also a custom codec's) is a PayloadError."""
+        try:
+            return self.codec.decode(data, hint)
+        except PayloadError:
+            raise
+        except Exception as exc:
+            raise PayloadError(f"cannot decode {data!r} as {hint}: {exc}") from exc
+
+    @property
+    def _handling(self) -> str:
+        return f"event {self.current_seq} ({self.current_type})"
+
     # == applying events ====================================================
     def _apply(self, ev: Event) -> None:
         self.current_seq = ev.seq
+        self.current_type = str(ev.type)
         self.replaying = ev.seq <= self.processed_seq
         self.activation_time = ev.ts
         t = ev.type
@@ -326,7 +341,7 @@ class WorkflowInstance:
             p = self._activities.pop(d["step"], None)
             if p is not None and not p.future.done():
                 try:
-                    p.future.set_result(self.codec.decode(d.get("result"), p.hint))
+                    p.future.set_result(self._decode(d.get("result"), p.hint))
                 except PayloadError as exc:
                     p.future.set_exception(exc)
         elif t == _E.ACTIVITY_FAILED:
@@ -356,7 +371,7 @@ class WorkflowInstance:
 
     def _start(self, data: dict[str, Any]) -> None:
         try:
-            value = self.codec.decode(data.get("input"), self.workflow.input_hint)
+            value = self._decode(data.get("input"), self.workflow.input_hint)
         except PayloadError as exc:
             self._finish_failed(exc)
             return
@@ -398,7 +413,7 @@ class WorkflowInstance:
     def _finish(self, root: asyncio.Task[Any]) -> None:
         if self.replaying:
             self._nondeterministic(
-                f"the workflow function returned while replaying event {self.current_seq}, "
+                f"the workflow function returned while replaying {self._handling}, "
                 "but its history goes on"
             )
             return
@@ -457,7 +472,7 @@ class WorkflowInstance:
             if p.future.done():
                 continue
             try:
-                p.future.set_result(self.codec.decode(payload, p.hint))
+                p.future.set_result(self._decode(payload, p.hint))
             except PayloadError as exc:
                 p.future.set_exception(exc)
             return
@@ -466,7 +481,7 @@ class WorkflowInstance:
     def _call_handler(self, handler: tuple[Callable[[Any], Any], Any], payload: Any) -> None:
         fn, hint = handler
         try:
-            fn(self.codec.decode(payload, hint))
+            fn(self._decode(payload, hint))
         except BaseException as exc:
             self._fail_from_callback(exc)
 
@@ -502,8 +517,8 @@ class WorkflowInstance:
         if ev is None:
             if self.replaying:
                 raise self._nondeterministic(
-                    f"the code called {op} at {site} (step {step}) while replaying event "
-                    f"{self.current_seq}, but the history has no such step"
+                    f"the code called {op} at {site} (step {step}) while replaying "
+                    f"{self._handling}, but the history has no such step"
                 )
             return None
         recorded_name = ev.data.get("activity") or ev.data.get("kind") or ""
@@ -514,8 +529,8 @@ class WorkflowInstance:
             )
         if ev.data.get("cause") not in (None, self.current_seq):
             raise self._nondeterministic(
-                f"the code called {op} at {site} (step {step}) while handling event "
-                f"{self.current_seq}, but history {self._describe(ev)} was issued while "
+                f"the code called {op} at {site} (step {step}) while handling "
+                f"{self._handling}, but history {self._describe(ev)} was issued while "
                 f"handling event {ev.data.get('cause')}"
             )
         self._matched.add(ev.seq)
@@ -579,8 +594,8 @@ class WorkflowInstance:
             self._matched.add(recorded.seq)
         elif self.replaying:
             self._nondeterministic(
-                f"the code cancelled the {what} of step {step} ({site}) while replaying event "
-                f"{self.current_seq}, but the history does not record that"
+                f"the code cancelled the {what} of step {step} ({site}) while replaying "
+                f"{self._handling}, but the history does not record that"
             )
         else:
             self._command(type_, {"step": step, "site": site})
@@ -641,7 +656,7 @@ class WorkflowInstance:
         if buffered:
             payload = buffered.popleft()
             try:
-                fut.set_result(self.codec.decode(payload, hint))
+                fut.set_result(self._decode(payload, hint))
             except PayloadError as exc:
                 fut.set_exception(exc)
             return fut

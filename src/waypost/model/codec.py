@@ -115,9 +115,11 @@ def _from_json(data: Any, hint: Any, path: str) -> Any:
             raise PayloadError(f"{path} should be a list, got {type(data).__name__}")
         args = typing.get_args(hint)
         if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            if len(data) != len(args):
+                raise PayloadError(f"{path} should have {len(args)} items, got {len(data)}")
             return tuple(
                 _from_json(v, a, f"{path}[{i}]")
-                for i, (v, a) in enumerate(zip(data, args, strict=False))
+                for i, (v, a) in enumerate(zip(data, args, strict=True))
             )
         item = args[0] if args else Any
         items = [_from_json(v, item, f"{path}[{i}]") for i, v in enumerate(data)]
@@ -130,7 +132,13 @@ def _from_json(data: Any, hint: Any, path: str) -> Any:
         if not isinstance(data, dict):
             raise PayloadError(f"{path} should be an object, got {type(data).__name__}")
         args = typing.get_args(hint)
-        val = args[1] if len(args) == 2 else Any
+        key_hint, val = (args[0], args[1]) if len(args) == 2 else (Any, Any)
+        if isinstance(key_hint, type) and issubclass(key_hint, enum.Enum):
+            # Enum keys were stored as their values; bring the members back.
+            return {
+                _from_json(k, key_hint, f"{path} key {k!r}"): _from_json(v, val, f"{path}[{k!r}]")
+                for k, v in data.items()
+            }
         return {k: _from_json(v, val, f"{path}[{k!r}]") for k, v in data.items()}
     if origin is typing.Literal:
         if data not in typing.get_args(hint):
@@ -168,17 +176,17 @@ def _from_json(data: Any, hint: Any, path: str) -> Any:
             return hint(data)
         except ValueError as exc:
             raise PayloadError(f"{path}: {exc}") from exc
-    if hint is dt.datetime:
-        return dt.datetime.fromisoformat(_expect(data, str, path))
-    if hint is dt.date:
-        return dt.date.fromisoformat(_expect(data, str, path))
-    if hint is dt.time:
-        return dt.time.fromisoformat(_expect(data, str, path))
-    if hint is uuid.UUID:
-        return uuid.UUID(_expect(data, str, path))
-    if hint is Decimal:
-        return Decimal(str(data))
-    if hint is float and isinstance(data, int | float) and not isinstance(data, bool):
+    parse = _PARSERS.get(hint)
+    if parse is not None:
+        if not isinstance(data, str) and not (hint is Decimal and isinstance(data, int | float)):
+            raise PayloadError(f"{path} should be str, got {type(data).__name__}")
+        try:
+            return parse(str(data))
+        except (ValueError, ArithmeticError) as exc:
+            raise PayloadError(f"{path} is {data!r}, not a valid {hint.__name__}: {exc}") from exc
+    if hint is float:
+        if not isinstance(data, int | float) or isinstance(data, bool):
+            raise PayloadError(f"{path} should be float, got {type(data).__name__}")
         return float(data)
     if hint in (str, int, bool) and not isinstance(data, hint):
         raise PayloadError(f"{path} should be {hint.__name__}, got {type(data).__name__}")
@@ -187,10 +195,13 @@ def _from_json(data: Any, hint: Any, path: str) -> Any:
     return data
 
 
-def _expect(data: Any, kind: type, path: str) -> Any:
-    if not isinstance(data, kind):
-        raise PayloadError(f"{path} should be {kind.__name__}, got {type(data).__name__}")
-    return data
+_PARSERS: dict[Any, Any] = {
+    dt.datetime: dt.datetime.fromisoformat,
+    dt.date: dt.date.fromisoformat,
+    dt.time: dt.time.fromisoformat,
+    uuid.UUID: uuid.UUID,
+    Decimal: Decimal,
+}
 
 
 def error_to_json(exc: BaseException, *, traceback_text: str | None = None) -> dict[str, Any]:

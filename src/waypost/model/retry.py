@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -28,7 +29,7 @@ class Retry:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"Retry.max_attempts must be at least 1, got {self.max_attempts}")
-        if self.backoff < 1:
+        if not (math.isfinite(self.backoff) and self.backoff >= 1):
             raise ValueError(f"Retry.backoff must be at least 1.0, got {self.backoff}")
         if not 0 <= self.jitter <= 1:
             raise ValueError(f"Retry.jitter must be between 0 and 1, got {self.jitter}")
@@ -37,8 +38,12 @@ class Retry:
 
     def delay(self, failed_attempt: int, rand: float) -> float:
         """Seconds to wait after attempt `failed_attempt` failed (`rand` in [0, 1))."""
-        base = self.initial_interval.total_seconds() * self.backoff ** max(0, failed_attempt - 1)
-        base = min(base, self.max_interval.total_seconds())
+        try:
+            growth = self.backoff ** max(0, failed_attempt - 1)
+        except OverflowError:
+            growth = math.inf
+        interval = self.initial_interval.total_seconds()
+        base = min(interval * growth, self.max_interval.total_seconds()) if interval else 0.0
         return base * (1 - self.jitter * rand)
 
     def non_retryable_names(self) -> list[str]:
