@@ -36,6 +36,7 @@ from waypost.errors import (
     RunIdConflict,
     RunNotActive,
     RunNotFound,
+    StoreError,
     WorkflowCancelled,
     WorkflowFailed,
     WorkflowTerminated,
@@ -670,7 +671,7 @@ class AsyncEngine:
                 commit, reserved = self._decide(
                     key, live, extra, inst.last_seq, inst.last_hash, inst.last_seq
                 )
-                res = await self._commit(commit)
+                res = await self._commit_decisions(key, commit, reserved)
                 if res.ok:
                     self._committed(key, live, commit, res, reserved)
                     return
@@ -839,14 +840,44 @@ class AsyncEngine:
             self.scheduler.note_timer(timer.fire_at)
 
     # == activity outcomes ====================================================
-    async def _report(self, a: Attempt, outcome: Outcome) -> None:
-        """Record an attempt's outcome; if final, let the workflow decide in the same commit."""
-        key = (a.tenant, a.run_id)
-        await self._locks.acquire(key)
+    async def _commit_decisions(
+        self, key: tuple[str, str], commit: RunCommit, reserved: int
+    ) -> CommitResult:
+        """Commit what an instance decided; if the commit fails, the instance is stale."""
         try:
-            await self._report_locked(key, a, outcome)
-        finally:
-            self._locks.release(key)
+            return await self._commit(commit)
+        except BaseException:
+            self.worker.unreserve(reserved)
+            self._evict(key)
+            raise
+
+    async def _report(self, a: Attempt, outcome: Outcome) -> None:
+        """Record an attempt's outcome; if final, let the workflow decide in the same commit.
+
+        A store error is retried a few times; if it persists, the outcome is
+        lost, the task's lease lapses and the step runs again (at least once).
+        """
+        key = (a.tenant, a.run_id)
+        for delay in (0.1, 0.5, 2.0, None):
+            await self._locks.acquire(key)
+            try:
+                await self._report_locked(key, a, outcome)
+                return
+            except StoreError as exc:
+                if delay is None:
+                    log.error(
+                        "could not record the outcome of %s step %s attempt %d (%s); "
+                        "the step will run again once its lease lapses",
+                        a.run_id,
+                        a.step,
+                        a.attempt,
+                        exc,
+                    )
+                    return
+                log.warning("recording an outcome failed, retrying in %.1fs: %s", delay, exc)
+            finally:
+                self._locks.release(key)
+            await asyncio.sleep(delay)
 
     async def _report_locked(self, key: tuple[str, str], a: Attempt, outcome: Outcome) -> None:
         now = self.clock()
@@ -889,7 +920,7 @@ class AsyncEngine:
                 commit, reserved = self._decide(
                     key, live, [fed], expect_seq, expect_hash, expect_seq + 1, activity=done
                 )
-                res = await self._commit(commit)
+                res = await self._commit_decisions(key, commit, reserved)
                 if res.ok:
                     self._committed(key, live, commit, res, reserved)
                     return

@@ -183,7 +183,6 @@ class Scheduler:
 
     async def _lease_loop(self) -> None:
         engine = self.engine
-        every = min(1.0, engine.lease / 3)
         next_beat = 0.0
         while True:
             now = engine.clock()
@@ -213,7 +212,16 @@ class Scheduler:
                             )
             except StoreError as exc:
                 log.warning("renewing leases failed (will retry): %s", exc)
-            await asyncio.sleep(every)
+            await asyncio.sleep(self._renew_every())
+
+    def _renew_every(self) -> float:
+        """Often enough for the lease and for the tightest heartbeat timeout in flight."""
+        every = min(1.0, self.engine.lease / 3)
+        for a in self.engine.worker.inflight.values():
+            hb = a.spec.get("heartbeat_timeout")
+            if hb:
+                every = min(every, float(hb) / 4)
+        return every
 
     def _due_renewals(self, now: float) -> list[LeaseRenewal]:
         engine = self.engine

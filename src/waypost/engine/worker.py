@@ -9,6 +9,7 @@ loop; both are bounded by the attempt's start-to-close deadline.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
@@ -173,10 +174,16 @@ class Worker:
                 )
             else:
                 outcome = await self._call(defn, a, a.ctx)
-        finally:
+        except BaseException:
             self.inflight.pop(a.ref, None)
+            raise
+        finally:
             self.unreserve()
-        await engine._report(a, outcome)
+        try:
+            await engine._report(a, outcome)
+        finally:
+            # Leased (and renewed) until the outcome is recorded or given up on.
+            self.inflight.pop(a.ref, None)
 
     async def _call(self, defn: ActivityDefn, a: Attempt, ctx: ActivityContext) -> Outcome:
         engine = self.engine
@@ -194,9 +201,9 @@ class Worker:
         except PayloadError as exc:
             return failure(a, error_to_json(exc), engine.clock(), retryable=False)
 
-        # The start-to-close deadline cancels the awaiting task (a sync
-        # activity's thread cannot be stopped: it runs on, and its late
-        # result is ignored).
+        # The start-to-close deadline cancels the awaiting task. A sync
+        # activity's thread cannot be stopped: it runs on, and whatever it
+        # returns is reported late (and recorded as such, changing nothing).
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         if task is None:
@@ -210,15 +217,17 @@ class Worker:
 
         deadline = loop.call_later(max(0.0, a.deadline - engine.clock()), on_deadline)
         engine.faults.hit("activity:before")
+        thread: asyncio.Future[Any] | None = None
         try:
             if defn.is_async:
                 value = await defn.fn(ctx, *args, **kwargs)
             else:
                 call = functools.partial(defn.fn, ctx, *args, **kwargs)
-                value = await loop.run_in_executor(
-                    self._threads, contextvars.copy_context().run, call
-                )
+                thread = loop.run_in_executor(self._threads, contextvars.copy_context().run, call)
+                value = await asyncio.shield(thread)
         except asyncio.CancelledError:
+            if thread is not None and not thread.done():
+                thread.add_done_callback(functools.partial(self._finished_late, a, ctx))
             if not expired:
                 if task.cancelling():
                     raise  # the engine is shutting down: the lease will lapse
@@ -242,6 +251,21 @@ class Worker:
         except PayloadError as exc:
             err = PayloadError(f"the result of activity {a.activity!r}: {exc}")
             return failure(a, error_to_json(err), engine.clock(), retryable=False)
+
+    def _finished_late(self, a: Attempt, ctx: ActivityContext, thread: asyncio.Future[Any]) -> None:
+        """A sync attempt that was given up on has returned: report it (as late)."""
+        if thread.cancelled():
+            return
+        exc = thread.exception()
+        if exc is not None:
+            outcome = self._failed(a, exc, self.engine.clock(), ctx)
+        else:
+            try:
+                outcome = Outcome(True, result=self.engine.codec.encode(thread.result()))
+            except PayloadError as err:
+                outcome = failure(a, error_to_json(err), self.engine.clock(), retryable=False)
+        with contextlib.suppress(RuntimeError):  # the engine has closed meanwhile
+            self.engine.spawn(self.engine._report(a, outcome))
 
     def _failed(self, a: Attempt, exc: BaseException, now: float, ctx: ActivityContext) -> Outcome:
         names = tuple(c.__name__ for c in type(exc).__mro__)

@@ -147,20 +147,29 @@ def _connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connec
     return conn
 
 
+class _Busy(Exception):
+    """Another process holds the write lock (only raised when asked to fail fast)."""
+
+
 def run_batch(
     conn: sqlite3.Connection,
     tx: _Tx,
     requests: list[tuple[Callable[..., Any], tuple[Any, ...]]],
     path: str,
+    *,
+    fail_fast: bool = False,
 ) -> list[tuple[Any, BaseException | None]]:
     """Run requests in one transaction, each in its own savepoint; commit once.
 
     A request whose condition fails (`Abort`) or that raises is rolled back
-    alone; the others commit. A failed COMMIT fails them all.
+    alone; the others commit. A failed COMMIT fails them all. With
+    `fail_fast`, a write lock held by another process raises `_Busy` at once.
     """
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.Error as exc:
+        if fail_fast and isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            raise _Busy() from exc
         err = StoreError(f"SQLite could not begin a write transaction on {path}: {exc}")
         return [(None, err)] * len(requests)
     single = len(requests) == 1
@@ -202,6 +211,9 @@ class _Writer(threading.Thread):
         self._store = store
         self.conn = _connect(store.path, store.synchronous, store.busy_timeout)
         self.tx = _Tx(self.conn, store.queries)
+        self.inline_conn = _connect(store.path, store.synchronous, store.busy_timeout)
+        self.inline_conn.execute("PRAGMA busy_timeout = 0")  # fail fast: see SqliteStore._write
+        self.inline_tx = _Tx(self.inline_conn, store.queries)
         self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.commits = 0
         self.requests = 0
@@ -228,6 +240,7 @@ class _Writer(threading.Thread):
                 self._execute(conn, tx, batch)
         finally:
             conn.close()
+            self.inline_conn.close()
 
     def _execute(self, conn: sqlite3.Connection, tx: _Tx, batch: list[_Request]) -> None:
         with self._store.conn_lock:
@@ -264,7 +277,15 @@ class SqliteStore:
                 f"synchronous={sync!r} is not allowed; use one of {', '.join(_SYNC_MODES)}"
             )
         self.synchronous = _SYNC_MODES[sync]
-        self.busy_timeout = float(options.get("busy_timeout", "30"))
+        try:
+            self.busy_timeout = float(options.get("busy_timeout", "30"))
+        except ValueError:
+            self.busy_timeout = -1.0
+        if not 0 <= self.busy_timeout < 86400:
+            raise ConfigurationError(
+                f"busy_timeout={options.get('busy_timeout')!r} is not allowed: "
+                "give the seconds to wait for another process's write lock (0 or more)"
+            )
         self.max_batch = max_batch
         self.queries = load_queries("sqlite")
         self._writer: _Writer | None = None
@@ -327,16 +348,24 @@ class SqliteStore:
             and probe()
             and self.conn_lock.acquire(blocking=False)
         ):
-            # Nothing to group this commit with: run it here, saving two thread hops.
+            # Nothing to group this commit with: run it here, saving two thread
+            # hops. This connection does not wait for another process's write
+            # lock (that would block the event loop): a busy file goes to the
+            # writer thread instead.
             try:
-                ((value, error),) = run_batch(writer.conn, writer.tx, [(fn, args)], self.path)
+                ((value, error),) = run_batch(
+                    writer.inline_conn, writer.inline_tx, [(fn, args)], self.path, fail_fast=True
+                )
+            except _Busy:
+                pass
+            else:
+                writer.commits += 1
+                writer.requests += 1
+                if error is not None:
+                    raise error
+                return value  # type: ignore[no-any-return]
             finally:
                 self.conn_lock.release()
-            writer.commits += 1
-            writer.requests += 1
-            if error is not None:
-                raise error
-            return value  # type: ignore[no-any-return]
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
         self._pending += 1

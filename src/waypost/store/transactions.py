@@ -231,6 +231,12 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
     snap = c.snapshot
     if c.expect_seq is not None:
         prev_seq, prev_hash = c.expect_seq, c.expect_hash
+        if c.require_active:
+            head = tx.one("run_head", key)
+            if head is None:
+                raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
+            if head[2] in _FINISHED:
+                raise Abort(CommitResult(Conflict.RUN_FINISHED, status=head[2]))
     else:
         head = tx.one("run_head", key)
         if head is None:
@@ -246,6 +252,7 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
         "last_hash": last_hash,
         "now": now,
         "expect_seq": prev_seq,
+        "expect_hash": prev_hash,
     }
     if snap is not None:
         status = snap.status

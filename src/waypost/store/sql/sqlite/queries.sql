@@ -27,13 +27,15 @@ SELECT last_seq, last_hash, status FROM runs WHERE tenant = :tenant AND run_id =
 
 -- name: advance_run_checked
 UPDATE runs SET last_seq = :last_seq, last_hash = :last_hash, updated_at = :now
-WHERE tenant = :tenant AND run_id = :run_id AND last_seq = :expect_seq;
+WHERE tenant = :tenant AND run_id = :run_id AND last_seq = :expect_seq
+  AND last_hash = :expect_hash;
 
 -- name: advance_run_snapshot
 UPDATE runs SET last_seq = :last_seq, last_hash = :last_hash, updated_at = :now,
                 status = :status, waiting_for = :waiting_for, processed_seq = :processed_seq,
                 result = :result, error = :error, finished_at = :finished_at
-WHERE tenant = :tenant AND run_id = :run_id AND last_seq = :expect_seq;
+WHERE tenant = :tenant AND run_id = :run_id AND last_seq = :expect_seq
+  AND last_hash = :expect_hash;
 
 -- name: insert_event
 INSERT INTO events (tenant, run_id, seq, type, data, ts, hash)
