@@ -352,8 +352,8 @@ def test_cancellation_runs_cleanup_and_ends_cancelled(make_engine: Any, cache_si
         ("ActivityCompleted", "1"),
         ("TimerStarted", "2"),
         ("CancelRequested", None),
-        ("ActivityScheduled", "3"),  # the cleanup runs before the timer's cancel callback
-        ("TimerCancelled", "2"),
+        ("TimerCancelled", "2"),  # cancelled with the wait, before the cleanup runs
+        ("ActivityScheduled", "3"),
         ("ActivityCompleted", "3"),
         ("RunCancelled", None),
     ]

@@ -95,21 +95,44 @@ def _seconds(duration: timedelta | float | int) -> float:
     raise TypeError(f"a duration must be a timedelta or a number of seconds, got {duration!r}")
 
 
+class _Call:
+    """A ready callback: what `asyncio.Handle` is, without its debug machinery."""
+
+    __slots__ = ("_args", "_callback", "_cancelled", "_context")
+
+    def __init__(
+        self,
+        callback: Callable[..., Any],
+        args: tuple[Any, ...],
+        context: contextvars.Context | None,
+    ) -> None:
+        self._callback = callback
+        self._args = args
+        self._context = context
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+
 class _WorkflowLoop(asyncio.AbstractEventLoop):
     """An event loop with a ready queue and nothing else; stepped by the instance."""
 
     def __init__(self, instance: WorkflowInstance) -> None:
-        self._ready: deque[asyncio.Handle] = deque()
+        self._ready: deque[_Call] = deque()
         self._instance = instance
         self._task_paths: dict[asyncio.Task[Any], str] = {}
 
     # -- what asyncio needs of a loop ------------------------------------
     def call_soon(  # type: ignore[override]
         self, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
-    ) -> asyncio.Handle:
-        handle = asyncio.Handle(callback, args, self, context)
-        self._ready.append(handle)
-        return handle
+    ) -> _Call:
+        call = _Call(callback, args, context)
+        self._ready.append(call)
+        return call
 
     def call_later(self, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:  # type: ignore[override]
         raise WorkflowError(
@@ -167,9 +190,18 @@ class _WorkflowLoop(asyncio.AbstractEventLoop):
         try:
             ready = self._ready
             while ready:
-                handle = ready.popleft()
-                if not handle._cancelled:
-                    handle._run()
+                call = ready.popleft()
+                if call._cancelled:
+                    continue
+                try:
+                    if call._context is not None:
+                        call._context.run(call._callback, *call._args)
+                    else:
+                        call._callback(*call._args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    self.call_exception_handler({"message": "callback failed", "exception": exc})
         finally:
             asyncio.events._set_running_loop(previous)
 
@@ -178,6 +210,20 @@ class _WorkflowLoop(asyncio.AbstractEventLoop):
         if task is None:
             return "h."  # signal handlers and callbacks outside any task
         return self._task_paths.get(task, "")
+
+
+class _StepFuture(asyncio.Future[Any]):
+    """The future of a step; cancelling it records the step's cancellation at once."""
+
+    def __init__(self, loop: _WorkflowLoop, on_cancel: Callable[[], None]) -> None:
+        super().__init__(loop=loop)
+        self._on_cancel = on_cancel
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        if not super().cancel(msg):
+            return False
+        self._on_cancel()
+        return True
 
 
 class _Pending:
@@ -563,7 +609,7 @@ class WorkflowInstance:
             known = ", ".join(sorted(self.activities)) or "none"
             raise UnknownActivity(f"no activity named {name!r} is registered (registered: {known})")
         step = self._next_step()
-        fut = self._loop.create_future()
+        fut = _StepFuture(self._loop, lambda: self._on_activity_cancelled(step))
         ev = self._match(step, _E.ACTIVITY_SCHEDULED, name, f"ctx.run({name})", site)
         if ev is None:
             data: dict[str, Any] = {
@@ -577,11 +623,10 @@ class WorkflowInstance:
                 data["kwargs"] = self.codec.encode(kwargs)
             self._command(_E.ACTIVITY_SCHEDULED, data)
         self._activities[step] = _Pending(fut, name, found.result_hint, site)
-        fut.add_done_callback(lambda f: self._on_activity_done(step, f))
         return fut
 
-    def _on_activity_done(self, step: str, fut: asyncio.Future[Any]) -> None:
-        if not fut.cancelled() or self.closed:
+    def _on_activity_cancelled(self, step: str) -> None:
+        if self.closed:
             return
         p = self._activities.pop(step, None)
         if p is None:
@@ -605,7 +650,7 @@ class WorkflowInstance:
     ) -> tuple[str, asyncio.Future[None]]:
         """A durable timer; `internal` marks one that backs a timeout."""
         step = self._next_step()
-        fut: asyncio.Future[None] = self._loop.create_future()
+        fut: asyncio.Future[None] = _StepFuture(self._loop, lambda: self._on_timer_cancelled(step))
         ev = self._match(
             step, _E.TIMER_STARTED, "timer", "ctx.sleep" if internal is None else internal, site
         )
@@ -625,11 +670,10 @@ class WorkflowInstance:
             fire_at = float(ev.data["fire_at"])
         until = datetime.fromtimestamp(fire_at, UTC).isoformat()
         self._timers[step] = _Pending(fut, until, None, site, internal)
-        fut.add_done_callback(lambda f: self._on_timer_done(step, f))
         return step, fut
 
-    def _on_timer_done(self, step: str, fut: asyncio.Future[None]) -> None:
-        if not fut.cancelled() or self.closed:
+    def _on_timer_cancelled(self, step: str) -> None:
+        if self.closed:
             return
         p = self._timers.pop(step, None)
         if p is not None:

@@ -137,16 +137,16 @@ class Worker:
     def start(self, a: Attempt) -> None:
         """Run an attempt whose slot is reserved, in its own task."""
         self.started += 1
-        a.task = self.engine.spawn(self._run(a))
-
-    async def _run(self, a: Attempt) -> None:
-        try:
-            await self.run(a)
-        finally:
-            self.started -= 1
+        a.task = self.engine.spawn(self.run(a))
 
     async def run(self, a: Attempt) -> None:
         """Run one attempt (its slot is reserved already) and report the outcome."""
+        try:
+            await self._run(a)
+        finally:
+            self.started -= 1
+
+    async def _run(self, a: Attempt) -> None:
         engine = self.engine
         defn = engine.registry.activities().get(a.activity)
         a.ctx = ActivityContext(
@@ -189,16 +189,23 @@ class Worker:
         engine = self.engine
         codec = engine.codec
         try:
-            raw_args = codec.decode(a.spec.get("args") or [])
-            args = [
-                codec.decode(v, defn.param_hints[i] if i < len(defn.param_hints) else Any)
-                for i, v in enumerate(raw_args)
-            ]
-            raw_kwargs = codec.decode(a.spec.get("kwargs") or {})
-            kwargs = {
-                k: codec.decode(v, defn.kwarg_hints.get(k, Any)) for k, v in raw_kwargs.items()
-            }
-        except PayloadError as exc:
+            args = []
+            raw_args = a.spec.get("args")
+            if raw_args:
+                hints = defn.param_hints
+                raw_args = codec.decode(raw_args)
+                args = [
+                    codec.decode(v, hints[i] if i < len(hints) else Any)
+                    for i, v in enumerate(raw_args)
+                ]
+            kwargs = {}
+            raw_kwargs = a.spec.get("kwargs")
+            if raw_kwargs:
+                raw_kwargs = codec.decode(raw_kwargs)
+                kwargs = {
+                    k: codec.decode(v, defn.kwarg_hints.get(k, Any)) for k, v in raw_kwargs.items()
+                }
+        except Exception as exc:
             return failure(a, error_to_json(exc), engine.clock(), retryable=False)
 
         # The start-to-close deadline cancels the awaiting task. A sync
