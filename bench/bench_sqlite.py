@@ -91,9 +91,9 @@ def cpu_seconds() -> float:
 
 
 async def run(
-    mode: str, kind: str, synchronous: str, n: int, concurrency: int, folder: str
+    mode: str, kind: str, synchronous: str, n: int, concurrency: int, folder: str, i: int
 ) -> Result:
-    path = os.path.join(folder, f"bench-{mode}-{kind}-{synchronous}.db")
+    path = os.path.join(folder, f"bench-{mode}-{kind}-{synchronous}-{i}.db")
     url = f"sqlite:///{path}?synchronous={synchronous}"
     async with wp.AsyncEngine(url, max_activities=max(100, concurrency)) as engine:
         engine.register(bench20, noop_sync, noop_async)
@@ -130,6 +130,9 @@ def main() -> None:
     parser.add_argument("--activity", choices=["async", "sync", "both"], default="both")
     parser.add_argument("--synchronous", choices=["full", "normal"], default="full")
     parser.add_argument("--mode", choices=["sequential", "concurrent", "both"], default="both")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs per configuration; the median is shown"
+    )
     args = parser.parse_args()
 
     kinds = ["async", "sync"] if args.activity == "both" else [args.activity]
@@ -137,7 +140,10 @@ def main() -> None:
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
-    print(f"{STEPS} no-op activities per workflow, SQLite synchronous={args.synchronous}\n")
+    print(
+        f"{STEPS} no-op activities per workflow, SQLite synchronous={args.synchronous}, "
+        f"median of {args.repeat} runs per row\n"
+    )
     header = f"{'mode':<11} {'activity':<8} {'n':>5} {'wf/s':>8} {'steps/s':>8} {'ms/wf':>7} {'overhead/step':>14} {'cpu/step':>9} {'steps/commit':>12}"
     print(header)
     print("-" * len(header))
@@ -145,9 +151,13 @@ def main() -> None:
         for kind in kinds:
             baseline = plain_calls(kind)
             for mode in modes:
-                res = asyncio.run(
-                    run(mode, kind, args.synchronous, args.n, args.concurrency, folder)
-                )
+                runs = [
+                    asyncio.run(
+                        run(mode, kind, args.synchronous, args.n, args.concurrency, folder, i)
+                    )
+                    for i in range(args.repeat)
+                ]
+                res = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
                 per_wf = res.seconds / res.n
                 overhead = (per_wf - baseline) / STEPS
                 label = mode if mode == "sequential" else f"{args.concurrency} at once"

@@ -960,6 +960,8 @@ class AsyncEngine:
 
     async def _late(self, a: Attempt, outcome: Outcome) -> None:
         """An outcome from an attempt that no longer holds its task: audit it, change nothing."""
+        if outcome.synthetic:
+            return  # a timeout another scheduler (or the attempt itself) already settled
         data: dict[str, Any] = {
             "step": a.step,
             "attempt": a.attempt,

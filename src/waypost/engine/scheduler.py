@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -45,6 +46,7 @@ class Scheduler:
         self._polling: list[asyncio.Task[Any]] = []
         self._leases: asyncio.Task[Any] | None = None
         self._renewed: dict[TaskRef, float] = {}
+        self._expiring: set[TaskRef] = set()
         self._started_at = 0.0
 
     # -- lifecycle ----------------------------------------------------------
@@ -176,10 +178,15 @@ class Scheduler:
             reason = (
                 f"attempt {task.attempt} lost its worker ({task.owner} stopped renewing the lease)"
             )
-        outcome = failure(
-            attempt, {"type": "ActivityTimeout", "message": reason}, now, retryable=True
+        if attempt.ref in self._expiring:
+            return  # reported already; its commit has not landed yet
+        outcome = dataclasses.replace(
+            failure(attempt, {"type": "ActivityTimeout", "message": reason}, now, retryable=True),
+            synthetic=True,
         )
-        engine.spawn(engine._report(attempt, outcome))
+        self._expiring.add(attempt.ref)
+        report = engine.spawn(engine._report(attempt, outcome))
+        report.add_done_callback(lambda _: self._expiring.discard(attempt.ref))
 
     async def _lease_loop(self) -> None:
         engine = self.engine

@@ -80,6 +80,8 @@ class Outcome:
     retrying: bool = False
     retry_at: float | None = None
     heartbeat_details: str | None = None
+    # Made by a scheduler for an attempt that timed out, not reported by the attempt.
+    synthetic: bool = False
 
     def event_data(self, a: Attempt) -> dict[str, Any]:
         data: dict[str, Any] = {"step": a.step, "attempt": a.attempt}

@@ -60,11 +60,14 @@ TERMINAL_EVENTS = frozenset(
 )
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_json(value: Any) -> str:
     """The one JSON text of a value: sorted keys, no spaces, no NaN."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _CANONICAL.encode(value)
 
 
 def chain_hash(prev_hash: str, seq: int, type_: str, ts: float, data_json: str) -> str:
