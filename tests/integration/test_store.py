@@ -61,10 +61,13 @@ WF_QUEUE = "wf@1"
 STORES = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("sqlite-inline", id="sqlite-inline"),
+    pytest.param("sqlite-thread", id="sqlite-thread"),
 ]
 
 
 def _fresh_database_url(kind: str, tmp_path: Path) -> str:
+    if kind == "sqlite-thread":  # every write through the writer thread
+        return f"sqlite:///{tmp_path / 'store.db'}?commits=thread"
     if kind.startswith("sqlite"):
         return f"sqlite:///{tmp_path / 'store.db'}"
     raise AssertionError(f"no database for store kind {kind!r}")
