@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +17,7 @@ from typing import Any, TypeVar
 import pytest
 
 import waypost as wp
+from tests.helpers import eventually, of_type
 from waypost.model.events import verify_chain
 from waypost.store.base import FiredTimer
 from waypost.store.sqlite import SqliteStore
@@ -43,22 +43,6 @@ def calls_of(label: str, name: str) -> list[dict[str, Any]]:
 def gate(label: str) -> threading.Event:
     with _lock:
         return gates.setdefault(label, threading.Event())
-
-
-def eventually(check: Callable[[], T], what: str, timeout: float = 10.0) -> T:
-    """Poll `check` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
-def of_type(events: list[wp.Event], type_: str) -> list[wp.Event]:
-    return [e for e in events if e.type == type_]
 
 
 def open_tasks(url: str, run_id: str) -> list[Any]:

@@ -7,7 +7,6 @@ import asyncio
 import inspect
 import os
 import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
+from tests.helpers import eventually
 from waypost.model.events import COMMAND_EVENTS, Event
 
 HERE = os.path.basename(__file__)
@@ -25,18 +25,6 @@ def site(fn: Callable[..., Any], text: str) -> str:
     hits = [start + i for i, line in enumerate(lines) if text in line]
     assert hits, f"{text!r} not in {fn.__name__}"
     return f"{HERE}:{hits[0]}"
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll `check` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def waiting_for(engine: wp.Engine, run_id: str, kind: str, **match: Any) -> bool:
@@ -108,9 +96,9 @@ async def replay_mix(ctx: wp.WorkflowContext, n: int) -> dict[str, Any]:
 
 def drive_mix(engine: wp.Engine, run_id: str) -> Any:
     engine.start(replay_mix, 4, run_id=run_id)
-    wait_until(lambda: waiting_for(engine, run_id, "signal", name="go"), what="the wait for 'go'")
+    eventually(lambda: waiting_for(engine, run_id, "signal", name="go"), what="the wait for 'go'")
     engine.signal(run_id, "go", {"now": True})
-    wait_until(lambda: waiting_for(engine, run_id, "condition"), what="the condition wait")
+    eventually(lambda: waiting_for(engine, run_id, "condition"), what="the condition wait")
     engine.signal(run_id, "add", 2)
     engine.signal(run_id, "add", 3)
     return engine.result(run_id, timeout=20)
@@ -200,11 +188,11 @@ def test_a_replay_engine_takes_over_a_run_started_by_a_caching_engine(make_engin
     run_id = "mix-handover"
     with first.running():
         first.start(replay_mix, 4, run_id=run_id)
-        wait_until(lambda: waiting_for(first, run_id, "signal", name="go"), what="'go' wait")
+        eventually(lambda: waiting_for(first, run_id, "signal", name="go"), what="'go' wait")
     before = len(first.history(run_id))
     with second.running():
         second.signal(run_id, "go", {"now": True})
-        wait_until(lambda: waiting_for(second, run_id, "condition"), what="condition wait")
+        eventually(lambda: waiting_for(second, run_id, "condition"), what="condition wait")
         second.signal(run_id, "add", 5)
         result = second.result(run_id, timeout=20)
     assert result["last"] == 25
@@ -236,12 +224,12 @@ def test_drifted_code_suspends_the_run_naming_the_event_and_the_line(make_engine
     run_id = "drift-1"
     with original.running():
         original.start(drift_v1, 3, run_id=run_id)
-        wait_until(lambda: waiting_for(original, run_id, "signal", name="go"), what="'go' wait")
+        eventually(lambda: waiting_for(original, run_id, "signal", name="go"), what="'go' wait")
 
     changed = make_engine(drift_changed, square, shout, cache_size=0)
     with changed.running():
         changed.signal(run_id, "go")
-        info = wait_until(
+        info = eventually(
             lambda: (i := changed.get(run_id)).status == wp.RunStatus.SUSPENDED and i,
             what="suspension",
         )
@@ -279,11 +267,11 @@ def test_a_suspended_run_resumes_once_matching_code_runs_it(make_engine: Any) ->
     run_id = "drift-2"
     with original.running():
         original.start(drift_v1, 3, run_id=run_id)
-        wait_until(lambda: waiting_for(original, run_id, "signal", name="go"), what="'go' wait")
+        eventually(lambda: waiting_for(original, run_id, "signal", name="go"), what="'go' wait")
     changed = make_engine(drift_changed, square, shout, cache_size=0)
     with changed.running():
         changed.signal(run_id, "go")
-        wait_until(lambda: changed.get(run_id).status == wp.RunStatus.SUSPENDED, what="suspension")
+        eventually(lambda: changed.get(run_id).status == wp.RunStatus.SUSPENDED, what="suspension")
     fixed = make_engine(drift_v1, square, shout, cache_size=0)
     with fixed.running():
         fixed.signal(run_id, "nudge")  # any event wakes the run; the matching code resumes it
@@ -300,11 +288,11 @@ def test_cancelling_a_suspended_run_ends_it(make_engine: Any) -> None:
     run_id = "drift-3"
     with original.running():
         original.start(drift_v1, 3, run_id=run_id)
-        wait_until(lambda: waiting_for(original, run_id, "signal", name="go"), what="'go' wait")
+        eventually(lambda: waiting_for(original, run_id, "signal", name="go"), what="'go' wait")
     changed = make_engine(drift_changed, square, shout, cache_size=0)
     with changed.running():
         changed.signal(run_id, "go")
-        wait_until(lambda: changed.get(run_id).status == wp.RunStatus.SUSPENDED, what="suspension")
+        eventually(lambda: changed.get(run_id).status == wp.RunStatus.SUSPENDED, what="suspension")
         changed.cancel(run_id, "code drifted")
         with pytest.raises(wp.WorkflowCancelled, match="code drifted"):
             changed.result(run_id, timeout=10)
@@ -340,7 +328,7 @@ def test_cancellation_runs_cleanup_and_ends_cancelled(make_engine: Any, cache_si
     run_id = f"cancel-{cache_size}"
     with engine.running():
         engine.start(cancel_cleanup, 2, run_id=run_id)
-        wait_until(lambda: waiting_for(engine, run_id, "signal", name="never"), what="wait")
+        eventually(lambda: waiting_for(engine, run_id, "signal", name="never"), what="wait")
         engine.cancel(run_id, "customer asked")
         with pytest.raises(wp.WorkflowCancelled, match="customer asked"):
             engine.result(run_id, timeout=10)

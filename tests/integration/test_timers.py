@@ -6,7 +6,6 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,28 +13,13 @@ from typing import Any, TypeVar
 import pytest
 
 import waypost as wp
+from tests.helpers import eventually, of_type
 from waypost.model.events import EventType, NewEvent, verify_chain
 from waypost.store.base import FiredTimer, NewRun, NewTimer, RunCommit
 from waypost.store.sqlite import SqliteStore
 
 T = TypeVar("T")
 T0 = 1_700_000_000.0
-
-
-def eventually(check: Callable[[], T], what: str, timeout: float = 10.0) -> T:
-    """Poll `check` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
-def of_type(events: list[wp.Event], type_: str) -> list[wp.Event]:
-    return [e for e in events if e.type == type_]
 
 
 def fire_far_in_the_future(url: str) -> list[FiredTimer]:

@@ -3,25 +3,13 @@ keeps it for its whole life."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import waypost as wp
+from tests.helpers import eventually
 from waypost.engine.registry import version_key
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def waits_for_signal(engine: wp.Engine, run_id: str, name: str) -> bool:
@@ -95,7 +83,7 @@ def test_each_run_replays_on_the_version_it_started_with(make_engine: Any, cache
         for version, run_id in runs.items():
             engine.start("pricing", 10, run_id=run_id, version=version)
         for run_id in runs.values():
-            wait_until(lambda r=run_id: waits_for_signal(engine, r, "go"), what=f"{run_id} wait")
+            eventually(lambda r=run_id: waits_for_signal(engine, r, "go"), what=f"{run_id} wait")
         for run_id in runs.values():
             engine.signal(run_id, "go")
         results = {v: engine.result(r, timeout=10) for v, r in runs.items()}
@@ -112,14 +100,14 @@ def test_a_run_keeps_its_version_when_a_newer_one_is_deployed(make_engine: Any) 
     old_deploy = make_engine(pricing_v1, pricing_v2, inc)
     with old_deploy.running():
         old = old_deploy.start("pricing", 5, run_id="before-deploy")
-        wait_until(lambda: waits_for_signal(old_deploy, old.run_id, "go"), what="'go' wait")
+        eventually(lambda: waits_for_signal(old_deploy, old.run_id, "go"), what="'go' wait")
     assert old_deploy.get(old.run_id).version == "2"
 
     new_deploy = make_engine(*ALL, cache_size=0)
     with new_deploy.running():
         new = new_deploy.start("pricing", 5, run_id="after-deploy")
         new_deploy.signal(old.run_id, "go")
-        wait_until(lambda: waits_for_signal(new_deploy, new.run_id, "go"), what="'go' wait")
+        eventually(lambda: waits_for_signal(new_deploy, new.run_id, "go"), what="'go' wait")
         new_deploy.signal(new.run_id, "go")
         assert new_deploy.result(old.run_id, timeout=10) == "v2:7"
         assert new_deploy.result(new.run_id, timeout=10) == "v10:8"
@@ -135,7 +123,7 @@ def test_a_run_of_an_unregistered_version_waits_for_code_then_completes(
 
     old_worker = make_engine(pricing_v1, pricing_v2, inc)
     with old_worker.running():
-        info = wait_until(
+        info = eventually(
             lambda: (i := old_worker.get(run.run_id)).waiting_for and i, what="waiting_for"
         )
         code = [w for w in info.waiting_for if w["kind"] == "code"]
@@ -152,11 +140,11 @@ def test_a_run_of_an_unregistered_version_waits_for_code_then_completes(
 
         new_worker = make_engine(*ALL)
         with new_worker.running():
-            wait_until(
+            eventually(
                 lambda: waits_for_signal(new_worker, run.run_id, "go"), what="v10 picks it up"
             )
             # A worker that serves the version is alive now: no "code" entry any more.
-            wait_until(
+            eventually(
                 lambda: (
                     not [w for w in old_worker.get(run.run_id).waiting_for if w["kind"] == "code"]
                 ),
