@@ -265,3 +265,35 @@ def test_a_malformed_signal_payload_fails_the_run_clearly_instead_of_wedging_it(
             handle.result(timeout=10)
     assert err.value.type == "PayloadError"
     assert "not-a-uuid" in err.value.message
+
+
+@wp.workflow(name="calls_unknown")
+async def calls_unknown(ctx: wp.WorkflowContext) -> None:
+    await ctx.run("no_such_activity", 1)
+
+
+def test_an_unknown_activity_fails_the_run_naming_it_and_schedules_nothing(
+    make_engine: Any,
+) -> None:
+    engine = make_engine(calls_unknown, double)
+    with engine.running():
+        handle = engine.start(calls_unknown)
+        with pytest.raises(wp.WorkflowFailed) as err:
+            handle.result(timeout=10)
+    assert err.value.type == "UnknownActivity"
+    assert "no_such_activity" in err.value.message
+    assert [e.type for e in engine.history(handle.run_id)] == ["RunStarted", "RunFailed"]
+
+
+def test_registering_something_undecorated_is_refused(make_engine: Any) -> None:
+    def plain(ctx: Any) -> None:
+        return None
+
+    engine = make_engine()
+    with pytest.raises(wp.ConfigurationError, match="neither a @workflow nor an @activity"):
+        engine.register(plain)
+    with pytest.raises(wp.ConfigurationError, match="async def"):
+
+        @wp.workflow
+        def not_async(ctx: Any) -> None:
+            return None
