@@ -133,7 +133,17 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs per configuration; the median is shown"
     )
+    parser.add_argument(
+        "--loop",
+        choices=["asyncio", "uvloop"],
+        default="asyncio",
+        help="event loop (uvloop is what the sync Engine uses when it is installed)",
+    )
     args = parser.parse_args()
+    if args.loop == "uvloop":
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
     kinds = ["async", "sync"] if args.activity == "both" else [args.activity]
     modes = ["sequential", "concurrent"] if args.mode == "both" else [args.mode]
@@ -142,7 +152,7 @@ def main() -> None:
     )
     print(
         f"{STEPS} no-op activities per workflow, SQLite synchronous={args.synchronous}, "
-        f"median of {args.repeat} runs per row\n"
+        f"{args.loop} event loop, median of {args.repeat} runs per row\n"
     )
     header = f"{'mode':<11} {'activity':<8} {'n':>5} {'wf/s':>8} {'steps/s':>8} {'ms/wf':>7} {'overhead/step':>14} {'cpu/step':>9} {'steps/commit':>12}"
     print(header)

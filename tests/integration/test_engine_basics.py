@@ -297,3 +297,16 @@ def test_registering_something_undecorated_is_refused(make_engine: Any) -> None:
         @wp.workflow
         def not_async(ctx: Any) -> None:
             return None
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_the_sync_engine_runs_on_either_event_loop(make_engine: Any, loop: str) -> None:
+    engine = make_engine(fan_out, slow_echo, event_loop=loop)
+    with engine.running():
+        assert engine.start(fan_out, [0.05, 0.0]).result(timeout=10) == ["0", "1"]
+    assert type(engine._loop).__module__.split(".")[0] == loop
+
+
+def test_an_unknown_event_loop_is_refused(db_url: str) -> None:
+    with pytest.raises(wp.ConfigurationError, match="event_loop='tornado'"):
+        wp.Engine(db_url, event_loop="tornado")

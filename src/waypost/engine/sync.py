@@ -15,6 +15,7 @@ from collections.abc import Coroutine, Iterator
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from waypost.errors import ConfigurationError
 from waypost.model.events import ChainProblem, Event
 from waypost.model.status import RunStatus
 
@@ -24,15 +25,34 @@ from .records import RunHandle, RunInfo
 T = TypeVar("T")
 
 
+def new_event_loop(kind: str = "auto") -> asyncio.AbstractEventLoop:
+    """An event loop for the engine: uvloop if installed (and asked for), else asyncio's."""
+    if kind not in ("auto", "uvloop", "asyncio"):
+        raise ConfigurationError(f"event_loop={kind!r}: use 'auto', 'uvloop' or 'asyncio'")
+    if kind != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if kind == "uvloop":
+                raise ConfigurationError(
+                    "event_loop='uvloop' needs uvloop: pip install 'waypost[uvloop]'"
+                ) from None
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
 class Engine:
     """The waypost engine for ordinary (synchronous) Python code.
 
     `Engine(url)` opens (and if needed creates) the database; `url` defaults
-    to `sqlite:///waypost.db`. Options are those of `AsyncEngine`.
+    to `sqlite:///waypost.db`. Options are those of `AsyncEngine`, and
+    `event_loop`: the engine's own loop runs on uvloop when it is installed
+    ("auto", the default), or always on "asyncio", or requires "uvloop".
     """
 
-    def __init__(self, url: str | None = None, **options: Any) -> None:
-        self._loop = asyncio.new_event_loop()
+    def __init__(self, url: str | None = None, *, event_loop: str = "auto", **options: Any) -> None:
+        self._loop = new_event_loop(event_loop)
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="waypost-engine", daemon=True
         )
