@@ -163,3 +163,20 @@ def test_bad_database_urls_get_clear_errors(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1 and "does not exist" in proc.stderr
     assert not (tmp_path / "no").exists()
+
+
+def test_the_readme_workflow_runs_as_written(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("## A workflow")
+    code = readme[
+        readme.index("```python", start) + len("```python") : readme.index("```\n", start + 20)
+    ]
+    script = tmp_path / "order.py"
+    script.write_text(code)
+    proc = run([sys.executable, str(script)], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "order o-1 confirmed" in proc.stdout
+    assert "'status': 'done', 'tracking': 'TRK1'" in proc.stdout
+    again = run([sys.executable, str(script)], cwd=tmp_path)  # the same run_id: the same run
+    assert "RunNotActive" in again.stderr
+    assert "order o-1 confirmed" not in again.stdout
