@@ -1,25 +1,89 @@
+"""Fixtures: every engine and store test runs on SQLite and on a real PostgreSQL server.
+
+PostgreSQL tests get a database of their own, cloned from a template that has the
+schema (so each test starts empty and tests never see each other's rows). The
+server comes from WAYPOST_TEST_POSTGRES (default: postgres on 127.0.0.1:5432,
+as CI provides).
+"""
+
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import waypost as wp
 
+POSTGRES = os.environ.get("WAYPOST_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+STORES = ["sqlite", "postgres"]
+
+
+def _admin() -> Any:
+    import psycopg
+
+    return psycopg.connect(POSTGRES, autocommit=True)
+
+
+def postgres_url(database: str) -> str:
+    base, _, _ = POSTGRES.rpartition("/")
+    return f"{base}/{database}"
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A database with the current schema, to clone for each test."""
+    import psycopg
+
+    from waypost.store.postgres import migrate_connection
+
+    name = f"waypost_template_{os.getpid()}"
+    with _admin() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    with psycopg.connect(postgres_url(name)) as conn:
+        migrate_connection(conn)
+    yield name
+    with _admin() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
 
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
+def fresh_postgres(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The URL of a new, empty PostgreSQL database with the schema; dropped afterwards."""
+    template = request.getfixturevalue("postgres_template")
+    name = f"waypost_test_{uuid.uuid4().hex[:12]}"
+    with _admin() as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    yield postgres_url(name)
+    with _admin() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
     """A fresh SQLite file for each test."""
     return f"sqlite:///{tmp_path / 'waypost.db'}"
 
 
+@pytest.fixture(params=STORES)
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database of each kind: the test runs once per store."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'waypost.db'}"
+    url: str = request.getfixturevalue("fresh_postgres")
+    return url
+
+
 @pytest.fixture
-def make_engine(db_url: str) -> Iterator[object]:
+def make_engine(db_url: str) -> Iterator[Any]:
     """Build engines on the test's database with test-friendly timings; closes them after."""
     engines: list[wp.Engine] = []
 
-    def make(*items: object, url: str | None = None, **options: object) -> wp.Engine:
+    def make(*items: object, url: str | None = None, **options: Any) -> wp.Engine:
         options.setdefault("lease", 2.0)
         options.setdefault("poll_interval", 0.05)
         options.setdefault("shutdown_grace", 5.0)

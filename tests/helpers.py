@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import waypost as wp
 
@@ -25,3 +27,36 @@ def eventually(check: Callable[[], T], what: str = "condition", timeout: float =
 
 def of_type(events: list[wp.Event], type_: str) -> list[wp.Event]:
     return [e for e in events if e.type == type_]
+
+
+def db_query(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run one read query (written with `?` placeholders) on either kind of database."""
+    if db_url.startswith("sqlite:///"):
+        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+        try:
+            return conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(db_url) as pg:
+        return pg.execute(sql.replace("?", "%s"), params).fetchall()
+
+
+@contextlib.contextmanager
+def write_lock(db_url: str) -> Iterator[None]:
+    """Hold the database's write lock, as another process writing slowly would."""
+    if db_url.startswith("sqlite:///"):
+        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            conn.execute("COMMIT")
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(db_url) as pg:
+        pg.execute("LOCK TABLE runs, events, tasks, timers IN EXCLUSIVE MODE")
+        yield

@@ -19,8 +19,8 @@ import pytest
 import waypost as wp
 from tests.helpers import eventually, of_type
 from waypost.model.events import verify_chain
+from waypost.store import open_store
 from waypost.store.base import FiredTimer
-from waypost.store.sqlite import SqliteStore
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def gate(label: str) -> threading.Event:
 
 def open_tasks(url: str, run_id: str) -> list[Any]:
     async def read() -> list[Any]:
-        store = SqliteStore(url)
+        store = open_store(url)
         await store.open()
         try:
             return await store.run_tasks("default", run_id)
@@ -59,7 +59,7 @@ def open_tasks(url: str, run_id: str) -> list[Any]:
 
 def fire_far_in_the_future(url: str) -> list[FiredTimer]:
     async def fire() -> list[FiredTimer]:
-        store = SqliteStore(url)
+        store = open_store(url)
         await store.open()
         try:
             return await store.fire_due_timers(time.time() + 3600, 1000, None, [], 30.0)

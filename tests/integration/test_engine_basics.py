@@ -137,6 +137,13 @@ keys: dict[str, set[str]] = {}
 lock = threading.Lock()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_records() -> None:
+    """Each test (and each store it runs on) starts with empty records."""
+    attempts.clear()
+    keys.clear()
+
+
 class Flaky(Exception):
     pass
 

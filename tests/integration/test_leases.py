@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -23,7 +22,7 @@ from typing import Any, TypeVar
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type
+from tests.helpers import db_query, eventually, of_type, write_lock
 from waypost.model.events import verify_chain
 
 T = TypeVar("T")
@@ -429,33 +428,23 @@ def test_an_expired_attempt_is_reported_once_while_the_database_is_busy(
     """Another process holds the write lock around the heartbeat deadline: the
     scheduler sees the expired attempt on every poll meanwhile, but must report
     it (ActivityFailed) once, and not invent late results of its own."""
-    path = db_url.removeprefix("sqlite:///")
     engine = make_engine(slow_db_flow, quiet_once, companion)
     try:
         with engine.running():
             handle = engine.start(slow_db_flow, label)
-            reader = sqlite3.connect(path)
-            try:
-                query = (
-                    "SELECT heartbeat_deadline FROM tasks WHERE run_id = ? AND queue = "
-                    "'quiet_once' AND heartbeat_details IS NOT NULL AND fence = 1"
-                )
-                (hb_deadline,) = eventually(
-                    lambda: reader.execute(query, (handle.run_id,)).fetchone(),
-                    "the heartbeat of attempt 1 to be stored",
-                )
-            finally:
-                reader.close()
-            blocker = sqlite3.connect(path, isolation_level=None)
-            try:
-                blocker.execute("BEGIN IMMEDIATE")  # another process writing, slowly
+            query = (
+                "SELECT heartbeat_deadline FROM tasks WHERE run_id = ? AND queue = "
+                "'quiet_once' AND heartbeat_details IS NOT NULL AND fence = 1"
+            )
+            ((hb_deadline,),) = eventually(
+                lambda: db_query(db_url, query, (handle.run_id,)),
+                "the heartbeat of attempt 1 to be stored",
+            )
+            with write_lock(db_url):  # another process writing, slowly
                 # The companion finishes now: its report waits for the database
                 # while holding the run, as the expiry of attempt 1 comes due.
                 gate(f"{label}-companion").set()
                 eventually(lambda: time.time() > hb_deadline + 0.5, "the deadline to pass")
-                blocker.execute("COMMIT")
-            finally:
-                blocker.close()
             eventually(
                 lambda: of_type(engine.history(handle.run_id), "LateResultIgnored"),
                 "attempt 1 to report late",

@@ -39,6 +39,17 @@ def waiting_for(engine: wp.Engine, run_id: str, kind: str, **match: Any) -> bool
 
 starts: dict[str, int] = {}
 replays_seen: dict[str, set[bool]] = {}
+cleanups: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _fresh_records() -> None:
+    """Each test (and each store it runs on) starts with empty records."""
+    starts.clear()
+    replays_seen.clear()
+    cleanups.clear()
+
+
 lock = threading.Lock()
 
 
@@ -300,8 +311,6 @@ def test_cancelling_a_suspended_run_ends_it(make_engine: Any) -> None:
 
 
 # == cancellation, replayed ===================================================================
-
-cleanups: list[str] = []
 
 
 @wp.activity

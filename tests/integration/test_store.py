@@ -62,14 +62,18 @@ STORES = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("sqlite-inline", id="sqlite-inline"),
     pytest.param("sqlite-thread", id="sqlite-thread"),
+    pytest.param("postgres", id="postgres"),
 ]
 
 
-def _fresh_database_url(kind: str, tmp_path: Path) -> str:
+def _fresh_database_url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if kind == "sqlite-thread":  # every write through the writer thread
         return f"sqlite:///{tmp_path / 'store.db'}?commits=thread"
     if kind.startswith("sqlite"):
         return f"sqlite:///{tmp_path / 'store.db'}"
+    if kind == "postgres":
+        url: str = request.getfixturevalue("fresh_postgres")
+        return url
     raise AssertionError(f"no database for store kind {kind!r}")
 
 
@@ -92,7 +96,7 @@ def aio() -> Iterator[asyncio.Runner]:
 def store(request: pytest.FixtureRequest, tmp_path: Path, aio: asyncio.Runner) -> Iterator[Store]:
     """An open store on a fresh, empty database."""
     kind: str = request.param
-    s = _prepare(kind, open_store(_fresh_database_url(kind, tmp_path)))
+    s = _prepare(kind, open_store(_fresh_database_url(kind, request, tmp_path)))
     aio.run(s.open())
     yield s
     aio.run(s.close())

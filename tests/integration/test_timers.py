@@ -15,8 +15,8 @@ import pytest
 import waypost as wp
 from tests.helpers import eventually, of_type
 from waypost.model.events import EventType, NewEvent, verify_chain
+from waypost.store import open_store
 from waypost.store.base import FiredTimer, NewRun, NewTimer, RunCommit
-from waypost.store.sqlite import SqliteStore
 
 T = TypeVar("T")
 T0 = 1_700_000_000.0
@@ -26,7 +26,7 @@ def fire_far_in_the_future(url: str) -> list[FiredTimer]:
     """Fire every pending timer, as a scheduler would an hour from now."""
 
     async def fire() -> list[FiredTimer]:
-        store = SqliteStore(url)
+        store = open_store(url)
         await store.open()
         try:
             return await store.fire_due_timers(time.time() + 3600, 1000, None, [], 30.0)
@@ -45,7 +45,7 @@ def test_two_stores_firing_at_the_same_moment_fire_each_timer_once(tmp_path: Pat
     rounds = 4
 
     async def setup() -> None:
-        store = SqliteStore(url)
+        store = open_store(url)
         await store.open()
         try:
             for run_id in runs:
@@ -67,14 +67,14 @@ def test_two_stores_firing_at_the_same_moment_fire_each_timer_once(tmp_path: Pat
             await store.close()
 
     asyncio.run(setup())
-    stores = [SqliteStore(url), SqliteStore(url)]
+    stores = [open_store(url), open_store(url)]
     for s in stores:
         asyncio.run(s.open())
     fired: list[tuple[str, str]] = []
     errors: list[BaseException] = []
     lock = threading.Lock()
 
-    def fire(barrier: threading.Barrier, store: SqliteStore, owner: str | None, now: float) -> None:
+    def fire(barrier: threading.Barrier, store: Any, owner: str | None, now: float) -> None:
         async def go() -> list[FiredTimer]:
             barrier.wait(5)  # both schedulers fire at the same moment
             return await store.fire_due_timers(now, 1000, owner, ["wf@1"], 30.0)
@@ -106,7 +106,7 @@ def test_two_stores_firing_at_the_same_moment_fire_each_timer_once(tmp_path: Pat
             asyncio.run(s.close())
 
     async def check() -> None:
-        store = SqliteStore(url)
+        store = open_store(url)
         await store.open()
         try:
             for run_id in runs:

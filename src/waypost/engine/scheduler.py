@@ -64,6 +64,9 @@ class Scheduler:
             loop.create_task(self._timer_loop(), name="waypost-timers"),
         ]
         self._leases = loop.create_task(self._lease_loop(), name="waypost-leases")
+        self._polling.append(
+            loop.create_task(engine.store.listen(self._on_notify), name="waypost-listener")
+        )
 
     async def stop_polling(self) -> None:
         tasks, self._polling = self._polling, []
@@ -85,6 +88,13 @@ class Scheduler:
     # -- wake-ups -------------------------------------------------------------
     def wake(self) -> None:
         self._wake.set()
+
+    def _on_notify(self, topic: str) -> None:
+        """Another process has work: a task became ready, or a timer was set."""
+        if topic != "timers":
+            self._wake.set()
+        if topic != "tasks":
+            self._timer_wake.set()
 
     def wake_at(self, when: float) -> None:
         delay = max(0.0, when - self.engine.clock())

@@ -219,12 +219,18 @@ class Worker:
             raise RuntimeError("activities run inside an asyncio task")
         expired = False
 
+        timer: list[asyncio.TimerHandle] = []
+
         def on_deadline() -> None:
             nonlocal expired
+            remaining = a.deadline - engine.clock()
+            if remaining > 0:  # loop timers may fire a little early; never time out early
+                timer[0] = loop.call_later(remaining, on_deadline)
+                return
             expired = True
             task.cancel()
 
-        deadline = loop.call_later(max(0.0, a.deadline - engine.clock()), on_deadline)
+        timer.append(loop.call_later(max(0.0, a.deadline - engine.clock()), on_deadline))
         engine.faults.hit("activity:before")
         thread: asyncio.Future[Any] | None = None
         try:
@@ -253,7 +259,7 @@ class Worker:
         except Exception as exc:
             return self._failed(a, exc, engine.clock(), ctx)
         finally:
-            deadline.cancel()
+            timer[0].cancel()
             engine.faults.hit("activity:after")
         try:
             return Outcome(True, result=codec.encode(value))

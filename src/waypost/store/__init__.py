@@ -10,14 +10,21 @@ DEFAULT_URL = "sqlite:///waypost.db"
 
 
 def open_store(url: str | None = None) -> Store:
-    """The store for a database URL (`sqlite:///path.db`; PostgreSQL to come)."""
+    """The store for a database URL: `sqlite:///path.db` or `postgresql://...`."""
     url = url or DEFAULT_URL
     scheme = url.split(":", 1)[0].lower()
     if scheme == "sqlite":
         from .sqlite import SqliteStore
 
         return SqliteStore(url)
-    raise ConfigurationError(f"unsupported database URL {url!r}: use sqlite:///path/to/file.db")
+    if scheme in ("postgresql", "postgres"):
+        from .postgres import PostgresStore
+
+        return PostgresStore(url)
+    raise ConfigurationError(
+        f"unsupported database URL {url!r}: use sqlite:///path/to/file.db "
+        "or postgresql://user@host:port/database"
+    )
 
 
 __all__ = ["DEFAULT_URL", "Store", "open_store"]

@@ -12,7 +12,7 @@ Times are seconds since the epoch (floats) everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -313,3 +313,12 @@ class Store(Protocol):
     async def remove_worker(self, worker_id: str) -> None: ...
 
     async def live_workers(self, since: float) -> list[WorkerRecord]: ...
+
+    async def listen(self, on_notify: Callable[[str], None]) -> None:
+        """Call `on_notify(topic)` when another process has work for this one.
+
+        Runs until cancelled; returns at once if the database cannot notify
+        (then polling finds the work). Topics: "tasks", "timers", and
+        "reconnected" after a lost connection came back.
+        """
+        ...

@@ -100,6 +100,9 @@ class _Tx:
     def many(self, name: str, rows: list[dict[str, Any]]) -> None:
         self._conn.executemany(self._q[name], rows)
 
+    def notify(self, topic: str) -> None:
+        return None  # other processes on the file find work by polling
+
     def begin_read(self) -> None:
         self._conn.execute("BEGIN")
 
@@ -145,7 +148,18 @@ def _connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connec
         path, isolation_level=None, check_same_thread=False, cached_statements=256
     )
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    # Switching a new file to WAL needs a lock SQLite does not wait for when
+    # another connection is opening it at the same moment: wait here instead.
+    deadline = time.monotonic() + max(busy_timeout, 1.0)
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                conn.close()
+                raise
+            time.sleep(0.01)
     if str(mode).lower() != "wal":
         raise StoreError(f"could not put {path!r} in WAL mode (got {mode!r})")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
@@ -450,8 +464,13 @@ class SqliteStore:
             raise StoreError("the store is not open")
 
         def call() -> T:
+            tx = self._reader()
             try:
-                return fn(self._reader(), *args)
+                tx.begin_read()  # one snapshot for all the statements of the read
+                try:
+                    return fn(tx, *args)
+                finally:
+                    tx.end_read()
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite read failed on {self.path}: {exc}") from exc
 
@@ -499,13 +518,7 @@ class SqliteStore:
         await self._write(txn.release_tasks, owner, tasks, now)
 
     async def expired_activities(self, now: float, limit: int) -> list[ClaimedTask]:
-        def read(tx: _Tx) -> list[ClaimedTask]:
-            return [
-                txn.task_from_row(r)
-                for r in tx.all("expired_activities", {"now": now, "limit": limit})
-            ]
-
-        return await self._read(read)
+        return await self._read(txn.expired_activities, now, limit)
 
     async def fire_due_timers(
         self, now: float, limit: int, owner: str | None, queues: Sequence[str], lease: float
@@ -513,23 +526,13 @@ class SqliteStore:
         return await self._write(txn.fire_due_timers, now, limit, owner, queues, lease)
 
     async def next_timer_at(self) -> float | None:
-        def read(tx: _Tx) -> float | None:
-            row = tx.one("next_timer_at", {})
-            return None if row is None or row[0] is None else float(row[0])
-
-        return await self._read(read)
+        return await self._read(txn.next_timer_at)
 
     async def get_run(self, tenant: str, run_id: str) -> RunRecord | None:
         return await self._read(txn.get_run, tenant, run_id)
 
     async def load_history(self, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]:
-        def read(tx: _Tx) -> list[Event]:
-            rows = tx.all(
-                "load_history", {"tenant": tenant, "run_id": run_id, "after_seq": after_seq}
-            )
-            return [txn.event_from_row(r) for r in rows]
-
-        return await self._read(read)
+        return await self._read(txn.load_history, tenant, run_id, after_seq)
 
     async def list_runs(
         self,
@@ -538,66 +541,28 @@ class SqliteStore:
         workflow: str | None = None,
         limit: int = 100,
     ) -> list[RunRecord]:
-        def read(tx: _Tx) -> list[RunRecord]:
-            rows = tx.all(
-                "list_runs",
-                {"tenant": tenant, "status": status, "workflow": workflow, "limit": limit},
-            )
-            return [txn.run_from_row(r) for r in rows]
-
-        return await self._read(read)
+        return await self._read(txn.list_runs, tenant, status, workflow, limit)
 
     async def load_run(
         self, tenant: str, run_id: str, after_seq: int = 0
     ) -> tuple[RunRecord | None, list[Event]]:
-        def read(tx: _Tx) -> tuple[RunRecord | None, list[Event]]:
-            # One read transaction, so the snapshot and the events agree.
-            tx.begin_read()
-            try:
-                return txn.load_run(tx, tenant, run_id, after_seq)
-            finally:
-                tx.end_read()
-
-        return await self._read(read)
+        return await self._read(txn.load_run, tenant, run_id, after_seq)
 
     async def run_tasks(self, tenant: str, run_id: str) -> list[ClaimedTask]:
-        def read(tx: _Tx) -> list[ClaimedTask]:
-            return [
-                txn.task_from_row(r)
-                for r in tx.all("run_tasks", {"tenant": tenant, "run_id": run_id})
-            ]
-
-        return await self._read(read)
+        return await self._read(txn.run_tasks, tenant, run_id)
 
     async def beat_worker(self, worker: WorkerRecord) -> None:
-        import json
-
-        def write(tx: _Tx) -> None:
-            tx.run(
-                "beat_worker",
-                {
-                    "worker_id": worker.worker_id,
-                    "host": worker.host,
-                    "pid": worker.pid,
-                    "queues": json.dumps(worker.queues),
-                    "started_at": worker.started_at,
-                    "heartbeat_at": worker.heartbeat_at,
-                },
-            )
-
-        await self._write(write)
+        await self._write(txn.beat_worker, worker)
 
     async def remove_worker(self, worker_id: str) -> None:
-        def write(tx: _Tx) -> None:
-            tx.run("remove_worker", {"worker_id": worker_id})
-
-        await self._write(write)
+        await self._write(txn.remove_worker, worker_id)
 
     async def live_workers(self, since: float) -> list[WorkerRecord]:
-        def read(tx: _Tx) -> list[WorkerRecord]:
-            return [txn.worker_from_row(r) for r in tx.all("live_workers", {"since": since})]
+        return await self._read(txn.live_workers, since)
 
-        return await self._read(read)
+    async def listen(self, on_notify: Callable[[str], None]) -> None:
+        """Nothing to listen to: other processes on the file are found by polling."""
+        return None
 
 
 def migrate_connection(conn: sqlite3.Connection) -> list[int]:

@@ -49,6 +49,15 @@ class Tx(Protocol):
 
     def savepoint(self) -> AbstractContextManager[None]: ...
 
+    def notify(self, topic: str) -> None:
+        """Tell other processes, once this transaction commits, that `topic` has work."""
+        ...
+
+
+# Topics of notifications: a task became ready; a timer was set.
+TASKS = "tasks"
+TIMERS = "timers"
+
 
 class Abort(Exception):
     """A condition of the request failed: roll it back and answer `result`."""
@@ -161,6 +170,8 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
     tx.many("insert_event", _event_rows(new.tenant, new.run_id, events))
     claimed = new.claim_owner is not None
     fence = 1 if claimed else 0
+    if not claimed:
+        tx.notify(TASKS)
     tx.run(
         "insert_workflow_task",
         {
@@ -283,6 +294,8 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
 
     for na in c.new_activities:
         leased = na.owner is not None
+        if not leased:
+            tx.notify(TASKS)
         deadline = now + na.timeout
         hb_deadline = now + na.heartbeat_timeout if na.heartbeat_timeout is not None else None
         tx.run(
@@ -312,6 +325,7 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
             tx.run("request_activity_cancel", {**key, "step": step})
     for timer in c.new_timers:
         tx.run("insert_timer", {**key, "step": timer.step, "fire_at": timer.fire_at})
+        tx.notify(TIMERS)
     for step in c.cancel_timers:
         tx.run("cancel_timer", {**key, "step": step})
     if snap is not None and snap.finished:
@@ -373,6 +387,7 @@ def _workflow_task_op(tx: Tx, c: RunCommit, wt: Sequence[Any] | None) -> int | N
             "set_workflow_task",
             {**key, "state": "ready", "visible_at": c.now, "owner": owner, "fence": fence},
         )
+    tx.notify(TASKS)
     return None
 
 
@@ -428,6 +443,8 @@ def renew_leases(
 
 
 def release_tasks(tx: Tx, owner: str, tasks: Sequence[TaskRef], now: float) -> None:
+    if tasks:
+        tx.notify(TASKS)
     for t in tasks:
         tx.run(
             "release_task",
@@ -446,11 +463,64 @@ def release_tasks(tx: Tx, owner: str, tasks: Sequence[TaskRef], now: float) -> N
 def load_run(
     tx: Tx, tenant: str, run_id: str, after_seq: int
 ) -> tuple[RunRecord | None, list[Event]]:
+    """The snapshot and the events after `after_seq`; run in one (snapshot) transaction."""
     run = get_run(tx, tenant, run_id)
     if run is None:
         return None, []
+    return run, load_history(tx, tenant, run_id, after_seq)
+
+
+# == reads =====================================================================
+
+
+def load_history(tx: Tx, tenant: str, run_id: str, after_seq: int) -> list[Event]:
     rows = tx.all("load_history", {"tenant": tenant, "run_id": run_id, "after_seq": after_seq})
-    return run, [event_from_row(r) for r in rows]
+    return [event_from_row(r) for r in rows]
+
+
+def list_runs(
+    tx: Tx, tenant: str | None, status: str | None, workflow: str | None, limit: int
+) -> list[RunRecord]:
+    params = {"tenant": tenant, "status": status, "workflow": workflow, "limit": limit}
+    return [run_from_row(r) for r in tx.all("list_runs", params)]
+
+
+def run_tasks(tx: Tx, tenant: str, run_id: str) -> list[ClaimedTask]:
+    return [task_from_row(r) for r in tx.all("run_tasks", {"tenant": tenant, "run_id": run_id})]
+
+
+def expired_activities(tx: Tx, now: float, limit: int) -> list[ClaimedTask]:
+    return [task_from_row(r) for r in tx.all("expired_activities", {"now": now, "limit": limit})]
+
+
+def next_timer_at(tx: Tx) -> float | None:
+    row = tx.one("next_timer_at", {})
+    return None if row is None or row[0] is None else float(row[0])
+
+
+def live_workers(tx: Tx, since: float) -> list[WorkerRecord]:
+    return [worker_from_row(r) for r in tx.all("live_workers", {"since": since})]
+
+
+# == workers ===================================================================
+
+
+def beat_worker(tx: Tx, worker: WorkerRecord) -> None:
+    tx.run(
+        "beat_worker",
+        {
+            "worker_id": worker.worker_id,
+            "host": worker.host,
+            "pid": worker.pid,
+            "queues": json.dumps(worker.queues),
+            "started_at": worker.started_at,
+            "heartbeat_at": worker.heartbeat_at,
+        },
+    )
+
+
+def remove_worker(tx: Tx, worker_id: str) -> None:
+    tx.run("remove_worker", {"worker_id": worker_id})
 
 
 def fire_due_timers(

@@ -1,0 +1,362 @@
+"""The PostgreSQL store: many engine and worker processes on one database.
+
+The transactions are the ones SQLite runs (`transactions.py`); only the
+plumbing differs. Each request runs in a pooled connection on a worker thread
+(psycopg 3, `psycopg_pool`), in one transaction. Rows a transaction reads and
+then changes are locked (`FOR UPDATE`), claims skip rows others hold
+(`FOR UPDATE SKIP LOCKED`), and every condition (sequence number, fences,
+timer generation) is also part of the statement that writes, so correctness
+never rests on advisory locks or server-side functions.
+
+`LISTEN`/`NOTIFY` wakes idle workers when a task becomes ready or a timer is
+set, within milliseconds; polling stays on as the fallback, so a lost
+notification only delays work. A broken connection (a restart of the server)
+surfaces as a `StoreError` for the request that hit it; the pool checks
+connections before handing them out and reconnects on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
+
+from waypost.errors import ConfigurationError, SchemaError, StoreError
+from waypost.model.events import Event
+
+from . import transactions as txn
+from .base import (
+    ClaimedTask,
+    CommitResult,
+    CreateRunResult,
+    FiredTimer,
+    LeaseRenewal,
+    LeaseState,
+    NewRun,
+    RunCommit,
+    RunRecord,
+    TaskRef,
+    WorkerRecord,
+)
+from .sqlfile import load_migrations, load_queries
+
+try:
+    import psycopg
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - the dependency is declared
+    raise ConfigurationError(
+        "PostgreSQL needs psycopg 3 and psycopg_pool: pip install 'psycopg[binary]' psycopg_pool"
+    ) from exc
+
+T = TypeVar("T")
+log = logging.getLogger("waypost.postgres")
+
+CHANNEL = "waypost"
+_OPTIONS = {"pool_size": 10}
+
+
+def parse_postgres_url(url: str) -> tuple[str, dict[str, int]]:
+    """Split waypost's own options (`pool_size`) off a PostgreSQL URL."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("postgresql", "postgres"):
+        raise ConfigurationError(f"not a PostgreSQL URL: {url!r}")
+    options: dict[str, int] = dict(_OPTIONS)
+    rest = []
+    for key, value in parse_qsl(parsed.query, keep_blank_values=True):
+        if key in _OPTIONS:
+            try:
+                options[key] = int(value)
+            except ValueError:
+                raise ConfigurationError(f"{key}={value!r} in {url!r} is not a number") from None
+            if options[key] < 1:
+                raise ConfigurationError(f"{key} must be at least 1, got {value}")
+        else:
+            rest.append((key, value))
+    return urlunparse(parsed._replace(scheme="postgresql", query=urlencode(rest))), options
+
+
+class _PgTx:
+    """A transaction on one connection, addressed by query name."""
+
+    __slots__ = ("_conn", "_q")
+
+    def __init__(self, conn: psycopg.Connection[Any], queries: dict[str, str]) -> None:
+        self._conn = conn
+        self._q = queries
+
+    def one(self, name: str, params: dict[str, Any]) -> Sequence[Any] | None:
+        row: Sequence[Any] | None = self._conn.execute(self._q[name], params).fetchone()
+        return row
+
+    def all(self, name: str, params: dict[str, Any]) -> list[Sequence[Any]]:
+        return self._conn.execute(self._q[name], params).fetchall()
+
+    def run(self, name: str, params: dict[str, Any]) -> int:
+        return self._conn.execute(self._q[name], params).rowcount
+
+    def many(self, name: str, rows: list[dict[str, Any]]) -> None:
+        with self._conn.cursor() as cur:
+            cur.executemany(self._q[name], rows)
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        with self._conn.transaction():
+            yield
+
+    def notify(self, topic: str) -> None:
+        # Delivered when (and only if) the transaction commits.
+        self._conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, topic))
+
+    def begin_read(self) -> None:
+        self._conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+
+    def end_read(self) -> None:
+        return None
+
+
+class PostgresStore:
+    """The `Store` for a PostgreSQL database."""
+
+    dialect = "postgres"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.conninfo, options = parse_postgres_url(url)
+        self.pool_size = options["pool_size"]
+        self.queries = load_queries("postgres")
+        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._threads: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._transactions = 0
+
+    # -- lifecycle ----------------------------------------------------------
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        await asyncio.to_thread(self._migrate)
+        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            self.conninfo,
+            min_size=1,
+            max_size=self.pool_size,
+            open=False,
+            check=ConnectionPool.check_connection,
+            name="waypost",
+            reconnect_timeout=24 * 3600,
+        )
+        try:
+            await asyncio.to_thread(pool.open, True, 30.0)
+        except (psycopg.Error, PoolTimeout) as exc:
+            await asyncio.to_thread(pool.close)
+            raise StoreError(f"cannot connect to PostgreSQL at {self._where()}: {exc}") from exc
+        self._pool = pool
+        self._threads = ThreadPoolExecutor(
+            max_workers=self.pool_size, thread_name_prefix="waypost-pg"
+        )
+
+    async def close(self) -> None:
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown(wait=True)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await asyncio.to_thread(pool.close)
+
+    def _where(self) -> str:
+        parsed = urlparse(self.conninfo)
+        return f"{parsed.hostname or 'localhost'}:{parsed.port or 5432}{parsed.path}"
+
+    def _migrate(self) -> None:
+        for attempt in range(5):
+            try:
+                with psycopg.connect(self.conninfo, connect_timeout=30) as conn:
+                    migrate_connection(conn)
+                return
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+                # Two processes created the migrations table at the same moment.
+                time.sleep(0.1 * (attempt + 1))
+            except psycopg.OperationalError as exc:
+                raise StoreError(
+                    f"cannot connect to PostgreSQL at {self._where()}: {exc}".strip()
+                ) from exc
+            except psycopg.Error as exc:
+                raise StoreError(f"PostgreSQL schema migration failed: {exc}") from exc
+        raise StoreError("PostgreSQL schema migration kept colliding with another process")
+
+    # -- plumbing -----------------------------------------------------------
+    def _run(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T:
+        pool = self._pool
+        if pool is None:
+            raise StoreError("the store is not open")
+        try:
+            with pool.connection() as conn:
+                tx = _PgTx(conn, self.queries)
+                try:
+                    with conn.transaction():
+                        if read:
+                            tx.begin_read()
+                        return fn(tx, *args)
+                except txn.Abort as abort:
+                    return abort.result  # type: ignore[return-value]
+                finally:
+                    self._transactions += 1
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL error: {type(exc).__name__}: {exc}".strip()) from exc
+        except PoolTimeout as exc:
+            raise StoreError(f"no PostgreSQL connection available: {exc}") from exc
+
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        threads = self._threads
+        if threads is None:
+            raise StoreError("the store is not open")
+        return await asyncio.get_running_loop().run_in_executor(threads, self._run, fn, args, False)
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        threads = self._threads
+        if threads is None:
+            raise StoreError("the store is not open")
+        return await asyncio.get_running_loop().run_in_executor(threads, self._run, fn, args, True)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return {"commits": self._transactions, "requests": self._transactions}
+
+    async def listen(self, on_notify: Callable[[str], None]) -> None:
+        """Call `on_notify(topic)` for every notification, reconnecting as needed.
+
+        After each (re)connection it reports "reconnected": notifications sent
+        while it was away are lost, so whoever listens should look for work.
+        """
+        delay = 0.1
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self.conninfo, autocommit=True, connect_timeout=10
+                )
+                async with conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    delay = 0.1
+                    on_notify("reconnected")
+                    async for note in conn.notifies():
+                        on_notify(note.payload)
+            except (psycopg.Error, OSError) as exc:
+                log.warning(
+                    "listening for notifications failed (retrying in %.1fs): %s", delay, exc
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    # -- the Store verbs ----------------------------------------------------
+    async def create_run(self, new: NewRun) -> CreateRunResult:
+        return await self._write(txn.create_run, new)
+
+    async def commit_run(self, commit: RunCommit) -> CommitResult:
+        return await self._write(txn.commit_run, commit)
+
+    async def claim_tasks(
+        self,
+        owner: str,
+        workflow_queues: Sequence[str],
+        activity_queues: Sequence[str],
+        workflow_limit: int,
+        activity_limit: int,
+        lease: float,
+        now: float,
+    ) -> list[ClaimedTask]:
+        return await self._write(
+            txn.claim_tasks,
+            owner,
+            workflow_queues,
+            activity_queues,
+            workflow_limit,
+            activity_limit,
+            lease,
+            now,
+        )
+
+    async def renew_leases(
+        self, owner: str, renewals: Sequence[LeaseRenewal], lease: float, now: float
+    ) -> list[LeaseState]:
+        return await self._write(txn.renew_leases, owner, renewals, lease, now)
+
+    async def release_tasks(self, owner: str, tasks: Sequence[TaskRef], now: float) -> None:
+        await self._write(txn.release_tasks, owner, tasks, now)
+
+    async def expired_activities(self, now: float, limit: int) -> list[ClaimedTask]:
+        return await self._read(txn.expired_activities, now, limit)
+
+    async def fire_due_timers(
+        self, now: float, limit: int, owner: str | None, queues: Sequence[str], lease: float
+    ) -> list[FiredTimer]:
+        return await self._write(txn.fire_due_timers, now, limit, owner, queues, lease)
+
+    async def next_timer_at(self) -> float | None:
+        return await self._read(txn.next_timer_at)
+
+    async def get_run(self, tenant: str, run_id: str) -> RunRecord | None:
+        return await self._read(txn.get_run, tenant, run_id)
+
+    async def load_history(self, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]:
+        return await self._read(txn.load_history, tenant, run_id, after_seq)
+
+    async def load_run(
+        self, tenant: str, run_id: str, after_seq: int = 0
+    ) -> tuple[RunRecord | None, list[Event]]:
+        return await self._read(txn.load_run, tenant, run_id, after_seq)
+
+    async def list_runs(
+        self,
+        tenant: str | None = None,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        return await self._read(txn.list_runs, tenant, status, workflow, limit)
+
+    async def run_tasks(self, tenant: str, run_id: str) -> list[ClaimedTask]:
+        return await self._read(txn.run_tasks, tenant, run_id)
+
+    async def beat_worker(self, worker: WorkerRecord) -> None:
+        await self._write(txn.beat_worker, worker)
+
+    async def remove_worker(self, worker_id: str) -> None:
+        await self._write(txn.remove_worker, worker_id)
+
+    async def live_workers(self, since: float) -> list[WorkerRecord]:
+        return await self._read(txn.live_workers, since)
+
+
+def migrate_connection(conn: psycopg.Connection[Any]) -> list[int]:
+    """Apply the migrations this database lacks, holding a lock on the migrations table."""
+    migrations = load_migrations("postgres")
+    with conn.transaction():
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS waypost_migrations ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at double precision NOT NULL)"
+        )
+        # Concurrent starts queue here; the first applies, the others find it done.
+        conn.execute("LOCK TABLE waypost_migrations IN ACCESS EXCLUSIVE MODE")
+        applied = {row[0] for row in conn.execute("SELECT version FROM waypost_migrations")}
+        newest = max((m.version for m in migrations), default=0)
+        if applied and max(applied) > newest:
+            raise SchemaError(
+                f"the database has schema version {max(applied)}, newer than this waypost "
+                f"understands ({newest}); upgrade waypost"
+            )
+        done = []
+        for mig in migrations:
+            if mig.version in applied:
+                continue
+            conn.execute(mig.sql.encode())
+            conn.execute(
+                "INSERT INTO waypost_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+                (mig.version, mig.name, time.time()),
+            )
+            done.append(mig.version)
+    return done
