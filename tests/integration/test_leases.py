@@ -530,11 +530,11 @@ def test_a_result_whose_commit_keeps_failing_is_retried_and_the_history_stays_in
     """The store fails on every commit of attempt 1's result: nothing is recorded,
     the lease lapses, attempt 2 runs, and the run goes on from the history, not
     from what the engine believed before the failed commits."""
-    plans[label] = FailNextReportCommit(times=4)
+    plans[label] = FailNextReportCommit(times=6)  # the report and all its retries
     engine = make_engine(commit_fails_flow, result_lost_once, after_lost, faults=plans[label])
     with engine.running():
         handle = engine.start(commit_fails_flow, label)
-        result = handle.result(timeout=15)
+        result = handle.result(timeout=40)
     assert plans[label].fired.is_set()
     assert result == ["a2", "b"]
     assert attempts_of(label) == [1, 2]

@@ -506,23 +506,36 @@ class AsyncEngine:
     async def result(
         self, run_id: str, *, timeout: float | None = None, tenant: str = "default"
     ) -> Any:
-        """Wait for the run to end; return its result or raise its error."""
+        """Wait for the run to end; return its result or raise its error.
+
+        A database that is briefly unreachable does not end the wait: it is
+        retried until the timeout.
+        """
         await self.open()
         key = (tenant, run_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         backoff = 0.01
+        state = "unknown"
         while True:
-            run = await self.store.get_run(tenant, run_id)
-            if run is None:
-                raise RunNotFound(f"no run {run_id!r} in tenant {tenant!r}")
-            status = RunStatus(run.status)
-            if status.finished:
-                return self._outcome(run, status)
-            wait = min(backoff, self.poll_interval)
+            try:
+                run = await self.store.get_run(tenant, run_id)
+            except StoreError as exc:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                log.warning("reading run %s failed, retrying: %s", run_id, exc)
+                run, backoff = None, max(backoff, 0.2)
+            else:
+                if run is None:
+                    raise RunNotFound(f"no run {run_id!r} in tenant {tenant!r}")
+                status = RunStatus(run.status)
+                if status.finished:
+                    return self._outcome(run, status)
+                state = status.value
+            wait = min(backoff, self.poll_interval) if run is not None else backoff
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise ResultTimeout(f"run {run_id!r} is still {status.value} after {timeout}s")
+                    raise ResultTimeout(f"run {run_id!r} is still {state} after {timeout}s")
                 wait = min(wait, remaining)
             fut = asyncio.get_running_loop().create_future()
             self._waiters.setdefault(key, []).append(fut)
@@ -858,7 +871,7 @@ class AsyncEngine:
         lost, the task's lease lapses and the step runs again (at least once).
         """
         key = (a.tenant, a.run_id)
-        for delay in (0.1, 0.5, 2.0, None):
+        for delay in (0.1, 0.5, 1.0, 2.0, 4.0, None):
             await self._locks.acquire(key)
             try:
                 await self._report_locked(key, a, outcome)
