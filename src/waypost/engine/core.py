@@ -288,8 +288,15 @@ class AsyncEngine:
 
     def _reap(self, task: asyncio.Task[Any]) -> None:
         self._spawned.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("background task failed", exc_info=task.exception())
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, StoreError):
+            # The database failed (a restart, a lost connection): the task's lease
+            # lapses and the work is taken up again; no traceback needed.
+            log.warning("work put off by a database error: %s", exc)
+        elif exc is not None:
+            log.error("background task failed", exc_info=exc)
 
     def serves_workflow(self, queue: str) -> bool:
         return self.accepting and queue in self.scheduler.workflow_queues
