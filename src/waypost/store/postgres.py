@@ -162,7 +162,7 @@ class PostgresStore:
     async def close(self) -> None:
         threads, self._threads = self._threads, None
         if threads is not None:
-            threads.shutdown(wait=True)
+            await asyncio.to_thread(threads.shutdown, True)
         pool, self._pool = self._pool, None
         if pool is not None:
             await asyncio.to_thread(pool.close)

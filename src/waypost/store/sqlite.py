@@ -341,7 +341,7 @@ class SqliteStore:
             await asyncio.to_thread(writer.join)
         readers, self._readers = self._readers, None
         if readers is not None:
-            readers.shutdown(wait=True)
+            await asyncio.to_thread(readers.shutdown, True)
         with self._lock:
             for conn in self._reader_conns:
                 conn.close()
