@@ -156,7 +156,7 @@ class KillAt:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--db", required=True)
+    parser.add_argument("--db", required=True, help="database URL")
     parser.add_argument("--log", required=True)
     parser.add_argument("--runs", type=int, required=True)
     parser.add_argument("--point", choices=POINTS)
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     plan = KillAt(args.point, args.n)
     engine = wp.Engine(
-        f"sqlite:///{args.db}",
+        args.db,
         lease=args.lease,
         poll_interval=0.05,
         shutdown_grace=10.0,

@@ -100,11 +100,11 @@ class Iteration:
 
 
 class Harness:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, url: str) -> None:
         self.tmp = tmp
-        self.db = tmp / "crash.db"
+        self.db = url
         self.log = tmp / "executions.log"
-        self.engine = wp.Engine(f"sqlite:///{self.db}", lease=LEASE, poll_interval=0.05)
+        self.engine = wp.Engine(url, lease=LEASE, poll_interval=0.05)
         self.engine.register(*app.ITEMS)
         self.go_sent: dict[int, int] = {}  # run index -> the n of its go payload
         self.early_sent: set[int] = set()
@@ -186,7 +186,7 @@ class Harness:
             sys.executable,
             str(APP),
             "--db",
-            str(self.db),
+            self.db,
             "--log",
             str(self.log),
             "--runs",
@@ -431,11 +431,17 @@ def _check_executions(h: Harness) -> Counter[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("store", "target_kills"), [("sqlite", TARGET_KILLS), ("postgres", 65)])
 def test_sigkill_at_many_points_loses_nothing_and_repeats_no_committed_step(
-    tmp_path: Path,
+    tmp_path: Path, request: pytest.FixtureRequest, store: str, target_kills: int
 ) -> None:
     started = time.monotonic()
-    h = Harness(tmp_path)
+    url = (
+        f"sqlite:///{tmp_path / 'crash.db'}"
+        if store == "sqlite"
+        else request.getfixturevalue("fresh_postgres")
+    )
+    h = Harness(tmp_path, url)
     try:
         h.create_runs()
         h.check_histories("creating the runs")
@@ -444,7 +450,7 @@ def test_sigkill_at_many_points_loses_nothing_and_repeats_no_committed_step(
         pools = {p: h.rng.sample(list(r), len(r)) for p, r in N_POOLS.items()}
         rotation = 0
         while (
-            sum(kills.values()) < TARGET_KILLS
+            sum(kills.values()) < target_kills
             and len(h.iterations) < MAX_ITERATIONS
             and time.monotonic() - started < LOOP_BUDGET
         ):
