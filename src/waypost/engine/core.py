@@ -538,6 +538,10 @@ class AsyncEngine:
                 if status.finished:
                     return self._outcome(run, status)
                 state = status.value
+                if self.serves_workflow(f"{run.workflow}@{run.version}"):
+                    # This engine will most likely finish it and wake us; polling
+                    # is only the fallback for another process finishing it.
+                    backoff = self.poll_interval
             wait = min(backoff, self.poll_interval) if run is not None else backoff
             if deadline is not None:
                 remaining = deadline - time.monotonic()

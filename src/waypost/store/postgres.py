@@ -81,6 +81,23 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, int]]:
     return urlunparse(parsed._replace(scheme="postgresql", query=urlencode(rest))), options
 
 
+_IDLE_CHECK = 2.0  # seconds a pooled connection may sit idle before it is pinged
+
+
+def _mark_used(conn: psycopg.Connection[Any]) -> None:
+    conn._waypost_used_at = time.monotonic()  # type: ignore[attr-defined]
+
+
+def _check_if_idle(conn: psycopg.Connection[Any]) -> None:
+    """Ping a connection that has been idle a while (the server may have restarted).
+
+    A connection used a moment ago is handed out as it is: a ping on every
+    request would add a round trip to every step.
+    """
+    if time.monotonic() - getattr(conn, "_waypost_used_at", 0.0) > _IDLE_CHECK:
+        ConnectionPool.check_connection(conn)
+
+
 class _PgTx:
     """A transaction on one connection, addressed by query name."""
 
@@ -145,7 +162,8 @@ class PostgresStore:
             min_size=1,
             max_size=self.pool_size,
             open=False,
-            check=ConnectionPool.check_connection,
+            check=_check_if_idle,
+            reset=_mark_used,
             name="waypost",
             reconnect_timeout=24 * 3600,
         )
