@@ -317,3 +317,25 @@ def test_the_sync_engine_runs_on_either_event_loop(make_engine: Any, loop: str) 
 def test_an_unknown_event_loop_is_refused(db_url: str) -> None:
     with pytest.raises(wp.ConfigurationError, match="event_loop='tornado'"):
         wp.Engine(db_url, event_loop="tornado")
+
+
+def test_tenants_are_walls(make_engine: Any) -> None:
+    engine = make_engine(doubler, double)
+    with engine.running():
+        acme = engine.start(doubler, 1, run_id="order-1", tenant="acme")
+        globex = engine.start(doubler, 2, run_id="order-1", tenant="globex")
+        assert engine.result("order-1", tenant="acme", timeout=10) == 4
+        assert engine.result("order-1", tenant="globex", timeout=10) == 8
+    assert (acme.run_id, globex.run_id) == ("order-1", "order-1")
+    assert engine.history("order-1", tenant="acme")[0].data["input"] == 1
+    for call in (
+        lambda: engine.get("order-1"),
+        lambda: engine.history("order-1"),
+        lambda: engine.signal("order-1", "go", tenant="initech"),
+        lambda: engine.cancel("order-1", "not yours", tenant="initech"),
+    ):
+        with pytest.raises(wp.RunNotFound):
+            call()
+    assert {r.tenant for r in engine.list_runs(tenant=None)} == {"acme", "globex"}
+    assert [r.tenant for r in engine.list_runs(tenant="acme")] == ["acme"]
+    assert engine.list_runs() == []  # the default tenant has none

@@ -1,0 +1,118 @@
+"""The Store verbs, once for every SQL dialect.
+
+A dialect supplies how a transaction function runs (`_write`: in a write
+transaction; `_read`: in a read-only snapshot) and its own lifecycle; the verbs
+below are the same for all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from waypost.model.events import Event
+
+from . import transactions as txn
+from .base import (
+    ClaimedTask,
+    CommitResult,
+    CreateRunResult,
+    FiredTimer,
+    LeaseRenewal,
+    LeaseState,
+    NewRun,
+    RunCommit,
+    RunRecord,
+    TaskRef,
+    WorkerRecord,
+)
+
+T = TypeVar("T")
+
+
+class SqlStore:
+    """Implements the `Store` verbs with the shared transactions in `transactions.py`."""
+
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        raise NotImplementedError
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        raise NotImplementedError
+
+    async def create_run(self, new: NewRun) -> CreateRunResult:
+        return await self._write(txn.create_run, new)
+
+    async def commit_run(self, commit: RunCommit) -> CommitResult:
+        return await self._write(txn.commit_run, commit)
+
+    async def claim_tasks(
+        self,
+        owner: str,
+        workflow_queues: Sequence[str],
+        activity_queues: Sequence[str],
+        workflow_limit: int,
+        activity_limit: int,
+        lease: float,
+        now: float,
+    ) -> list[ClaimedTask]:
+        return await self._write(
+            txn.claim_tasks,
+            owner,
+            workflow_queues,
+            activity_queues,
+            workflow_limit,
+            activity_limit,
+            lease,
+            now,
+        )
+
+    async def renew_leases(
+        self, owner: str, renewals: Sequence[LeaseRenewal], lease: float, now: float
+    ) -> list[LeaseState]:
+        return await self._write(txn.renew_leases, owner, renewals, lease, now)
+
+    async def release_tasks(self, owner: str, tasks: Sequence[TaskRef], now: float) -> None:
+        await self._write(txn.release_tasks, owner, tasks, now)
+
+    async def expired_activities(self, now: float, limit: int) -> list[ClaimedTask]:
+        return await self._read(txn.expired_activities, now, limit)
+
+    async def fire_due_timers(
+        self, now: float, limit: int, owner: str | None, queues: Sequence[str], lease: float
+    ) -> list[FiredTimer]:
+        return await self._write(txn.fire_due_timers, now, limit, owner, queues, lease)
+
+    async def next_timer_at(self) -> float | None:
+        return await self._read(txn.next_timer_at)
+
+    async def get_run(self, tenant: str, run_id: str) -> RunRecord | None:
+        return await self._read(txn.get_run, tenant, run_id)
+
+    async def load_history(self, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]:
+        return await self._read(txn.load_history, tenant, run_id, after_seq)
+
+    async def list_runs(
+        self,
+        tenant: str | None = None,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        return await self._read(txn.list_runs, tenant, status, workflow, limit)
+
+    async def load_run(
+        self, tenant: str, run_id: str, after_seq: int = 0
+    ) -> tuple[RunRecord | None, list[Event]]:
+        return await self._read(txn.load_run, tenant, run_id, after_seq)
+
+    async def run_tasks(self, tenant: str, run_id: str) -> list[ClaimedTask]:
+        return await self._read(txn.run_tasks, tenant, run_id)
+
+    async def beat_worker(self, worker: WorkerRecord) -> None:
+        await self._write(txn.beat_worker, worker)
+
+    async def remove_worker(self, worker_id: str) -> None:
+        await self._write(txn.remove_worker, worker_id)
+
+    async def live_workers(self, since: float) -> list[WorkerRecord]:
+        return await self._read(txn.live_workers, since)
