@@ -29,6 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 import waypost as wp
+from waypost.testing import NoFaults
 
 POINTS = ("commit:before", "commit:after", "activity:before", "activity:after", "timers:fired")
 EARLY_TIMEOUT = 1.0  # the wait_signal timeout; no other timer of crashy has this duration
@@ -135,7 +136,7 @@ def expected_value(x: int, n: int) -> int:
     return f * 3 + 0 + 1 + 2
 
 
-class KillAt:
+class KillAt(NoFaults):
     """A fault plan: SIGKILL this process at the n-th hit of `point`."""
 
     def __init__(self, point: str | None, n: int) -> None:

@@ -24,6 +24,7 @@ import pytest
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type, write_lock
 from waypost.model.events import verify_chain
+from waypost.testing import NoFaults
 
 T = TypeVar("T")
 FAST_RETRY = wp.Retry(max_attempts=3, initial_interval=timedelta(milliseconds=10), jitter=0)
@@ -462,7 +463,7 @@ def test_an_expired_attempt_is_reported_once_while_the_database_is_busy(
 # == a failed commit of an attempt's result ====================================
 
 
-class FailNextReportCommit:
+class FailNextReportCommit(NoFaults):
     """A fault plan: once armed, the engine's next `times` commits raise StoreError."""
 
     def __init__(self, times: int) -> None:

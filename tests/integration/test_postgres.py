@@ -114,3 +114,21 @@ def test_waypost_options_are_taken_off_the_url_and_the_rest_passed_on() -> None:
     )
     assert options == {"pool_size": 3}
     assert conninfo == "postgresql://u@h:5433/db?application_name=shop&connect_timeout=5"
+
+
+def test_a_session_frozen_inside_a_transaction_is_ended_by_the_server(
+    fresh_postgres: str,
+) -> None:
+    """A process stopped mid-transaction must not hold its row locks for ever."""
+
+    async def setting() -> Any:
+        store = PostgresStore(fresh_postgres)
+        await store.open()
+        try:
+            assert store._pool is not None
+            with store._pool.connection() as conn:
+                return conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+        finally:
+            await store.close()
+
+    assert asyncio.run(setting()) == ("30s",)

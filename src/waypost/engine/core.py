@@ -68,7 +68,7 @@ from waypost.store.base import (
     WorkflowTaskOp,
 )
 
-from .faults import FaultPlan, NoFaults
+from .faults import Crash, FaultPlan, NoFaults
 from .records import AsyncRunHandle, RunInfo
 from .registry import Registry, WorkflowDefn
 from .runtime import WorkflowInstance
@@ -222,6 +222,27 @@ class AsyncEngine:
             await self.store.close()
             self._opened = False
 
+    async def abandon(self) -> None:
+        """Stop at once, as a process that crashed would (for tests and simulations).
+
+        Everything in motion is cancelled; nothing is released or written, so
+        this engine's leases lapse and other engines take its work over. Then
+        the store's connections are closed.
+        """
+        self.accepting = False
+        tasks = [*self.scheduler.abandon(), *self._spawned]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for live in self._cache.values():
+            live.inst.close()
+        self._cache.clear()
+        self.worker.shutdown()
+        if self._opened:
+            self._opened = False
+            with contextlib.suppress(Exception):
+                await self.store.close()
+
     async def __aenter__(self) -> AsyncEngine:
         return await self.open()
 
@@ -291,7 +312,9 @@ class AsyncEngine:
         if task.cancelled():
             return
         exc = task.exception()
-        if isinstance(exc, StoreError):
+        if isinstance(exc, Crash):
+            log.debug("task ended by a simulated crash: %s", exc)
+        elif isinstance(exc, StoreError):
             # The database failed (a restart, a lost connection): the task's lease
             # lapses and the work is taken up again; no traceback needed.
             log.warning("work put off by a database error: %s", exc)

@@ -85,9 +85,22 @@ class Scheduler:
         self.workflow_queues = frozenset()
         self.activity_queues = frozenset()
 
+    def abandon(self) -> list[asyncio.Task[Any]]:
+        """Hand over the loops to be cancelled, without any goodbye to the store."""
+        tasks, self._polling = self._polling, []
+        if self._leases is not None:
+            tasks.append(self._leases)
+            self._leases = None
+        return tasks
+
     # -- wake-ups -------------------------------------------------------------
     def wake(self) -> None:
         self._wake.set()
+
+    def nudge(self) -> None:
+        """Look for work and due timers now (the clock may have moved)."""
+        self._wake.set()
+        self._timer_wake.set()
 
     def _on_notify(self, topic: str) -> None:
         """Another process has work: a task became ready, or a timer was set."""

@@ -164,6 +164,12 @@ class Worker:
         )
         self.inflight[a.ref] = a
         try:
+            stall = engine.faults.pause("activity:stall")
+            if stall > 0:
+                # Stopped, as by SIGSTOP or a long pause: no renewals, so the lease lapses.
+                del self.inflight[a.ref]
+                await asyncio.sleep(stall)
+                self.inflight[a.ref] = a
             if defn is None:
                 outcome = failure(
                     a,
@@ -182,6 +188,8 @@ class Worker:
         finally:
             self.unreserve()
         try:
+            if outcome.ok and engine.faults.chance("activity:lose-response"):
+                return  # never reported: the lease lapses and the step runs again
             await engine._report(a, outcome)
         finally:
             # Leased (and renewed) until the outcome is recorded or given up on.

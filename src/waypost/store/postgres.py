@@ -35,6 +35,7 @@ from .sqlstore import SqlStore
 
 try:
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - the dependency is declared
     raise ConfigurationError(
@@ -69,6 +70,17 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, int]]:
 
 
 _IDLE_CHECK = 2.0  # seconds a pooled connection may sit idle before it is pinged
+# A process frozen inside a transaction (SIGSTOP, a VM pause) would hold its row
+# locks and block the takeover of its work; the server ends such a session instead.
+# The engine's transactions last milliseconds.
+_STUCK_TRANSACTION = "-c idle_in_transaction_session_timeout=30000"
+
+
+def _session_options(conninfo: str) -> dict[str, Any]:
+    """Connection settings the store adds, unless the URL sets `options` itself."""
+    if "options" in conninfo_to_dict(conninfo):
+        return {}
+    return {"options": _STUCK_TRANSACTION}
 
 
 def _mark_used(conn: psycopg.Connection[Any]) -> None:
@@ -153,6 +165,7 @@ class PostgresStore(SqlStore):
             reset=_mark_used,
             name="waypost",
             reconnect_timeout=24 * 3600,
+            kwargs=_session_options(self.conninfo),
         )
         try:
             await asyncio.to_thread(pool.open, True, 30.0)

@@ -1,0 +1,210 @@
+"""Invariants that must hold over a store after any scenario, however it failed.
+
+`check_invariants(store)` reads every run of every tenant through the store
+interface (so it works on both databases) and returns the violations it
+finds; an empty list means the store is sound:
+
+- each history is numbered 1..n without gaps and its hashes chain;
+- the snapshot agrees with the history (last sequence number and hash), and a
+  run never moved backwards: once a terminal event is recorded only audit facts
+  follow, and the status says finished exactly when a terminal event exists;
+- every accepted activity result belongs to the attempt that was current: each
+  step is scheduled once, attempts are numbered 1, 2, … in order, at most one
+  result is accepted per step, and nothing is accepted after it;
+- each timer fired at most once per generation, and not before it was due;
+- every run is finished or waits for something it names (a waiting reason, an
+  open task, or a suspension with its cause): none is stuck without a reason.
+
+Effects outside the database are checked with a `Ledger`: an idempotent sink
+keyed by the step's idempotency key, which must record at most one effect per
+key however often the activity body ran.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from waypost.model.events import TERMINAL_EVENTS, Event, EventType, verify_chain
+from waypost.model.status import RunStatus
+from waypost.store.base import RunRecord, Store
+
+_E = EventType
+_AUDIT = frozenset({_E.LATE_RESULT_IGNORED})
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    """One broken invariant: which, where, and what was seen."""
+
+    invariant: str
+    tenant: str
+    run_id: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"[{self.invariant}] {self.tenant}/{self.run_id}: {self.detail}"
+
+
+class Ledger:
+    """A downstream system that deduplicates by idempotency key, as a payment API would.
+
+    `apply(key, effect)` records the effect the first time a key is seen and
+    ignores it afterwards; `executions` counts every call, so a test can show
+    that the body ran more often than the effect happened.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.effects: dict[str, Any] = {}
+        self.applied: collections.Counter[str] = collections.Counter()
+        self.executions: collections.Counter[str] = collections.Counter()
+
+    def apply(self, key: str, effect: Any) -> Any:
+        """Apply `effect` once per key; return the effect recorded for the key."""
+        with self._lock:
+            self.executions[key] += 1
+            if key not in self.effects:
+                self.effects[key] = effect
+                self.applied[key] += 1
+            return self.effects[key]
+
+    def violations(self) -> list[Violation]:
+        return [
+            Violation("downstream-once", "", key, f"{n} effects for one idempotency key")
+            for key, n in self.applied.items()
+            if n > 1
+        ]
+
+
+async def all_runs(store: Store) -> list[RunRecord]:
+    return await store.list_runs(tenant=None, limit=2**62)
+
+
+async def check_invariants(store: Store) -> list[Violation]:
+    """Every violation of the invariants above, over every run in `store`."""
+    out: list[Violation] = []
+    for run in await all_runs(store):
+        history = await store.load_history(run.tenant, run.run_id)
+        tasks = await store.run_tasks(run.tenant, run.run_id)
+        out.extend(check_run(run, history, has_open_task=bool(tasks)))
+    return out
+
+
+def check_run(run: RunRecord, history: list[Event], *, has_open_task: bool) -> list[Violation]:
+    """The violations of one run, from its snapshot and history."""
+    out: list[Violation] = []
+
+    def bad(invariant: str, detail: str) -> None:
+        out.append(Violation(invariant, run.tenant, run.run_id, detail))
+
+    for problem in verify_chain(history):
+        bad("hash-chain", f"event {problem.seq}: {problem.problem}")
+    if not history:
+        bad("history", "the run has no events")
+        return out
+    last = history[-1]
+    if run.last_seq != last.seq or run.last_hash != last.hash:
+        bad(
+            "snapshot",
+            f"snapshot head ({run.last_seq}, {run.last_hash[:12]}) is not the history's last "
+            f"event ({last.seq}, {last.hash[:12]})",
+        )
+    if history[0].type != _E.RUN_STARTED:
+        bad("history", f"the first event is {history[0].type}, not RunStarted")
+
+    terminal = [e for e in history if e.type in TERMINAL_EVENTS]
+    status = RunStatus(run.status)
+    if len(terminal) > 1:
+        bad("monotonic", f"{len(terminal)} terminal events: {[e.seq for e in terminal]}")
+    if terminal:
+        end = terminal[0].seq
+        after = [e for e in history if e.seq > end and e.type not in _AUDIT]
+        if after:
+            bad("monotonic", f"{after[0].type} (event {after[0].seq}) after the run ended")
+        if not status.finished:
+            bad("monotonic", f"status {status} although event {end} ended the run")
+    elif status.finished and status is not RunStatus.TERMINATED:
+        bad("monotonic", f"status {status} without a terminal event")
+
+    out.extend(_check_activities(run, history))
+    out.extend(_check_timers(run, history))
+
+    if not status.finished:
+        if status is RunStatus.SUSPENDED:
+            if not any(e.type == _E.RUN_SUSPENDED for e in history):
+                bad("explained", "suspended without a RunSuspended event")
+        elif not run.waiting_for and not has_open_task:
+            bad("explained", f"status {status} with nothing to wait for and no open task")
+    return out
+
+
+def _check_activities(run: RunRecord, history: Iterable[Event]) -> list[Violation]:
+    out: list[Violation] = []
+    scheduled: dict[str, int] = {}
+    next_attempt: dict[str, int] = {}
+    done: dict[str, int] = {}
+
+    def bad(detail: str) -> None:
+        out.append(Violation("activity-attempts", run.tenant, run.run_id, detail))
+
+    for e in history:
+        step = str(e.data.get("step", ""))
+        if e.type == _E.ACTIVITY_SCHEDULED:
+            if step in scheduled:
+                bad(f"step {step} scheduled twice (events {scheduled[step]} and {e.seq})")
+            scheduled[step] = e.seq
+            next_attempt[step] = 1
+        elif e.type in (_E.ACTIVITY_COMPLETED, _E.ACTIVITY_FAILED):
+            if step not in scheduled:
+                bad(f"event {e.seq}: a result for step {step}, which was never scheduled")
+                continue
+            if step in done:
+                bad(f"event {e.seq}: a second outcome for step {step} (first: event {done[step]})")
+                continue
+            attempt = int(e.data.get("attempt", -1))
+            if attempt != next_attempt[step]:
+                bad(
+                    f"event {e.seq}: outcome of attempt {attempt} of step {step} accepted "
+                    f"while attempt {next_attempt[step]} was current"
+                )
+            if e.type == _E.ACTIVITY_FAILED and e.data.get("retrying"):
+                next_attempt[step] = attempt + 1
+            else:
+                done[step] = e.seq
+    return out
+
+
+def _check_timers(run: RunRecord, history: Iterable[Event]) -> list[Violation]:
+    out: list[Violation] = []
+    due: dict[str, float] = {}
+    fired: collections.Counter[tuple[str, Any]] = collections.Counter()
+    for e in history:
+        step = str(e.data.get("step", ""))
+        if e.type == _E.TIMER_STARTED:
+            due[step] = float(e.data["fire_at"])
+        elif e.type == _E.TIMER_FIRED:
+            key = (step, e.data.get("generation"))
+            fired[key] += 1
+            if fired[key] == 2:
+                out.append(
+                    Violation(
+                        "timer-once",
+                        run.tenant,
+                        run.run_id,
+                        f"timer {step} generation {key[1]} fired twice",
+                    )
+                )
+            if step in due and e.ts + 1e-6 < due[step]:
+                out.append(
+                    Violation(
+                        "timer-once",
+                        run.tenant,
+                        run.run_id,
+                        f"timer {step} fired at {e.ts:.3f}, before it was due at {due[step]:.3f}",
+                    )
+                )
+    return out

@@ -1,0 +1,164 @@
+"""`waypost.testing` as a user would use it on their own workflows."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+import waypost as wp
+from waypost.testing import (
+    FaultInjector,
+    FaultRates,
+    Ledger,
+    TestClock,
+    TestEnv,
+    check_invariants,
+    event_types,
+    events_of,
+    faulty_engine,
+)
+
+LEDGER = Ledger()
+
+
+@wp.activity
+def send_reminder(ctx: wp.ActivityContext, who: str) -> str:
+    LEDGER.apply(ctx.idempotency_key, who)
+    return f"reminded {who}"
+
+
+@wp.workflow
+async def remind_in_three_days(ctx: wp.WorkflowContext, who: str) -> str:
+    await ctx.sleep(timedelta(days=3))
+    return str(await ctx.run(send_reminder, who))
+
+
+def test_advancing_the_clock_fires_a_three_day_timer_at_once() -> None:
+    async def scenario() -> None:
+        async with TestEnv(remind_in_three_days, send_reminder) as env:
+            run = await env.engine.start(remind_in_three_days, "ana")
+            info = await _until(run, lambda i: i.status == "waiting")
+            assert info.waiting_for[0]["kind"] == "timer"
+            with pytest.raises(wp.ResultTimeout):
+                await run.result(timeout=0.3)  # three days have not passed
+            await env.advance(days=3)
+            assert await run.result(timeout=10) == "reminded ana"
+            history = await run.history()
+            assert event_types(history)[:3] == ["RunStarted", "TimerStarted", "TimerFired"]
+            assert len(events_of(history, "ActivityCompleted", step="2")) == 1
+            assert await env.check() == []
+
+    asyncio.run(scenario())
+
+
+def test_a_jump_short_of_the_timer_fires_nothing() -> None:
+    async def scenario() -> None:
+        async with TestEnv(remind_in_three_days, send_reminder) as env:
+            run = await env.engine.start(remind_in_three_days, "bo")
+            await _until(run, lambda i: i.status == "waiting")
+            await env.advance(hours=71)
+            with pytest.raises(wp.ResultTimeout):
+                await run.result(timeout=0.5)
+            env.clock.jump(-3600)  # a clock set back must not fire it either
+            with pytest.raises(wp.ResultTimeout):
+                await run.result(timeout=0.3)
+            await env.advance(hours=2)
+            assert await run.result(timeout=10) == "reminded bo"
+
+    asyncio.run(scenario())
+
+
+def test_a_users_workflow_under_seeded_faults(sqlite_url: str) -> None:
+    """Lost responses and duplicate deliveries: the downstream effect still happens once."""
+
+    async def scenario() -> None:
+        injector = FaultInjector(7, FaultRates(lose_response=0.5, duplicate_delivery=0.5))
+        clock = TestClock()
+        engine = faulty_engine(sqlite_url, injector, lease=0.5, poll_interval=0.05, clock=clock)
+        engine.register(remind_in_three_days, send_reminder)
+        async with engine.running():
+            clock.attach(engine)
+            runs = [await engine.start(remind_in_three_days, f"p{i}") for i in range(5)]
+            for run in runs:  # every timer is set before the clock moves
+                await _until(run, lambda i: i.status == "waiting")
+            clock.advance(timedelta(days=3))
+            results = [await r.result(timeout=30) for r in runs]
+        assert results == [f"reminded p{i}" for i in range(5)]
+        assert injector.injected["activity response lost"] > 0
+        keys = [(await r.history())[-3].data.get("key") for r in runs]
+        assert all(LEDGER.applied[k] == 1 for k in keys if k)
+        assert LEDGER.violations() == []
+        store = wp.AsyncEngine(sqlite_url).store
+        await store.open()
+        try:
+            assert await check_invariants(store) == []
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+async def _until(run: wp.AsyncRunHandle, ok: object, timeout: float = 10.0) -> wp.RunInfo:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        info = await run.get()
+        if ok(info):  # type: ignore[operator]
+            return info
+        if loop.time() > deadline:
+            raise AssertionError(f"run {run.run_id} still {info.status}")
+        await asyncio.sleep(0.01)
+
+
+@wp.activity
+def charge_card(ctx: wp.ActivityContext, cents: int) -> dict[str, int]:
+    return {"cents": cents}
+
+
+@wp.workflow
+async def order_with_a_week_to_ship(ctx: wp.WorkflowContext, cents: int) -> dict[str, object]:
+    receipt = await ctx.run(charge_card, cents)
+    await ctx.sleep(timedelta(seconds=1))
+    try:
+        shipped = await ctx.wait_signal("shipped", timeout=timedelta(days=7))
+    except wp.WaitTimeout:
+        return {"status": "not shipped", "receipt": receipt}
+    return {"status": "done", "tracking": shipped}
+
+
+def test_fast_forward_skips_every_timer_until_the_run_ends() -> None:
+    async def scenario() -> None:
+        async with TestEnv(order_with_a_week_to_ship, charge_card) as env:
+            started = env.clock()
+            run = await env.engine.start(order_with_a_week_to_ship, 500)
+            result = await env.fast_forward(run)
+            assert result == {"status": "not shipped", "receipt": {"cents": 500}}
+            assert env.clock() - started >= 7 * 86400  # a week passed on the run's clock
+            fired = events_of(await run.history(), "TimerFired")
+            assert len(fired) == 2
+            assert await env.check() == []
+
+            shipped = await env.engine.start(order_with_a_week_to_ship, 700)
+            await env.settle()
+            await env.advance(seconds=1)
+            await env.settle()
+            await shipped.signal("shipped", "TRK9")
+            assert await env.fast_forward(shipped) == {"status": "done", "tracking": "TRK9"}
+
+    asyncio.run(scenario())
+
+
+def test_fast_forward_says_when_nothing_will_ever_wake_the_run() -> None:
+    @wp.workflow(name="waits_for_ever")
+    async def waits_for_ever(ctx: wp.WorkflowContext) -> None:
+        await ctx.wait_signal("never")
+
+    async def scenario() -> None:
+        async with TestEnv(waits_for_ever) as env:
+            run = await env.engine.start(waits_for_ever)
+            with pytest.raises(TimeoutError, match="no timer is set"):
+                await env.fast_forward(run)
+
+    asyncio.run(scenario())

@@ -1,0 +1,146 @@
+"""The invariant checker finds each kind of broken history (pure, no database)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from waypost.model.events import Event, EventType, NewEvent, seal
+from waypost.store.base import RunRecord
+from waypost.testing import Ledger, check_run
+
+E = EventType
+
+
+def history(*events: tuple[EventType, dict[str, Any]]) -> list[Event]:
+    return seal(0, "", [NewEvent(t, d, 100.0 + i) for i, (t, d) in enumerate(events)])
+
+
+def record(events: list[Event], status: str = "completed", **changes: Any) -> RunRecord:
+    run = RunRecord(
+        tenant="t",
+        run_id="r1",
+        workflow="wf",
+        version="1",
+        status=status,
+        input=None,
+        input_json="null",
+        result=None,
+        error=None,
+        waiting_for=[],
+        last_seq=events[-1].seq,
+        last_hash=events[-1].hash,
+        processed_seq=events[-1].seq,
+        created_at=100.0,
+        updated_at=100.0,
+        finished_at=None,
+    )
+    return dataclasses.replace(run, **changes)
+
+
+GOOD = [
+    (E.RUN_STARTED, {"workflow": "wf", "version": "1", "input": None}),
+    (E.ACTIVITY_SCHEDULED, {"step": "1", "activity": "a"}),
+    (E.ACTIVITY_FAILED, {"step": "1", "attempt": 1, "retrying": True, "error": {}}),
+    (E.ACTIVITY_COMPLETED, {"step": "1", "attempt": 2, "result": 1}),
+    (E.TIMER_STARTED, {"step": "2", "fire_at": 100.0, "kind": "timer"}),
+    (E.TIMER_FIRED, {"step": "2", "generation": 1}),
+    (E.RUN_COMPLETED, {"result": 1}),
+    (E.LATE_RESULT_IGNORED, {"step": "1", "attempt": 1, "fence": 1}),
+]
+
+
+def invariants(run: RunRecord, events: list[Event], open_task: bool = False) -> set[str]:
+    return {v.invariant for v in check_run(run, events, has_open_task=open_task)}
+
+
+def test_a_sound_history_has_no_violations() -> None:
+    events = history(*GOOD)
+    assert check_run(record(events), events, has_open_task=False) == []
+
+
+def test_an_edited_event_breaks_the_chain() -> None:
+    events = history(*GOOD)
+    events[3] = dataclasses.replace(events[3], data_json='{"attempt":2,"result":999,"step":"1"}')
+    assert "hash-chain" in invariants(record(events), events)
+
+
+def test_a_missing_event_is_a_gap() -> None:
+    events = history(*GOOD)
+    del events[2]
+    assert "hash-chain" in invariants(record(events), events)
+
+
+def test_a_snapshot_behind_its_history() -> None:
+    events = history(*GOOD)
+    assert "snapshot" in invariants(record(events, last_seq=events[-2].seq), events)
+
+
+def test_a_step_after_the_end_moves_the_run_backwards() -> None:
+    events = history(*GOOD, (E.ACTIVITY_SCHEDULED, {"step": "3", "activity": "a"}))
+    assert "monotonic" in invariants(record(events), events)
+
+
+def test_a_finished_status_needs_a_terminal_event() -> None:
+    events = history(*GOOD[:6])
+    assert "monotonic" in invariants(record(events, status="completed"), events)
+
+
+def test_a_terminal_event_needs_a_finished_status() -> None:
+    events = history(*GOOD)
+    assert "monotonic" in invariants(record(events, status="running"), events, True)
+
+
+def test_a_stale_attempts_result_must_not_be_accepted() -> None:
+    events = history(
+        GOOD[0],
+        GOOD[1],
+        GOOD[2],
+        (E.ACTIVITY_COMPLETED, {"step": "1", "attempt": 1, "result": 1}),
+        GOOD[6],
+    )
+    assert "activity-attempts" in invariants(record(events), events)
+
+
+def test_two_accepted_outcomes_for_one_step() -> None:
+    events = history(*GOOD[:4], (E.ACTIVITY_COMPLETED, {"step": "1", "attempt": 2}), GOOD[6])
+    assert "activity-attempts" in invariants(record(events), events)
+
+
+def test_a_timer_fired_twice_in_one_generation() -> None:
+    events = history(*GOOD[:6], GOOD[5], GOOD[6])
+    assert "timer-once" in invariants(record(events), events)
+
+
+def test_a_timer_fired_before_it_was_due() -> None:
+    early = (E.TIMER_STARTED, {"step": "2", "fire_at": 10_000.0, "kind": "timer"})
+    events = history(*GOOD[:4], early, GOOD[5], GOOD[6])
+    assert "timer-once" in invariants(record(events), events)
+
+
+@pytest.mark.parametrize("status", ["running", "waiting"])
+def test_an_unfinished_run_must_say_what_it_waits_for(status: str) -> None:
+    events = history(*GOOD[:4])
+    assert "explained" in invariants(record(events, status=status), events)
+    waiting = [{"kind": "timer", "step": "2"}]
+    assert invariants(record(events, status=status, waiting_for=waiting), events) == set()
+    assert invariants(record(events, status=status), events, open_task=True) == set()
+
+
+def test_a_suspended_run_needs_its_reason_in_the_history() -> None:
+    events = history(*GOOD[:4])
+    assert "explained" in invariants(record(events, status="suspended"), events)
+    events = history(*GOOD[:4], (E.RUN_SUSPENDED, {"reason": "non-determinism"}))
+    assert invariants(record(events, status="suspended"), events) == set()
+
+
+def test_the_ledger_applies_an_effect_once_per_key() -> None:
+    ledger = Ledger()
+    assert ledger.apply("k", 1) == 1
+    assert ledger.apply("k", 2) == 1  # the second execution changes nothing downstream
+    assert ledger.executions["k"] == 2
+    assert ledger.violations() == []
+    ledger.applied["k"] += 1  # what a downstream system without dedupe would record
+    assert [v.invariant for v in ledger.violations()] == ["downstream-once"]
