@@ -46,6 +46,10 @@ class StoreError(WaypostError):
     """The store failed (I/O error, corrupted file, lost connection)."""
 
 
+class StoreCorrupted(StoreError):
+    """The database file is damaged; waypost refuses to serve it."""
+
+
 class SchemaError(StoreError):
     """The database schema is newer than this version of waypost, or damaged."""
 

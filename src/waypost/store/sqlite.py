@@ -16,6 +16,13 @@ Durability: by default `synchronous=FULL`, so a commit that was acknowledged
 survives a power cut. `?synchronous=normal` in the URL is faster and still
 safe against a crash of the process, but a power cut may lose the last
 commits (never corrupt the file).
+
+Integrity: before anything writes to an existing file, `open()` checks it on a
+read-only connection: `PRAGMA quick_check` (`?check=full` runs the slower
+`integrity_check`, `?check=none` skips the checks, for tools that must read a
+damaged file) and that every run's snapshot head is the newest event of its
+history. A damaged file raises `StoreCorrupted` and is left exactly as it was;
+serving it could spread the damage into new commits and checkpoints.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import pathlib
 import queue
 import sqlite3
 import threading
@@ -34,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
 
-from waypost.errors import ConfigurationError, SchemaError, StoreError
+from waypost.errors import ConfigurationError, SchemaError, StoreCorrupted, StoreError
 
 from . import transactions as txn
 from .base import (
@@ -46,6 +54,8 @@ from .sqlstore import SqlStore
 T = TypeVar("T")
 
 _SYNC_MODES = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA"}
+_CHECKS = {"quick": "quick_check", "full": "integrity_check", "none": ""}
+_PROBLEMS_SHOWN = 5
 
 
 def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
@@ -63,7 +73,7 @@ def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
             f"SQLite URL {url!r} names no file; waypost needs a file (e.g. sqlite:///waypost.db)"
         )
     options = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
-    unknown = set(options) - {"synchronous", "busy_timeout", "commits"}
+    unknown = set(options) - {"synchronous", "busy_timeout", "commits", "check"}
     if unknown:
         raise ConfigurationError(f"unknown SQLite URL option(s): {', '.join(sorted(unknown))}")
     return path, options
@@ -154,6 +164,121 @@ def _connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connec
         raise StoreError(f"could not put {path!r} in WAL mode (got {mode!r})")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     return conn
+
+
+def _connect_read_only(path: str, busy_timeout: float) -> sqlite3.Connection:
+    """A connection that cannot write the file: not even a checkpoint when it closes."""
+    uri = pathlib.Path(path).absolute().as_uri() + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+    return conn
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether SQLite says the file is damaged (rather than busy, missing or full)."""
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    text = str(exc)
+    return (
+        name.startswith("SQLITE_CORRUPT")
+        or name == "SQLITE_NOTADB"
+        or "malformed" in text
+        or "not a database" in text
+    )
+
+
+# A run's snapshot head (runs.last_seq, runs.last_hash) is written in the same
+# transaction as the event it names, so in a sound file it is always the run's
+# newest event. One primary-key search per run: with max(), SQLite takes the bare
+# column e.hash from the row of the newest event.
+_HEAD_MISMATCHES = """
+SELECT r.tenant, r.run_id, r.last_seq,
+       (SELECT max(e.seq) FROM events AS e WHERE e.tenant = r.tenant AND e.run_id = r.run_id)
+FROM runs AS r
+WHERE (SELECT max(e.seq), e.hash FROM events AS e
+        WHERE e.tenant = r.tenant AND e.run_id = r.run_id)
+      IS NOT (r.last_seq, r.last_hash)
+LIMIT :limit
+"""
+
+
+def find_damage(conn: sqlite3.Connection, check: str) -> list[str]:
+    """The problems in the file open on `conn`, the first few of each kind; [] if sound.
+
+    `check` is "quick" (`PRAGMA quick_check`) or "full" (`PRAGMA integrity_check`).
+    When the file's structure is sound, every run's snapshot head is compared with
+    its history too. Reads only.
+    """
+    pragma = _CHECKS[check]
+    try:
+        problems = [
+            line
+            for (text,) in conn.execute(f"PRAGMA {pragma}({_PROBLEMS_SHOWN})")
+            for line in str(text).splitlines()
+            if line != "ok" and not line.startswith("*** in database")
+        ]
+    except sqlite3.DatabaseError as exc:
+        if not is_damage(exc):
+            raise
+        # The check stops at the first page it cannot read: say whose page it is.
+        tables = _damaged_tables(conn, pragma)
+        where = f" (in {', '.join(tables)})" if tables else ""
+        return [f"{pragma} stopped: {exc}{where}"]
+    if problems:
+        more = "; ..." if len(problems) >= _PROBLEMS_SHOWN else ""  # it stops counting there
+        return [f"{pragma} found: {'; '.join(problems)}{more}"]
+    schema = {row[0] for row in conn.execute("SELECT name FROM sqlite_schema")}
+    if not {"waypost_migrations", "runs", "events"} <= schema:
+        return []  # not migrated yet: no runs to compare
+    rows = conn.execute(_HEAD_MISMATCHES, {"limit": _PROBLEMS_SHOWN + 1}).fetchall()
+    return [_head_problem(*row) for row in rows]
+
+
+def _damaged_tables(conn: sqlite3.Connection, pragma: str) -> list[str]:
+    if sqlite3.sqlite_version_info < (3, 33, 0):
+        return []  # older SQLite checks only whole files
+    try:
+        names = [
+            str(row[0])
+            for row in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")
+        ]
+    except sqlite3.DatabaseError:
+        return []  # the schema itself cannot be read
+    damaged = []
+    for name in names:
+        quoted = '"' + name.replace('"', '""') + '"'
+        try:
+            rows = conn.execute(f"PRAGMA {pragma}({quoted})").fetchall()
+        except sqlite3.DatabaseError:
+            damaged.append(f"table {name}")
+            continue
+        if rows != [("ok",)]:
+            damaged.append(f"table {name}")
+    return damaged
+
+
+def _head_problem(tenant: str, run_id: str, last_seq: int, newest_seq: int | None) -> str:
+    run = f"run {tenant}/{run_id}"
+    if newest_seq is None:
+        return f"{run}: its snapshot says its history ends at event {last_seq}, but it has none"
+    if newest_seq != last_seq:
+        return (
+            f"{run}: its snapshot says its history ends at event {last_seq}, "
+            f"but the history ends at event {newest_seq}"
+        )
+    return f"{run}: event {last_seq} does not have the hash its snapshot records"
+
+
+def damaged_message(path: str, problems: list[str], *, unchanged: bool = True) -> str:
+    """Why waypost refuses the file at `path`, and what to do about it."""
+    shown = "; ".join(problems[:_PROBLEMS_SHOWN])
+    if len(problems) > _PROBLEMS_SHOWN:
+        shown += "; ..."
+    left = " and has not changed it" if unchanged else ""
+    return (
+        f"the SQLite file {path!r} is damaged: {shown}. waypost refuses to serve it{left}: "
+        "restore the file from a backup (?check=none in the URL opens it anyway, "
+        "for tools that must read what is left)"
+    )
 
 
 class _Busy(Exception):
@@ -300,6 +425,13 @@ class SqliteStore(SqlStore):
             raise ConfigurationError(
                 f"commits={self.commits!r} is not allowed; use 'loop' (the default) or 'thread'"
             )
+        self.check = options.get("check", "quick").lower()
+        if self.check not in _CHECKS:
+            raise ConfigurationError(
+                f"check={self.check!r} is not allowed; use 'quick' (the default), 'full' "
+                "(slower, also compares indexes with their tables) or 'none' (no check, "
+                "for tools that must read a damaged file)"
+            )
         self.max_batch = max_batch
         self.queries = load_queries("sqlite")
         self._writer: _Writer | None = None
@@ -320,9 +452,13 @@ class SqliteStore(SqlStore):
         if self._writer is not None:
             return
         await asyncio.to_thread(self._migrate)
+        try:
+            writer = _Writer(self)
+        except sqlite3.Error as exc:
+            raise self._open_failed(f"cannot open SQLite file {self.path!r}", exc) from exc
         self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="waypost-sqlite-read")
-        self._writer = _Writer(self)
-        self._writer.start()
+        self._writer = writer
+        writer.start()
 
     async def close(self) -> None:
         writer, self._writer = self._writer, None
@@ -341,16 +477,56 @@ class SqliteStore(SqlStore):
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
             raise ConfigurationError(f"the folder of the SQLite file {self.path!r} does not exist")
+        if self.check != "none":
+            self._refuse_if_damaged()
         try:
             conn = _connect(self.path, self.synchronous, self.busy_timeout)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open SQLite file {self.path!r}: {exc}") from exc
+            raise self._open_failed(f"cannot open SQLite file {self.path!r}", exc) from exc
         try:
             migrate_connection(conn)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"SQLite file {self.path!r} cannot be used: {exc}") from exc
+            raise self._open_failed(f"SQLite file {self.path!r} cannot be used", exc) from exc
         finally:
             conn.close()
+
+    def _refuse_if_damaged(self) -> None:
+        """Check an existing file before anything writes to it; raise `StoreCorrupted`."""
+        try:
+            if os.path.getsize(self.path) == 0:
+                return  # a new file (SQLite writes a WAL file's first page at once)
+        except FileNotFoundError:
+            return
+        try:
+            try:
+                conn = _connect_read_only(self.path, self.busy_timeout)
+                try:
+                    problems = find_damage(conn, self.check)
+                finally:
+                    conn.close()
+            except sqlite3.OperationalError as exc:
+                if not str(getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_READONLY"):
+                    raise
+                # Only SQLite's own recovery from a crash (rolling back a hot
+                # journal) can make the file readable, and it writes: let it,
+                # then check. waypost's files are WAL and never need this.
+                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                try:
+                    problems = find_damage(conn, self.check)
+                finally:
+                    conn.close()
+        except sqlite3.Error as exc:
+            if not is_damage(exc):
+                raise StoreError(f"cannot check SQLite file {self.path!r}: {exc}") from exc
+            problems = [str(exc)]
+        if problems:
+            raise StoreCorrupted(damaged_message(self.path, problems))
+
+    def _open_failed(self, what: str, exc: sqlite3.Error) -> StoreError:
+        if is_damage(exc):
+            # Past the check, connecting may have written to the file already.
+            return StoreCorrupted(damaged_message(self.path, [str(exc)], unchanged=False))
+        return StoreError(f"{what}: {exc}")
 
     # -- plumbing -----------------------------------------------------------
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
