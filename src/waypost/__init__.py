@@ -5,10 +5,27 @@ engine runs it to completion through crashes, retries, duplicate deliveries
 and long waits, with the whole history in one database.
 """
 
+from waypost.engine.approvals import (
+    ApprovalInfo,
+    DecisionReceipt,
+    DecisionRefused,
+    Directory,
+    InvalidCredential,
+)
 from waypost.engine.context import ActivityContext, WorkflowContext
 from waypost.engine.core import AsyncEngine
 from waypost.engine.records import AsyncRunHandle, RunHandle, RunInfo
 from waypost.engine.registry import activity, workflow
+from waypost.engine.senders import (
+    FileSender,
+    LogSender,
+    Notification,
+    Sender,
+    SmtpSender,
+    WebhookSender,
+    senders_from_url,
+    verify_webhook,
+)
 from waypost.engine.sync import Engine
 from waypost.errors import (
     ActivityCancelled,
@@ -33,6 +50,7 @@ from waypost.errors import (
     WorkflowFailed,
     WorkflowTerminated,
 )
+from waypost.model.approvals import AllOf, AnyOf, Decision, Policy, Quorum
 from waypost.model.codec import Codec, JsonCodec
 from waypost.model.events import Event, EventType
 from waypost.model.retry import Retry
@@ -44,17 +62,30 @@ __all__ = [
     "ActivityCancelled",
     "ActivityContext",
     "ActivityError",
+    "AllOf",
+    "AnyOf",
+    "ApprovalInfo",
     "AsyncEngine",
     "AsyncRunHandle",
     "Codec",
     "ConfigurationError",
+    "Decision",
+    "DecisionReceipt",
+    "DecisionRefused",
+    "Directory",
     "Engine",
     "Event",
     "EventType",
+    "FileSender",
+    "InvalidCredential",
     "JsonCodec",
+    "LogSender",
     "NonRetryableError",
     "NondeterminismError",
+    "Notification",
     "PayloadError",
+    "Policy",
+    "Quorum",
     "ResultTimeout",
     "Retry",
     "RunEndedError",
@@ -64,12 +95,15 @@ __all__ = [
     "RunNotActive",
     "RunNotFound",
     "RunStatus",
+    "Sender",
+    "SmtpSender",
     "StoreCorrupted",
     "StoreError",
     "UnknownActivity",
     "UnknownWorkflow",
     "WaitTimeout",
     "WaypostError",
+    "WebhookSender",
     "WorkflowCancelled",
     "WorkflowContext",
     "WorkflowError",
@@ -77,5 +111,7 @@ __all__ = [
     "WorkflowTerminated",
     "__version__",
     "activity",
+    "senders_from_url",
+    "verify_webhook",
     "workflow",
 ]

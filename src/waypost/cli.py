@@ -92,11 +92,58 @@ def demo(db: str) -> None:
     "--grace", type=float, default=30.0, show_default=True, help="Shutdown grace in seconds."
 )
 @click.option("--max-activities", type=int, default=100, show_default=True)
-def worker(db: str, apps: tuple[str, ...], lease: float, grace: float, max_activities: int) -> None:
+@click.option(
+    "--notify",
+    default="log",
+    show_default=True,
+    help="Where approval notifications go: log, file:PATH, smtp://host:port?sender=..., "
+    "webhook+https://host/path?secret=...",
+)
+@click.option(
+    "--approval-url",
+    default="http://localhost:8000/approvals",
+    show_default=True,
+    help="Base of the approve/reject links in notifications.",
+)
+def worker(
+    db: str,
+    apps: tuple[str, ...],
+    lease: float,
+    grace: float,
+    max_activities: int,
+    notify: str,
+    approval_url: str,
+) -> None:
     """Serve the workflows and activities of --app modules until SIGTERM/SIGINT."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    items = _load_apps(apps)
+    options = {
+        "lease": lease,
+        "shutdown_grace": grace,
+        "max_activities": max_activities,
+        "notifier": _sender(notify),
+        "approval_url": approval_url,
+    }
+    with _engine(db, **options) as engine:
+        engine.register(*items)
+        click.echo(
+            f"worker {engine.aio.owner} serving {len(items)} workflows/activities on {db}", err=True
+        )
+        engine.run_forever(grace=timedelta(seconds=grace))
+
+
+def _sender(spec: str) -> Any:
+    from waypost.engine.senders import senders_from_url
+
+    try:
+        return senders_from_url(spec)
+    except WaypostError as exc:
+        raise click.BadParameter(str(exc), param_hint="--notify") from exc
+
+
+def _load_apps(apps: tuple[str, ...]) -> list[Any]:
     items = []
     for name in apps:
         try:
@@ -111,17 +158,41 @@ def worker(db: str, apps: tuple[str, ...], lease: float, grace: float, max_activ
         if not found:
             raise click.ClickException(f"module {name!r} defines no @workflow or @activity")
         items.extend(found)
-    options = {
-        "lease": lease,
-        "shutdown_grace": grace,
-        "max_activities": max_activities,
-    }
-    with _engine(db, **options) as engine:
-        engine.register(*items)
-        click.echo(
-            f"worker {engine.aio.owner} serving {len(items)} workflows/activities on {db}", err=True
-        )
-        engine.run_forever(grace=timedelta(seconds=grace))
+    return items
+
+
+@main.command()
+@click.argument("workflow")
+@click.argument("payload", required=False)
+@click.option("--app", "apps", multiple=True, required=True, help="Module defining the workflow.")
+@click.option("--run-id", default=None, help="The run's id (starting it again is harmless).")
+@click.option("--started-by", default=None, help="Who starts it (may not approve it).")
+@db_option
+@tenant_option
+def start(
+    workflow: str,
+    payload: str | None,
+    apps: tuple[str, ...],
+    run_id: str | None,
+    started_by: str | None,
+    db: str,
+    tenant: str,
+) -> None:
+    """Start a run of WORKFLOW with a JSON PAYLOAD; prints the run id (workers run it)."""
+    value = _json_arg(payload, "PAYLOAD")
+    with _engine(db) as engine:
+        engine.register(*_load_apps(apps))
+        handle = engine.start(workflow, value, run_id=run_id, tenant=tenant, started_by=started_by)
+        click.echo(handle.run_id)
+
+
+def _json_arg(text: str | None, name: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint=name) from exc
 
 
 @main.group()
@@ -254,6 +325,168 @@ def db_migrate(db: str) -> None:
     """Create the schema or bring it up to date."""
     with _engine(db) as engine:
         click.echo(f"schema of {engine.url} is up to date")
+
+
+# == approvals =======================================================================
+@main.group()
+def approvals() -> None:
+    """Human approvals: list them, decide them."""
+
+
+def _approval_json(info: Any) -> dict[str, Any]:
+    return {
+        "approval_id": info.approval_id,
+        "tenant": info.tenant,
+        "run_id": info.run_id,
+        "step": info.step,
+        "name": info.name,
+        "status": info.status,
+        "policy": info.policy,
+        "started_by": info.started_by,
+        "data": info.data,
+        "expires_at": info.expires_at.isoformat() if info.expires_at else None,
+        "created_at": info.created_at.isoformat(),
+        "votes": info.votes,
+    }
+
+
+@approvals.command("list")
+@click.option("--as", "principal", default=None, help="Only those this user may decide now.")
+@click.option(
+    "--status", default="pending", show_default=True, help="pending, approved, ... or all"
+)
+@click.option("--run", "run_id", default=None, help="Only this run's.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+@tenant_option
+def approvals_list(
+    principal: str | None, status: str, run_id: str | None, as_json: bool, db: str, tenant: str
+) -> None:
+    """List approvals."""
+    with _engine(db) as engine:
+        found = engine.approvals(
+            principal, None if status == "all" else status, tenant=tenant, run_id=run_id
+        )
+    if as_json:
+        click.echo(_dump([_approval_json(a) for a in found]))
+        return
+    for a in found:
+        votes = ", ".join(f"{v['principal']}:{v['decision']}" for v in a.votes) or "-"
+        expires = a.expires_at.isoformat(timespec="seconds") if a.expires_at else "never"
+        click.echo(
+            f"{a.approval_id}  {a.status:<9} {a.name:<16} run {a.run_id}  "
+            f"expires {expires}  votes {votes}"
+        )
+    if not found:
+        click.echo("no approvals", err=True)
+
+
+@approvals.command("show")
+@click.argument("approval_id")
+@db_option
+@tenant_option
+def approvals_show(approval_id: str, db: str, tenant: str) -> None:
+    """Show one approval as JSON."""
+    with _engine(db) as engine:
+        try:
+            info = engine.approval(approval_id, tenant=tenant)
+        except LookupError as exc:
+            raise click.ClickException(str(exc)) from exc
+    click.echo(_dump(_approval_json(info)))
+
+
+def _decide(
+    db: str, tenant: str, approval_id: str, token: str, principal: str, decision: str, comment: str
+) -> None:
+    from waypost.engine.approvals import DecisionRefused, InvalidCredential
+
+    with _engine(db) as engine:
+        try:
+            receipt = engine.decide(
+                approval_id, token, principal, decision, comment, tenant=tenant, auth="cli"
+            )
+        except (InvalidCredential, DecisionRefused) as exc:
+            click.echo(f"refused: {exc}", err=True)
+            sys.exit(1)
+    if receipt.outcome == "pending":
+        click.echo(f"{decision} by {principal} counted; the approval waits for more decisions")
+    else:
+        click.echo(f"{decision} by {principal} counted; the approval is {receipt.outcome}")
+
+
+@main.command()
+@click.argument("approval_id")
+@click.option("--token", required=True, help="The credential from the notification.")
+@click.option("--as", "principal", required=True, help="Who you are (the approver).")
+@click.option("--comment", default="", help="Recorded with the decision.")
+@db_option
+@tenant_option
+def approve(
+    approval_id: str, token: str, principal: str, comment: str, db: str, tenant: str
+) -> None:
+    """Approve APPROVAL_ID with your credential."""
+    _decide(db, tenant, approval_id, token, principal, "approve", comment)
+
+
+@main.command()
+@click.argument("approval_id")
+@click.option("--token", required=True, help="The credential from the notification.")
+@click.option("--as", "principal", required=True, help="Who you are (the approver).")
+@click.option("--comment", required=True, help="Why (recorded with the decision).")
+@db_option
+@tenant_option
+def reject(
+    approval_id: str, token: str, principal: str, comment: str, db: str, tenant: str
+) -> None:
+    """Reject APPROVAL_ID with your credential."""
+    _decide(db, tenant, approval_id, token, principal, "reject", comment)
+
+
+# == the built-in directory ==========================================================
+@main.group()
+def groups() -> None:
+    """Groups of approvers in the built-in directory."""
+
+
+@groups.command("add")
+@click.argument("group")
+@click.argument("users", nargs=-1, required=True)
+@db_option
+@tenant_option
+def groups_add(group: str, users: tuple[str, ...], db: str, tenant: str) -> None:
+    """Add USERS to GROUP."""
+    with _engine(db) as engine:
+        added = engine.add_to_group(group, list(users), tenant=tenant)
+    click.echo(f"{added} added to {group} (tenant {tenant})")
+
+
+@groups.command("remove")
+@click.argument("group")
+@click.argument("users", nargs=-1, required=True)
+@db_option
+@tenant_option
+def groups_remove(group: str, users: tuple[str, ...], db: str, tenant: str) -> None:
+    """Remove USERS from GROUP (their pending credentials stop working for it)."""
+    with _engine(db) as engine:
+        removed = engine.remove_from_group(group, list(users), tenant=tenant)
+    click.echo(f"{removed} removed from {group} (tenant {tenant})")
+
+
+@groups.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+@tenant_option
+def groups_list(as_json: bool, db: str, tenant: str) -> None:
+    """List groups and their members."""
+    with _engine(db) as engine:
+        found = engine.groups(tenant=tenant)
+    if as_json:
+        click.echo(_dump(found))
+        return
+    for group, members in found.items():
+        click.echo(f"{group}: {', '.join(members)}")
+    if not found:
+        click.echo("no groups", err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

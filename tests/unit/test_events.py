@@ -117,6 +117,8 @@ def test_event_types_are_their_stored_strings() -> None:
         EventType.TIMER_STARTED,
         EventType.TIMER_CANCELLED,
         EventType.MARKER_RECORDED,
+        EventType.APPROVAL_REQUESTED,
+        EventType.APPROVAL_CLOSED,
     }
     assert commands == COMMAND_EVENTS
     terminal = {EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED}

@@ -144,3 +144,21 @@ def test_the_ledger_applies_an_effect_once_per_key() -> None:
     assert ledger.violations() == []
     ledger.applied["k"] += 1  # what a downstream system without dedupe would record
     assert [v.invariant for v in ledger.violations()] == ["downstream-once"]
+
+
+def test_an_approval_credential_counted_twice() -> None:
+    asked = (E.APPROVAL_REQUESTED, {"step": "1", "approval_id": "ap1", "kind": "approval:x"})
+    vote = (
+        E.APPROVAL_DECIDED,
+        {
+            "step": "1",
+            "approval_id": "ap1",
+            "principal": "ann",
+            "credential_id": "c1",
+            "outcome": "pending",
+        },
+    )
+    events = history(GOOD[0], asked, vote)
+    assert invariants(record(events, status="waiting", waiting_for=[{"k": 1}]), events) == set()
+    events = history(GOOD[0], asked, vote, vote)
+    assert "approval-once" in invariants(record(events, status="waiting", waiting_for=[{}]), events)

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from waypost.errors import ActivityCancelled
+from waypost.model.approvals import Decision
 
 if TYPE_CHECKING:
     from .runtime import WorkflowInstance
@@ -75,6 +76,24 @@ class WorkflowContext:
         Raises `WaitTimeout` when `timeout` elapses first.
         """
         return self._instance.wait_signal(name, timeout, type)
+
+    def approval(
+        self,
+        name: str,
+        *,
+        approvers: Any,
+        expires_in: timedelta | float | None = None,
+        data: Any = None,
+    ) -> asyncio.Future[Decision]:
+        """Ask people to approve; wait (holding nothing) for their `Decision`.
+
+        `approvers` is `wp.AnyOf(...)`, `wp.Quorum(n, group=...)`, `wp.AllOf([...])`,
+        a user name or a list of user names. Each approver is notified with a
+        single-use credential; `engine.decide(...)` with it and the approver's
+        identity counts their decision. When `expires_in` passes first, the
+        decision's `outcome` is "expired". `data` (JSON) is shown to approvers.
+        """
+        return self._instance.request_approval(name, approvers, expires_in, data)
 
     def on_signal(self, name: str, handler: Callable[[Any], Any]) -> None:
         """Call `handler(payload)` for every signal `name`, including earlier ones."""

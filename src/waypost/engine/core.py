@@ -59,6 +59,7 @@ from waypost.store.base import (
     Conflict,
     CreateRunResult,
     NewActivityTask,
+    NewApproval,
     NewRun,
     NewTimer,
     RunCommit,
@@ -68,11 +69,18 @@ from waypost.store.base import (
     WorkflowTaskOp,
 )
 
+from .approvals import (
+    ApprovalInfo,
+    Approvals,
+    DecisionReceipt,
+    Directory,
+)
 from .faults import Crash, FaultPlan, NoFaults
 from .records import AsyncRunHandle, RunInfo
 from .registry import Registry, WorkflowDefn
 from .runtime import WorkflowInstance
 from .scheduler import Scheduler
+from .senders import Sender
 from .worker import Attempt, Outcome, Worker
 
 log = logging.getLogger("waypost")
@@ -168,6 +176,9 @@ class AsyncEngine:
         clock: Callable[[], float] | None = None,
         worker_id: str | None = None,
         faults: FaultPlan | None = None,
+        directory: Directory | None = None,
+        notifier: Sender | None = None,
+        approval_url: str = "http://localhost:8000/approvals",
     ) -> None:
         self.store: Store = store if store is not None else open_store(url)
         self.url = self.store.url
@@ -188,6 +199,7 @@ class AsyncEngine:
         self.owner = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.worker = Worker(self, max_activities, activity_threads)
         self.scheduler = Scheduler(self)
+        self._approvals = Approvals(self, directory, notifier, approval_url)
         self._cache: OrderedDict[tuple[str, str], _Live] = OrderedDict()
         self._locks = _RunLocks()
         self._waiters: dict[tuple[str, str], list[asyncio.Future[None]]] = {}
@@ -333,19 +345,27 @@ class AsyncEngine:
         run_id: str | None = None,
         tenant: str = "default",
         version: str | None = None,
+        started_by: str | None = None,
     ) -> AsyncRunHandle:
-        """Start a run; with `run_id`, starting the same run again returns it."""
+        """Start a run; with `run_id`, starting the same run again returns it.
+
+        `started_by` names the principal who started it (recorded in the history;
+        by default that principal may not approve the run's approvals).
+        """
         await self.open()
         defn = self.registry.workflow(workflow, version)
         tenant = _check_id("tenant", tenant)
         run_id = _check_id("run_id", run_id) if run_id is not None else new_run_id()
         payload = self.codec.encode(input)
         now = self.clock()
-        started = NewEvent(
-            _E.RUN_STARTED,
-            {"workflow": defn.name, "version": defn.version, "input": payload},
-            now,
-        )
+        started_data: dict[str, Any] = {
+            "workflow": defn.name,
+            "version": defn.version,
+            "input": payload,
+        }
+        if started_by is not None:
+            started_data["started_by"] = _check_id("started_by", started_by)
+        started = NewEvent(_E.RUN_STARTED, started_data, now)
         claim = self.serves_workflow(defn.queue)
         result = await self._create(
             NewRun(
@@ -416,6 +436,7 @@ class AsyncEngine:
                         error={"type": "Cancelled", "message": reason},
                         finished=True,
                     ),
+                    close_run_approvals="cancelled",
                 )
             )
             if res.ok:
@@ -424,9 +445,17 @@ class AsyncEngine:
                 return
             if res.conflict is not Conflict.SEQ:
                 raise RunNotFound(f"no run {run_id!r} in tenant {tenant!r}")
-        await self._external(tenant, run_id, [requested], "cancel")
+        # Outstanding approval credentials die with the request, before the code runs.
+        await self._external(tenant, run_id, [requested], "cancel", close_approvals="cancelled")
 
-    async def _external(self, tenant: str, run_id: str, events: list[NewEvent], what: str) -> None:
+    async def _external(
+        self,
+        tenant: str,
+        run_id: str,
+        events: list[NewEvent],
+        what: str,
+        close_approvals: str | None = None,
+    ) -> None:
         """Append events from outside the workflow and wake the run."""
         res = await self._commit(
             RunCommit(
@@ -435,6 +464,7 @@ class AsyncEngine:
                 events=events,
                 now=self.clock(),
                 require_active=True,
+                close_run_approvals=close_approvals,
                 workflow_op=WorkflowTaskOp.CLAIM if self.accepting else WorkflowTaskOp.WAKE,
                 owner=self.owner,
                 lease=self.lease,
@@ -449,6 +479,96 @@ class AsyncEngine:
             self.spawn(self._process(tenant, run_id, res.workflow_fence, res.workflow_queue))
         else:
             self.scheduler.wake()
+
+    # == approvals ================================================================
+    async def approvals(
+        self,
+        principal: str | None = None,
+        status: str | None = "pending",
+        *,
+        tenant: str = "default",
+        run_id: str | None = None,
+        limit: int = 100,
+    ) -> list[ApprovalInfo]:
+        """Approvals in `tenant` (pending by default); with `principal`, those they may decide."""
+        await self.open()
+        return await self._approvals.list(
+            principal, status, tenant=tenant, run_id=run_id, limit=limit
+        )
+
+    async def approval(self, approval_id: str, *, tenant: str = "default") -> ApprovalInfo:
+        """One approval; `LookupError` if this tenant has none by that id."""
+        await self.open()
+        info = await self._approvals.get(approval_id, tenant=tenant)
+        if info is None:
+            raise LookupError(f"no approval {approval_id!r} in tenant {tenant!r}")
+        return info
+
+    async def decide(
+        self,
+        approval_id: str,
+        token: str,
+        principal: str,
+        decision: str,
+        comment: str = "",
+        *,
+        tenant: str = "default",
+        auth: str = "api",
+    ) -> DecisionReceipt:
+        """Decide ("approve" or "reject") as `principal`, with their credential `token`.
+
+        `auth` says how the caller authenticated `principal` (recorded in the audit).
+        Raises `InvalidCredential` or `DecisionRefused`; both are recorded too.
+        """
+        await self.open()
+        return await self._approvals.decide(
+            approval_id, token, principal, decision, comment, tenant=tenant, auth=auth
+        )
+
+    async def revoke(
+        self, approval_id: str, principal: str, *, by: str, reason: str, tenant: str = "default"
+    ) -> None:
+        """Remove an approver from a pending approval; their credentials stop working."""
+        await self.open()
+        await self._approvals.revoke(approval_id, principal, by=by, reason=reason, tenant=tenant)
+
+    async def reassign(
+        self,
+        approval_id: str,
+        from_principal: str,
+        to_principal: str,
+        *,
+        by: str,
+        reason: str,
+        tenant: str = "default",
+    ) -> None:
+        """Replace an approver of a pending approval; the new one is notified."""
+        await self.open()
+        await self._approvals.reassign(
+            approval_id, from_principal, to_principal, by=by, reason=reason, tenant=tenant
+        )
+
+    async def add_to_group(
+        self, group: str, principals: Sequence[str], *, tenant: str = "default"
+    ) -> int:
+        """Add members to a group of the built-in directory; returns how many were new."""
+        await self.open()
+        _check_id("group", group)
+        for p in principals:
+            _check_id("principal", p)
+        return await self.store.add_group_members(tenant, group, list(principals), self.clock())
+
+    async def remove_from_group(
+        self, group: str, principals: Sequence[str], *, tenant: str = "default"
+    ) -> int:
+        """Remove members from a group of the built-in directory; returns how many were."""
+        await self.open()
+        return await self.store.remove_group_members(tenant, group, list(principals))
+
+    async def groups(self, *, tenant: str = "default") -> dict[str, list[str]]:
+        """The built-in directory's groups of `tenant` and their members."""
+        await self.open()
+        return await self.store.list_groups(tenant)
 
     async def get(self, run_id: str, *, tenant: str = "default") -> RunInfo:
         await self.open()
@@ -785,6 +905,8 @@ class AsyncEngine:
         cancel_activities: list[str] = []
         new_timers: list[NewTimer] = []
         cancel_timers: list[str] = []
+        new_approvals: list[NewApproval] = []
+        close_approvals: list[tuple[str, str]] = []
         reserved = 0
         served = self.scheduler.activity_queues
         finished = inst.outcome is not None
@@ -815,6 +937,21 @@ class AsyncEngine:
                 new_timers.append(NewTimer(d["step"], float(d["fire_at"])))
             elif t == _E.TIMER_CANCELLED:
                 cancel_timers.append(d["step"])
+            elif t == _E.APPROVAL_REQUESTED:
+                new_approvals.append(
+                    NewApproval(
+                        approval_id=d["approval_id"],
+                        step=d["step"],
+                        timer_step=d.get("timer_step"),
+                        name=d["name"],
+                        policy=d["policy"],
+                        started_by=d.get("started_by"),
+                        data=d.get("data"),
+                        expires_at=d.get("expires_at"),
+                    )
+                )
+            elif t == _E.APPROVAL_CLOSED:
+                close_approvals.append((d["approval_id"], d["status"]))
         outcome = inst.outcome
         if outcome is not None:
             status = _OUTCOME_STATUS[outcome.type]
@@ -849,6 +986,8 @@ class AsyncEngine:
             cancel_activities=cancel_activities,
             new_timers=new_timers,
             cancel_timers=cancel_timers,
+            new_approvals=new_approvals,
+            close_approvals=close_approvals,
         )
         return commit, reserved
 
@@ -885,6 +1024,8 @@ class AsyncEngine:
             self.scheduler.wake()  # some went to the queue: a free worker may take them
         for timer in commit.new_timers:
             self.scheduler.note_timer(timer.fire_at)
+        if commit.new_approvals:
+            self._approvals.wake.set()
 
     # == activity outcomes ====================================================
     async def _commit_decisions(

@@ -47,6 +47,7 @@ from waypost.errors import (
     WaitTimeout,
     WorkflowError,
 )
+from waypost.model import approvals as ap
 from waypost.model.codec import Codec, error_to_json
 from waypost.model.events import COMMAND_EVENTS, Event, EventType, NewEvent
 from waypost.model.status import RunStatus
@@ -279,6 +280,9 @@ class WorkflowInstance:
 
         self._activities: dict[str, _Pending] = {}
         self._timers: dict[str, _Pending] = {}
+        self._approvals: dict[str, _Pending] = {}
+        self._fire_at: dict[str, float] = {}
+        self.started_by: str | None = None
         self._signal_waiters: dict[str, deque[_Pending]] = {}
         self._signal_buffer: dict[str, deque[Any]] = {}
         self._handlers: dict[str, tuple[Callable[[Any], Any], Any]] = {}
@@ -301,7 +305,11 @@ class WorkflowInstance:
                 step = str(ev.data.get("step"))
                 if ev.type == _E.MARKER_RECORDED and ev.data.get("kind") == "patch":
                     self._recorded_patches[ev.data["change_id"]] = ev
-                elif ev.type in (_E.ACTIVITY_CANCEL_REQUESTED, _E.TIMER_CANCELLED):
+                elif ev.type in (
+                    _E.ACTIVITY_CANCEL_REQUESTED,
+                    _E.TIMER_CANCELLED,
+                    _E.APPROVAL_CLOSED,
+                ):
                     self._recorded_cancels[step] = ev
                 else:
                     self._recorded[step] = ev
@@ -346,6 +354,10 @@ class WorkflowInstance:
             if p.extra is not None:
                 entry["purpose"] = p.extra
             waiting.append(entry)
+        for step, p in self._approvals.items():
+            waiting.append(
+                {"kind": "approval", "step": step, "name": p.name, "approval_id": p.extra}
+            )
         for name, waiters in self._signal_waiters.items():
             if waiters:
                 waiting.append({"kind": "signal", "name": name})
@@ -405,6 +417,16 @@ class WorkflowInstance:
                 p.future.set_result(None)
         elif t == _E.SIGNAL_RECEIVED:
             self._deliver_signal(d["name"], d.get("payload"))
+        elif t == _E.APPROVAL_DECIDED:
+            if d.get("outcome") not in (ap.APPROVED, ap.REJECTED):
+                return  # one vote of several: the code waits on
+            p = self._approvals.pop(d["step"], None)
+            if p is not None and not p.future.done():
+                votes = tuple(
+                    ap.Vote(v["principal"], v["decision"], v.get("comment", ""), v.get("at", 0.0))
+                    for v in d.get("votes", ())
+                )
+                p.future.set_result(ap.Decision(d["outcome"], d["approval_id"], votes))
         elif t == _E.CANCEL_REQUESTED:
             if not self.cancel_requested:
                 self.cancel_requested = True
@@ -416,6 +438,7 @@ class WorkflowInstance:
         self._run_until_quiescent()
 
     def _start(self, data: dict[str, Any]) -> None:
+        self.started_by = data.get("started_by")
         try:
             value = self._decode(data.get("input"), self.workflow.input_hint)
         except PayloadError as exc:
@@ -645,6 +668,79 @@ class WorkflowInstance:
         else:
             self._command(type_, {"step": step, "site": site})
 
+    def request_approval(
+        self,
+        name: str,
+        approvers: Any,
+        expires_in: timedelta | float | None,
+        data: Any,
+    ) -> asyncio.Future[ap.Decision]:
+        self._check_usable()
+        site = _call_site()
+        policy = ap.as_policy(approvers)
+        step = self._next_step()
+        kind = f"approval:{name}"
+        fut: asyncio.Future[ap.Decision] = _StepFuture(
+            self._loop, lambda: self._on_approval_cancelled(step)
+        )
+        approval_id = ap.approval_id_for(self.tenant, self.run_id, step)
+        ev = self._match(step, _E.APPROVAL_REQUESTED, kind, f"ctx.approval({name!r})", site)
+        command: dict[str, Any] | None = None
+        if ev is None:
+            command = {
+                "step": step,
+                "kind": kind,
+                "name": name,
+                "approval_id": approval_id,
+                "policy": policy.to_json(),
+                "started_by": self.started_by,
+                "data": self.codec.encode(data),
+                "expires_at": None,
+                "timer_step": None,
+                "site": site,
+            }
+            self._command(_E.APPROVAL_REQUESTED, command)
+        self._approvals[step] = _Pending(fut, name, None, site, approval_id)
+        if expires_in is not None:
+            seconds = _seconds(expires_in)
+            timer_step, timer = self.start_timer(seconds, site, internal=f"approval({name}) expiry")
+            if command is not None:
+                command["timer_step"] = timer_step
+                command["expires_at"] = self._fire_at[timer_step]
+
+            def on_expiry(_: asyncio.Future[None]) -> None:
+                if timer.cancelled() or fut.done():
+                    return
+                self._approvals.pop(step, None)
+                self._close_approval(step, approval_id, ap.EXPIRED, site)
+                fut.set_result(ap.Decision(ap.EXPIRED, approval_id))
+
+            timer.add_done_callback(on_expiry)
+            fut.add_done_callback(lambda _: timer.cancel() if not timer.done() else None)
+        return fut
+
+    def _on_approval_cancelled(self, step: str) -> None:
+        if self.closed:
+            return
+        p = self._approvals.pop(step, None)
+        if p is not None:
+            self._close_approval(step, str(p.extra), ap.CANCELLED, p.site)
+
+    def _close_approval(self, step: str, approval_id: str, status: str, site: str) -> None:
+        recorded = self._recorded_cancels.get(step)
+        if recorded is not None:
+            self._matched.add(recorded.seq)
+        elif self.replaying:
+            self._nondeterministic(
+                f"the code closed the approval of step {step} ({site}, {status}) while "
+                f"replaying {self._handling}, but the history does not record that"
+            )
+        else:
+            self._command(
+                _E.APPROVAL_CLOSED,
+                {"step": step, "approval_id": approval_id, "status": status, "site": site},
+            )
+
     def start_timer(
         self, duration: float, site: str, *, internal: str | None = None
     ) -> tuple[str, asyncio.Future[None]]:
@@ -670,6 +766,7 @@ class WorkflowInstance:
             fire_at = float(ev.data["fire_at"])
         until = datetime.fromtimestamp(fire_at, UTC).isoformat()
         self._timers[step] = _Pending(fut, until, None, site, internal)
+        self._fire_at[step] = fire_at
         return step, fut
 
     def _on_timer_cancelled(self, step: str) -> None:

@@ -67,6 +67,11 @@ class Scheduler:
         self._polling.append(
             loop.create_task(engine.store.listen(self._on_notify), name="waypost-listener")
         )
+        self._polling.append(
+            loop.create_task(
+                engine._approvals.dispatch_forever(engine.poll_interval), name="waypost-outbox"
+            )
+        )
 
     async def stop_polling(self) -> None:
         tasks, self._polling = self._polling, []
@@ -103,7 +108,10 @@ class Scheduler:
         self._timer_wake.set()
 
     def _on_notify(self, topic: str) -> None:
-        """Another process has work: a task became ready, or a timer was set."""
+        """Another process has work: a task became ready, a timer was set, a message waits."""
+        if topic == "outbox":
+            self.engine._approvals.wake.set()
+            return
         if topic != "timers":
             self._wake.set()
         if topic != "tasks":

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Iterator, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ from waypost.errors import ConfigurationError
 from waypost.model.events import ChainProblem, Event
 from waypost.model.status import RunStatus
 
+from .approvals import ApprovalInfo, DecisionReceipt
 from .core import AsyncEngine
 from .records import RunHandle, RunInfo
 
@@ -142,10 +143,18 @@ class Engine:
         run_id: str | None = None,
         tenant: str = "default",
         version: str | None = None,
+        started_by: str | None = None,
     ) -> RunHandle:
         """Start a run of `workflow` (function or name); see `AsyncEngine.start`."""
         handle = self._call(
-            self.aio.start(workflow, input, run_id=run_id, tenant=tenant, version=version)
+            self.aio.start(
+                workflow,
+                input,
+                run_id=run_id,
+                tenant=tenant,
+                version=version,
+                started_by=started_by,
+            )
         )
         return RunHandle(self, handle.run_id, handle.tenant)
 
@@ -159,6 +168,74 @@ class Engine:
 
     def get(self, run_id: str, *, tenant: str = "default") -> RunInfo:
         return self._call(self.aio.get(run_id, tenant=tenant))
+
+    # -- approvals (see AsyncEngine) -------------------------------------------------
+    def approvals(
+        self,
+        principal: str | None = None,
+        status: str | None = "pending",
+        *,
+        tenant: str = "default",
+        run_id: str | None = None,
+        limit: int = 100,
+    ) -> list[ApprovalInfo]:
+        return self._call(
+            self.aio.approvals(principal, status, tenant=tenant, run_id=run_id, limit=limit)
+        )
+
+    def approval(self, approval_id: str, *, tenant: str = "default") -> ApprovalInfo:
+        return self._call(self.aio.approval(approval_id, tenant=tenant))
+
+    def decide(
+        self,
+        approval_id: str,
+        token: str,
+        principal: str,
+        decision: str,
+        comment: str = "",
+        *,
+        tenant: str = "default",
+        auth: str = "api",
+    ) -> DecisionReceipt:
+        return self._call(
+            self.aio.decide(
+                approval_id, token, principal, decision, comment, tenant=tenant, auth=auth
+            )
+        )
+
+    def revoke(
+        self, approval_id: str, principal: str, *, by: str, reason: str, tenant: str = "default"
+    ) -> None:
+        self._call(self.aio.revoke(approval_id, principal, by=by, reason=reason, tenant=tenant))
+
+    def reassign(
+        self,
+        approval_id: str,
+        from_principal: str,
+        to_principal: str,
+        *,
+        by: str,
+        reason: str,
+        tenant: str = "default",
+    ) -> None:
+        self._call(
+            self.aio.reassign(
+                approval_id, from_principal, to_principal, by=by, reason=reason, tenant=tenant
+            )
+        )
+
+    def add_to_group(
+        self, group: str, principals: Sequence[str], *, tenant: str = "default"
+    ) -> int:
+        return self._call(self.aio.add_to_group(group, principals, tenant=tenant))
+
+    def remove_from_group(
+        self, group: str, principals: Sequence[str], *, tenant: str = "default"
+    ) -> int:
+        return self._call(self.aio.remove_from_group(group, principals, tenant=tenant))
+
+    def groups(self, *, tenant: str = "default") -> dict[str, list[str]]:
+        return self._call(self.aio.groups(tenant=tenant))
 
     def history(self, run_id: str, *, tenant: str = "default") -> list[Event]:
         return self._call(self.aio.history(run_id, tenant=tenant))

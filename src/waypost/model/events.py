@@ -36,6 +36,11 @@ class EventType(StrEnum):
     RUN_SUSPENDED = "RunSuspended"
     RUN_RESUMED = "RunResumed"
     LATE_RESULT_IGNORED = "LateResultIgnored"
+    APPROVAL_REQUESTED = "ApprovalRequested"
+    APPROVAL_DECIDED = "ApprovalDecided"
+    APPROVAL_CLOSED = "ApprovalClosed"
+    APPROVAL_REFUSED = "ApprovalRefused"
+    APPROVERS_CHANGED = "ApproversChanged"
 
 
 # Events that workflow code issues (commands). Replay matches them to the code
@@ -47,6 +52,17 @@ COMMAND_EVENTS = frozenset(
         EventType.TIMER_STARTED,
         EventType.TIMER_CANCELLED,
         EventType.MARKER_RECORDED,
+        EventType.APPROVAL_REQUESTED,
+        EventType.APPROVAL_CLOSED,
+    }
+)
+
+# Facts recorded for audit that the workflow code never sees.
+AUDIT_EVENTS = frozenset(
+    {
+        EventType.LATE_RESULT_IGNORED,
+        EventType.APPROVAL_REFUSED,
+        EventType.APPROVERS_CHANGED,
     }
 )
 

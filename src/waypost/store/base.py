@@ -106,6 +106,89 @@ class NewTimer:
 
 
 @dataclass(frozen=True, slots=True)
+class NewApproval:
+    """An approval a workflow asked for; its notification goes to the outbox."""
+
+    approval_id: str
+    step: str
+    timer_step: str | None
+    name: str
+    policy: dict[str, Any]
+    started_by: str | None
+    data: Any
+    expires_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    tenant: str
+    approval_id: str
+    run_id: str
+    step: str
+    timer_step: str | None
+    name: str
+    policy: dict[str, Any]
+    status: str
+    started_by: str | None
+    data: Any
+    expires_at: float | None
+    created_at: float
+    closed_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialRecord:
+    tenant: str
+    credential_id: str
+    approval_id: str
+    approver: str
+    action: str
+    secret_hash: str
+    status: str
+    expires_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class NewCredential:
+    credential_id: str
+    action: str
+    secret_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class DecideRequest:
+    """A decision whose credential and principal the engine has checked already."""
+
+    tenant: str
+    approval_id: str
+    credential_id: str
+    principal: str
+    decision: str
+    comment: str
+    auth: str
+    now: float
+    eligible: int | None  # approvers who could vote, for policies without veto
+
+
+@dataclass(frozen=True, slots=True)
+class DecideResult:
+    accepted: bool
+    reason: str = ""  # why not, when not accepted
+    outcome: str = ""  # pending / approved / rejected, when accepted
+    run_id: str = ""
+    seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    id: str
+    tenant: str
+    kind: str
+    payload: dict[str, Any]
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     status: str
     waiting_for: list[dict[str, Any]]
@@ -138,6 +221,9 @@ class RunCommit:
     cancel_activities: Sequence[str] = ()
     new_timers: Sequence[NewTimer] = ()
     cancel_timers: Sequence[str] = ()
+    new_approvals: Sequence[NewApproval] = ()
+    close_approvals: Sequence[tuple[str, str]] = ()  # (approval_id, status)
+    close_run_approvals: str | None = None  # close every pending approval of the run (status)
 
 
 class Conflict(StrEnum):
@@ -313,6 +399,73 @@ class Store(Protocol):
     async def remove_worker(self, worker_id: str) -> None: ...
 
     async def live_workers(self, since: float) -> list[WorkerRecord]: ...
+
+    # -- approvals, the directory and the outbox --------------------------------
+    async def get_approval(self, tenant: str, approval_id: str) -> ApprovalRecord | None: ...
+
+    async def list_approvals(
+        self,
+        tenant: str | None,
+        status: str | None = None,
+        run_id: str | None = None,
+        limit: int = 100,
+    ) -> list[ApprovalRecord]: ...
+
+    async def get_credential(self, tenant: str, credential_id: str) -> CredentialRecord | None: ...
+
+    async def approval_votes(self, tenant: str, approval_id: str) -> list[dict[str, Any]]: ...
+
+    async def decide_approval(self, request: DecideRequest) -> DecideResult:
+        """Consume the credential and count the vote, or nothing if a condition fails."""
+        ...
+
+    async def change_approvers(
+        self,
+        tenant: str,
+        approval_id: str,
+        policy: dict[str, Any],
+        revoke: str | None,
+        notify: str | None,
+        event: NewEvent,
+        now: float,
+    ) -> bool:
+        """Set a pending approval's policy, revoke one approver's credentials, notify one."""
+        ...
+
+    async def issue_credentials(
+        self,
+        tenant: str,
+        approval_id: str,
+        approver: str,
+        credentials: Sequence[NewCredential],
+        now: float,
+    ) -> ApprovalRecord | None:
+        """Store credential hashes for a pending approval; None if it is not pending."""
+        ...
+
+    async def add_outbox(self, items: Sequence[OutboxItem], now: float) -> None: ...
+
+    async def claim_outbox(
+        self, owner: str, now: float, limit: int, lease: float
+    ) -> list[OutboxItem]: ...
+
+    async def finish_outbox(
+        self, item_id: str, owner: str, now: float, error: str | None, retry_at: float | None
+    ) -> None:
+        """Sent (error None), to retry at `retry_at`, or given up (retry_at None)."""
+        ...
+
+    async def group_members(self, tenant: str, group: str) -> list[str]: ...
+
+    async def list_groups(self, tenant: str) -> dict[str, list[str]]: ...
+
+    async def add_group_members(
+        self, tenant: str, group: str, principals: Sequence[str], now: float
+    ) -> int: ...
+
+    async def remove_group_members(
+        self, tenant: str, group: str, principals: Sequence[str]
+    ) -> int: ...
 
     async def listen(self, on_notify: Callable[[str], None]) -> None:
         """Call `on_notify(topic)` when another process has work for this one.

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 from waypost.errors import ConfigurationError, SchemaError, StoreError
@@ -220,7 +220,7 @@ class PostgresStore(SqlStore):
                             tx.begin_read()
                         return fn(tx, *args)
                 except txn.Abort as abort:
-                    return abort.result  # type: ignore[return-value]
+                    return cast(T, abort.result)
                 finally:
                     self._transactions += 1
         except psycopg.Error as exc:

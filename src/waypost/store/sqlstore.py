@@ -10,17 +10,23 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from waypost.model.events import Event
+from waypost.model.events import Event, NewEvent
 
 from . import transactions as txn
 from .base import (
+    ApprovalRecord,
     ClaimedTask,
     CommitResult,
     CreateRunResult,
+    CredentialRecord,
+    DecideRequest,
+    DecideResult,
     FiredTimer,
     LeaseRenewal,
     LeaseState,
+    NewCredential,
     NewRun,
+    OutboxItem,
     RunCommit,
     RunRecord,
     TaskRef,
@@ -116,3 +122,78 @@ class SqlStore:
 
     async def live_workers(self, since: float) -> list[WorkerRecord]:
         return await self._read(txn.live_workers, since)
+
+    # -- approvals, the directory and the outbox --------------------------------
+    async def get_approval(self, tenant: str, approval_id: str) -> ApprovalRecord | None:
+        return await self._read(txn.get_approval, tenant, approval_id)
+
+    async def list_approvals(
+        self,
+        tenant: str | None,
+        status: str | None = None,
+        run_id: str | None = None,
+        limit: int = 100,
+    ) -> list[ApprovalRecord]:
+        return await self._read(txn.list_approvals, tenant, status, run_id, limit)
+
+    async def get_credential(self, tenant: str, credential_id: str) -> CredentialRecord | None:
+        return await self._read(txn.get_credential, tenant, credential_id)
+
+    async def approval_votes(self, tenant: str, approval_id: str) -> list[dict[str, Any]]:
+        return await self._read(txn.approval_votes, tenant, approval_id)
+
+    async def decide_approval(self, request: DecideRequest) -> DecideResult:
+        return await self._write(txn.decide_approval, request)
+
+    async def change_approvers(
+        self,
+        tenant: str,
+        approval_id: str,
+        policy: dict[str, Any],
+        revoke: str | None,
+        notify: str | None,
+        event: NewEvent,
+        now: float,
+    ) -> bool:
+        return await self._write(
+            txn.change_approvers, tenant, approval_id, policy, revoke, notify, event, now
+        )
+
+    async def issue_credentials(
+        self,
+        tenant: str,
+        approval_id: str,
+        approver: str,
+        credentials: Sequence[NewCredential],
+        now: float,
+    ) -> ApprovalRecord | None:
+        return await self._write(
+            txn.issue_credentials, tenant, approval_id, approver, credentials, now
+        )
+
+    async def add_outbox(self, items: Sequence[OutboxItem], now: float) -> None:
+        await self._write(txn.add_outbox, items, now)
+
+    async def claim_outbox(
+        self, owner: str, now: float, limit: int, lease: float
+    ) -> list[OutboxItem]:
+        return await self._write(txn.claim_outbox, owner, now, limit, lease)
+
+    async def finish_outbox(
+        self, item_id: str, owner: str, now: float, error: str | None, retry_at: float | None
+    ) -> None:
+        await self._write(txn.finish_outbox, item_id, owner, now, error, retry_at)
+
+    async def group_members(self, tenant: str, group: str) -> list[str]:
+        return await self._read(txn.group_members, tenant, group)
+
+    async def list_groups(self, tenant: str) -> dict[str, list[str]]:
+        return await self._read(txn.list_groups, tenant)
+
+    async def add_group_members(
+        self, tenant: str, group: str, principals: Sequence[str], now: float
+    ) -> int:
+        return await self._write(txn.add_group_members, tenant, group, principals, now)
+
+    async def remove_group_members(self, tenant: str, group: str, principals: Sequence[str]) -> int:
+        return await self._write(txn.remove_group_members, tenant, group, principals)

@@ -13,19 +13,27 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from waypost.model import approvals as ap_model
 from waypost.model.events import Event, EventType, NewEvent, canonical_json, seal
 from waypost.model.status import FINISHED, RunStatus
 
 from .base import (
     ActivityTaskOp,
+    ApprovalRecord,
     ClaimedTask,
     CommitResult,
     Conflict,
     CreateRunResult,
+    CredentialRecord,
+    DecideRequest,
+    DecideResult,
     FiredTimer,
     LeaseRenewal,
     LeaseState,
+    NewApproval,
+    NewCredential,
     NewRun,
+    OutboxItem,
     RunCommit,
     RunRecord,
     TaskRef,
@@ -54,16 +62,17 @@ class Tx(Protocol):
         ...
 
 
-# Topics of notifications: a task became ready; a timer was set.
+# Topics of notifications: a task became ready; a timer was set; a message waits.
 TASKS = "tasks"
 TIMERS = "timers"
+OUTBOX = "outbox"
 
 
 class Abort(Exception):
     """A condition of the request failed: roll it back and answer `result`."""
 
-    def __init__(self, result: CommitResult) -> None:
-        super().__init__(result.conflict)
+    def __init__(self, result: Any) -> None:
+        super().__init__(getattr(result, "conflict", result))
         self.result = result
 
 
@@ -328,6 +337,16 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
         tx.notify(TIMERS)
     for step in c.cancel_timers:
         tx.run("cancel_timer", {**key, "step": step})
+    for ap in c.new_approvals:
+        _insert_approval(tx, c, ap)
+    for approval_id, ap_status in c.close_approvals:
+        _close_approval(tx, c.tenant, approval_id, ap_status, now)
+    closing = c.close_run_approvals
+    if closing is None and snap is not None and snap.finished:
+        closing = "cancelled"  # the run ended while still asking: nobody may decide now
+    if closing is not None:
+        tx.run("close_run_approvals", {**key, "status": closing, "now": now})
+        tx.run("revoke_run_credentials", {**key, "now": now})
     if snap is not None and snap.finished:
         tx.run("delete_run_tasks", key)
         tx.run("delete_run_timers", key)
@@ -558,3 +577,303 @@ def fire_due_timers(
             )
         )
     return fired
+
+
+# == approvals ===================================================================
+_APPROVAL_REQUESTED = "approval.requested"
+
+
+def approval_from_row(row: Sequence[Any]) -> ApprovalRecord:
+    return ApprovalRecord(
+        tenant=row[0],
+        approval_id=row[1],
+        run_id=row[2],
+        step=row[3],
+        timer_step=row[4],
+        name=row[5],
+        policy=json.loads(row[6]),
+        status=row[7],
+        started_by=row[8],
+        data=_loads(row[9]),
+        expires_at=row[10],
+        created_at=row[11],
+        closed_at=row[12],
+    )
+
+
+def _insert_approval(tx: Tx, c: RunCommit, a: NewApproval) -> None:
+    n = tx.run(
+        "insert_approval",
+        {
+            "tenant": c.tenant,
+            "approval_id": a.approval_id,
+            "run_id": c.run_id,
+            "step": a.step,
+            "timer_step": a.timer_step,
+            "name": a.name,
+            "policy": canonical_json(a.policy),
+            "started_by": a.started_by,
+            "data": canonical_json(a.data),
+            "expires_at": a.expires_at,
+            "now": c.now,
+        },
+    )
+    if n:
+        # Who is asked is worked out when the message is sent (groups are
+        # resolved then); the credentials are made then too, never stored in clear.
+        _add_outbox(
+            tx,
+            OutboxItem(
+                id=f"{a.approval_id}:requested",
+                tenant=c.tenant,
+                kind=_APPROVAL_REQUESTED,
+                payload={"approval_id": a.approval_id},
+                attempts=0,
+            ),
+            c.now,
+        )
+
+
+def _close_approval(tx: Tx, tenant: str, approval_id: str, status: str, now: float) -> bool:
+    key = {"tenant": tenant, "approval_id": approval_id, "now": now}
+    if tx.run("close_approval", {**key, "status": status}) != 1:
+        return False
+    tx.run("revoke_approval_credentials", key)
+    return True
+
+
+def get_approval(tx: Tx, tenant: str, approval_id: str) -> ApprovalRecord | None:
+    row = tx.one("get_approval", {"tenant": tenant, "approval_id": approval_id})
+    return approval_from_row(row) if row else None
+
+
+def list_approvals(
+    tx: Tx, tenant: str | None, status: str | None, run_id: str | None, limit: int
+) -> list[ApprovalRecord]:
+    rows = tx.all(
+        "list_approvals", {"tenant": tenant, "status": status, "run_id": run_id, "limit": limit}
+    )
+    return [approval_from_row(r) for r in rows]
+
+
+def get_credential(tx: Tx, tenant: str, credential_id: str) -> CredentialRecord | None:
+    row = tx.one("get_credential", {"tenant": tenant, "credential_id": credential_id})
+    return CredentialRecord(*row) if row else None
+
+
+def approval_votes(tx: Tx, tenant: str, approval_id: str) -> list[dict[str, Any]]:
+    rows = tx.all("approval_votes", {"tenant": tenant, "approval_id": approval_id})
+    return [{"principal": r[0], "decision": r[1], "comment": r[2], "at": r[3]} for r in rows]
+
+
+def decide_approval(tx: Tx, d: DecideRequest) -> DecideResult:
+    """Consume the credential, count the vote, and record it in the run's history.
+
+    Every condition is checked here, in the transaction that writes: the approval
+    is still pending, its expiry has not fired, the credential is still active,
+    unexpired and unused (of two concurrent uses exactly one passes), and the
+    principal has not voted. A failed condition rolls everything back.
+    """
+    key = {"tenant": d.tenant, "approval_id": d.approval_id, "now": d.now}
+    row = tx.one("lock_approval", key)
+    if row is None:
+        raise Abort(DecideResult(False, "unknown approval"))
+    approval = approval_from_row(row)
+    if approval.status != ap_model.PENDING:
+        raise Abort(DecideResult(False, f"the approval is {approval.status} already"))
+    if approval.timer_step is not None:
+        timer = tx.one(
+            "timer_status",
+            {"tenant": d.tenant, "run_id": approval.run_id, "step": approval.timer_step},
+        )
+        if timer is not None and timer[0] == "fired":
+            raise Abort(DecideResult(False, "the approval has expired"))
+    if tx.run("use_credential", {**key, "credential_id": d.credential_id}) != 1:
+        raise Abort(DecideResult(False, "the credential was used, revoked or has expired"))
+    # The credential for the other action is spent with it: one decision per approver.
+    tx.run("retire_approver_credentials", {**key, "approver": d.principal, "status": "used"})
+    voted = tx.run(
+        "insert_vote",
+        {
+            **key,
+            "principal": d.principal,
+            "decision": d.decision,
+            "comment": d.comment,
+            "credential_id": d.credential_id,
+        },
+    )
+    if voted != 1:
+        raise Abort(DecideResult(False, f"{d.principal} has decided on this approval already"))
+    votes = approval_votes(tx, d.tenant, d.approval_id)
+    policy = ap_model.Policy.from_json(approval.policy)
+    outcome = ap_model.tally(
+        policy,
+        [ap_model.Vote(v["principal"], v["decision"]) for v in votes],
+        d.eligible,
+    )
+    resolved = outcome != ap_model.PENDING
+    if resolved:
+        _close_approval(tx, d.tenant, d.approval_id, outcome, d.now)
+    data: dict[str, Any] = {
+        "step": approval.step,
+        "approval_id": d.approval_id,
+        "principal": d.principal,
+        "decision": d.decision,
+        "comment": d.comment,
+        "credential_id": d.credential_id,
+        "auth": d.auth,
+        "outcome": outcome,
+    }
+    if resolved:
+        data["votes"] = votes
+    res = commit_run(
+        tx,
+        RunCommit(
+            tenant=d.tenant,
+            run_id=approval.run_id,
+            events=[NewEvent(EventType.APPROVAL_DECIDED, data, d.now)],
+            now=d.now,
+            require_active=True,
+            workflow_op=WorkflowTaskOp.WAKE if resolved else WorkflowTaskOp.LEAVE,
+        ),
+    )
+    return DecideResult(True, outcome=outcome, run_id=approval.run_id, seq=res.last_seq)
+
+
+def change_approvers(
+    tx: Tx,
+    tenant: str,
+    approval_id: str,
+    policy: dict[str, Any],
+    revoke: str | None,
+    notify: str | None,
+    event: NewEvent,
+    now: float,
+) -> bool:
+    key = {"tenant": tenant, "approval_id": approval_id, "now": now}
+    row = tx.one("lock_approval", key)
+    if row is None or row[7] != ap_model.PENDING:
+        return False
+    approval = approval_from_row(row)
+    tx.run("set_approval_policy", {**key, "policy": canonical_json(policy)})
+    if revoke is not None:
+        tx.run("retire_approver_credentials", {**key, "approver": revoke, "status": "revoked"})
+    if notify is not None:
+        _add_outbox(
+            tx,
+            OutboxItem(
+                id=f"{approval_id}:notify:{notify}:{now!r}",
+                tenant=tenant,
+                kind="approval.notify",
+                payload={"approval_id": approval_id, "approver": notify},
+                attempts=0,
+            ),
+            now,
+        )
+    commit_run(
+        tx,
+        RunCommit(
+            tenant=tenant, run_id=approval.run_id, events=[event], now=now, require_active=True
+        ),
+    )
+    return True
+
+
+def issue_credentials(
+    tx: Tx,
+    tenant: str,
+    approval_id: str,
+    approver: str,
+    credentials: Sequence[NewCredential],
+    now: float,
+) -> ApprovalRecord | None:
+    row = tx.one("lock_approval", {"tenant": tenant, "approval_id": approval_id})
+    if row is None or row[7] != ap_model.PENDING:
+        return None
+    approval = approval_from_row(row)
+    for cred in credentials:
+        tx.run(
+            "insert_credential",
+            {
+                "tenant": tenant,
+                "credential_id": cred.credential_id,
+                "approval_id": approval_id,
+                "approver": approver,
+                "action": cred.action,
+                "secret_hash": cred.secret_hash,
+                "expires_at": approval.expires_at,
+                "now": now,
+            },
+        )
+    return approval
+
+
+# == the directory ===================================================================
+def group_members(tx: Tx, tenant: str, group: str) -> list[str]:
+    return [r[0] for r in tx.all("group_members", {"tenant": tenant, "group_name": group})]
+
+
+def list_groups(tx: Tx, tenant: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for group, principal in tx.all("list_groups", {"tenant": tenant}):
+        out.setdefault(group, []).append(principal)
+    return out
+
+
+def add_group_members(
+    tx: Tx, tenant: str, group: str, principals: Sequence[str], now: float
+) -> int:
+    return sum(
+        tx.run(
+            "add_group_member",
+            {"tenant": tenant, "group_name": group, "principal": p, "now": now},
+        )
+        for p in principals
+    )
+
+
+def remove_group_members(tx: Tx, tenant: str, group: str, principals: Sequence[str]) -> int:
+    return sum(
+        tx.run("remove_group_member", {"tenant": tenant, "group_name": group, "principal": p})
+        for p in principals
+    )
+
+
+# == the outbox ======================================================================
+def _add_outbox(tx: Tx, item: OutboxItem, now: float) -> None:
+    tx.run(
+        "insert_outbox",
+        {
+            "id": item.id,
+            "tenant": item.tenant,
+            "kind": item.kind,
+            "payload": canonical_json(item.payload),
+            "now": now,
+        },
+    )
+    tx.notify(OUTBOX)
+
+
+def add_outbox(tx: Tx, items: Sequence[OutboxItem], now: float) -> None:
+    for item in items:
+        _add_outbox(tx, item, now)
+
+
+def claim_outbox(tx: Tx, owner: str, now: float, limit: int, lease: float) -> list[OutboxItem]:
+    rows = tx.all(
+        "claim_outbox",
+        {"owner": owner, "now": now, "limit": limit, "lease_until": now + lease},
+    )
+    return [OutboxItem(r[0], r[1], r[2], json.loads(r[3]), int(r[4])) for r in rows]
+
+
+def finish_outbox(
+    tx: Tx, item_id: str, owner: str, now: float, error: str | None, retry_at: float | None
+) -> None:
+    key = {"id": item_id, "owner": owner, "now": now}
+    if error is None:
+        tx.run("outbox_sent", key)
+    elif retry_at is not None:
+        tx.run("outbox_retry", {**key, "error": error[:2000], "retry_at": retry_at})
+    else:
+        tx.run("outbox_failed", {**key, "error": error[:2000]})

@@ -25,7 +25,7 @@ from typing import Any
 from waypost.engine.core import AsyncEngine
 from waypost.engine.faults import Crash, FaultPlan, NoFaults
 from waypost.engine.records import AsyncRunHandle
-from waypost.model.events import COMMAND_EVENTS, Event, EventType
+from waypost.model.events import AUDIT_EVENTS, COMMAND_EVENTS, Event
 from waypost.model.status import RunStatus
 from waypost.store import open_store
 
@@ -33,7 +33,7 @@ from .clock import TestClock
 from .faults import FaultInjector, FaultRates, FaultyStore
 from .invariants import Ledger, Violation, check_invariants, check_run
 
-_NOT_FED = COMMAND_EVENTS | {EventType.LATE_RESULT_IGNORED}
+_NOT_FED = COMMAND_EVENTS | AUDIT_EVENTS
 
 
 def event_types(history: Iterable[Event]) -> list[str]:

@@ -40,6 +40,14 @@ WRITES = frozenset(
         "fire_due_timers",
         "beat_worker",
         "remove_worker",
+        "decide_approval",
+        "change_approvers",
+        "issue_credentials",
+        "add_outbox",
+        "claim_outbox",
+        "finish_outbox",
+        "add_group_members",
+        "remove_group_members",
     }
 )
 # Verbs that only read (an outage fails them too).
@@ -53,6 +61,12 @@ READS = frozenset(
         "run_tasks",
         "load_run",
         "live_workers",
+        "get_approval",
+        "list_approvals",
+        "get_credential",
+        "approval_votes",
+        "group_members",
+        "list_groups",
     }
 )
 

@@ -13,7 +13,9 @@ finds; an empty list means the store is sound:
   result is accepted per step, and nothing is accepted after it;
 - each timer fired at most once per generation, and not before it was due;
 - every run is finished or waits for something it names (a waiting reason, an
-  open task, or a suspension with its cause): none is stuck without a reason.
+  open task, or a suspension with its cause): none is stuck without a reason;
+- each approval credential was consumed at most once, each approver counted at
+  most once per approval, and no decision counted after the approval closed.
 
 Effects outside the database are checked with a `Ledger`: an idempotent sink
 keyed by the step's idempotency key, which must record at most one effect per
@@ -28,12 +30,12 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from waypost.model.events import TERMINAL_EVENTS, Event, EventType, verify_chain
+from waypost.model.events import AUDIT_EVENTS, TERMINAL_EVENTS, Event, EventType, verify_chain
 from waypost.model.status import RunStatus
 from waypost.store.base import RunRecord, Store
 
 _E = EventType
-_AUDIT = frozenset({_E.LATE_RESULT_IGNORED})
+_AUDIT = AUDIT_EVENTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +134,7 @@ def check_run(run: RunRecord, history: list[Event], *, has_open_task: bool) -> l
 
     out.extend(_check_activities(run, history))
     out.extend(_check_timers(run, history))
+    out.extend(_check_approvals(run, history))
 
     if not status.finished:
         if status is RunStatus.SUSPENDED:
@@ -207,4 +210,34 @@ def _check_timers(run: RunRecord, history: Iterable[Event]) -> list[Violation]:
                         f"timer {step} fired at {e.ts:.3f}, before it was due at {due[step]:.3f}",
                     )
                 )
+    return out
+
+
+def _check_approvals(run: RunRecord, history: Iterable[Event]) -> list[Violation]:
+    out: list[Violation] = []
+    credentials: dict[str, int] = {}
+    voters: set[tuple[str, str]] = set()
+    closed: dict[str, int] = {}
+
+    def bad(detail: str) -> None:
+        out.append(Violation("approval-once", run.tenant, run.run_id, detail))
+
+    for e in history:
+        d = e.data
+        approval = str(d.get("approval_id", ""))
+        if e.type == _E.APPROVAL_DECIDED:
+            cred = str(d.get("credential_id"))
+            if cred in credentials:
+                bad(f"credential {cred} counted twice (events {credentials[cred]} and {e.seq})")
+            credentials[cred] = e.seq
+            voter = (approval, str(d.get("principal")))
+            if voter in voters:
+                bad(f"{voter[1]} counted twice on approval {approval} (event {e.seq})")
+            voters.add(voter)
+            if approval in closed:
+                bad(f"a decision (event {e.seq}) counted after {approval} closed")
+            if d.get("outcome") != "pending":
+                closed[approval] = e.seq
+        elif e.type == _E.APPROVAL_CLOSED:
+            closed.setdefault(approval, e.seq)
     return out

@@ -196,3 +196,134 @@ DELETE FROM workers WHERE worker_id = %(worker_id)s;
 -- name: live_workers
 SELECT worker_id, host, pid, queues, started_at, heartbeat_at FROM workers
 WHERE heartbeat_at >= %(since)s ORDER BY worker_id;
+
+-- == approvals ===================================================================
+
+-- name: insert_approval
+INSERT INTO approvals (tenant, approval_id, run_id, step, timer_step, name, policy, status,
+                       started_by, data, expires_at, created_at)
+VALUES (%(tenant)s, %(approval_id)s, %(run_id)s, %(step)s, %(timer_step)s, %(name)s, %(policy)s, 'pending',
+        %(started_by)s, %(data)s, %(expires_at)s, %(now)s)
+ON CONFLICT DO NOTHING;
+
+-- name: get_approval
+SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
+       expires_at, created_at, closed_at
+FROM approvals WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s;
+
+-- name: lock_approval
+SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
+       expires_at, created_at, closed_at
+FROM approvals WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s
+FOR UPDATE;
+
+-- name: list_approvals
+SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
+       expires_at, created_at, closed_at
+FROM approvals
+WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(run_id)s::text IS NULL OR run_id = %(run_id)s)
+ORDER BY created_at, approval_id
+LIMIT %(limit)s;
+
+-- name: close_approval
+UPDATE approvals SET status = %(status)s, closed_at = %(now)s
+WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s AND status = 'pending';
+
+-- name: close_run_approvals
+UPDATE approvals SET status = %(status)s, closed_at = %(now)s
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND status = 'pending';
+
+-- name: set_approval_policy
+UPDATE approvals SET policy = %(policy)s
+WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s AND status = 'pending';
+
+-- name: insert_credential
+INSERT INTO approval_credentials (tenant, credential_id, approval_id, approver, action,
+                                  secret_hash, status, expires_at, created_at)
+VALUES (%(tenant)s, %(credential_id)s, %(approval_id)s, %(approver)s, %(action)s, %(secret_hash)s, 'active',
+        %(expires_at)s, %(now)s);
+
+-- name: get_credential
+SELECT tenant, credential_id, approval_id, approver, action, secret_hash, status, expires_at
+FROM approval_credentials WHERE tenant = %(tenant)s AND credential_id = %(credential_id)s;
+
+-- name: use_credential
+UPDATE approval_credentials SET status = 'used', used_at = %(now)s
+WHERE tenant = %(tenant)s AND credential_id = %(credential_id)s AND approval_id = %(approval_id)s
+  AND status = 'active' AND (expires_at IS NULL OR expires_at > %(now)s);
+
+-- name: retire_approver_credentials
+UPDATE approval_credentials SET status = %(status)s, used_at = %(now)s
+WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s AND approver = %(approver)s
+  AND status = 'active';
+
+-- name: revoke_approval_credentials
+UPDATE approval_credentials SET status = 'revoked', used_at = %(now)s
+WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s AND status = 'active';
+
+-- name: revoke_run_credentials
+UPDATE approval_credentials SET status = 'revoked', used_at = %(now)s
+WHERE tenant = %(tenant)s AND status = 'active' AND approval_id IN (
+    SELECT approval_id FROM approvals WHERE tenant = %(tenant)s AND run_id = %(run_id)s);
+
+-- name: insert_vote
+INSERT INTO approval_votes (tenant, approval_id, principal, decision, comment, credential_id, at)
+VALUES (%(tenant)s, %(approval_id)s, %(principal)s, %(decision)s, %(comment)s, %(credential_id)s, %(now)s)
+ON CONFLICT DO NOTHING;
+
+-- name: approval_votes
+SELECT principal, decision, comment, at FROM approval_votes
+WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s
+ORDER BY at, principal;
+
+-- name: timer_status
+SELECT status FROM timers WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND step = %(step)s
+FOR UPDATE;
+
+-- == the built-in directory =========================================================
+
+-- name: add_group_member
+INSERT INTO group_members (tenant, group_name, principal, added_at)
+VALUES (%(tenant)s, %(group_name)s, %(principal)s, %(now)s)
+ON CONFLICT DO NOTHING;
+
+-- name: remove_group_member
+DELETE FROM group_members
+WHERE tenant = %(tenant)s AND group_name = %(group_name)s AND principal = %(principal)s;
+
+-- name: group_members
+SELECT principal FROM group_members
+WHERE tenant = %(tenant)s AND group_name = %(group_name)s ORDER BY principal;
+
+-- name: list_groups
+SELECT group_name, principal FROM group_members WHERE tenant = %(tenant)s
+ORDER BY group_name, principal;
+
+-- == the outbox =====================================================================
+
+-- name: insert_outbox
+INSERT INTO outbox (id, tenant, kind, payload, status, attempts, visible_at, created_at)
+VALUES (%(id)s, %(tenant)s, %(kind)s, %(payload)s, 'pending', 0, %(now)s, %(now)s)
+ON CONFLICT DO NOTHING;
+
+-- name: claim_outbox
+UPDATE outbox SET owner = %(owner)s, visible_at = %(lease_until)s, attempts = attempts + 1
+WHERE id IN (
+    SELECT id FROM outbox WHERE status = 'pending' AND visible_at <= %(now)s
+    ORDER BY visible_at LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+RETURNING id, tenant, kind, payload, attempts;
+
+-- name: outbox_sent
+UPDATE outbox SET status = 'sent', sent_at = %(now)s, owner = NULL, last_error = NULL
+WHERE id = %(id)s AND owner = %(owner)s AND status = 'pending';
+
+-- name: outbox_retry
+UPDATE outbox SET visible_at = %(retry_at)s, owner = NULL, last_error = %(error)s
+WHERE id = %(id)s AND owner = %(owner)s AND status = 'pending';
+
+-- name: outbox_failed
+UPDATE outbox SET status = 'failed', owner = NULL, last_error = %(error)s
+WHERE id = %(id)s AND owner = %(owner)s AND status = 'pending';

@@ -189,3 +189,131 @@ DELETE FROM workers WHERE worker_id = :worker_id;
 -- name: live_workers
 SELECT worker_id, host, pid, queues, started_at, heartbeat_at FROM workers
 WHERE heartbeat_at >= :since ORDER BY worker_id;
+
+-- == approvals ===================================================================
+
+-- name: insert_approval
+INSERT INTO approvals (tenant, approval_id, run_id, step, timer_step, name, policy, status,
+                       started_by, data, expires_at, created_at)
+VALUES (:tenant, :approval_id, :run_id, :step, :timer_step, :name, :policy, 'pending',
+        :started_by, :data, :expires_at, :now)
+ON CONFLICT DO NOTHING;
+
+-- name: get_approval
+SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
+       expires_at, created_at, closed_at
+FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id;
+
+-- name: lock_approval
+SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
+       expires_at, created_at, closed_at
+FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id;
+
+-- name: list_approvals
+SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
+       expires_at, created_at, closed_at
+FROM approvals
+WHERE (:tenant IS NULL OR tenant = :tenant)
+  AND (:status IS NULL OR status = :status)
+  AND (:run_id IS NULL OR run_id = :run_id)
+ORDER BY created_at, approval_id
+LIMIT :limit;
+
+-- name: close_approval
+UPDATE approvals SET status = :status, closed_at = :now
+WHERE tenant = :tenant AND approval_id = :approval_id AND status = 'pending';
+
+-- name: close_run_approvals
+UPDATE approvals SET status = :status, closed_at = :now
+WHERE tenant = :tenant AND run_id = :run_id AND status = 'pending';
+
+-- name: set_approval_policy
+UPDATE approvals SET policy = :policy
+WHERE tenant = :tenant AND approval_id = :approval_id AND status = 'pending';
+
+-- name: insert_credential
+INSERT INTO approval_credentials (tenant, credential_id, approval_id, approver, action,
+                                  secret_hash, status, expires_at, created_at)
+VALUES (:tenant, :credential_id, :approval_id, :approver, :action, :secret_hash, 'active',
+        :expires_at, :now);
+
+-- name: get_credential
+SELECT tenant, credential_id, approval_id, approver, action, secret_hash, status, expires_at
+FROM approval_credentials WHERE tenant = :tenant AND credential_id = :credential_id;
+
+-- name: use_credential
+UPDATE approval_credentials SET status = 'used', used_at = :now
+WHERE tenant = :tenant AND credential_id = :credential_id AND approval_id = :approval_id
+  AND status = 'active' AND (expires_at IS NULL OR expires_at > :now);
+
+-- name: retire_approver_credentials
+UPDATE approval_credentials SET status = :status, used_at = :now
+WHERE tenant = :tenant AND approval_id = :approval_id AND approver = :approver
+  AND status = 'active';
+
+-- name: revoke_approval_credentials
+UPDATE approval_credentials SET status = 'revoked', used_at = :now
+WHERE tenant = :tenant AND approval_id = :approval_id AND status = 'active';
+
+-- name: revoke_run_credentials
+UPDATE approval_credentials SET status = 'revoked', used_at = :now
+WHERE tenant = :tenant AND status = 'active' AND approval_id IN (
+    SELECT approval_id FROM approvals WHERE tenant = :tenant AND run_id = :run_id);
+
+-- name: insert_vote
+INSERT INTO approval_votes (tenant, approval_id, principal, decision, comment, credential_id, at)
+VALUES (:tenant, :approval_id, :principal, :decision, :comment, :credential_id, :now)
+ON CONFLICT DO NOTHING;
+
+-- name: approval_votes
+SELECT principal, decision, comment, at FROM approval_votes
+WHERE tenant = :tenant AND approval_id = :approval_id
+ORDER BY at, principal;
+
+-- name: timer_status
+SELECT status FROM timers WHERE tenant = :tenant AND run_id = :run_id AND step = :step;
+
+-- == the built-in directory =========================================================
+
+-- name: add_group_member
+INSERT INTO group_members (tenant, group_name, principal, added_at)
+VALUES (:tenant, :group_name, :principal, :now)
+ON CONFLICT DO NOTHING;
+
+-- name: remove_group_member
+DELETE FROM group_members
+WHERE tenant = :tenant AND group_name = :group_name AND principal = :principal;
+
+-- name: group_members
+SELECT principal FROM group_members
+WHERE tenant = :tenant AND group_name = :group_name ORDER BY principal;
+
+-- name: list_groups
+SELECT group_name, principal FROM group_members WHERE tenant = :tenant
+ORDER BY group_name, principal;
+
+-- == the outbox =====================================================================
+
+-- name: insert_outbox
+INSERT INTO outbox (id, tenant, kind, payload, status, attempts, visible_at, created_at)
+VALUES (:id, :tenant, :kind, :payload, 'pending', 0, :now, :now)
+ON CONFLICT DO NOTHING;
+
+-- name: claim_outbox
+UPDATE outbox SET owner = :owner, visible_at = :lease_until, attempts = attempts + 1
+WHERE id IN (
+    SELECT id FROM outbox WHERE status = 'pending' AND visible_at <= :now
+    ORDER BY visible_at LIMIT :limit)
+RETURNING id, tenant, kind, payload, attempts;
+
+-- name: outbox_sent
+UPDATE outbox SET status = 'sent', sent_at = :now, owner = NULL, last_error = NULL
+WHERE id = :id AND owner = :owner AND status = 'pending';
+
+-- name: outbox_retry
+UPDATE outbox SET visible_at = :retry_at, owner = NULL, last_error = :error
+WHERE id = :id AND owner = :owner AND status = 'pending';
+
+-- name: outbox_failed
+UPDATE outbox SET status = 'failed', owner = NULL, last_error = :error
+WHERE id = :id AND owner = :owner AND status = 'pending';

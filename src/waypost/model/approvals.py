@@ -1,0 +1,285 @@
+"""Human approval, the pure part: who may decide, when a decision is reached, credentials.
+
+A policy names its approvers (users and/or groups) and how many distinct
+approvals it needs: `AnyOf` one, `Quorum` N, `AllOf` every listed user. A
+reject ends the approval at once when `veto` is on (the default); with it off,
+the approval is rejected only once enough approvers rejected that the rest can
+no longer reach the count. Segregation of duties (on by default) keeps the
+principal who started the run from deciding.
+
+Credentials are `<id>.<secret>`: the id finds the stored row, the secret (256
+bits from `secrets`) is checked against its stored SHA-256 with
+`hmac.compare_digest`. Only the hash is ever stored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import secrets
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from waypost.errors import ConfigurationError
+
+APPROVE = "approve"
+REJECT = "reject"
+ACTIONS = (APPROVE, REJECT)
+
+PENDING = "pending"
+APPROVED = "approved"
+REJECTED = "rejected"
+EXPIRED = "expired"
+CANCELLED = "cancelled"
+CLOSED_STATUSES = frozenset({APPROVED, REJECTED, EXPIRED, CANCELLED})
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Who may approve and how many distinct approvals are needed.
+
+    Use `AnyOf`, `Quorum` or `AllOf` to build one.
+    """
+
+    kind: str
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    count: int = 1
+    veto: bool = True
+    segregation_of_duties: bool = True
+    excluded: tuple[str, ...] = ()  # approvers revoked from this approval
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("any", "quorum", "all"):
+            raise ConfigurationError(f"unknown approval policy kind {self.kind!r}")
+        if not self.users and not self.groups:
+            raise ConfigurationError("an approval policy needs at least one user or group")
+        if self.kind == "all" and self.groups:
+            raise ConfigurationError("AllOf takes users, not groups: a group's members change")
+        if self.count < 1:
+            raise ConfigurationError(f"an approval needs at least 1 approver, not {self.count}")
+        only_users = self.users and not self.groups
+        if self.kind == "quorum" and only_users and self.count > len(self.users):
+            raise ConfigurationError(
+                f"a quorum of {self.count} cannot be reached by {len(self.users)} listed users"
+            )
+        for name in (*self.users, *self.groups):
+            if not isinstance(name, str) or not name or len(name) > 200:
+                raise ConfigurationError(f"approver and group names are short strings: {name!r}")
+
+    @property
+    def needed(self) -> int:
+        return len(self.users) if self.kind == "all" else self.count
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "users": list(self.users),
+            "groups": list(self.groups),
+            "count": self.count,
+            "veto": self.veto,
+            "segregation_of_duties": self.segregation_of_duties,
+            "excluded": list(self.excluded),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Policy:
+        return cls(
+            kind=str(data["kind"]),
+            users=tuple(data.get("users", ())),
+            groups=tuple(data.get("groups", ())),
+            count=int(data.get("count", 1)),
+            veto=bool(data.get("veto", True)),
+            segregation_of_duties=bool(data.get("segregation_of_duties", True)),
+            excluded=tuple(data.get("excluded", ())),
+        )
+
+    def without(self, principal: str) -> Policy:
+        """This policy with `principal` no longer allowed (revoked)."""
+        users = tuple(u for u in self.users if u != principal)
+        excluded = self.excluded if principal in self.excluded else (*self.excluded, principal)
+        if self.kind == "all":
+            # Removing one of "all of" changes what is needed; keep the others.
+            return dataclasses.replace(self, users=users or self.users, excluded=excluded)
+        return dataclasses.replace(self, excluded=excluded)
+
+    def adding(self, principal: str) -> Policy:
+        """This policy with `principal` allowed as a named approver (reassignment)."""
+        users = self.users if principal in self.users else (*self.users, principal)
+        excluded = tuple(e for e in self.excluded if e != principal)
+        return dataclasses.replace(self, users=users, excluded=excluded)
+
+
+def AnyOf(
+    users: Iterable[str] = (),
+    groups: Iterable[str] = (),
+    *,
+    group: str | None = None,
+    segregation_of_duties: bool = True,
+) -> Policy:
+    """One approval from any listed user or any member of a listed group."""
+    all_groups = (*groups, *([group] if group else []))
+    return Policy(
+        "any",
+        tuple(users),
+        tuple(all_groups),
+        1,
+        True,
+        segregation_of_duties,
+    )
+
+
+def Quorum(
+    count: int,
+    *,
+    group: str | None = None,
+    groups: Iterable[str] = (),
+    users: Iterable[str] = (),
+    veto: bool = True,
+    segregation_of_duties: bool = True,
+) -> Policy:
+    """`count` approvals from distinct approvers among the users and groups named."""
+    all_groups = (*groups, *([group] if group else []))
+    return Policy("quorum", tuple(users), tuple(all_groups), count, veto, segregation_of_duties)
+
+
+def AllOf(users: Iterable[str], *, segregation_of_duties: bool = True) -> Policy:
+    """An approval from every listed user; any reject ends it rejected."""
+    listed = tuple(users)
+    return Policy("all", listed, (), max(1, len(listed)), True, segregation_of_duties)
+
+
+def as_policy(approvers: Any) -> Policy:
+    """Accept a Policy, a user name, or a list of user names (any one of them)."""
+    if isinstance(approvers, Policy):
+        return approvers
+    if isinstance(approvers, str):
+        return AnyOf(users=[approvers])
+    if isinstance(approvers, Sequence) and all(isinstance(a, str) for a in approvers):
+        return AnyOf(users=list(approvers))
+    raise ConfigurationError(
+        f"approvers must be wp.AnyOf(...), wp.Quorum(...), wp.AllOf(...), a user name or a "
+        f"list of user names, not {approvers!r}"
+    )
+
+
+# == deciding ===================================================================
+@dataclass(frozen=True)
+class Vote:
+    principal: str
+    decision: str
+    comment: str = ""
+    at: float = 0.0
+
+
+def refusal(
+    policy: Policy,
+    principal: str,
+    *,
+    started_by: str | None,
+    member_of: Callable[[str], bool],
+    voted: Iterable[Vote],
+) -> str | None:
+    """Why `principal` may not decide now, or None if they may.
+
+    `member_of(group)` asks the directory now: membership is re-checked at the
+    moment of deciding, never taken from when the approval was created.
+    """
+    if principal in policy.excluded:
+        return f"{principal} was removed from this approval's approvers"
+    if policy.segregation_of_duties and started_by is not None and principal == started_by:
+        return f"{principal} started this run and may not approve it (segregation of duties)"
+    if any(v.principal == principal for v in voted):
+        return f"{principal} has decided on this approval already"
+    if principal in policy.users:
+        return None
+    if any(member_of(g) for g in policy.groups):
+        return None
+    named = ", ".join([*policy.users, *(f"group {g}" for g in policy.groups)])
+    return f"{principal} is not among the approvers ({named})"
+
+
+def tally(policy: Policy, votes: Sequence[Vote], eligible: int | None = None) -> str:
+    """PENDING, APPROVED or REJECTED, from the distinct approvers' votes so far.
+
+    `eligible` is how many approvers could vote at all (for a policy without
+    veto, to see when the count can no longer be reached); unknown means only
+    a veto or the count decides.
+    """
+    approvals = {v.principal for v in votes if v.decision == APPROVE}
+    rejections = {v.principal for v in votes if v.decision == REJECT}
+    if rejections and (policy.veto or policy.kind == "all"):
+        return REJECTED
+    if len(approvals) >= policy.needed:
+        return APPROVED
+    if eligible is not None and eligible - len(rejections) < policy.needed:
+        return REJECTED
+    return PENDING
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How an approval ended, as the workflow sees it."""
+
+    outcome: str  # approved, rejected, expired
+    approval_id: str
+    votes: tuple[Vote, ...] = field(default_factory=tuple)
+
+    @property
+    def approved(self) -> bool:
+        return self.outcome == APPROVED
+
+    @property
+    def expired(self) -> bool:
+        return self.outcome == EXPIRED
+
+    @property
+    def decided_by(self) -> list[str]:
+        return [v.principal for v in self.votes]
+
+    @property
+    def comments(self) -> dict[str, str]:
+        return {v.principal: v.comment for v in self.votes if v.comment}
+
+
+# == credentials ================================================================
+@dataclass(frozen=True)
+class IssuedCredential:
+    """A new credential: the token goes to the approver, only the hash is stored."""
+
+    credential_id: str
+    token: str
+    secret_hash: str
+
+
+def issue_credential() -> IssuedCredential:
+    credential_id = secrets.token_urlsafe(12)
+    secret = secrets.token_urlsafe(32)  # 256 bits
+    return IssuedCredential(credential_id, f"{credential_id}.{secret}", hash_secret(secret))
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def split_token(token: Any) -> tuple[str, str] | None:
+    """(credential id, secret) of a well-formed token, else None."""
+    if not isinstance(token, str) or len(token) > 200 or token.count(".") != 1:
+        return None
+    credential_id, secret = token.split(".")
+    if not credential_id or not secret:
+        return None
+    return credential_id, secret
+
+
+def secret_matches(secret: str, stored_hash: str) -> bool:
+    """Constant-time comparison of a presented secret with the stored hash."""
+    return hmac.compare_digest(hash_secret(secret).encode(), stored_hash.encode())
+
+
+def approval_id_for(tenant: str, run_id: str, step: str) -> str:
+    """A stable id for the approval at a run's step (the same on every replay)."""
+    digest = hashlib.sha256(f"{tenant}\x1f{run_id}\x1f{step}".encode()).hexdigest()
+    return f"ap_{digest[:24]}"

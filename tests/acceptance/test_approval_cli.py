@@ -1,0 +1,138 @@
+"""A purchase that any two managers approve, end to end through the command line.
+
+Real processes on both stores: `waypost groups add`, a `waypost worker` that sends
+notifications to a file, `waypost start`, `waypost approvals list`, `waypost approve`
+and `reject`, then `waypost runs show`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+WAYPOST = Path(sys.executable).with_name("waypost")
+pytestmark = pytest.mark.timeout(180)
+
+
+def waypost(*args: str, env: dict[str, str], ok: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [str(WAYPOST), *args], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_any_two_managers_approve_through_the_cli(db_url: str, tmp_path: Path) -> None:
+    mail = tmp_path / "notifications.jsonl"
+    env = {**os.environ, "WAYPOST_DB": db_url, "PYTHONPATH": str(ROOT / "examples")}
+    assert "3 added" in waypost("groups", "add", "managers", "ann", "bob", "cid", env=env).stdout
+    assert "managers: ann, bob, cid" in waypost("groups", "list", env=env).stdout
+    worker = subprocess.Popen(
+        [str(WAYPOST), "worker", "--app", "purchase_approval", "--notify", f"file:{mail}"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        payload = json.dumps({"item": "laptop", "cents": 189900})
+        started = waypost(
+            "start",
+            "purchase",
+            payload,
+            "--app",
+            "purchase_approval",
+            "--started-by",
+            "eve",
+            env=env,
+        )
+        run_id = started.stdout.strip()
+
+        def notes() -> dict[str, dict[str, Any]] | None:
+            if not mail.exists():
+                return None
+            found = {n["approver"]: n for n in map(json.loads, mail.read_text().splitlines())}
+            return found if len(found) == 3 else None
+
+        by = eventually(notes, "a notification for each manager", timeout=30)
+        approval_id = by["ann"]["approval_id"]
+        listed = json.loads(waypost("approvals", "list", "--as", "ann", "--json", env=env).stdout)
+        assert [a["approval_id"] for a in listed] == [approval_id]
+        assert listed[0]["data"] == {"item": "laptop", "cents": 189900}
+        assert (
+            json.loads(waypost("approvals", "list", "--as", "eve", "--json", env=env).stdout) == []
+        )
+
+        first = waypost(
+            "approve", approval_id, "--token", by["ann"]["approve_token"], "--as", "ann", env=env
+        )
+        assert "waits for more decisions" in first.stdout
+        stolen = waypost(
+            "approve",
+            approval_id,
+            "--token",
+            by["bob"]["approve_token"],
+            "--as",
+            "eve",
+            env=env,
+            ok=False,
+        )
+        assert stolen.returncode == 1 and "refused" in stolen.stderr
+        second = waypost(
+            "approve",
+            approval_id,
+            "--token",
+            by["bob"]["approve_token"],
+            "--as",
+            "bob",
+            "--comment",
+            "ok",
+            env=env,
+        )
+        assert "the approval is approved" in second.stdout
+        late = waypost(
+            "reject",
+            approval_id,
+            "--token",
+            by["cid"]["reject_token"],
+            "--as",
+            "cid",
+            "--comment",
+            "too late",
+            env=env,
+            ok=False,
+        )
+        assert late.returncode == 1
+
+        def finished() -> dict[str, Any] | None:
+            shown = json.loads(waypost("runs", "show", run_id, env=env).stdout)
+            return shown if shown["status"] == "completed" else None
+
+        shown = eventually(finished, "the run to complete", timeout=30)
+        assert shown["result"] == {"status": "order for laptop placed", "by": ["ann", "bob"]}
+        history = [
+            json.loads(line)
+            for line in waypost("runs", "history", run_id, env=env).stdout.splitlines()
+        ]
+        refused = [e for e in history if e["type"] == "ApprovalRefused"]
+        assert {e["data"]["principal"] for e in refused} == {"eve", "cid"}
+        assert all(e["data"]["auth"] == "cli" for e in refused)
+        assert waypost("runs", "verify", run_id, env=env).returncode == 0
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.communicate()

@@ -1,0 +1,341 @@
+"""Human approval on both stores: credentials, quorum, segregation of duties, audit.
+
+Notifications go to a file (the `file` sender, like a development mail backend);
+the tests read the credentials from it, as an approver reads them from a mail.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import waypost as wp
+from tests.helpers import db_query, eventually, of_type
+from waypost.engine.senders import FileSender
+from waypost.model import approvals as ap_model
+from waypost.store.base import NewCredential
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@wp.workflow(name="purchase")
+async def purchase(ctx: wp.WorkflowContext, req: dict[str, Any]) -> dict[str, Any]:
+    decision = await ctx.approval(
+        "manager",
+        approvers=wp.Quorum(2, group="managers"),
+        expires_in=req.get("expires_in", 3600),
+        data={"amount": req["amount"]},
+    )
+    return {"outcome": decision.outcome, "by": sorted(decision.decided_by)}
+
+
+@wp.workflow(name="two_signatures")
+async def two_signatures(ctx: wp.WorkflowContext) -> list[str]:
+    import asyncio
+
+    a, b = await asyncio.gather(
+        ctx.approval("legal", approvers=wp.AnyOf(users=["ann"])),
+        ctx.approval("finance", approvers=wp.AnyOf(users=["ann"])),
+    )
+    return [a.outcome, b.outcome]
+
+
+class Mailbox:
+    """The notifications file, read as an approver reads mail."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def all(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines()]
+
+    def wait(self, approval_id: str, approver: str) -> dict[str, Any]:
+        def find() -> dict[str, Any] | None:
+            mine = [
+                n
+                for n in self.all()
+                if n["approval_id"] == approval_id and n["approver"] == approver
+            ]
+            return mine[-1] if mine else None
+
+        found: dict[str, Any] = eventually(find, f"a notification for {approver}")
+        return found
+
+
+@pytest.fixture
+def mailbox(tmp_path: Path) -> Mailbox:
+    return Mailbox(tmp_path / "notifications.jsonl")
+
+
+@pytest.fixture
+def engine(make_engine: Any, mailbox: Mailbox) -> Any:
+    eng = make_engine(purchase, two_signatures, notifier=FileSender(mailbox.path))
+    eng.add_to_group("managers", ["ann", "bob", "cid"])
+    with eng.running():
+        yield eng
+
+
+def pending_approval(engine: Any, run_id: str) -> wp.ApprovalInfo:
+    def find() -> wp.ApprovalInfo | None:
+        found = engine.approvals(run_id=run_id)
+        return found[0] if found else None
+
+    info: wp.ApprovalInfo = eventually(find, f"the approval of run {run_id}")
+    return info
+
+
+def refusals(engine: Any, run_id: str) -> list[dict[str, Any]]:
+    return [e.data for e in of_type(engine.history(run_id), "ApprovalRefused")]
+
+
+def test_any_two_of_managers_approve(engine: Any, mailbox: Mailbox) -> None:
+    run = engine.start(purchase, {"amount": 900}, started_by="eve")
+    approval = pending_approval(engine, run.run_id)
+    assert approval.name == "manager" and approval.data == {"amount": 900}
+    notes = {who: mailbox.wait(approval.approval_id, who) for who in ("ann", "bob", "cid")}
+    assert notes["ann"]["run_id"] == run.run_id and notes["ann"]["approve_url"].startswith("http")
+    assert notes["ann"]["approve_token"] != notes["bob"]["approve_token"]
+    assert [a.approval_id for a in engine.approvals("ann")] == [approval.approval_id]
+
+    first = engine.decide(approval.approval_id, notes["ann"]["approve_token"], "ann", "approve")
+    assert first.outcome == "pending"
+    assert engine.get(run.run_id).status == "waiting"
+    second = engine.decide(
+        approval.approval_id, notes["bob"]["approve_token"], "bob", "approve", "fine by me"
+    )
+    assert second.outcome == "approved"
+    assert engine.result(run.run_id, timeout=10) == {"outcome": "approved", "by": ["ann", "bob"]}
+    history = engine.history(run.run_id)
+    decided = of_type(history, "ApprovalDecided")
+    assert [(d.data["principal"], d.data["outcome"]) for d in decided] == [
+        ("ann", "pending"),
+        ("bob", "approved"),
+    ]
+    assert decided[1].data["comment"] == "fine by me" and decided[1].data["auth"] == "api"
+    assert engine.approval(approval.approval_id).status == "approved"
+    # Only hashes are stored: no token appears anywhere in the database.
+    stored = db_query(engine.url, "SELECT secret_hash FROM approval_credentials")
+    tokens = [n[k] for n in notes.values() for k in ("approve_token", "reject_token")]
+    assert len(stored) == 6
+    assert not any(t.split(".")[1] in row[0] for t in tokens for row in stored)
+    assert not any(t in json.dumps([e.data for e in history]) for t in tokens)
+
+
+def test_a_double_click_counts_once(engine: Any, mailbox: Mailbox) -> None:
+    run = engine.start(purchase, {"amount": 10})
+    approval = pending_approval(engine, run.run_id)
+    token = mailbox.wait(approval.approval_id, "ann")["approve_token"]
+    results: list[Any] = []
+    barrier = threading.Barrier(2)
+
+    def click() -> None:
+        barrier.wait()
+        try:
+            results.append(engine.decide(approval.approval_id, token, "ann", "approve"))
+        except wp.InvalidCredential as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=click) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    accepted = [r for r in results if isinstance(r, wp.DecisionReceipt)]
+    assert len(accepted) == 1 and len([r for r in results if isinstance(r, Exception)]) == 1
+    assert len(engine.approval(approval.approval_id).votes) == 1
+    assert len(of_type(engine.history(run.run_id), "ApprovalDecided")) == 1
+    assert refusals(engine, run.run_id)[0]["credential_id"] == token.split(".")[0]
+
+
+def test_the_same_approver_counts_once_toward_a_quorum(engine: Any, mailbox: Mailbox) -> None:
+    run = engine.start(purchase, {"amount": 10})
+    approval = pending_approval(engine, run.run_id)
+    ann = mailbox.wait(approval.approval_id, "ann")
+    engine.decide(approval.approval_id, ann["approve_token"], "ann", "approve")
+    with pytest.raises(wp.InvalidCredential):  # the same link again
+        engine.decide(approval.approval_id, ann["approve_token"], "ann", "approve")
+    with pytest.raises(wp.InvalidCredential):  # her other link died with the first use
+        engine.decide(approval.approval_id, ann["reject_token"], "ann", "reject")
+    # An operator hands bob's place to ann: she gets new credentials, still one vote.
+    engine.reassign(approval.approval_id, "bob", "ann", by="ops", reason="bob is away")
+    again = eventually(
+        lambda: [
+            n
+            for n in mailbox.all()
+            if n["approver"] == "ann" and n["approve_token"] != ann["approve_token"]
+        ],
+        "ann's second notification",
+    )[0]
+    with pytest.raises(wp.DecisionRefused, match="decided on this approval already"):
+        engine.decide(approval.approval_id, again["approve_token"], "ann", "approve")
+    info = engine.approval(approval.approval_id)
+    assert info.status == "pending" and [v["principal"] for v in info.votes] == ["ann"]
+
+
+def test_self_approval_is_refused(engine: Any, mailbox: Mailbox) -> None:
+    run = engine.start(purchase, {"amount": 10}, started_by="ann")
+    approval = pending_approval(engine, run.run_id)
+    mailbox.wait(approval.approval_id, "bob")
+    mailbox.wait(approval.approval_id, "cid")
+    assert not [n for n in mailbox.all() if n["approver"] == "ann"]  # never asked
+    assert engine.approvals("ann") == []
+    # Even holding a credential of her own (say, issued before a policy change),
+    # the principal who started the run may not decide.
+    issued = ap_model.issue_credential()
+    store = engine.aio.store
+    engine._call(
+        store.issue_credentials(
+            "default",
+            approval.approval_id,
+            "ann",
+            [NewCredential(issued.credential_id, "approve", issued.secret_hash)],
+            engine.aio.clock(),
+        )
+    )
+    with pytest.raises(wp.DecisionRefused, match="segregation of duties"):
+        engine.decide(approval.approval_id, issued.token, "ann", "approve")
+    assert "segregation of duties" in refusals(engine, run.run_id)[0]["reason"]
+    assert engine.approval(approval.approval_id).votes == []
+
+
+def test_an_approver_removed_from_the_group_is_refused(engine: Any, mailbox: Mailbox) -> None:
+    run = engine.start(purchase, {"amount": 10})
+    approval = pending_approval(engine, run.run_id)
+    cid = mailbox.wait(approval.approval_id, "cid")
+    assert engine.remove_from_group("managers", ["cid"]) == 1
+    with pytest.raises(wp.DecisionRefused, match="not among the approvers"):
+        engine.decide(approval.approval_id, cid["approve_token"], "cid", "approve")
+    assert engine.approval(approval.approval_id).votes == []
+
+
+def test_bad_credentials_all_get_the_same_answer(
+    engine: Any, mailbox: Mailbox, make_engine: Any
+) -> None:
+    run = engine.start(purchase, {"amount": 10})
+    approval = pending_approval(engine, run.run_id)
+    aid = approval.approval_id
+    ann = mailbox.wait(aid, "ann")
+    bob = mailbox.wait(aid, "bob")
+    mailbox.wait(aid, "cid")
+    engine.revoke(aid, "bob", by="ops", reason="left the company")
+    credential_id = ann["approve_token"].split(".")[0]
+    attempts = {
+        "revoked": lambda: engine.decide(aid, bob["approve_token"], "bob", "approve"),
+        "forged secret": lambda: engine.decide(
+            aid, credential_id + "." + "x" * 43, "ann", "approve"
+        ),
+        "forged id": lambda: engine.decide(aid, "nope.nope", "ann", "approve"),
+        "malformed": lambda: engine.decide(aid, "garbage", "ann", "approve"),
+        "another tenant": lambda: engine.decide(
+            aid, ann["approve_token"], "ann", "approve", tenant="other"
+        ),
+        "another approver's": lambda: engine.decide(aid, ann["approve_token"], "cid", "approve"),
+        "the wrong action": lambda: engine.decide(aid, ann["approve_token"], "ann", "reject"),
+    }
+    messages = {}
+    for label, attempt in attempts.items():
+        with pytest.raises(wp.InvalidCredential) as caught:
+            attempt()
+        messages[label] = str(caught.value)
+    assert len(set(messages.values())) == 1, messages
+    reasons = [r["reason"] for r in refusals(engine, run.run_id)]
+    assert len(reasons) == len(attempts) - 1  # the other tenant's attempt has no run here
+    assert any("forged" in r for r in reasons) and any("revoked" in r for r in reasons)
+    assert engine.approval(aid).votes == []
+    # An expired credential gets the same answer too.
+    expiring = engine.start(purchase, {"amount": 10, "expires_in": 0.5})
+    short = pending_approval(engine, expiring.run_id)
+    note = mailbox.wait(short.approval_id, "cid")
+    assert engine.result(expiring.run_id, timeout=15)["outcome"] == "expired"
+    with pytest.raises(wp.InvalidCredential) as caught:
+        engine.decide(short.approval_id, note["approve_token"], "cid", "approve")
+    assert str(caught.value) in messages.values()
+
+
+def test_a_credential_for_one_step_does_not_work_on_another(engine: Any, mailbox: Mailbox) -> None:
+    run = engine.start(two_signatures)
+    found = eventually(lambda: len(engine.approvals(run_id=run.run_id)) == 2 or None, "both")
+    assert found
+    legal, finance = sorted(engine.approvals(run_id=run.run_id), key=lambda a: a.name != "legal")
+    token_for_legal = mailbox.wait(legal.approval_id, "ann")["approve_token"]
+    with pytest.raises(wp.InvalidCredential):
+        engine.decide(finance.approval_id, token_for_legal, "ann", "approve")
+    assert "another approval" in refusals(engine, run.run_id)[0]["reason"]
+    engine.decide(legal.approval_id, token_for_legal, "ann", "approve")
+    engine.decide(
+        finance.approval_id,
+        mailbox.wait(finance.approval_id, "ann")["reject_token"],
+        "ann",
+        "reject",
+    )
+    assert engine.result(run.run_id, timeout=10) == ["approved", "rejected"]
+
+
+def test_cancel_while_waiting_kills_the_credentials(engine: Any, mailbox: Mailbox) -> None:
+    run = engine.start(purchase, {"amount": 10})
+    approval = pending_approval(engine, run.run_id)
+    ann = mailbox.wait(approval.approval_id, "ann")
+    engine.cancel(run.run_id, "the order was withdrawn")
+    with pytest.raises(wp.WorkflowCancelled):
+        engine.result(run.run_id, timeout=10)
+    with pytest.raises(wp.InvalidCredential):
+        engine.decide(approval.approval_id, ann["approve_token"], "ann", "approve")
+    assert engine.approval(approval.approval_id).status == "cancelled"
+    statuses = db_query(
+        engine.url,
+        "SELECT DISTINCT status FROM approval_credentials WHERE approval_id = ?",
+        (approval.approval_id,),
+    )
+    assert statuses == [("revoked",)]
+
+
+def test_expiry_takes_the_timeout_path(engine: Any, mailbox: Mailbox) -> None:
+    run = engine.start(purchase, {"amount": 10, "expires_in": 0.5})
+    approval = pending_approval(engine, run.run_id)
+    assert engine.result(run.run_id, timeout=15) == {"outcome": "expired", "by": []}
+    assert engine.approval(approval.approval_id).status == "expired"
+    closed = of_type(engine.history(run.run_id), "ApprovalClosed")
+    assert [c.data["status"] for c in closed] == ["expired"]
+
+
+def test_a_decision_after_the_run_moved_on_is_only_an_audit_fact(
+    engine: Any, mailbox: Mailbox
+) -> None:
+    run = engine.start(purchase, {"amount": 10})
+    approval = pending_approval(engine, run.run_id)
+    notes = {who: mailbox.wait(approval.approval_id, who) for who in ("ann", "bob", "cid")}
+    engine.decide(approval.approval_id, notes["ann"]["approve_token"], "ann", "approve")
+    engine.decide(approval.approval_id, notes["bob"]["approve_token"], "bob", "approve")
+    result = engine.result(run.run_id, timeout=10)
+    before = engine.history(run.run_id)
+    with pytest.raises(wp.InvalidCredential):
+        engine.decide(approval.approval_id, notes["cid"]["reject_token"], "cid", "reject")
+    after = engine.history(run.run_id)
+    assert [e.type for e in after[len(before) :]] == ["ApprovalRefused"]
+    assert "approved already" in after[-1].data["reason"]
+    assert after[-1].data["principal"] == "cid" and after[-1].data["auth"] == "api"
+    assert engine.result(run.run_id, timeout=1) == result
+    assert engine.get(run.run_id).status == "completed"
+    assert engine.verify(run.run_id) == []
+
+
+def test_a_reject_is_a_veto(engine: Any, mailbox: Mailbox) -> None:
+    run = engine.start(purchase, {"amount": 10})
+    approval = pending_approval(engine, run.run_id)
+    ann = mailbox.wait(approval.approval_id, "ann")
+    engine.decide(approval.approval_id, ann["reject_token"], "ann", "reject", "too expensive")
+    assert engine.result(run.run_id, timeout=10) == {"outcome": "rejected", "by": ["ann"]}
+
+
+def test_policies_are_checked_when_declared() -> None:
+    with pytest.raises(wp.ConfigurationError, match="cannot be reached"):
+        wp.Quorum(3, users=["a", "b"])
+    with pytest.raises(wp.ConfigurationError, match="at least one user or group"):
+        wp.AnyOf()
+    assert wp.AllOf(["a", "b"]).needed == 2
