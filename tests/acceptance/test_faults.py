@@ -123,3 +123,8 @@ def test_database_held_by_another_process_mid_run(db_url: str) -> None:
             await engine.store.close()
 
     asyncio.run(scenario())
+
+
+def test_approval_credentials_replayed_and_raced(db_url: str) -> None:
+    outcomes = run("approval_race", db_url)
+    assert any(o.faults["concurrent decisions with one credential"] for o in outcomes)

@@ -45,7 +45,6 @@ log = logging.getLogger("waypost.approvals")
 audit_log = logging.getLogger("waypost.audit")
 
 _E = EventType
-_OUTBOX_LEASE = 60.0
 _MAX_SEND_ATTEMPTS = 12
 
 
@@ -398,8 +397,10 @@ class Approvals:
         while True:
             self.wake.clear()
             try:
+                # A message whose sender outlives the lease may be sent twice; its
+                # stable id lets the receiver drop the copy.
                 items = await self.store.claim_outbox(
-                    engine.owner, engine.clock(), 32, _OUTBOX_LEASE
+                    engine.owner, engine.clock(), 32, 2 * engine.lease
                 )
             except StoreError as exc:
                 log.warning("claiming notifications failed (will retry): %s", exc)

@@ -27,6 +27,7 @@ import os
 import random
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -36,6 +37,7 @@ from typing import Any
 import waypost as wp
 from waypost.engine.core import AsyncEngine
 from waypost.engine.faults import Crash
+from waypost.engine.senders import Notification
 from waypost.errors import StoreError
 from waypost.model.status import RunStatus
 from waypost.store import open_store
@@ -103,13 +105,46 @@ async def sim_order_patched(ctx: wp.WorkflowContext, order: dict[str, Any]) -> d
     return out
 
 
-OLD_CODE: list[Any] = [sim_order, sim_reserve, sim_charge]
-NEW_CODE: list[Any] = [sim_order_patched, sim_reserve, sim_charge, sim_ship]
+@wp.workflow(name="sim_approval")
+async def sim_approval(ctx: wp.WorkflowContext, order: dict[str, Any]) -> dict[str, Any]:
+    """An order two of three approvers must approve."""
+    decision = await ctx.approval(
+        "two approvers", approvers=wp.Quorum(2, group="approvers"), expires_in=3600.0
+    )
+    return {"n": int(order["n"]), "outcome": decision.outcome, "by": sorted(decision.decided_by)}
+
+
+APPROVERS = ["a1", "a2", "a3"]
+OLD_CODE: list[Any] = [sim_order, sim_reserve, sim_charge, sim_approval]
+NEW_CODE: list[Any] = [sim_order_patched, sim_reserve, sim_charge, sim_ship, sim_approval]
+
+
+class Inbox:
+    """A notification sender that keeps what it is given, as the approvers' mailboxes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.received: list[Notification] = []
+
+    def send(self, notification: Notification) -> None:
+        with self._lock:
+            self.received.append(notification)
+
+    def all(self) -> list[Notification]:
+        with self._lock:
+            return list(self.received)
 
 
 def expected(order: dict[str, Any], result: Any) -> bool:
     """Whether `result` is what run `order` must return (with or without the patch)."""
     n = int(order["n"])
+    if order.get("workflow") == "sim_approval":
+        by = result.get("by", []) if isinstance(result, dict) else []
+        return bool(
+            result == {"n": n, "outcome": "approved", "by": by}
+            and len(set(by)) == 2
+            and set(by) <= set(APPROVERS)
+        )
     base = {"n": n, "reserved": [f"r{n}-1", f"r{n}-2"], "paid": n * 10}
     return bool(result == base or result == {**base, "shipped": f"s{n}"})
 
@@ -151,6 +186,7 @@ class Sim:
         self.outcome = Outcome(name, seed, url.split(":", 1)[0])
         self._spawned = 0
         self.reader: Store = open_store(url)
+        self.inbox = Inbox()
         # A client that starts runs but serves nothing: its runs reach the
         # engines through task claims (and their faults), not in-process.
         self.client = AsyncEngine(url, lease=LEASE, poll_interval=POLL, clock=self.clock)
@@ -183,6 +219,7 @@ class Sim:
             faults=injector,
             worker_id=f"sim-{self.seed}-{self._spawned}",
             shutdown_grace=2.0,
+            notifier=self.inbox,
         )
         engine.register(*(code or OLD_CODE))
         self.clock.attach(engine)
@@ -226,17 +263,26 @@ class Sim:
         self.retired.append(pair[1])
 
     # -- runs ---------------------------------------------------------------
-    def new_order(self, sleep: float | None = None) -> tuple[str, dict[str, Any]]:
+    def new_order(
+        self, sleep: float | None = None, workflow: str = "sim_order"
+    ) -> tuple[str, dict[str, Any]]:
         n = len(self.orders) + 1
-        order = {"n": n, "sleep": sleep if sleep is not None else self.random.uniform(0.05, 0.4)}
+        order: dict[str, Any] = {
+            "n": n,
+            "sleep": sleep if sleep is not None else self.random.uniform(0.05, 0.4),
+        }
+        if workflow != "sim_order":
+            order["workflow"] = workflow
         run_id = f"sim-{self.seed}-{n}-{uuid.uuid4().hex[:6]}"
         self.orders[run_id] = order
         return run_id, order
 
-    async def start_runs(self, count: int, sleep: float | None = None) -> None:
+    async def start_runs(
+        self, count: int, sleep: float | None = None, workflow: str = "sim_order"
+    ) -> None:
         """Start `count` runs through the live engines, retrying as a client would."""
         for _ in range(count):
-            run_id, order = self.new_order(sleep)
+            run_id, order = self.new_order(sleep, workflow)
             await self.start_one(run_id, order)
 
     async def start_one(self, run_id: str, order: dict[str, Any]) -> None:
@@ -247,7 +293,7 @@ class Sim:
             if live:
                 engine = self.random.choice(live)
                 try:
-                    await engine.start("sim_order", order, run_id=run_id)
+                    await engine.start(order.get("workflow", "sim_order"), order, run_id=run_id)
                     return
                 except (StoreError, Crash):
                     pass  # the same run_id again is safe: start is idempotent
@@ -450,6 +496,43 @@ async def mixed(sim: Sim) -> None:
     await sim.until_finished(tick=tick, rates=rates, timeout=120)
 
 
+async def approval_race(sim: Sim) -> None:
+    """Approvers click twice at once, replay used links and race each other, while
+    engines crash and the database drops out. Each credential counts at most once,
+    each approver at most once, and every run ends approved by two distinct people."""
+    rates = FaultRates(crash_after_write=0.003, outage=0.002, outage_seconds=0.2)
+    await sim.client.add_to_group("approvers", APPROVERS)
+    await sim.engine(rates)
+    await sim.engine(rates)
+    await sim.start_runs(sim.n_runs, workflow="sim_approval")
+    counted: set[tuple[str, str]] = set()  # (approval, approver) whose approve counted
+
+    async def click(note: Notification, action: str) -> None:
+        live = [e for e, inj in sim.engines if not inj.crashed.is_set()] or [sim.client]
+        engine = sim.random.choice(live)
+        token = note.approve_token if action == "approve" else note.reject_token
+        with contextlib.suppress(
+            wp.InvalidCredential, wp.DecisionRefused, StoreError, Crash, LookupError
+        ):
+            await engine.decide(note.approval_id, token, note.approver, action)
+            if action == "approve":
+                counted.add((note.approval_id, note.approver))
+
+    async def tick() -> None:
+        for note in sim.inbox.all():
+            if (note.approval_id, note.approver) in counted:
+                if sim.random.random() < 0.1:  # a used link, clicked again later
+                    sim.note("credential replayed")
+                    await click(note, sim.random.choice(["approve", "reject"]))
+                continue
+            clicks = sim.random.randint(1, 3)  # a double or triple click
+            if clicks > 1:
+                sim.note("concurrent decisions with one credential")
+            await asyncio.gather(*(click(note, "approve") for _ in range(clicks)))
+
+    await sim.until_finished(tick=tick, rates=rates, timeout=120)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "crash_after_commit": crash_after_commit,
     "crash_before_commit": crash_before_commit,
@@ -462,6 +545,7 @@ SCENARIOS: dict[str, Scenario] = {
     "deploy_half_way": deploy_half_way,
     "clock_jumps": clock_jumps,
     "mixed": mixed,
+    "approval_race": approval_race,
 }
 
 
