@@ -339,3 +339,81 @@ def test_policies_are_checked_when_declared() -> None:
     with pytest.raises(wp.ConfigurationError, match="at least one user or group"):
         wp.AnyOf()
     assert wp.AllOf(["a", "b"]).needed == 2
+
+
+class FlakySender:
+    """Fails the first `failures` deliveries, as a mail server that is down for a while."""
+
+    def __init__(self, failures: int, then: FileSender) -> None:
+        self.failures = failures
+        self.then = then
+        self.calls: list[str] = []
+
+    def send(self, notification: Any) -> None:
+        self.calls.append(notification.id)
+        if len(self.calls) <= self.failures:
+            raise ConnectionRefusedError("the mail server is down")
+        self.then.send(notification)
+
+
+def test_a_failed_notification_is_retried_with_the_same_id(
+    make_engine: Any, mailbox: Mailbox
+) -> None:
+    sender = FlakySender(2, FileSender(mailbox.path))
+    eng = make_engine(purchase, notifier=sender)
+    eng.add_to_group("managers", ["ann", "bob"])
+    with eng.running():
+        run = eng.start(purchase, {"amount": 5})
+        approval = pending_approval(eng, run.run_id)
+        note = eventually(
+            lambda: [n for n in mailbox.all() if n["approver"] == "ann"],
+            "ann's notification after the retries",
+            timeout=30,
+        )[0]
+        mailbox.wait(approval.approval_id, "bob")
+        assert sender.calls.count(note["id"]) >= 1
+        assert len(sender.calls) >= 4  # two failures, then ann's and bob's
+        assert len({n["id"] for n in mailbox.all()}) == 2  # one delivered message each
+        query = "SELECT status, attempts FROM outbox WHERE kind = ? AND status = ?"
+
+        def both_sent() -> list[Any]:
+            rows = db_query(eng.url, query, ("approval.notify", "sent"))
+            return rows if len(rows) == 2 else []
+
+        rows = eventually(both_sent, "both messages marked sent")
+        assert sum(r[1] for r in rows) == 4  # each was tried twice
+        eng.decide(approval.approval_id, note["approve_token"], "ann", "approve")
+        bob = mailbox.wait(approval.approval_id, "bob")
+        eng.decide(approval.approval_id, bob["approve_token"], "bob", "approve")
+        assert eng.result(run.run_id, timeout=10)["outcome"] == "approved"
+
+
+@wp.workflow(name="escalating")
+async def escalating(ctx: wp.WorkflowContext) -> dict[str, Any]:
+    decision = await ctx.approval(
+        "sign-off",
+        approvers=wp.AnyOf(users=["ann"]),
+        escalate_to="directors",
+        escalate_after=0.5,
+        expires_in=3600,
+    )
+    return {"outcome": decision.outcome, "by": decision.decided_by}
+
+
+def test_an_undecided_approval_escalates_to_another_group(
+    make_engine: Any, mailbox: Mailbox
+) -> None:
+    eng = make_engine(escalating, notifier=FileSender(mailbox.path))
+    eng.add_to_group("directors", ["dora"])
+    with eng.running():
+        run = eng.start(escalating)
+        approval = pending_approval(eng, run.run_id)
+        mailbox.wait(approval.approval_id, "ann")
+        assert eng.approvals("dora") == []  # not yet
+        dora = mailbox.wait(approval.approval_id, "dora")  # after the delay
+        assert [a.approval_id for a in eng.approvals("dora")] == [approval.approval_id]
+        eng.decide(approval.approval_id, dora["approve_token"], "dora", "approve")
+        assert eng.result(run.run_id, timeout=10) == {"outcome": "approved", "by": ["dora"]}
+    escalated = of_type(eng.history(run.run_id), "ApprovalEscalated")
+    assert [e.data["group"] for e in escalated] == ["directors"]
+    assert len([n for n in mailbox.all() if n["approver"] == "ann"]) == 1  # not asked twice

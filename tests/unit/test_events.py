@@ -119,6 +119,7 @@ def test_event_types_are_their_stored_strings() -> None:
         EventType.MARKER_RECORDED,
         EventType.APPROVAL_REQUESTED,
         EventType.APPROVAL_CLOSED,
+        EventType.APPROVAL_ESCALATED,
     }
     assert commands == COMMAND_EVENTS
     terminal = {EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED}

@@ -84,6 +84,8 @@ class WorkflowContext:
         approvers: Any,
         expires_in: timedelta | float | None = None,
         data: Any = None,
+        escalate_to: str | None = None,
+        escalate_after: timedelta | float | None = None,
     ) -> asyncio.Future[Decision]:
         """Ask people to approve; wait (holding nothing) for their `Decision`.
 
@@ -92,8 +94,12 @@ class WorkflowContext:
         single-use credential; `engine.decide(...)` with it and the approver's
         identity counts their decision. When `expires_in` passes first, the
         decision's `outcome` is "expired". `data` (JSON) is shown to approvers.
+        If nobody has decided after `escalate_after`, the members of group
+        `escalate_to` may decide too, and are notified.
         """
-        return self._instance.request_approval(name, approvers, expires_in, data)
+        return self._instance.request_approval(
+            name, approvers, expires_in, data, escalate_to, escalate_after
+        )
 
     def on_signal(self, name: str, handler: Callable[[Any], Any]) -> None:
         """Call `handler(payload)` for every signal `name`, including earlier ones."""

@@ -907,6 +907,7 @@ class AsyncEngine:
         cancel_timers: list[str] = []
         new_approvals: list[NewApproval] = []
         close_approvals: list[tuple[str, str]] = []
+        escalations: list[tuple[str, str]] = []
         reserved = 0
         served = self.scheduler.activity_queues
         finished = inst.outcome is not None
@@ -952,6 +953,8 @@ class AsyncEngine:
                 )
             elif t == _E.APPROVAL_CLOSED:
                 close_approvals.append((d["approval_id"], d["status"]))
+            elif t == _E.APPROVAL_ESCALATED:
+                escalations.append((d["approval_id"], d["group"]))
         outcome = inst.outcome
         if outcome is not None:
             status = _OUTCOME_STATUS[outcome.type]
@@ -988,6 +991,7 @@ class AsyncEngine:
             cancel_timers=cancel_timers,
             new_approvals=new_approvals,
             close_approvals=close_approvals,
+            escalate_approvals=escalations,
         )
         return commit, reserved
 
@@ -1024,7 +1028,7 @@ class AsyncEngine:
             self.scheduler.wake()  # some went to the queue: a free worker may take them
         for timer in commit.new_timers:
             self.scheduler.note_timer(timer.fire_at)
-        if commit.new_approvals:
+        if commit.new_approvals or commit.escalate_approvals:
             self._approvals.wake.set()
 
     # == activity outcomes ====================================================

@@ -41,6 +41,7 @@ from typing import Any
 import waypost
 from waypost.errors import (
     ActivityError,
+    ConfigurationError,
     NondeterminismError,
     PayloadError,
     UnknownActivity,
@@ -309,6 +310,7 @@ class WorkflowInstance:
                     _E.ACTIVITY_CANCEL_REQUESTED,
                     _E.TIMER_CANCELLED,
                     _E.APPROVAL_CLOSED,
+                    _E.APPROVAL_ESCALATED,
                 ):
                     self._recorded_cancels[step] = ev
                 else:
@@ -674,10 +676,14 @@ class WorkflowInstance:
         approvers: Any,
         expires_in: timedelta | float | None,
         data: Any,
+        escalate_to: str | None = None,
+        escalate_after: timedelta | float | None = None,
     ) -> asyncio.Future[ap.Decision]:
         self._check_usable()
         site = _call_site()
         policy = ap.as_policy(approvers)
+        if (escalate_to is None) != (escalate_after is None):
+            raise ConfigurationError("escalate_to and escalate_after go together")
         step = self._next_step()
         kind = f"approval:{name}"
         fut: asyncio.Future[ap.Decision] = _StepFuture(
@@ -717,7 +723,46 @@ class WorkflowInstance:
 
             timer.add_done_callback(on_expiry)
             fut.add_done_callback(lambda _: timer.cancel() if not timer.done() else None)
+        if escalate_to is not None and escalate_after is not None:
+            self._escalation(step, approval_id, escalate_to, _seconds(escalate_after), fut, site)
         return fut
+
+    def _escalation(
+        self,
+        step: str,
+        approval_id: str,
+        group: str,
+        seconds: float,
+        fut: asyncio.Future[ap.Decision],
+        site: str,
+    ) -> None:
+        timer_step, timer = self.start_timer(seconds, site, internal=f"escalation to {group}")
+
+        def on_due(_: asyncio.Future[None]) -> None:
+            if timer.cancelled() or fut.done():
+                return
+            recorded = self._recorded_cancels.get(timer_step)
+            if recorded is not None:
+                self._matched.add(recorded.seq)
+            elif self.replaying:
+                self._nondeterministic(
+                    f"the approval of step {step} ({site}) escalated to {group} while replaying "
+                    f"{self._handling}, but the history does not record that"
+                )
+            else:
+                self._command(
+                    _E.APPROVAL_ESCALATED,
+                    {
+                        "step": timer_step,
+                        "approval_step": step,
+                        "approval_id": approval_id,
+                        "group": group,
+                        "site": site,
+                    },
+                )
+
+        timer.add_done_callback(on_due)
+        fut.add_done_callback(lambda _: timer.cancel() if not timer.done() else None)
 
     def _on_approval_cancelled(self, step: str) -> None:
         if self.closed:

@@ -41,6 +41,7 @@ class EventType(StrEnum):
     APPROVAL_CLOSED = "ApprovalClosed"
     APPROVAL_REFUSED = "ApprovalRefused"
     APPROVERS_CHANGED = "ApproversChanged"
+    APPROVAL_ESCALATED = "ApprovalEscalated"
 
 
 # Events that workflow code issues (commands). Replay matches them to the code
@@ -54,6 +55,7 @@ COMMAND_EVENTS = frozenset(
         EventType.MARKER_RECORDED,
         EventType.APPROVAL_REQUESTED,
         EventType.APPROVAL_CLOSED,
+        EventType.APPROVAL_ESCALATED,
     }
 )
 

@@ -223,6 +223,7 @@ class RunCommit:
     cancel_timers: Sequence[str] = ()
     new_approvals: Sequence[NewApproval] = ()
     close_approvals: Sequence[tuple[str, str]] = ()  # (approval_id, status)
+    escalate_approvals: Sequence[tuple[str, str]] = ()  # (approval_id, group to add)
     close_run_approvals: str | None = None  # close every pending approval of the run (status)
 
 

@@ -341,6 +341,8 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
         _insert_approval(tx, c, ap)
     for approval_id, ap_status in c.close_approvals:
         _close_approval(tx, c.tenant, approval_id, ap_status, now)
+    for approval_id, group in c.escalate_approvals:
+        _escalate_approval(tx, c.tenant, approval_id, group, now)
     closing = c.close_run_approvals
     if closing is None and snap is not None and snap.finished:
         closing = "cancelled"  # the run ended while still asking: nobody may decide now
@@ -632,6 +634,31 @@ def _insert_approval(tx: Tx, c: RunCommit, a: NewApproval) -> None:
             ),
             c.now,
         )
+
+
+def _escalate_approval(tx: Tx, tenant: str, approval_id: str, group: str, now: float) -> None:
+    """Let `group` decide too, and notify its members (those not asked already)."""
+    key = {"tenant": tenant, "approval_id": approval_id}
+    row = tx.one("lock_approval", key)
+    if row is None or row[7] != ap_model.PENDING:
+        return
+    policy = json.loads(row[6])
+    if group not in policy.get("groups", []):
+        policy["groups"] = [*policy.get("groups", []), group]
+        if policy.get("kind") == "all":
+            policy["kind"] = "any"  # "all of" named users cannot take a group: anyone may
+        tx.run("set_approval_policy", {**key, "policy": canonical_json(policy)})
+    _add_outbox(
+        tx,
+        OutboxItem(
+            id=f"{approval_id}:escalated:{group}",
+            tenant=tenant,
+            kind=_APPROVAL_REQUESTED,
+            payload={"approval_id": approval_id},
+            attempts=0,
+        ),
+        now,
+    )
 
 
 def _close_approval(tx: Tx, tenant: str, approval_id: str, status: str, now: float) -> bool:
