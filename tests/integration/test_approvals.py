@@ -417,3 +417,34 @@ def test_an_undecided_approval_escalates_to_another_group(
     escalated = of_type(eng.history(run.run_id), "ApprovalEscalated")
     assert [e.data["group"] for e in escalated] == ["directors"]
     assert len([n for n in mailbox.all() if n["approver"] == "ann"]) == 1  # not asked twice
+
+
+class HostDirectory:
+    """A host application's own directory (say, its user database), asked each time."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, list[str]] = {"managers": ["mia", "max"]}
+        self.asked = 0
+
+    async def members(self, tenant: str, group: str) -> list[str]:
+        self.asked += 1
+        return list(self.groups.get(group, []))
+
+
+def test_a_host_directory_is_asked_at_the_moment_of_deciding(
+    make_engine: Any, mailbox: Mailbox
+) -> None:
+    directory = HostDirectory()
+    eng = make_engine(purchase, notifier=FileSender(mailbox.path), directory=directory)
+    with eng.running():
+        run = eng.start(purchase, {"amount": 5})
+        approval = pending_approval(eng, run.run_id)
+        mia = mailbox.wait(approval.approval_id, "mia")
+        mx = mailbox.wait(approval.approval_id, "max")
+        eng.decide(approval.approval_id, mia["approve_token"], "mia", "approve")
+        directory.groups["managers"] = ["mia"]  # max moves to another team
+        asked = directory.asked
+        with pytest.raises(wp.DecisionRefused, match="not among the approvers"):
+            eng.decide(approval.approval_id, mx["approve_token"], "max", "approve")
+        assert directory.asked > asked
+        assert eng.groups() == {}  # the built-in directory is not used
