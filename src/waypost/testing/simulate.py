@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import waypost as wp
 from waypost.engine.core import AsyncEngine
@@ -48,6 +48,7 @@ from .faults import FaultInjector, FaultRates, FaultyStore
 from .invariants import Ledger, Violation, all_runs, check_invariants
 
 log = logging.getLogger("waypost.simulate")
+T = TypeVar("T")
 
 LEASE = 0.5  # seconds: short, so takeovers happen within a scenario
 POLL = 0.05
@@ -302,7 +303,7 @@ class Sim:
         raise RuntimeError(f"could not start run {run_id}")
 
     async def unfinished(self) -> int:
-        runs = await all_runs(self.reader)
+        runs = await _patiently(lambda: all_runs(self.reader))
         done = sum(1 for r in runs if r.run_id in self.orders and RunStatus(r.status).finished)
         return len(self.orders) - done
 
@@ -332,9 +333,9 @@ class Sim:
         for injector in self.retired:
             out.faults.update(injector.injected)
             out.crashes += injector.crashed.is_set()
-        out.violations.extend(await check_invariants(self.reader))
+        out.violations.extend(await _patiently(lambda: check_invariants(self.reader)))
         out.violations.extend(_ledger.violations())
-        runs = {r.run_id: r for r in await all_runs(self.reader)}
+        runs = {r.run_id: r for r in await _patiently(lambda: all_runs(self.reader))}
         for run_id, order in self.orders.items():
             run = runs.get(run_id)
             if run is None:
@@ -350,6 +351,18 @@ class Sim:
             else:
                 out.completed += 1
         return out
+
+
+async def _patiently(read: Callable[[], Awaitable[T]], seconds: float = 60.0) -> T:
+    """The harness's own reads outlast a database restart, as the engines do."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return await read()
+        except StoreError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
 
 
 Scenario = Callable[[Sim], Awaitable[None]]
