@@ -50,6 +50,8 @@ MIN_KILLS = 50  # the contract
 TARGET_KILLS = 90  # what the loop aims for
 MAX_ITERATIONS = 110
 LOOP_BUDGET = 130.0  # seconds for the kill loop; the final, clean run comes after
+# On a loaded machine the loop may go on past its budget, until the contract holds.
+HARD_BUDGET = 420.0
 ACTIVE_RUNS = 7  # keep about this many runs past their `go` and unfinished
 MIN_ACTIVE = 4  # and at least this many as a subprocess starts
 GO_BATCH = 3
@@ -431,6 +433,7 @@ def _check_executions(h: Harness) -> Counter[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(HARD_BUDGET + 180)
 @pytest.mark.parametrize(("store", "target_kills"), [("sqlite", TARGET_KILLS), ("postgres", 65)])
 def test_sigkill_at_many_points_loses_nothing_and_repeats_no_committed_step(
     tmp_path: Path, request: pytest.FixtureRequest, store: str, target_kills: int
@@ -449,11 +452,16 @@ def test_sigkill_at_many_points_loses_nothing_and_repeats_no_committed_step(
         kill_points: set[tuple[str, int]] = set()
         pools = {p: h.rng.sample(list(r), len(r)) for p, r in N_POOLS.items()}
         rotation = 0
-        while (
-            sum(kills.values()) < target_kills
-            and len(h.iterations) < MAX_ITERATIONS
-            and time.monotonic() - started < LOOP_BUDGET
-        ):
+
+        def keep_killing() -> bool:
+            if sum(kills.values()) >= target_kills or len(h.iterations) >= MAX_ITERATIONS:
+                return False
+            elapsed = time.monotonic() - started
+            if elapsed < LOOP_BUDGET:
+                return True
+            return len(kill_points) < MIN_KILLS and elapsed < HARD_BUDGET
+
+        while keep_killing():
             point = _choose_point(kills, rotation)
             rotation += 1
             pool = pools[point]

@@ -156,7 +156,9 @@ class AsyncEngine:
     crashed engine's work is taken over), `poll_interval` (how often idle
     workers look for work from other processes and the scheduler looks for
     due timers), `cache_size` (live runs kept in memory), `max_activities`
-    (attempts running at once), `activity_threads` (threads for sync
+    (attempts running at once), `max_workflows` (workflow tasks claimed from
+    the queue and in progress at once; runs this engine starts itself do not
+    wait for it), `activity_threads` (threads for sync
     activities), `shutdown_grace` (how long a stop waits for running
     attempts).
     """
@@ -171,6 +173,7 @@ class AsyncEngine:
         poll_interval: timedelta | float = timedelta(milliseconds=500),
         cache_size: int = 1000,
         max_activities: int = 100,
+        max_workflows: int = 128,
         activity_threads: int = 32,
         shutdown_grace: timedelta | float = timedelta(seconds=30),
         clock: Callable[[], float] | None = None,
@@ -189,10 +192,11 @@ class AsyncEngine:
         self.shutdown_grace = _seconds(shutdown_grace)
         if self.lease <= 0 or self.poll_interval <= 0:
             raise ConfigurationError("lease and poll_interval must be positive")
-        if cache_size < 0 or max_activities < 1 or activity_threads < 1:
+        if cache_size < 0 or max_activities < 1 or activity_threads < 1 or max_workflows < 1:
             raise ConfigurationError(
-                "cache_size must be >= 0, max_activities and activity_threads >= 1"
+                "cache_size must be >= 0; max_activities, max_workflows and activity_threads >= 1"
             )
+        self.max_workflows = max_workflows
         self.cache_size = cache_size
         self.clock: Callable[[], float] = clock or time.time
         self.faults: FaultPlan = faults or NoFaults()

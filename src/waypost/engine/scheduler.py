@@ -40,6 +40,9 @@ class Scheduler:
         self.workflow_queues: frozenset[str] = frozenset()
         self.activity_queues: frozenset[str] = frozenset()
         self.processing: dict[tuple[str, str], int] = {}
+        # Claimed workflow tasks not yet done: bounded, so one engine does not lease a
+        # whole backlog at once (starving its own new runs and other engines).
+        self.workflows_claimed = 0
         self.worker_ttl = 3 * _BEAT_EVERY
         self._wake = asyncio.Event()
         self._timer_wake = asyncio.Event()
@@ -132,13 +135,17 @@ class Scheduler:
         while True:
             self._wake.clear()
             free = engine.worker.free()
+            workflows_free = self.workflows_free()
+            if free <= 0 and workflows_free <= 0:
+                await self._sleep(self._wake, engine.poll_interval)
+                continue
             try:
                 engine.faults.hit("commit:before")
                 claimed = await engine.store.claim_tasks(
                     engine.owner,
                     sorted(self.workflow_queues),
                     sorted(self.activity_queues),
-                    _BATCH,
+                    min(_BATCH, workflows_free),
                     min(_BATCH, free),
                     engine.lease,
                     engine.clock(),
@@ -152,10 +159,25 @@ class Scheduler:
             if not claimed:
                 await self._sleep(self._wake, engine.poll_interval)
 
+    def workflows_free(self) -> int:
+        return self.engine.max_workflows - self.workflows_claimed
+
+    def _claimed_workflow_done(self, _: asyncio.Task[Any]) -> None:
+        self.workflows_claimed -= 1
+        if self.workflows_claimed == self.engine.max_workflows - 1:
+            self._wake.set()  # the poller may have stopped at the cap
+            self._timer_wake.set()
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self.workflows_claimed += 1
+        task.add_done_callback(self._claimed_workflow_done)
+
     def _dispatch(self, task: ClaimedTask) -> None:
         engine = self.engine
         if task.kind == "workflow":
-            engine.spawn(engine._process(task.tenant, task.run_id, task.fence, task.queue))
+            self._track(
+                engine.spawn(engine._process(task.tenant, task.run_id, task.fence, task.queue))
+            )
             return
         engine.worker.reserve()
         engine.worker.start(Attempt.from_claim(task))
@@ -166,18 +188,25 @@ class Scheduler:
             self._timer_wake.clear()
             now = engine.clock()
             try:
+                # At the cap, fired timers only wake their runs; the poller claims them
+                # as capacity frees up.
+                owner = engine.owner if self.workflows_free() > 0 else None
                 fired = await engine.store.fire_due_timers(
-                    now, _BATCH, engine.owner, sorted(self.workflow_queues), engine.lease
+                    now, _BATCH, owner, sorted(self.workflow_queues), engine.lease
                 )
                 if fired:
                     engine.faults.hit("timers:fired")
                 for timer in fired:
                     if timer.workflow_fence is not None:
-                        engine.spawn(
-                            engine._process(
-                                timer.tenant, timer.run_id, timer.workflow_fence, timer.queue
+                        self._track(
+                            engine.spawn(
+                                engine._process(
+                                    timer.tenant, timer.run_id, timer.workflow_fence, timer.queue
+                                )
                             )
                         )
+                if owner is None and fired:
+                    self._wake.set()
                 expired = await engine.store.expired_activities(now, _BATCH)
                 for task in expired:
                     self._expire(task, now)
