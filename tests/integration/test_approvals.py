@@ -448,3 +448,26 @@ def test_a_host_directory_is_asked_at_the_moment_of_deciding(
             eng.decide(approval.approval_id, mx["approve_token"], "max", "approve")
         assert directory.asked > asked
         assert eng.groups() == {}  # the built-in directory is not used
+
+
+@wp.workflow(name="impatient")
+async def impatient(ctx: wp.WorkflowContext) -> str:
+    import asyncio
+
+    asked = ctx.approval("quick look", approvers=wp.AnyOf(users=["ann"]))
+    await asyncio.wait([asked, ctx.sleep(1.5)], return_when=asyncio.FIRST_COMPLETED)
+    return "done without waiting"  # the approval is still open when the run ends
+
+
+def test_a_run_that_ends_while_asking_closes_the_approval(
+    make_engine: Any, mailbox: Mailbox
+) -> None:
+    eng = make_engine(impatient, notifier=FileSender(mailbox.path))
+    with eng.running():
+        run = eng.start(impatient)
+        approval = pending_approval(eng, run.run_id)
+        note = mailbox.wait(approval.approval_id, "ann")
+        assert eng.result(run.run_id, timeout=10) == "done without waiting"
+        assert eng.approval(approval.approval_id).status == "cancelled"
+        with pytest.raises(wp.InvalidCredential):
+            eng.decide(approval.approval_id, note["approve_token"], "ann", "approve")

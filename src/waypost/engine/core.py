@@ -996,6 +996,8 @@ class AsyncEngine:
             new_approvals=new_approvals,
             close_approvals=close_approvals,
             escalate_approvals=escalations,
+            # A run that ends while still asking: nobody may decide any more.
+            close_run_approvals="cancelled" if finished and inst.asking else None,
         )
         return commit, reserved
 

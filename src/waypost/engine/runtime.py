@@ -346,6 +346,11 @@ class WorkflowInstance:
     def finished(self) -> bool:
         return self.outcome is not None
 
+    @property
+    def asking(self) -> bool:
+        """Whether an approval is still open (a run that ends now must close it)."""
+        return bool(self._approvals)
+
     def snapshot(self) -> tuple[RunStatus, list[dict[str, Any]]]:
         """The run's status and what it waits for, as of the last event fed."""
         waiting: list[dict[str, Any]] = []

@@ -343,11 +343,8 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
         _close_approval(tx, c.tenant, approval_id, ap_status, now)
     for approval_id, group in c.escalate_approvals:
         _escalate_approval(tx, c.tenant, approval_id, group, now)
-    closing = c.close_run_approvals
-    if closing is None and snap is not None and snap.finished:
-        closing = "cancelled"  # the run ended while still asking: nobody may decide now
-    if closing is not None:
-        tx.run("close_run_approvals", {**key, "status": closing, "now": now})
+    if c.close_run_approvals is not None:
+        tx.run("close_run_approvals", {**key, "status": c.close_run_approvals, "now": now})
         tx.run("revoke_run_credentials", {**key, "now": now})
     if snap is not None and snap.finished:
         tx.run("delete_run_tasks", key)
