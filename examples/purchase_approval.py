@@ -69,7 +69,8 @@ def main() -> int:
             deadline = time.monotonic() + 30
             while len(notes) < 3 and time.monotonic() < deadline:
                 if mail.exists():
-                    notes = {n["approver"]: n for n in map(json.loads, mail.read_text().splitlines())}
+                    lines = mail.read_text().splitlines()
+                    notes = {n["approver"]: n for n in map(json.loads, lines)}
                 time.sleep(0.05)
             for who in ("ann", "bob"):
                 note = notes[who]
