@@ -339,3 +339,23 @@ def test_tenants_are_walls(make_engine: Any) -> None:
     assert {r.tenant for r in engine.list_runs(tenant=None)} == {"acme", "globex"}
     assert [r.tenant for r in engine.list_runs(tenant="acme")] == ["acme"]
     assert engine.list_runs() == []  # the default tenant has none
+
+
+@wp.activity
+async def short_job(ctx: wp.ActivityContext, n: int) -> int:
+    await asyncio.sleep(0.01)
+    return n
+
+
+@wp.workflow(name="fan_out_ten")
+async def fan_out_ten(ctx: wp.WorkflowContext) -> list[int]:
+    return list(await asyncio.gather(*(ctx.run(short_job, n) for n in range(10))))
+
+
+def test_queued_activities_take_freed_slots_without_waiting_for_a_poll(make_engine: Any) -> None:
+    """Ten activities, two slots, a poll every 30 s: each slot that frees up takes the
+    next queued activity at once (waiting for polls would take minutes)."""
+    engine = make_engine(fan_out_ten, short_job, max_activities=2, poll_interval=30.0)
+    with engine.running():
+        run = engine.start(fan_out_ten)
+        assert engine.result(run.run_id, timeout=20) == list(range(10))

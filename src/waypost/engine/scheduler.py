@@ -43,6 +43,9 @@ class Scheduler:
         # Claimed workflow tasks not yet done: bounded, so one engine does not lease a
         # whole backlog at once (starving its own new runs and other engines).
         self.workflows_claimed = 0
+        # The last claim may have left activity tasks queued (it took all it could):
+        # a slot that frees up then wakes the poller instead of waiting for a poll.
+        self.activities_waiting = False
         self.worker_ttl = 3 * _BEAT_EVERY
         self._wake = asyncio.Event()
         self._timer_wake = asyncio.Event()
@@ -137,6 +140,7 @@ class Scheduler:
             free = engine.worker.free()
             workflows_free = self.workflows_free()
             if free <= 0 and workflows_free <= 0:
+                self.activities_waiting = True
                 await self._sleep(self._wake, engine.poll_interval)
                 continue
             try:
@@ -154,6 +158,9 @@ class Scheduler:
                 log.warning("claiming tasks failed (will retry): %s", exc)
                 await self._sleep(self._wake, engine.poll_interval)
                 continue
+            activity_limit = min(_BATCH, free)
+            took = sum(1 for t in claimed if t.kind == "activity")
+            self.activities_waiting = activity_limit <= 0 or took >= activity_limit
             for task in claimed:
                 self._dispatch(task)
             if not claimed:

@@ -131,6 +131,8 @@ class Worker:
 
     def unreserve(self, n: int = 1) -> None:
         self.reserved = max(0, self.reserved - n)
+        if n > 0 and self.engine.scheduler.activities_waiting:
+            self.engine.scheduler.wake()  # a queued activity may take the freed slot
 
     def shutdown(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)
