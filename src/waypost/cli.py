@@ -489,5 +489,46 @@ def groups_list(as_json: bool, db: str, tenant: str) -> None:
         click.echo("no groups", err=True)
 
 
+# == definitions =====================================================================
+@main.group()
+def definitions() -> None:
+    """Workflows defined as data (YAML or JSON)."""
+
+
+@definitions.command("schema")
+def definitions_schema() -> None:
+    """Print the JSON Schema of definitions (for editors to validate and complete)."""
+    from waypost.model.definitions import definition_schema
+
+    click.echo(json.dumps(definition_schema(), indent=2, sort_keys=True))
+
+
+@definitions.command("validate")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--max-steps", type=int, default=None, help="The tenant's step limit (default 20).")
+def definitions_validate(file: str, max_steps: int | None) -> None:
+    """Check FILE (YAML or JSON; - for stdin); list every problem with its location."""
+    from waypost.model.definitions import DefinitionError, Limits, parse_definition
+
+    try:
+        if file == "-":
+            source = sys.stdin.read()
+        else:
+            with open(file, encoding="utf-8") as handle:
+                source = handle.read()
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {file}: {exc}") from exc
+    limits = Limits() if max_steps is None else Limits(max_steps=max_steps)
+    try:
+        definition = parse_definition(source, limits=limits)
+    except DefinitionError as exc:
+        click.echo(f"{file}: {len(exc.problems)} problem(s)", err=True)
+        for problem in exc.problems:
+            click.echo(f"  {problem.path or '(top)'}: {problem.message}", err=True)
+        sys.exit(1)
+    steps = len(definition.all_steps)
+    click.echo(f"{file}: valid: {definition.name}, {steps} steps, digest {definition.digest}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -180,3 +180,42 @@ def test_the_readme_workflow_runs_as_written(tmp_path: Path) -> None:
     again = run([sys.executable, str(script)], cwd=tmp_path)  # the same run_id: the same run
     assert "RunNotActive" in again.stderr
     assert "order o-1 confirmed" not in again.stdout
+
+
+def test_definitions_validate_and_schema(tmp_path: Path) -> None:
+    ok = run(
+        [
+            str(WAYPOST),
+            "definitions",
+            "validate",
+            str(ROOT / "examples/definitions/purchase_order.yaml"),
+        ],
+        cwd=tmp_path,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "valid: purchase_order" in ok.stdout and "digest" in ok.stdout
+    bad = run(
+        [str(WAYPOST), "definitions", "validate", str(ROOT / "examples/definitions/invalid.yaml")],
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 1
+    assert "steps.decide.default: no step 'order'" in bad.stderr
+    assert "unreachable" in bad.stderr
+    twenty_one = {
+        "name": "long",
+        "start": "s1",
+        "steps": {
+            f"s{i}": (
+                {"type": "succeed"}
+                if i == 21
+                else {"type": "wait", "duration": 1, "next": f"s{i + 1}"}
+            )
+            for i in range(1, 22)
+        },
+    }
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(twenty_one))
+    refused = run([str(WAYPOST), "definitions", "validate", str(path)], cwd=tmp_path)
+    assert refused.returncode == 1 and "at most 20 steps (found 21)" in refused.stderr
+    schema = run([str(WAYPOST), "definitions", "schema"], cwd=tmp_path)
+    assert json.loads(schema.stdout)["$schema"].startswith("https://json-schema.org/")
