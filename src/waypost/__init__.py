@@ -14,7 +14,7 @@ from waypost.engine.approvals import (
 )
 from waypost.engine.context import ActivityContext, WorkflowContext
 from waypost.engine.core import AsyncEngine
-from waypost.engine.records import AsyncRunHandle, RunHandle, RunInfo
+from waypost.engine.records import AsyncRunHandle, DefinitionInfo, RunHandle, RunInfo
 from waypost.engine.registry import activity, workflow
 from waypost.engine.senders import (
     FileSender,
@@ -52,6 +52,7 @@ from waypost.errors import (
 )
 from waypost.model.approvals import AllOf, AnyOf, Decision, Policy, Quorum
 from waypost.model.codec import Codec, JsonCodec
+from waypost.model.definitions import DefinitionError, Limits
 from waypost.model.events import Event, EventType
 from waypost.model.retry import Retry
 from waypost.model.status import RunStatus
@@ -72,6 +73,8 @@ __all__ = [
     "Decision",
     "DecisionReceipt",
     "DecisionRefused",
+    "DefinitionError",
+    "DefinitionInfo",
     "Directory",
     "Engine",
     "Event",
@@ -79,6 +82,7 @@ __all__ = [
     "FileSender",
     "InvalidCredential",
     "JsonCodec",
+    "Limits",
     "LogSender",
     "NonRetryableError",
     "NondeterminismError",

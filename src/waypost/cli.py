@@ -510,14 +510,7 @@ def definitions_validate(file: str, max_steps: int | None) -> None:
     """Check FILE (YAML or JSON; - for stdin); list every problem with its location."""
     from waypost.model.definitions import DefinitionError, Limits, parse_definition
 
-    try:
-        if file == "-":
-            source = sys.stdin.read()
-        else:
-            with open(file, encoding="utf-8") as handle:
-                source = handle.read()
-    except OSError as exc:
-        raise click.ClickException(f"cannot read {file}: {exc}") from exc
+    source = _read_source(file)
     limits = Limits() if max_steps is None else Limits(max_steps=max_steps)
     try:
         definition = parse_definition(source, limits=limits)
@@ -528,6 +521,85 @@ def definitions_validate(file: str, max_steps: int | None) -> None:
         sys.exit(1)
     steps = len(definition.all_steps)
     click.echo(f"{file}: valid: {definition.name}, {steps} steps, digest {definition.digest}")
+
+
+def _read_source(file: str) -> str:
+    try:
+        if file == "-":
+            return sys.stdin.read()
+        with open(file, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {file}: {exc}") from exc
+
+
+def _definition_json(d: Any, *, with_body: bool = False) -> dict[str, Any]:
+    out = {
+        "name": d.name,
+        "version": d.version,
+        "digest": d.digest,
+        "tenant": d.tenant,
+        "published_at": d.published_at.isoformat(),
+        "published_by": d.published_by,
+    }
+    if with_body:
+        out["definition"] = d.body
+    return out
+
+
+@definitions.command("publish")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--by", default=None, help="Who publishes (recorded).")
+@db_option
+@tenant_option
+def definitions_publish(file: str, by: str | None, db: str, tenant: str) -> None:
+    """Validate FILE and publish it as the next immutable version (identical: the same)."""
+    from waypost.model.definitions import DefinitionError
+
+    source = _read_source(file)
+    with _engine(db) as engine:
+        try:
+            info = engine.publish(source, tenant=tenant, by=by)
+        except DefinitionError as exc:
+            click.echo(f"{file}: {len(exc.problems)} problem(s); nothing published", err=True)
+            for problem in exc.problems:
+                click.echo(f"  {problem.path or '(top)'}: {problem.message}", err=True)
+            sys.exit(1)
+    what = "published" if info.created else "unchanged: already published as"
+    click.echo(f"{what} {info.name} version {info.version} (digest {info.digest})")
+
+
+@definitions.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+@tenant_option
+def definitions_list(as_json: bool, db: str, tenant: str) -> None:
+    """List published definitions and their versions."""
+    with _engine(db) as engine:
+        found = engine.definitions(tenant=tenant)
+    if as_json:
+        click.echo(_dump([_definition_json(d) for d in found]))
+        return
+    for d in found:
+        when = d.published_at.isoformat(timespec="seconds")
+        click.echo(f"{d.name}  v{d.version}  {d.digest[:16]}  {when}  {d.published_by or '-'}")
+    if not found:
+        click.echo("no definitions", err=True)
+
+
+@definitions.command("show")
+@click.argument("name")
+@click.option("--version", "version", type=int, default=None, help="Default: the newest.")
+@db_option
+@tenant_option
+def definitions_show(name: str, version: int | None, db: str, tenant: str) -> None:
+    """Show a published definition (its canonical form) as JSON."""
+    with _engine(db) as engine:
+        try:
+            info = engine.definition(name, version, tenant=tenant)
+        except LookupError as exc:
+            raise click.ClickException(str(exc)) from exc
+    click.echo(_dump(_definition_json(info, with_body=True)))
 
 
 if __name__ == "__main__":  # pragma: no cover

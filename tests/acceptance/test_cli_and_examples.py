@@ -219,3 +219,39 @@ def test_definitions_validate_and_schema(tmp_path: Path) -> None:
     assert refused.returncode == 1 and "at most 20 steps (found 21)" in refused.stderr
     schema = run([str(WAYPOST), "definitions", "schema"], cwd=tmp_path)
     assert json.loads(schema.stdout)["$schema"].startswith("https://json-schema.org/")
+
+
+def test_definitions_publish_list_show(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'defs.db'}"
+    source = str(ROOT / "examples/definitions/purchase_order.yaml")
+    first = run(
+        [str(WAYPOST), "definitions", "publish", source, "--db", db, "--by", "ops"], cwd=tmp_path
+    )
+    assert first.returncode == 0, first.stderr
+    assert "published purchase_order version 1" in first.stdout
+    again = run([str(WAYPOST), "definitions", "publish", source, "--db", db], cwd=tmp_path)
+    assert "already published as purchase_order version 1" in again.stdout
+    bad = run(
+        [
+            str(WAYPOST),
+            "definitions",
+            "publish",
+            str(ROOT / "examples/definitions/invalid.yaml"),
+            "--db",
+            db,
+        ],
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 1 and "nothing published" in bad.stderr
+    listed = json.loads(
+        run([str(WAYPOST), "definitions", "list", "--json", "--db", db], cwd=tmp_path).stdout
+    )
+    assert [(d["name"], d["version"], d["published_by"]) for d in listed] == [
+        ("purchase_order", 1, "ops")
+    ]
+    shown = json.loads(
+        run(
+            [str(WAYPOST), "definitions", "show", "purchase_order", "--db", db], cwd=tmp_path
+        ).stdout
+    )
+    assert shown["definition"]["start"] and shown["digest"] == listed[0]["digest"]

@@ -42,6 +42,7 @@ from waypost.errors import (
     WorkflowTerminated,
 )
 from waypost.model.codec import Codec, JsonCodec, error_to_json
+from waypost.model.definitions import Limits, parse_definition
 from waypost.model.events import (
     ChainProblem,
     Event,
@@ -76,7 +77,7 @@ from .approvals import (
     Directory,
 )
 from .faults import Crash, FaultPlan, NoFaults
-from .records import AsyncRunHandle, RunInfo
+from .records import AsyncRunHandle, DefinitionInfo, RunInfo
 from .registry import Registry, WorkflowDefn
 from .runtime import WorkflowInstance
 from .scheduler import Scheduler
@@ -573,6 +574,55 @@ class AsyncEngine:
         """The built-in directory's groups of `tenant` and their members."""
         await self.open()
         return await self.store.list_groups(tenant)
+
+    # == definitions ==============================================================
+    async def publish(
+        self,
+        definition: str | bytes | dict[str, Any],
+        *,
+        tenant: str = "default",
+        by: str | None = None,
+        limits: Limits | None = None,
+    ) -> DefinitionInfo:
+        """Validate a definition (YAML/JSON text or a dict) and freeze it as a version.
+
+        Publishing content identical to a published version returns that version.
+        Raises `DefinitionError` listing every problem; then nothing is published.
+        Activity names are checked against this engine's registered activities, if
+        it has any.
+        """
+        await self.open()
+        tenant = _check_id("tenant", tenant)
+        known = self.registry.activity_names()
+        parsed = parse_definition(
+            definition, limits=limits or Limits(), known_activities=known or None
+        )
+        if isinstance(definition, dict):
+            source = canonical_json(definition)
+        elif isinstance(definition, bytes):
+            source = definition.decode("utf-8", errors="replace")
+        else:
+            source = definition
+        record, created = await self.store.publish_definition(
+            tenant, parsed.name, parsed.digest, parsed.data, source, by, self.clock()
+        )
+        return DefinitionInfo.of(record, created)
+
+    async def definitions(self, *, tenant: str = "default") -> list[DefinitionInfo]:
+        """Every published version of every definition of `tenant`."""
+        await self.open()
+        return [DefinitionInfo.of(r) for r in await self.store.list_definitions(tenant)]
+
+    async def definition(
+        self, name: str, version: int | None = None, *, tenant: str = "default"
+    ) -> DefinitionInfo:
+        """One version (the newest by default); `LookupError` if there is none."""
+        await self.open()
+        record = await self.store.get_definition(tenant, name, version)
+        if record is None:
+            which = "any version" if version is None else f"version {version}"
+            raise LookupError(f"no definition {name!r} ({which}) in tenant {tenant!r}")
+        return DefinitionInfo.of(record)
 
     async def get(self, run_id: str, *, tenant: str = "default") -> RunInfo:
         await self.open()

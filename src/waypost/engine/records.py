@@ -10,6 +10,7 @@ from waypost.model.status import RunStatus
 
 if TYPE_CHECKING:
     from waypost.model.events import Event
+    from waypost.store.base import DefinitionRecord
 
     from .core import AsyncEngine
     from .sync import Engine
@@ -88,3 +89,32 @@ class AsyncRunHandle:
 
     async def history(self) -> list[Event]:
         return await self.engine.history(self.run_id, tenant=self.tenant)
+
+
+@dataclass(frozen=True)
+class DefinitionInfo:
+    """A published version of a workflow defined as data."""
+
+    name: str
+    version: int
+    digest: str
+    tenant: str
+    published_at: datetime
+    published_by: str | None
+    body: dict[str, Any]
+    source: str
+    created: bool = False  # this publish made the version (False: identical content existed)
+
+    @classmethod
+    def of(cls, record: DefinitionRecord, created: bool = False) -> DefinitionInfo:
+        return cls(
+            name=record.name,
+            version=record.version,
+            digest=record.digest,
+            tenant=record.tenant,
+            published_at=datetime.fromtimestamp(record.published_at, UTC),
+            published_by=record.published_by,
+            body=record.body,
+            source=record.source,
+            created=created,
+        )

@@ -16,12 +16,13 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from waypost.errors import ConfigurationError
+from waypost.model.definitions import Limits
 from waypost.model.events import ChainProblem, Event
 from waypost.model.status import RunStatus
 
 from .approvals import ApprovalInfo, DecisionReceipt
 from .core import AsyncEngine
-from .records import RunHandle, RunInfo
+from .records import DefinitionInfo, RunHandle, RunInfo
 
 T = TypeVar("T")
 
@@ -168,6 +169,25 @@ class Engine:
 
     def get(self, run_id: str, *, tenant: str = "default") -> RunInfo:
         return self._call(self.aio.get(run_id, tenant=tenant))
+
+    # -- definitions (see AsyncEngine) -----------------------------------------------
+    def publish(
+        self,
+        definition: str | bytes | dict[str, Any],
+        *,
+        tenant: str = "default",
+        by: str | None = None,
+        limits: Limits | None = None,
+    ) -> DefinitionInfo:
+        return self._call(self.aio.publish(definition, tenant=tenant, by=by, limits=limits))
+
+    def definitions(self, *, tenant: str = "default") -> list[DefinitionInfo]:
+        return self._call(self.aio.definitions(tenant=tenant))
+
+    def definition(
+        self, name: str, version: int | None = None, *, tenant: str = "default"
+    ) -> DefinitionInfo:
+        return self._call(self.aio.definition(name, version, tenant=tenant))
 
     # -- approvals (see AsyncEngine) -------------------------------------------------
     def approvals(

@@ -189,6 +189,20 @@ class OutboxItem:
 
 
 @dataclass(frozen=True, slots=True)
+class DefinitionRecord:
+    """One published, immutable version of a workflow defined as data."""
+
+    tenant: str
+    name: str
+    version: int
+    digest: str
+    body: dict[str, Any]  # the canonical, validated definition
+    source: str  # the text as published
+    published_at: float
+    published_by: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     status: str
     waiting_for: list[dict[str, Any]]
@@ -467,6 +481,28 @@ class Store(Protocol):
     async def remove_group_members(
         self, tenant: str, group: str, principals: Sequence[str]
     ) -> int: ...
+
+    # -- definitions -------------------------------------------------------------
+    async def publish_definition(
+        self,
+        tenant: str,
+        name: str,
+        digest: str,
+        body: dict[str, Any],
+        source: str,
+        by: str | None,
+        now: float,
+    ) -> tuple[DefinitionRecord, bool]:
+        """The version with this digest, created as the next version if new (and whether)."""
+        ...
+
+    async def get_definition(
+        self, tenant: str, name: str, version: int | None = None
+    ) -> DefinitionRecord | None:
+        """A version of a definition; the newest without `version`."""
+        ...
+
+    async def list_definitions(self, tenant: str) -> list[DefinitionRecord]: ...
 
     async def listen(self, on_notify: Callable[[str], None]) -> None:
         """Call `on_notify(topic)` when another process has work for this one.

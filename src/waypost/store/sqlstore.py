@@ -21,6 +21,7 @@ from .base import (
     CredentialRecord,
     DecideRequest,
     DecideResult,
+    DefinitionRecord,
     FiredTimer,
     LeaseRenewal,
     LeaseState,
@@ -197,3 +198,26 @@ class SqlStore:
 
     async def remove_group_members(self, tenant: str, group: str, principals: Sequence[str]) -> int:
         return await self._write(txn.remove_group_members, tenant, group, principals)
+
+    # -- definitions -------------------------------------------------------------
+    async def publish_definition(
+        self,
+        tenant: str,
+        name: str,
+        digest: str,
+        body: dict[str, Any],
+        source: str,
+        by: str | None,
+        now: float,
+    ) -> tuple[DefinitionRecord, bool]:
+        return await self._write(
+            txn.publish_definition, tenant, name, digest, body, source, by, now
+        )
+
+    async def get_definition(
+        self, tenant: str, name: str, version: int | None = None
+    ) -> DefinitionRecord | None:
+        return await self._read(txn.get_definition, tenant, name, version)
+
+    async def list_definitions(self, tenant: str) -> list[DefinitionRecord]:
+        return await self._read(txn.list_definitions, tenant)

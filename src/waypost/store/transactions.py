@@ -27,6 +27,7 @@ from .base import (
     CredentialRecord,
     DecideRequest,
     DecideResult,
+    DefinitionRecord,
     FiredTimer,
     LeaseRenewal,
     LeaseState,
@@ -901,3 +902,68 @@ def finish_outbox(
         tx.run("outbox_retry", {**key, "error": error[:2000], "retry_at": retry_at})
     else:
         tx.run("outbox_failed", {**key, "error": error[:2000]})
+
+
+# == definitions ======================================================================
+def _definition(row: Sequence[Any]) -> DefinitionRecord:
+    return DefinitionRecord(
+        tenant=row[0],
+        name=row[1],
+        version=int(row[2]),
+        digest=row[3],
+        body=json.loads(row[4]),
+        source=row[5],
+        published_at=row[6],
+        published_by=row[7],
+    )
+
+
+def publish_definition(
+    tx: Tx,
+    tenant: str,
+    name: str,
+    digest: str,
+    body: dict[str, Any],
+    source: str,
+    by: str | None,
+    now: float,
+) -> tuple[DefinitionRecord, bool]:
+    key = {"tenant": tenant, "name": name}
+    for _ in range(5):  # another publisher may take the next version first
+        found = tx.one("definition_by_digest", {**key, "digest": digest})
+        if found is not None:
+            row = tx.one("get_definition", {**key, "version": found[0]})
+            assert row is not None
+            return _definition(row), False
+        newest = tx.one("newest_definition_version", key)
+        version = int(newest[0] or 0) + 1 if newest else 1
+        inserted = tx.run(
+            "insert_definition",
+            {
+                **key,
+                "version": version,
+                "digest": digest,
+                "body": canonical_json(body),
+                "source": source,
+                "now": now,
+                "by": by,
+            },
+        )
+        if inserted:
+            row = tx.one("get_definition", {**key, "version": version})
+            assert row is not None
+            return _definition(row), True
+    raise Abort(None)
+
+
+def get_definition(tx: Tx, tenant: str, name: str, version: int | None) -> DefinitionRecord | None:
+    key = {"tenant": tenant, "name": name}
+    if version is None:
+        row = tx.one("get_newest_definition", key)
+    else:
+        row = tx.one("get_definition", {**key, "version": version})
+    return _definition(row) if row else None
+
+
+def list_definitions(tx: Tx, tenant: str) -> list[DefinitionRecord]:
+    return [_definition(r) for r in tx.all("list_definitions", {"tenant": tenant})]

@@ -48,6 +48,7 @@ WRITES = frozenset(
         "finish_outbox",
         "add_group_members",
         "remove_group_members",
+        "publish_definition",
     }
 )
 # Verbs that only read (an outage fails them too).
@@ -67,6 +68,8 @@ READS = frozenset(
         "approval_votes",
         "group_members",
         "list_groups",
+        "get_definition",
+        "list_definitions",
     }
 )
 

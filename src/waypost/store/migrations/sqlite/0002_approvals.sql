@@ -71,3 +71,18 @@ CREATE TABLE outbox (
 ) WITHOUT ROWID;
 
 CREATE INDEX outbox_due ON outbox (status, visible_at);
+
+-- Workflows defined as data: immutable versions, identified by their content's digest.
+CREATE TABLE definitions (
+    tenant       TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    version      INTEGER NOT NULL,
+    digest       TEXT NOT NULL,
+    body         TEXT NOT NULL,
+    source       TEXT NOT NULL,
+    published_at REAL NOT NULL,
+    published_by TEXT,
+    PRIMARY KEY (tenant, name, version)
+) WITHOUT ROWID;
+
+CREATE UNIQUE INDEX definitions_by_digest ON definitions (tenant, name, digest);

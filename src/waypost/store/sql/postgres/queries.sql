@@ -327,3 +327,30 @@ WHERE id = %(id)s AND owner = %(owner)s AND status = 'pending';
 -- name: outbox_failed
 UPDATE outbox SET status = 'failed', owner = NULL, last_error = %(error)s
 WHERE id = %(id)s AND owner = %(owner)s AND status = 'pending';
+
+-- == definitions ======================================================================
+
+-- name: definition_by_digest
+SELECT version FROM definitions WHERE tenant = %(tenant)s AND name = %(name)s AND digest = %(digest)s;
+
+-- name: newest_definition_version
+SELECT max(version) FROM definitions WHERE tenant = %(tenant)s AND name = %(name)s;
+
+-- name: insert_definition
+INSERT INTO definitions (tenant, name, version, digest, body, source, published_at, published_by)
+VALUES (%(tenant)s, %(name)s, %(version)s, %(digest)s, %(body)s, %(source)s, %(now)s, %(by)s)
+ON CONFLICT DO NOTHING;
+
+-- name: get_definition
+SELECT tenant, name, version, digest, body, source, published_at, published_by
+FROM definitions WHERE tenant = %(tenant)s AND name = %(name)s AND version = %(version)s;
+
+-- name: get_newest_definition
+SELECT tenant, name, version, digest, body, source, published_at, published_by
+FROM definitions WHERE tenant = %(tenant)s AND name = %(name)s
+ORDER BY version DESC LIMIT 1;
+
+-- name: list_definitions
+SELECT tenant, name, version, digest, body, source, published_at, published_by
+FROM definitions WHERE tenant = %(tenant)s
+ORDER BY name, version;

@@ -159,3 +159,18 @@ CREATE INDEX outbox_due ON outbox (status, visible_at);
 -- Claims take due tasks in visible_at order; with a large backlog this index lets
 -- the claim stop at its limit instead of sorting every claimable row.
 CREATE INDEX tasks_claimable ON tasks (kind, visible_at) WHERE state IN ('ready', 'leased');
+
+-- Workflows defined as data: immutable versions, identified by their content's digest.
+CREATE TABLE definitions (
+    tenant       text NOT NULL,
+    name         text NOT NULL,
+    version      integer NOT NULL,
+    digest       text NOT NULL,
+    body         text NOT NULL,
+    source       text NOT NULL,
+    published_at double precision NOT NULL,
+    published_by text,
+    PRIMARY KEY (tenant, name, version)
+);
+
+CREATE UNIQUE INDEX definitions_by_digest ON definitions (tenant, name, digest);

@@ -317,3 +317,30 @@ WHERE id = :id AND owner = :owner AND status = 'pending';
 -- name: outbox_failed
 UPDATE outbox SET status = 'failed', owner = NULL, last_error = :error
 WHERE id = :id AND owner = :owner AND status = 'pending';
+
+-- == definitions ======================================================================
+
+-- name: definition_by_digest
+SELECT version FROM definitions WHERE tenant = :tenant AND name = :name AND digest = :digest;
+
+-- name: newest_definition_version
+SELECT max(version) FROM definitions WHERE tenant = :tenant AND name = :name;
+
+-- name: insert_definition
+INSERT INTO definitions (tenant, name, version, digest, body, source, published_at, published_by)
+VALUES (:tenant, :name, :version, :digest, :body, :source, :now, :by)
+ON CONFLICT DO NOTHING;
+
+-- name: get_definition
+SELECT tenant, name, version, digest, body, source, published_at, published_by
+FROM definitions WHERE tenant = :tenant AND name = :name AND version = :version;
+
+-- name: get_newest_definition
+SELECT tenant, name, version, digest, body, source, published_at, published_by
+FROM definitions WHERE tenant = :tenant AND name = :name
+ORDER BY version DESC LIMIT 1;
+
+-- name: list_definitions
+SELECT tenant, name, version, digest, body, source, published_at, published_by
+FROM definitions WHERE tenant = :tenant
+ORDER BY name, version;
