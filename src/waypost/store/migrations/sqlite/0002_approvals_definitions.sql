@@ -1,5 +1,5 @@
--- waypost schema, version 2 (SQLite): human approvals, their credentials and votes,
--- the built-in directory of groups, and the notification outbox.
+-- waypost schema, version 2 (SQLite): human approvals (credentials, votes), the built-in
+-- directory of groups, the notification outbox, published definitions.
 
 CREATE TABLE approvals (
     tenant      TEXT NOT NULL,

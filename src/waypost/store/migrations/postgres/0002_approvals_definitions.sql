@@ -1,5 +1,5 @@
--- waypost schema, version 2 (PostgreSQL): human approvals, their credentials and votes,
--- the built-in directory of groups, the notification outbox, and an index for claims.
+-- waypost schema, version 2 (PostgreSQL): human approvals (credentials, votes), the built-in
+-- directory of groups, the notification outbox, published definitions, and an index for claims.
 
 CREATE TABLE approvals (
     tenant      text NOT NULL,
