@@ -359,3 +359,49 @@ def test_queued_activities_take_freed_slots_without_waiting_for_a_poll(make_engi
     with engine.running():
         run = engine.start(fan_out_ten)
         assert engine.result(run.run_id, timeout=20) == list(range(10))
+
+
+@wp.workflow(name="older_flow")
+async def older_flow(ctx: wp.WorkflowContext, x: int) -> int:
+    return x + 1
+
+
+def test_a_database_of_schema_version_1_is_upgraded_and_keeps_its_runs(
+    make_engine: Any, db_url: str
+) -> None:
+    """A file or database made by the first release gains the newer tables on open."""
+    from tests.helpers import db_query
+
+    engine = make_engine(older_flow)
+    with engine.running():
+        run = engine.start(older_flow, 41)
+        assert engine.result(run.run_id, timeout=10) == 42
+    engine.close()
+    newer = ["approvals", "approval_credentials", "approval_votes", "group_members", "outbox"]
+    newer.append("definitions")
+    _downgrade_to_version_1(db_url, newer)
+    again = make_engine(older_flow)
+    assert again.get(run.run_id).status == "completed"  # the old run is still there
+    assert db_query(db_url, "SELECT max(version) FROM waypost_migrations") == [(2,)]
+    again.add_to_group("managers", ["ann"])  # a table of version 2 works
+    assert again.groups() == {"managers": ["ann"]}
+
+
+def _downgrade_to_version_1(db_url: str, tables: list[str]) -> None:
+    """Drop what version 2 added, as if the database had been made before it."""
+    if db_url.startswith("sqlite:///"):
+        import sqlite3
+
+        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+        for t in tables:
+            conn.execute(f"DROP TABLE {t}")
+        conn.execute("DELETE FROM waypost_migrations WHERE version = 2")
+        conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as pg:
+        for t in tables:
+            pg.execute(f"DROP TABLE {t}")
+        pg.execute("DROP INDEX IF EXISTS tasks_claimable")
+        pg.execute("DELETE FROM waypost_migrations WHERE version = 2")
