@@ -608,8 +608,15 @@ async def _database(kind: str, base: str | None, workdir: str) -> Any:
     try:
         yield admin_url.rpartition("/")[0] + "/" + name
     finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        for attempt in range(60):  # the server may be restarting
+            try:
+                with psycopg.connect(admin_url, autocommit=True) as admin:
+                    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                break
+            except psycopg.OperationalError:
+                if attempt == 59:
+                    raise
+                await asyncio.sleep(1.0)
 
 
 def _table(outcomes: list[Outcome]) -> str:
