@@ -664,16 +664,20 @@ class WorkflowInstance:
         self._cancel_command(step, _E.ACTIVITY_CANCEL_REQUESTED, "activity", p.site)
 
     def _cancel_command(self, step: str, type_: EventType, what: str, site: str) -> None:
+        happened = f"the code cancelled the {what} of step {step} ({site})"
+        self._follow_up(step, type_, {"site": site}, happened)
+
+    def _follow_up(self, step: str, type_: EventType, data: dict[str, Any], happened: str) -> None:
+        """Issue a command that ends or changes an earlier one (kept per step for replay)."""
         recorded = self._recorded_cancels.get(step)
         if recorded is not None:
             self._matched.add(recorded.seq)
         elif self.replaying:
             self._nondeterministic(
-                f"the code cancelled the {what} of step {step} ({site}) while replaying "
-                f"{self._handling}, but the history does not record that"
+                f"{happened} while replaying {self._handling}, but the history does not record that"
             )
         else:
-            self._command(type_, {"step": step, "site": site})
+            self._command(type_, {"step": step, **data})
 
     def request_approval(
         self,
@@ -746,25 +750,12 @@ class WorkflowInstance:
         def on_due(_: asyncio.Future[None]) -> None:
             if timer.cancelled() or fut.done():
                 return
-            recorded = self._recorded_cancels.get(timer_step)
-            if recorded is not None:
-                self._matched.add(recorded.seq)
-            elif self.replaying:
-                self._nondeterministic(
-                    f"the approval of step {step} ({site}) escalated to {group} while replaying "
-                    f"{self._handling}, but the history does not record that"
-                )
-            else:
-                self._command(
-                    _E.APPROVAL_ESCALATED,
-                    {
-                        "step": timer_step,
-                        "approval_step": step,
-                        "approval_id": approval_id,
-                        "group": group,
-                        "site": site,
-                    },
-                )
+            self._follow_up(
+                timer_step,
+                _E.APPROVAL_ESCALATED,
+                {"approval_step": step, "approval_id": approval_id, "group": group, "site": site},
+                f"the approval of step {step} ({site}) escalated to {group}",
+            )
 
         timer.add_done_callback(on_due)
         fut.add_done_callback(lambda _: timer.cancel() if not timer.done() else None)
@@ -777,19 +768,12 @@ class WorkflowInstance:
             self._close_approval(step, str(p.extra), ap.CANCELLED, p.site)
 
     def _close_approval(self, step: str, approval_id: str, status: str, site: str) -> None:
-        recorded = self._recorded_cancels.get(step)
-        if recorded is not None:
-            self._matched.add(recorded.seq)
-        elif self.replaying:
-            self._nondeterministic(
-                f"the code closed the approval of step {step} ({site}, {status}) while "
-                f"replaying {self._handling}, but the history does not record that"
-            )
-        else:
-            self._command(
-                _E.APPROVAL_CLOSED,
-                {"step": step, "approval_id": approval_id, "status": status, "site": site},
-            )
+        self._follow_up(
+            step,
+            _E.APPROVAL_CLOSED,
+            {"approval_id": approval_id, "status": status, "site": site},
+            f"the code closed the approval of step {step} ({site}, {status})",
+        )
 
     def start_timer(
         self, duration: float, site: str, *, internal: str | None = None
