@@ -163,7 +163,14 @@ def test_the_same_approver_counts_once_toward_a_quorum(engine: Any, mailbox: Mai
     with pytest.raises(wp.InvalidCredential):  # her other link died with the first use
         engine.decide(approval.approval_id, ann["reject_token"], "ann", "reject")
     # An operator hands bob's place to ann: she gets new credentials, still one vote.
+    bob = mailbox.wait(approval.approval_id, "bob")
     engine.reassign(approval.approval_id, "bob", "ann", by="ops", reason="bob is away")
+    with pytest.raises(wp.InvalidCredential):  # reassignment killed bob's credentials
+        engine.decide(approval.approval_id, bob["approve_token"], "bob", "approve")
+    changed = of_type(engine.history(run.run_id), "ApproversChanged")
+    assert [(c.data["revoked"], c.data["added"], c.data["by"]) for c in changed] == [
+        ("bob", "ann", "ops")
+    ]
     again = eventually(
         lambda: [
             n
