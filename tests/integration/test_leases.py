@@ -370,8 +370,10 @@ def test_a_killed_workers_attempt_is_taken_over_after_its_lease(
         stderr=subprocess.STDOUT,
     )
     try:
-        first = eventually(
-            lambda: list(folder.glob("attempt-1-*")), "the worker to start attempt 1", timeout=20
+        first = eventually(  # the marker is written (not only created) before the kill
+            lambda: [p for p in folder.glob("attempt-1-*") if p.read_text()],
+            "the worker to start attempt 1",
+            timeout=20,
         )
         worker.send_signal(signal.SIGKILL)
         worker.wait(10)
