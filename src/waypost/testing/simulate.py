@@ -368,63 +368,54 @@ async def _patiently(read: Callable[[], Awaitable[T]], seconds: float = 60.0) ->
 Scenario = Callable[[Sim], Awaitable[None]]
 
 
-async def crash_after_commit(sim: Sim) -> None:
-    """An engine dies just after a commit (events, tasks and timers written together)."""
-    rates = FaultRates(crash_after_write=0.02)
+async def _two_faulty_engines(sim: Sim, rates: FaultRates) -> None:
+    """Two engines with the same faults serve the scenario's runs to the end."""
+    await sim.engine(rates)
+    await sim.engine(rates)
+    await sim.start_runs(sim.n_runs)
+    await sim.until_finished()
+
+
+async def _crash_at_a_write(sim: Sim, where: str) -> None:
+    rates = FaultRates(**{f"crash_{where}_write": 0.02})
     # The first engine surely dies at a write chosen by the seed; engines
     # started in place of a dead one may die too, less often.
-    await sim.engine(crash_at=("after", sim.random.randint(3, 15)))
+    await sim.engine(crash_at=(where, sim.random.randint(3, 15)))
     await sim.engine()
     await sim.start_runs(sim.n_runs)
     await sim.until_finished(rates=rates)
+
+
+async def crash_after_commit(sim: Sim) -> None:
+    """An engine dies just after a commit (events, tasks and timers written together)."""
+    await _crash_at_a_write(sim, "after")
 
 
 async def crash_before_commit(sim: Sim) -> None:
     """An engine dies just before a write reaches the database."""
-    rates = FaultRates(crash_before_write=0.02)
-    # The first engine surely dies at a write chosen by the seed; engines
-    # started in place of a dead one may die too, less often.
-    await sim.engine(crash_at=("before", sim.random.randint(3, 15)))
-    await sim.engine()
-    await sim.start_runs(sim.n_runs)
-    await sim.until_finished(rates=rates)
+    await _crash_at_a_write(sim, "before")
 
 
 async def duplicate_delivery(sim: Sim) -> None:
     """Claimed tasks are delivered twice, or leased and never delivered."""
     rates = FaultRates(duplicate_delivery=0.3, drop_delivery=0.1)
     sim.via_client = 1.0  # every run's first task goes through a claim
-    await sim.engine(rates)
-    await sim.engine(rates)
-    await sim.start_runs(sim.n_runs)
-    await sim.until_finished()
+    await _two_faulty_engines(sim, rates)
 
 
 async def stale_worker(sim: Sim) -> None:
     """A worker stalls past its lease, another takes the step, then the stale one reports."""
-    rates = FaultRates(stall=0.25, stall_seconds=LEASE * 3)
-    await sim.engine(rates)
-    await sim.engine(rates)
-    await sim.start_runs(sim.n_runs)
-    await sim.until_finished()
+    await _two_faulty_engines(sim, FaultRates(stall=0.25, stall_seconds=LEASE * 3))
 
 
 async def lost_response(sim: Sim) -> None:
     """An activity succeeds but its response never reaches the store."""
-    rates = FaultRates(lose_response=0.3)
-    await sim.engine(rates)
-    await sim.engine(rates)
-    await sim.start_runs(sim.n_runs)
-    await sim.until_finished()
+    await _two_faulty_engines(sim, FaultRates(lose_response=0.3))
 
 
 async def timer_twice(sim: Sim) -> None:
     """Due timers are fired by two concurrent calls; each must fire once."""
-    rates = FaultRates(fire_timers_twice=0.7)
-    await sim.engine(rates)
-    await sim.engine(rates)
-    await sim.start_runs(sim.n_runs)
-    await sim.until_finished()
+    await _two_faulty_engines(sim, FaultRates(fire_timers_twice=0.7))
 
 
 async def two_schedulers(sim: Sim) -> None:
