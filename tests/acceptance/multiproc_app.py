@@ -1,6 +1,6 @@
 """The module the worker processes of the multi-process acceptance test serve.
 
-Each worker is ``waypost worker --db URL --app multiproc_app --lease 2`` with
+Each worker is ``waypost worker --db URL --app multiproc_app --lease 4`` with
 this directory on PYTHONPATH and MULTIPROC_LOG naming the execution log. The
 test process imports this module too: to start runs of `multiproc` and to
 compute the result each run must end with.

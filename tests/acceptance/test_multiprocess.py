@@ -1,6 +1,6 @@
 """Multi-process acceptance: three worker processes on one PostgreSQL database, one SIGKILLed.
 
-Three `waypost worker --app multiproc_app --lease 2` processes serve one fresh
+Three `waypost worker --app multiproc_app --lease 4` processes serve one fresh
 database. The test process starts 500 runs of a workflow of ten activity steps
 (`multiproc_app.multiproc`: sync and async activities, two gathered pairs, a
 short durable timer, and in every tenth run a step that fails once on purpose)
@@ -53,7 +53,7 @@ HERE = Path(__file__).parent
 N_RUNS = 500  # the contract
 N_WORKERS = 3  # the contract
 STEPS = app.ACTIVITY_STEPS  # the contract: a 10-step workflow
-LEASE = 2.0
+LEASE = 4.0  # live workers renew every 1.3 s; only a stall of 4 s loses a lease
 KILL_AFTER = N_RUNS * STEPS // 2  # completed steps (ActivityCompleted events) before the kill
 READY_TIMEOUT = 30.0
 HALFWAY_TIMEOUT = 120.0
