@@ -14,7 +14,14 @@ from waypost.engine.approvals import (
 )
 from waypost.engine.context import ActivityContext, WorkflowContext
 from waypost.engine.core import AsyncEngine
-from waypost.engine.records import AsyncRunHandle, DefinitionInfo, RunHandle, RunInfo
+from waypost.engine.interpreter import DefinitionFailed
+from waypost.engine.records import (
+    AsyncRunHandle,
+    DefinitionInfo,
+    MigrationReport,
+    RunHandle,
+    RunInfo,
+)
 from waypost.engine.registry import activity, workflow
 from waypost.engine.senders import (
     FileSender,
@@ -52,7 +59,7 @@ from waypost.errors import (
 )
 from waypost.model.approvals import AllOf, AnyOf, Decision, Policy, Quorum
 from waypost.model.codec import Codec, JsonCodec
-from waypost.model.definitions import DefinitionError, Limits
+from waypost.model.definitions import DefinitionError, InputError, Limits
 from waypost.model.events import Event, EventType
 from waypost.model.retry import Retry
 from waypost.model.status import RunStatus
@@ -74,16 +81,19 @@ __all__ = [
     "DecisionReceipt",
     "DecisionRefused",
     "DefinitionError",
+    "DefinitionFailed",
     "DefinitionInfo",
     "Directory",
     "Engine",
     "Event",
     "EventType",
     "FileSender",
+    "InputError",
     "InvalidCredential",
     "JsonCodec",
     "Limits",
     "LogSender",
+    "MigrationReport",
     "NonRetryableError",
     "NondeterminismError",
     "Notification",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
@@ -24,7 +25,7 @@ import socket
 import time
 import traceback
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -36,14 +37,26 @@ from waypost.errors import (
     RunIdConflict,
     RunNotActive,
     RunNotFound,
+    StoreCorrupted,
     StoreError,
+    UnknownWorkflow,
     WorkflowCancelled,
     WorkflowFailed,
     WorkflowTerminated,
 )
+from waypost.model import approvals as ap
 from waypost.model.codec import Codec, JsonCodec, error_to_json
-from waypost.model.definitions import Limits, parse_definition
+from waypost.model.definitions import (
+    Definition,
+    InputError,
+    Limits,
+    input_problems,
+    parse_definition,
+)
+from waypost.model.definitions.migration import check_mapping, check_migration
 from waypost.model.events import (
+    AUDIT_EVENTS,
+    COMMAND_EVENTS,
     ChainProblem,
     Event,
     EventType,
@@ -59,6 +72,7 @@ from waypost.store.base import (
     CommitResult,
     Conflict,
     CreateRunResult,
+    DefinitionRecord,
     NewActivityTask,
     NewApproval,
     NewRun,
@@ -77,7 +91,9 @@ from .approvals import (
     Directory,
 )
 from .faults import Crash, FaultPlan, NoFaults
-from .records import AsyncRunHandle, DefinitionInfo, RunInfo
+from .http import SecretSource, make_http_activity
+from .interpreter import DEFINITIONS_QUEUE, HTTP_ACTIVITY, Interpreter
+from .records import AsyncRunHandle, DefinitionInfo, MigrationReport, RunInfo
 from .registry import Registry, WorkflowDefn
 from .runtime import WorkflowInstance
 from .scheduler import Scheduler
@@ -96,6 +112,16 @@ _OUTCOME_STATUS = {
 
 def _seconds(value: timedelta | float) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _definition_version(version: Any) -> int | None:
+    if version is None:
+        return None
+    if isinstance(version, int) and not isinstance(version, bool) and version >= 1:
+        return version
+    if isinstance(version, str) and version.isdigit() and int(version) >= 1:
+        return int(version)
+    raise ValueError(f"a definition version is a number from 1, not {version!r}")
 
 
 def new_run_id() -> str:
@@ -161,7 +187,12 @@ class AsyncEngine:
     the queue and in progress at once; runs this engine starts itself do not
     wait for it), `activity_threads` (threads for sync
     activities), `shutdown_grace` (how long a stop waits for running
-    attempts).
+    attempts). Workflows defined as data: `serve_definitions` (run the
+    workflow tasks of definition runs here, default True), `http_allow` (hosts
+    `http` steps may call, e.g. `["api.example.com", "*.example.org"]`; an
+    engine without it does not take `http` steps), `http_secrets` (`(tenant, name)
+    -> secret` for signing `http` steps; by default environment variables
+    `WAYPOST_SECRET_<TENANT>__<NAME>` or `WAYPOST_SECRET_<NAME>`).
     """
 
     def __init__(
@@ -183,10 +214,17 @@ class AsyncEngine:
         directory: Directory | None = None,
         notifier: Sender | None = None,
         approval_url: str = "http://localhost:8000/approvals",
+        serve_definitions: bool = True,
+        http_allow: Sequence[str] | None = None,
+        http_secrets: SecretSource | None = None,
     ) -> None:
         self.store: Store = store if store is not None else open_store(url)
         self.url = self.store.url
         self.registry = Registry()
+        self.serve_definitions = serve_definitions
+        if http_allow:
+            # Only engines allowed to call out serve `http` steps of definitions.
+            self.registry.add(make_http_activity(allow=http_allow, secrets=http_secrets))
         self.codec: Codec = codec or JsonCodec()
         self.lease = _seconds(lease)
         self.poll_interval = _seconds(poll_interval)
@@ -206,6 +244,7 @@ class AsyncEngine:
         self.scheduler = Scheduler(self)
         self._approvals = Approvals(self, directory, notifier, approval_url)
         self._cache: OrderedDict[tuple[str, str], _Live] = OrderedDict()
+        self._definitions: OrderedDict[tuple[str, str, int], Definition] = OrderedDict()
         self._locks = _RunLocks()
         self._waiters: dict[tuple[str, str], list[asyncio.Future[None]]] = {}
         self._spawned: set[asyncio.Task[Any]] = set()
@@ -349,45 +388,106 @@ class AsyncEngine:
         *,
         run_id: str | None = None,
         tenant: str = "default",
-        version: str | None = None,
+        version: str | int | None = None,
         started_by: str | None = None,
     ) -> AsyncRunHandle:
         """Start a run; with `run_id`, starting the same run again returns it.
 
         `started_by` names the principal who started it (recorded in the history;
         by default that principal may not approve the run's approvals).
+
+        A name that no registered workflow has starts a run of the tenant's
+        published definition of that name: the newest version, or `version`.
+        Its input must satisfy the definition's input schema (`InputError`).
         """
         await self.open()
-        defn = self.registry.workflow(workflow, version)
         tenant = _check_id("tenant", tenant)
-        run_id = _check_id("run_id", run_id) if run_id is not None else new_run_id()
+        if isinstance(workflow, str) and not self.registry.has_workflow(workflow):
+            return await self._start_definition(
+                workflow, input, run_id=run_id, tenant=tenant, version=version, by=started_by
+            )
+        defn = self.registry.workflow(workflow, None if version is None else str(version))
         payload = self.codec.encode(input)
-        now = self.clock()
         started_data: dict[str, Any] = {
             "workflow": defn.name,
             "version": defn.version,
             "input": payload,
         }
+        return await self._create_run(
+            tenant, run_id, defn.name, defn.version, payload, started_data, defn.queue, started_by
+        )
+
+    async def _start_definition(
+        self,
+        name: str,
+        input: Any,
+        *,
+        run_id: str | None,
+        tenant: str,
+        version: str | int | None,
+        by: str | None,
+    ) -> AsyncRunHandle:
+        number = _definition_version(version)
+        record = await self.store.get_definition(tenant, name, number)
+        if record is None:
+            if number is not None and await self.store.get_definition(tenant, name) is not None:
+                raise UnknownWorkflow(
+                    f"definition {name!r} has no version {number} in tenant {tenant!r}"
+                )
+            known = ", ".join(self.registry.workflow_names()) or "none"
+            raise UnknownWorkflow(
+                f"no workflow named {name!r} is registered (registered: {known}) and tenant "
+                f"{tenant!r} has published no definition of that name"
+            )
+        definition = self._parsed_definition(record)
+        problems = input_problems(definition, input)
+        if problems:
+            raise InputError(name, problems)
+        payload = self.codec.encode(input if input is not None else {})
+        started_data: dict[str, Any] = {
+            "workflow": name,
+            "version": str(record.version),
+            "input": payload,
+            "definition": {"name": name, "version": record.version, "digest": record.digest},
+        }
+        return await self._create_run(
+            tenant, run_id, name, str(record.version), payload, started_data, DEFINITIONS_QUEUE, by
+        )
+
+    async def _create_run(
+        self,
+        tenant: str,
+        run_id: str | None,
+        workflow: str,
+        version: str,
+        payload: Any,
+        started_data: dict[str, Any],
+        queue: str,
+        started_by: str | None,
+    ) -> AsyncRunHandle:
+        run_id = _check_id("run_id", run_id) if run_id is not None else new_run_id()
+        now = self.clock()
         if started_by is not None:
             started_data["started_by"] = _check_id("started_by", started_by)
         started = NewEvent(_E.RUN_STARTED, started_data, now)
-        claim = self.serves_workflow(defn.queue)
+        claim = self.serves_workflow(queue)
         result = await self._create(
             NewRun(
                 tenant=tenant,
                 run_id=run_id,
-                workflow=defn.name,
-                version=defn.version,
+                workflow=workflow,
+                version=version,
                 input=payload,
                 ts=now,
                 started=started,
                 claim_owner=self.owner if claim else None,
                 lease=self.lease,
+                queue=queue,
             )
         )
         run = result.run
         if not result.created:
-            if run.workflow != defn.name or run.input_json != canonical_json(payload):
+            if run.workflow != workflow or run.input_json != canonical_json(payload):
                 raise RunIdConflict(
                     f"run {run_id!r} exists already (workflow {run.workflow!r}) with a different "
                     "workflow or input; use another run_id"
@@ -397,10 +497,55 @@ class AsyncEngine:
             first = Event(1, _E.RUN_STARTED, started.data, now, run.last_hash, started.encode())
             self.spawn(
                 self._process(
-                    tenant, run_id, result.workflow_fence, defn.queue, preloaded=(run, [first])
+                    tenant, run_id, result.workflow_fence, queue, preloaded=(run, [first])
                 )
             )
         return AsyncRunHandle(self, run_id, tenant)
+
+    def _parsed_definition(self, record: DefinitionRecord) -> Definition:
+        """A stored version, validated once and kept (versions never change)."""
+        key = (record.tenant, record.name, record.version)
+        cached = self._definitions.get(key)
+        if cached is not None and cached.digest == record.digest:
+            self._definitions.move_to_end(key)
+            return cached
+        definition = parse_definition(record.body)
+        if definition.digest != record.digest:
+            raise StoreCorrupted(
+                f"definition {record.name!r} version {record.version} of tenant "
+                f"{record.tenant!r} does not match its digest: the stored body was changed"
+            )
+        self._definitions[key] = definition
+        while len(self._definitions) > 256:
+            self._definitions.popitem(last=False)
+        return definition
+
+    async def _definition_workflow(self, run: RunRecord, history: Sequence[Event]) -> WorkflowDefn:
+        """The interpreter for a definition run, with every version its history names."""
+        started = history[0].data["definition"]
+        pinned = {int(started["version"]): str(started["digest"])}
+        for ev in history:
+            if ev.type == _E.RUN_MIGRATED:
+                pinned[int(ev.data["to_version"])] = str(ev.data["to_digest"])
+        definitions: dict[int, Definition] = {}
+        for number, digest in pinned.items():
+            record = await self.store.get_definition(run.tenant, started["name"], number)
+            if record is None:
+                raise StoreCorrupted(
+                    f"definition {started['name']!r} version {number} of run {run.run_id!r} "
+                    "is missing from the store"
+                )
+            if record.digest != digest:
+                raise StoreCorrupted(
+                    f"definition {started['name']!r} version {number} has digest "
+                    f"{record.digest[:12]}..., but run {run.run_id!r} was pinned to "
+                    f"{digest[:12]}...: the stored version was changed"
+                )
+            definitions[number] = self._parsed_definition(record)
+        interpreter = Interpreter(definitions, int(started["version"]))
+        return WorkflowDefn(
+            name=str(started["name"]), version=str(started["version"]), fn=interpreter.run
+        )
 
     async def signal(
         self, run_id: str, name: str, payload: Any = None, *, tenant: str = "default"
@@ -593,7 +738,7 @@ class AsyncEngine:
         """
         await self.open()
         tenant = _check_id("tenant", tenant)
-        known = self.registry.activity_names()
+        known = [name for name in self.registry.activity_names() if name != HTTP_ACTIVITY]
         parsed = parse_definition(
             definition, limits=limits or Limits(), known_activities=known or None
         )
@@ -624,6 +769,232 @@ class AsyncEngine:
             raise LookupError(f"no definition {name!r} ({which}) in tenant {tenant!r}")
         return DefinitionInfo.of(record)
 
+    async def migrate(
+        self,
+        run_id: str,
+        to_version: int,
+        mapping: Mapping[str, str] | None = None,
+        *,
+        reason: str,
+        by: str | None = None,
+        dry_run: bool = False,
+        tenant: str = "default",
+    ) -> MigrationReport:
+        """Move a waiting definition run to another version of its definition.
+
+        `mapping` takes the step where the run waits to a step of the new version
+        (by default the step of the same id). The move is checked first: the run
+        must wait at a top-level approval or wait step, and the new version must be
+        able to go on from the mapped step with the data the run has. The report
+        says whether it can and why not; with `dry_run` nothing is written.
+        Otherwise a RunMigrated event records from/to version, the mapping, `by`
+        and `reason`; an open approval of the step is revoked at once (its
+        credentials die) and the run enters the mapped step afresh.
+        """
+        await self.open()
+        tenant = _check_id("tenant", tenant)
+        number = _definition_version(to_version)
+        assert number is not None
+        given = dict(mapping or {})
+        if not dry_run:
+            if not isinstance(reason, str) or not reason.strip():
+                raise ValueError("migrate needs a reason")
+            if not isinstance(by, str) or not by.strip():
+                raise ValueError("migrate needs who moves the run (by)")
+        run, history = await self.store.load_run(tenant, run_id)
+        if run is None:
+            raise RunNotFound(f"no run {run_id!r} in tenant {tenant!r}")
+
+        def report(reasons: list[str], **fields: Any) -> MigrationReport:
+            values: dict[str, Any] = {
+                "run_id": run_id,
+                "tenant": tenant,
+                "definition": None,
+                "from_version": None,
+                "to_version": number,
+                "from_step": None,
+                "to_step": None,
+                "compatible": not reasons,
+                "migrated": False,
+                "dry_run": dry_run,
+                "reasons": reasons,
+                "notes": [],
+            }
+            values.update(fields)
+            return MigrationReport(**values)
+
+        started = history[0].data.get("definition") if history else None
+        if not isinstance(started, dict):
+            return report(
+                [f"run {run_id!r} runs workflow code ({run.workflow!r}), not a definition"]
+            )
+        name = str(started["name"])
+        current = int(run.version)
+        known = {"definition": name, "from_version": current}
+        target = await self.store.get_definition(tenant, name, number)
+        if target is None:
+            raise LookupError(f"definition {name!r} has no version {number} in tenant {tenant!r}")
+        status = RunStatus(run.status)
+        if status.finished:
+            return report([f"the run has finished ({status.value})"], **known)
+        if status is RunStatus.SUSPENDED:
+            return report(["the run is suspended; resolve that first"], **known)
+        if current == number:
+            return report([f"the run is on version {number} already"], **known)
+        unseen = [e for e in history if e.seq > run.processed_seq]
+        if any(e.type not in COMMAND_EVENTS and e.type not in AUDIT_EVENTS for e in unseen):
+            return report(
+                ["the run has events it has not processed yet; try again in a moment"], **known
+            )
+        defn = await self._definition_workflow(run, history)
+        inst = self._new_instance(defn, tenant, run_id)
+        try:
+            try:
+                inst.replay(history, run.processed_seq)
+            except NondeterminismError as exc:
+                return report([f"replaying the run failed: {exc}"], **known)
+            interpreter = defn.fn.__self__  # type: ignore[attr-defined]
+            assert isinstance(interpreter, Interpreter)
+            position = dict(interpreter.position)
+            at = position.get("")
+            if at is None or inst.finished:
+                return report(["the run is not at any step"], **known)
+            if len(position) > 1 or not interpreter.waiting:
+                kind = interpreter.definition.all_steps[at]["type"]
+                where = "in the branches of" if len(position) > 1 else "at"
+                return report(
+                    [
+                        f"only a run waiting at a top-level approval or wait step can be moved; "
+                        f"this one is {where} {kind} step {at!r}"
+                    ],
+                    **known,
+                    from_step=at,
+                )
+            open_approvals = [
+                w["approval_id"] for w in run.waiting_for if w.get("kind") == "approval"
+            ]
+            votes = 0
+            for approval_id in open_approvals:
+                info = await self._approvals.get(approval_id, tenant=tenant)
+                votes += len(info.votes) if info is not None else 0
+            check = check_migration(
+                interpreter.definition,
+                self._parsed_definition(target),
+                at=at,
+                data=interpreter.data,
+                run_input=run.input,
+                mapping=given,
+                votes=votes,
+            )
+        finally:
+            inst.close()
+        result = report(
+            check.reasons,
+            **known,
+            from_step=check.from_step,
+            to_step=check.to_step,
+            notes=check.notes,
+        )
+        if dry_run or not check.compatible:
+            return result
+        now = self.clock()
+        event = NewEvent(
+            _E.RUN_MIGRATED,
+            {
+                "definition": name,
+                "from_version": current,
+                "to_version": number,
+                "to_digest": target.digest,
+                "mapping": {check.from_step: check.to_step, **given},
+                "from_step": check.from_step,
+                "to_step": check.to_step,
+                "by": by,
+                "reason": reason,
+                "revoked_approvals": open_approvals,
+            },
+            now,
+        )
+        res = await self._commit(
+            RunCommit(
+                tenant=tenant,
+                run_id=run_id,
+                events=[event],
+                now=now,
+                expect_seq=run.last_seq,
+                expect_hash=run.last_hash,
+                set_version=str(number),
+                close_approvals=[(a, ap.REVOKED) for a in open_approvals],
+                workflow_op=WorkflowTaskOp.CLAIM if self.accepting else WorkflowTaskOp.WAKE,
+                owner=self.owner,
+                lease=self.lease,
+                claim_queues=self.scheduler.workflow_queues,
+            )
+        )
+        if not res.ok:
+            return dataclasses.replace(
+                result,
+                compatible=False,
+                reasons=["the run moved on while it was being checked; try again"],
+            )
+        self._evict((tenant, run_id))
+        if res.workflow_fence is not None:
+            self.spawn(self._process(tenant, run_id, res.workflow_fence, res.workflow_queue))
+        else:
+            self.scheduler.wake()
+        return dataclasses.replace(result, migrated=True)
+
+    async def migrate_all(
+        self,
+        definition: str,
+        from_version: int,
+        to_version: int,
+        mapping: Mapping[str, str] | None = None,
+        *,
+        reason: str,
+        by: str | None = None,
+        dry_run: bool = False,
+        tenant: str = "default",
+    ) -> list[MigrationReport]:
+        """`migrate` every unfinished run of one version of a definition; a report per run."""
+        await self.open()
+        source = _definition_version(from_version)
+        number = _definition_version(to_version)
+        if await self.store.get_definition(tenant, definition, number) is None:
+            raise LookupError(
+                f"definition {definition!r} has no version {number} in tenant {tenant!r}"
+            )
+        source_record = await self.store.get_definition(tenant, definition, source)
+        if source_record is None:
+            raise LookupError(
+                f"definition {definition!r} has no version {source} in tenant {tenant!r}"
+            )
+        if mapping:
+            problems = check_mapping(
+                self._parsed_definition(source_record),
+                self._parsed_definition(
+                    await self.store.get_definition(tenant, definition, number)  # type: ignore[arg-type]
+                ),
+                mapping,
+            )
+            if problems:
+                raise ValueError("the mapping is invalid: " + "; ".join(problems))
+        reports = []
+        for run in await self.store.list_runs(tenant, None, definition, 1_000_000):
+            if run.version != str(source) or RunStatus(run.status).finished:
+                continue
+            reports.append(
+                await self.migrate(
+                    run.run_id,
+                    number,  # type: ignore[arg-type]
+                    mapping,
+                    reason=reason,
+                    by=by,
+                    dry_run=dry_run,
+                    tenant=tenant,
+                )
+            )
+        return reports
+
     async def get(self, run_id: str, *, tenant: str = "default") -> RunInfo:
         await self.open()
         run = await self.store.get_run(tenant, run_id)
@@ -637,15 +1008,19 @@ class AsyncEngine:
         waiting = list(run.waiting_for)
         if not status.finished and status is not RunStatus.SUSPENDED and defn is None:
             queue = f"{run.workflow}@{run.version}"
+            if run.version.isdigit() and await self.store.get_definition(
+                run.tenant, run.workflow, int(run.version)
+            ):
+                queue = DEFINITIONS_QUEUE
             workers = await self.store.live_workers(self.clock() - self.scheduler.worker_ttl)
             if not any(queue in w.queues for w in workers):
-                waiting.append(
-                    {
-                        "kind": "code",
-                        "detail": f"workflow {run.workflow!r} version {run.version!r} is not "
-                        "registered by any running worker",
-                    }
+                detail = (
+                    "no running worker serves definition runs"
+                    if queue == DEFINITIONS_QUEUE
+                    else f"workflow {run.workflow!r} version {run.version!r} is not "
+                    "registered by any running worker"
                 )
+                waiting.append({"kind": "code", "detail": detail})
         result = run.result
         if defn is not None and status is RunStatus.COMPLETED:
             with contextlib.suppress(Exception):
@@ -852,6 +1227,9 @@ class AsyncEngine:
                     if run is None or RunStatus(run.status).finished:
                         self._evict(key)
                         return
+                    if any(ev.type == _E.RUN_MIGRATED for ev in new):
+                        self._evict(key)  # replay loads the version the run moves to
+                        continue
                     try:
                         for ev in new:
                             live.inst.apply_new(ev)
@@ -868,6 +1246,15 @@ class AsyncEngine:
                     if run is None or RunStatus(run.status).finished:
                         return
                     defn = self.registry.find_workflow(run.workflow, run.version)
+                    if defn is None and history and "definition" in history[0].data:
+                        try:
+                            defn = await self._definition_workflow(run, history)
+                        except Exception as err:
+                            if isinstance(err, StoreError) and not isinstance(err, StoreCorrupted):
+                                raise
+                            # A version that no longer loads: an operator must look.
+                            await self._suspend(run, fence, err)
+                            return
                     if defn is None:
                         return
                     inst = self._new_instance(defn, tenant, run_id)

@@ -118,3 +118,39 @@ class DefinitionInfo:
             source=record.source,
             created=created,
         )
+
+
+@dataclass(frozen=True)
+class MigrationReport:
+    """What `migrate` found (and did) for one run."""
+
+    run_id: str
+    tenant: str
+    definition: str | None
+    from_version: int | None
+    to_version: int
+    from_step: str | None
+    to_step: str | None
+    compatible: bool
+    migrated: bool
+    dry_run: bool
+    reasons: list[str]
+    """Why the run cannot be moved (empty when it can)."""
+    notes: list[str]
+    """What moving it does (approvals revoked or requested, waits started again)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "tenant": self.tenant,
+            "definition": self.definition,
+            "from_version": self.from_version,
+            "to_version": self.to_version,
+            "from_step": self.from_step,
+            "to_step": self.to_step,
+            "compatible": self.compatible,
+            "migrated": self.migrated,
+            "dry_run": self.dry_run,
+            "reasons": list(self.reasons),
+            "notes": list(self.notes),
+        }

@@ -238,6 +238,12 @@ class Registry:
             )
         return found
 
+    def has_workflow(self, name: str) -> bool:
+        return name in self._workflows
+
+    def workflow_names(self) -> list[str]:
+        return sorted(self._workflows)
+
     def find_workflow(self, name: str, version: str) -> WorkflowDefn | None:
         return self._workflows.get(name, {}).get(version)
 

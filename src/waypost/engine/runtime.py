@@ -288,6 +288,7 @@ class WorkflowInstance:
         self._signal_buffer: dict[str, deque[Any]] = {}
         self._handlers: dict[str, tuple[Callable[[Any], Any], Any]] = {}
         self._conditions: list[tuple[Callable[[], bool], asyncio.Future[bool], str]] = []
+        self._migrate_handler: Callable[[dict[str, Any]], None] | None = None
 
         self._root: asyncio.Task[Any] | None = None
         self._commands: list[NewEvent] = []
@@ -434,6 +435,17 @@ class WorkflowInstance:
                     for v in d.get("votes", ())
                 )
                 p.future.set_result(ap.Decision(d["outcome"], d["approval_id"], votes))
+        elif t == _E.RUN_MIGRATED:
+            if self._migrate_handler is None:
+                self._nondeterministic(
+                    f"{self._handling} moves the run to another definition version, "
+                    "but this workflow cannot be migrated"
+                )
+                return
+            try:
+                self._migrate_handler(d)
+            except BaseException as exc:
+                self._fail_from_callback(exc)
         elif t == _E.CANCEL_REQUESTED:
             if not self.cancel_requested:
                 self.cancel_requested = True
@@ -624,8 +636,15 @@ class WorkflowInstance:
         self._commands.append(self._event(type_, data))
 
     def schedule_activity(
-        self, ref: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        ref: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        spec: Mapping[str, Any] | None = None,
     ) -> asyncio.Future[Any]:
+        """Schedule an activity; `spec` (retry, timeout, and labels for the history)
+        replaces the registered defaults and allows an activity this process has
+        not registered (another worker may serve it)."""
         self._check_usable()
         site = _call_site()
         defn: ActivityDefn | None = getattr(ref, "__waypost_activity__", None)
@@ -635,15 +654,18 @@ class WorkflowInstance:
                 f"{ref!r} is not an activity; pass an @activity function or its name"
             )
         found = self.activities.get(name)
-        if found is None:
+        if found is None and spec is None:
             known = ", ".join(sorted(self.activities)) or "none"
             raise UnknownActivity(f"no activity named {name!r} is registered (registered: {known})")
         step = self._next_step()
         fut = _StepFuture(self._loop, lambda: self._on_activity_cancelled(step))
         ev = self._match(step, _E.ACTIVITY_SCHEDULED, name, f"ctx.run({name})", site)
         if ev is None:
+            base = found.spec if found is not None else {"activity": name}
             data: dict[str, Any] = {
-                **found.spec,
+                **base,
+                **(spec or {}),
+                "activity": name,
                 "step": step,
                 "args": self.codec.encode(list(args)),
                 "key": idempotency_key(self.tenant, self.run_id, step),
@@ -652,7 +674,8 @@ class WorkflowInstance:
             if kwargs:
                 data["kwargs"] = self.codec.encode(kwargs)
             self._command(_E.ACTIVITY_SCHEDULED, data)
-        self._activities[step] = _Pending(fut, name, found.result_hint, site)
+        hint = found.result_hint if found is not None else Any
+        self._activities[step] = _Pending(fut, name, hint, site)
         return fut
 
     def _on_activity_cancelled(self, step: str) -> None:
@@ -759,6 +782,19 @@ class WorkflowInstance:
 
         timer.add_done_callback(on_due)
         fut.add_done_callback(lambda _: timer.cancel() if not timer.done() else None)
+
+    def on_migrate(self, handler: Callable[[dict[str, Any]], None]) -> None:
+        """Let `handler` take the run's RunMigrated events (definition runs only)."""
+        self._migrate_handler = handler
+
+    def withdraw_approvals(self, status: str) -> list[str]:
+        """Close every open approval with `status` (their credentials die); their ids."""
+        closed = []
+        for step, p in list(self._approvals.items()):
+            del self._approvals[step]
+            self._close_approval(step, str(p.extra), status, p.site)
+            closed.append(str(p.extra))
+        return closed
 
     def _on_approval_cancelled(self, step: str) -> None:
         if self.closed:

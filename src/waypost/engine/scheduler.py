@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from waypost.errors import StoreError
 from waypost.store.base import ClaimedTask, LeaseRenewal, TaskRef, WorkerRecord
 
+from .interpreter import DEFINITIONS_QUEUE
 from .worker import Attempt, failure
 
 if TYPE_CHECKING:
@@ -57,7 +58,10 @@ class Scheduler:
 
     # -- lifecycle ----------------------------------------------------------
     def refresh_queues(self) -> None:
-        self.workflow_queues = frozenset(self.engine.registry.workflow_queues())
+        queues = self.engine.registry.workflow_queues()
+        if self.engine.serve_definitions:
+            queues.append(DEFINITIONS_QUEUE)
+        self.workflow_queues = frozenset(queues)
         self.activity_queues = frozenset(self.engine.registry.activity_names())
 
     def start(self) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -22,7 +22,7 @@ from waypost.model.status import RunStatus
 
 from .approvals import ApprovalInfo, DecisionReceipt
 from .core import AsyncEngine
-from .records import DefinitionInfo, RunHandle, RunInfo
+from .records import DefinitionInfo, MigrationReport, RunHandle, RunInfo
 
 T = TypeVar("T")
 
@@ -143,7 +143,7 @@ class Engine:
         *,
         run_id: str | None = None,
         tenant: str = "default",
-        version: str | None = None,
+        version: str | int | None = None,
         started_by: str | None = None,
     ) -> RunHandle:
         """Start a run of `workflow` (function or name); see `AsyncEngine.start`."""
@@ -188,6 +188,48 @@ class Engine:
         self, name: str, version: int | None = None, *, tenant: str = "default"
     ) -> DefinitionInfo:
         return self._call(self.aio.definition(name, version, tenant=tenant))
+
+    def migrate(
+        self,
+        run_id: str,
+        to_version: int,
+        mapping: Mapping[str, str] | None = None,
+        *,
+        reason: str,
+        by: str | None = None,
+        dry_run: bool = False,
+        tenant: str = "default",
+    ) -> MigrationReport:
+        return self._call(
+            self.aio.migrate(
+                run_id, to_version, mapping, reason=reason, by=by, dry_run=dry_run, tenant=tenant
+            )
+        )
+
+    def migrate_all(
+        self,
+        definition: str,
+        from_version: int,
+        to_version: int,
+        mapping: Mapping[str, str] | None = None,
+        *,
+        reason: str,
+        by: str | None = None,
+        dry_run: bool = False,
+        tenant: str = "default",
+    ) -> list[MigrationReport]:
+        return self._call(
+            self.aio.migrate_all(
+                definition,
+                from_version,
+                to_version,
+                mapping,
+                reason=reason,
+                by=by,
+                dry_run=dry_run,
+                tenant=tenant,
+            )
+        )
 
     # -- approvals (see AsyncEngine) -------------------------------------------------
     def approvals(

@@ -33,7 +33,8 @@ APPROVED = "approved"
 REJECTED = "rejected"
 EXPIRED = "expired"
 CANCELLED = "cancelled"
-CLOSED_STATUSES = frozenset({APPROVED, REJECTED, EXPIRED, CANCELLED})
+REVOKED = "revoked"  # withdrawn while pending: its run moved to another definition version
+CLOSED_STATUSES = frozenset({APPROVED, REJECTED, EXPIRED, CANCELLED, REVOKED})
 
 
 @dataclass(frozen=True)

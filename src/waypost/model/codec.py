@@ -207,10 +207,13 @@ _PARSERS: dict[Any, Any] = {
 def error_to_json(exc: BaseException, *, traceback_text: str | None = None) -> dict[str, Any]:
     """How an exception is stored: its type, message and (optionally) traceback."""
     out: dict[str, Any] = {
-        "type": type(exc).__name__,
+        "type": getattr(exc, "error_type", None) or type(exc).__name__,
         "module": type(exc).__module__,
         "message": str(exc),
     }
+    details = getattr(exc, "error_details", None)
+    if details:
+        out["details"] = details
     if traceback_text:
         out["traceback"] = traceback_text
     return out

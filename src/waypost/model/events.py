@@ -42,6 +42,7 @@ class EventType(StrEnum):
     APPROVAL_REFUSED = "ApprovalRefused"
     APPROVERS_CHANGED = "ApproversChanged"
     APPROVAL_ESCALATED = "ApprovalEscalated"
+    RUN_MIGRATED = "RunMigrated"
 
 
 # Events that workflow code issues (commands). Replay matches them to the code

@@ -53,6 +53,7 @@ class NewRun:
     started: NewEvent
     claim_owner: str | None = None
     lease: float = 30.0
+    queue: str | None = None  # the workflow task's queue; "<workflow>@<version>" by default
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +240,7 @@ class RunCommit:
     close_approvals: Sequence[tuple[str, str]] = ()  # (approval_id, status)
     escalate_approvals: Sequence[tuple[str, str]] = ()  # (approval_id, group to add)
     close_run_approvals: str | None = None  # close every pending approval of the run (status)
+    set_version: str | None = None  # the run now runs this version (a migration)
 
 
 class Conflict(StrEnum):

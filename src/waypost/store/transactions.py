@@ -186,7 +186,7 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
         "insert_workflow_task",
         {
             **key,
-            "queue": f"{new.workflow}@{new.version}",
+            "queue": new.queue or f"{new.workflow}@{new.version}",
             "state": "leased" if claimed else "ready",
             "visible_at": new.ts + new.lease if claimed else new.ts,
             "owner": new.claim_owner,
@@ -298,6 +298,8 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
         raise Abort(CommitResult(Conflict.RUN_NOT_FOUND if head is None else Conflict.SEQ))
     if events:
         tx.many("insert_event", _event_rows(c.tenant, c.run_id, events))
+    if c.set_version is not None:
+        tx.run("set_run_version", {**key, "version": c.set_version})
 
     fence_after = _workflow_task_op(tx, c, wt)
     texts = {id(ev.data): ev.data_json for ev in events}  # a task's spec is often an event's data

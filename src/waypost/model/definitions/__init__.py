@@ -56,10 +56,12 @@ from waypost.model.definitions.expressions import (
 from waypost.model.definitions.validate import (
     Definition,
     DefinitionError,
+    InputError,
     Limits,
     Problem,
     canonical_digest,
     definition_schema,
+    input_problems,
     parse_definition,
     parse_duration,
 )
@@ -69,11 +71,13 @@ __all__ = [
     "DefinitionError",
     "Expression",
     "ExpressionError",
+    "InputError",
     "Limits",
     "Problem",
     "canonical_digest",
     "compile_expression",
     "definition_schema",
+    "input_problems",
     "parse_definition",
     "parse_duration",
 ]

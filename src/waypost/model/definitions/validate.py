@@ -114,6 +114,17 @@ class DefinitionError(WaypostError, ValueError):
         return self._describe()
 
 
+class InputError(WaypostError, ValueError):
+    """A run's input does not satisfy its definition's input schema."""
+
+    def __init__(self, name: str, problems: Iterable[Problem]) -> None:
+        self.name = name
+        self.problems = list(problems)
+        lines = [f"the input does not satisfy definition {name!r}:"]
+        lines.extend(f"  {problem}" for problem in self.problems)
+        super().__init__("\n".join(lines))
+
+
 @dataclass(frozen=True)
 class Limits:
     """What a tenant's definitions may contain."""
@@ -708,6 +719,21 @@ class _Checker:
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         for error in cls(cls.META_SCHEMA).iter_errors(schema):
             self.add(_join_all(["input", *error.absolute_path]), f"invalid schema: {error.message}")
+
+
+def input_problems(definition: Definition, value: Any) -> list[Problem]:
+    """What is wrong with `value` as the input of a run of `definition` (located)."""
+    if not isinstance(value, Mapping) and value is not None:
+        found = _JSON_TYPES.get(type(value), type(value).__name__)
+        return [Problem("input", f"the input of a definition run is an object, not {found}")]
+    schema = definition.input_schema
+    if schema is None:
+        return []
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    problems = []
+    for error in sorted(cls(schema).iter_errors(value or {}), key=lambda e: list(e.path)):
+        problems.append(Problem(_join_all(["input", *error.absolute_path]), error.message))
+    return problems
 
 
 # Canonical form --------------------------------------------------------------

@@ -33,6 +33,9 @@ UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at =
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
   AND last_hash = %(expect_hash)s;
 
+-- name: set_run_version
+UPDATE runs SET version = %(version)s WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
+
 -- name: advance_run_snapshot
 UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s,
                 status = %(status)s, waiting_for = %(waiting_for)s, processed_seq = %(processed_seq)s,

@@ -30,6 +30,9 @@ UPDATE runs SET last_seq = :last_seq, last_hash = :last_hash, updated_at = :now
 WHERE tenant = :tenant AND run_id = :run_id AND last_seq = :expect_seq
   AND last_hash = :expect_hash;
 
+-- name: set_run_version
+UPDATE runs SET version = :version WHERE tenant = :tenant AND run_id = :run_id;
+
 -- name: advance_run_snapshot
 UPDATE runs SET last_seq = :last_seq, last_hash = :last_hash, updated_at = :now,
                 status = :status, waiting_for = :waiting_for, processed_seq = :processed_seq,

@@ -1,0 +1,501 @@
+"""Runs workflows defined as data: one deterministic interpreter for every definition.
+
+A definition run is an ordinary workflow run whose code is this interpreter,
+bound to the definition version(s) the run's history names. It keeps the
+run's data (its input plus what steps store at their `output` locations),
+walks the steps, and does every side effect through the workflow context, so
+replay, leases, retries, timers and approvals behave as for code workflows.
+
+- An `activity` step schedules the registered activity with the step's input
+  mapping as keyword arguments; an `http` step schedules the built-in
+  `waypost.http` activity. The step's retry policy and timeout travel in the
+  scheduled event; an activity no process here registers is still scheduled
+  (a worker elsewhere may serve it).
+- A step that ends the run badly (a `fail` step, an activity that failed for
+  good, a rejection or expiry without `on_reject`/`on_expiry`, a wait that
+  timed out without `on_timeout`, a choice passed more than `max_iterations`
+  times, an expression that cannot be evaluated, the definition's total
+  `timeout`) first runs the compensations of the activity steps that
+  completed, newest first, each recorded as an activity of its own; then the
+  run fails with the error's name as its type.
+- A `parallel` step runs each branch in its own task on a copy of the data;
+  when all have ended, the top-level fields each branch changed are copied
+  back, in the order of the branches (a later branch wins on the same field).
+  The first branch to fail cancels the others.
+- A RunMigrated event (written by `engine.migrate`) arrives while the run
+  waits at a top-level step: the interpreter withdraws the step's open
+  approval, stops the wait, and goes on at the mapped step of the new version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from waypost.errors import ActivityError, NondeterminismError, WaitTimeout, WorkflowError
+from waypost.model import approvals as ap
+from waypost.model.definitions import Definition
+from waypost.model.definitions.expressions import ExpressionError, assign, evaluate_mapping
+from waypost.model.retry import Retry
+
+from .http import HTTP_ACTIVITY
+
+if TYPE_CHECKING:
+    from .context import WorkflowContext
+
+__all__ = ["DEFINITIONS_QUEUE", "HTTP_ACTIVITY", "DefinitionFailed", "Interpreter"]
+
+DEFINITIONS_QUEUE = "waypost:definitions"
+"""The workflow queue of every definition run: any engine can interpret any definition."""
+
+DEFAULT_ACTIVITY_TIMEOUT = 300.0
+
+
+class DefinitionFailed(WorkflowError):
+    """A definition run failed; `error_type` is the error's name (`rejected`, ...)."""
+
+    def __init__(self, error: str, message: str, details: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.error_type = error
+        self.error_details = details
+
+
+class _Failure(Exception):
+    """A step ended the run badly (inside the interpreter, before compensation)."""
+
+    def __init__(self, error: str, message: str, step: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+        self.step = step
+
+
+def _policy(approvers: Mapping[str, Any]) -> ap.Policy:
+    users = tuple(approvers.get("users", ()))
+    groups = tuple(approvers.get("groups", ()))
+    veto = bool(approvers.get("veto", True))
+    if approvers.get("all"):
+        return ap.Policy("all", users, groups, len(users), veto)
+    quorum = int(approvers.get("quorum", 1))
+    return ap.Policy("quorum" if quorum > 1 else "any", users, groups, quorum, veto)
+
+
+def _retry(spec: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not spec:
+        return None
+    from datetime import timedelta
+
+    default = Retry()
+    return Retry(
+        max_attempts=int(spec.get("max_attempts", default.max_attempts)),
+        initial_interval=timedelta(
+            seconds=float(spec.get("initial_interval", default.initial_interval.total_seconds()))
+        ),
+        backoff=float(spec.get("backoff", default.backoff)),
+        max_interval=timedelta(
+            seconds=float(spec.get("max_interval", default.max_interval.total_seconds()))
+        ),
+    ).to_json()
+
+
+def _instant(value: Any, step: str) -> float:
+    """Seconds since the epoch of an ISO-8601 date-time (UTC when it names no zone)."""
+    if not isinstance(value, str):
+        raise _Failure(
+            "expression_failed",
+            f"step {step!r}: 'until' gave {value!r}, not an ISO-8601 date-time",
+            step,
+        )
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise _Failure(
+            "expression_failed",
+            f"step {step!r}: 'until' gave {value!r}, not an ISO-8601 date-time",
+            step,
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+class Interpreter:
+    """The code of one definition run. `definitions` holds every version the run uses."""
+
+    def __init__(self, definitions: Mapping[int, Definition], version: int) -> None:
+        self.definitions = dict(definitions)
+        self.version = version
+        self.data: dict[str, Any] = {}
+        self.position: dict[str, str] = {}
+        """Where each walk is: "" for the top level, "<parallel step>[i]" for a branch."""
+        self.waiting = False
+        """Whether the top-level walk is blocked in an approval or wait step."""
+        self.compensations: list[dict[str, Any]] = []
+        self.iterations: dict[str, int] = {}
+        self._ctx: WorkflowContext | None = None
+        self._walk: asyncio.Task[Any] | None = None
+        self._migration: dict[str, Any] | None = None
+        self._timed_out = False
+
+    @property
+    def definition(self) -> Definition:
+        return self.definitions[self.version]
+
+    # == the run ================================================================
+    async def run(self, ctx: WorkflowContext, input: Any) -> Any:
+        self._ctx = ctx
+        ctx._instance.on_migrate(self._on_migrated)
+        self.data = self._initial_data(input)
+        deadline: asyncio.Future[None] | None = None
+        if self.definition.timeout is not None:
+            deadline = ctx.sleep(self.definition.timeout)
+            deadline.add_done_callback(self._on_deadline)
+        step_id: str | None = self.definition.start
+        try:
+            while True:
+                self._walk = asyncio.get_running_loop().create_task(
+                    self._walk_from(step_id, self.data, "")
+                )
+                try:
+                    return await self._walk
+                except asyncio.CancelledError:
+                    this = asyncio.current_task()
+                    if this is not None and this.cancelling():
+                        raise  # the run itself is being cancelled
+                    if self._timed_out:
+                        raise _Failure(
+                            "timeout",
+                            f"the run did not finish within its timeout of "
+                            f"{self.definition.timeout:g} s",
+                            self.position.get("", ""),
+                        ) from None
+                    if self._migration is None:
+                        raise
+                    moved, self._migration = self._migration, None
+                    self.version = int(moved["to_version"])
+                    step_id = str(moved["to_step"])
+        except _Failure as failure:
+            details = await self._compensate(failure)
+            raise DefinitionFailed(failure.error, failure.message, details) from None
+        finally:
+            if deadline is not None and not deadline.done():
+                deadline.cancel()
+
+    def _initial_data(self, input: Any) -> dict[str, Any]:
+        data = dict(input) if isinstance(input, Mapping) else {}
+        schema = self.definition.input_schema
+        if isinstance(schema, Mapping):
+            for name, prop in (schema.get("properties") or {}).items():
+                if name not in data and isinstance(prop, Mapping) and "default" in prop:
+                    data[name] = prop["default"]
+        return data
+
+    def _on_deadline(self, fut: asyncio.Future[None]) -> None:
+        if fut.cancelled() or self._walk is None or self._walk.done():
+            return
+        self._timed_out = True
+        self._walk.cancel()
+
+    def _on_migrated(self, event: Mapping[str, Any]) -> None:
+        at = self.position.get("")
+        if at != event.get("from_step") or len(self.position) != 1 or not self.waiting:
+            raise NondeterminismError(
+                f"the run was migrated from step {event.get('from_step')!r}, but its "
+                f"definition run is at {at!r}"
+            )
+        version = int(event["to_version"])
+        if version not in self.definitions:
+            raise WorkflowError(f"definition version {version} of the run is not loaded")
+        assert self._ctx is not None
+        assert self._walk is not None
+        self._ctx._instance.withdraw_approvals(ap.REVOKED)
+        self._migration = dict(event)
+        self._walk.cancel()
+
+    # == walking ================================================================
+    async def _walk_from(self, step_id: str | None, data: dict[str, Any], path: str) -> Any:
+        """Run steps from `step_id` until one ends the walk; the run's result at top level."""
+        try:
+            while step_id is not None:
+                self.position[path] = step_id
+                step = self.definition.all_steps[step_id]
+                kind = step["type"]
+                if kind == "succeed":
+                    if "output" in step:
+                        return self._evaluate(step["output"], data, step_id, "output")
+                    return data
+                if kind == "fail":
+                    raise _Failure(
+                        step["error"],
+                        step.get("message") or f"the run failed at step {step_id!r}",
+                        step_id,
+                    )
+                if kind == "activity":
+                    step_id = await self._activity(step_id, step, data)
+                elif kind == "approval":
+                    step_id = await self._waiting(self._approval(step_id, step, data), path)
+                elif kind == "wait":
+                    step_id = await self._waiting(self._wait(step_id, step, data), path)
+                elif kind == "choice":
+                    step_id = self._choice(step_id, step, data)
+                elif kind == "parallel":
+                    step_id = await self._parallel(step_id, step, data, path)
+                else:  # validation makes this unreachable
+                    raise WorkflowError(f"step {step_id!r} has unknown type {kind!r}")
+            return data
+        finally:
+            self.position.pop(path, None)
+
+    async def _waiting(self, step: Any, path: str) -> str | None:
+        self.waiting = path == ""
+        try:
+            result: str | None = await step
+            return result
+        finally:
+            self.waiting = False
+
+    def _evaluate(self, text: str, data: Mapping[str, Any], step: str, where: str) -> Any:
+        try:
+            return self.definition.expression(text).evaluate(data)
+        except ExpressionError as exc:
+            raise _Failure("expression_failed", f"step {step!r} {where}: {exc}", step) from None
+
+    def _mapping(
+        self, mapping: Mapping[str, Any] | None, data: Mapping[str, Any], step: str, where: str
+    ) -> dict[str, Any]:
+        if not mapping:
+            return {}
+        try:
+            return evaluate_mapping(mapping, data)
+        except ExpressionError as exc:
+            raise _Failure("expression_failed", f"step {step!r} {where}: {exc}", step) from None
+
+    @staticmethod
+    def _store(step: Mapping[str, Any], data: dict[str, Any], value: Any) -> None:
+        location = step.get("output")
+        if location:
+            updated = assign(data, location, value)
+            data.clear()
+            data.update(updated)
+
+    # == steps ==================================================================
+    def _spec(self, step_id: str, step: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "timeout": float(step.get("timeout", DEFAULT_ACTIVITY_TIMEOUT)),
+            "definition_step": step_id,
+            "definition_version": self.version,
+            **extra,
+        }
+        retry = _retry(step.get("retry"))
+        if retry is not None:
+            spec["retry"] = retry
+        return spec
+
+    async def _call(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any
+    ) -> Any:
+        assert self._ctx is not None
+        return await self._ctx._instance.schedule_activity(name, args, kwargs, spec)
+
+    async def _activity(
+        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
+    ) -> str | None:
+        args: tuple[Any, ...]
+        if "http" in step:
+            http = step["http"]
+            body = self._mapping(http.get("body"), data, step_id, "body")
+            request: dict[str, Any] = {
+                "url": http["url"],
+                "method": http.get("method") or ("POST" if "body" in http else "GET"),
+                "headers": dict(http.get("headers") or {}),
+                "timeout": float(step.get("timeout", 30)),
+            }
+            if "body" in http:
+                request["body"] = body
+            if "signature" in http:
+                request["signature"] = dict(http["signature"])
+            name, args, kwargs = HTTP_ACTIVITY, (request,), {}
+        else:
+            name, args = step["activity"], ()
+            kwargs = self._mapping(step.get("input"), data, step_id, "input")
+        try:
+            result = await self._call(name, args, kwargs, self._spec(step_id, step))
+        except ActivityError as exc:
+            message = exc.error.get("message") or str(exc)
+            raise _Failure(
+                "activity_failed",
+                f"step {step_id!r} ({name}) failed after {exc.attempts} attempt(s): {message}",
+                step_id,
+            ) from None
+        self._store(step, data, result)
+        compensate = step.get("compensate")
+        if compensate is not None:
+            self.compensations.append(
+                {
+                    "step": step_id,
+                    "version": self.version,
+                    "activity": compensate["activity"],
+                    "input": self._mapping(compensate.get("input"), data, step_id, "compensate"),
+                }
+            )
+        next_step: str | None = step.get("next")
+        return next_step
+
+    async def _approval(
+        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
+    ) -> str | None:
+        assert self._ctx is not None
+        shown = self._mapping(step.get("input"), data, step_id, "input") or None
+        try:
+            policy = _policy(step["approvers"])
+        except Exception as exc:  # a policy the model refuses (e.g. `all` with groups)
+            raise _Failure("invalid_approvers", f"step {step_id!r}: {exc}", step_id) from None
+        decision = await self._ctx.approval(
+            step_id, approvers=policy, expires_in=step.get("expires_in"), data=shown
+        )
+        self._store(
+            step,
+            data,
+            {
+                "outcome": decision.outcome,
+                "approval_id": decision.approval_id,
+                "votes": [
+                    {"principal": v.principal, "decision": v.decision, "comment": v.comment}
+                    for v in decision.votes
+                ],
+            },
+        )
+        if decision.outcome == ap.APPROVED:
+            approved: str | None = step.get("next")
+            return approved
+        field = "on_reject" if decision.outcome == ap.REJECTED else "on_expiry"
+        if field in step:
+            handled: str = step[field]
+            return handled
+        what = "rejected" if decision.outcome == ap.REJECTED else "expired"
+        raise _Failure(what, f"the approval of step {step_id!r} was {what}", step_id)
+
+    async def _wait(
+        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
+    ) -> str | None:
+        assert self._ctx is not None
+        timeout = step.get("timeout")
+        if "signal" in step:
+            try:
+                payload = await self._ctx.wait_signal(step["signal"], timeout)
+            except WaitTimeout:
+                return self._timed_out_at(step_id, step)
+            self._store(step, data, payload)
+            signalled: str | None = step.get("next")
+            return signalled
+        if "duration" in step:
+            delay = float(step["duration"])
+        else:
+            at = _instant(self._evaluate(step["until"], data, step_id, "until"), step_id)
+            delay = max(0.0, at - asyncio.get_running_loop().time())
+        if timeout is not None and float(timeout) < delay:
+            await self._ctx.sleep(float(timeout))
+            return self._timed_out_at(step_id, step)
+        await self._ctx.sleep(delay)
+        waited: str | None = step.get("next")
+        return waited
+
+    @staticmethod
+    def _timed_out_at(step_id: str, step: Mapping[str, Any]) -> str:
+        if "on_timeout" in step:
+            target: str = step["on_timeout"]
+            return target
+        raise _Failure(
+            "timeout", f"step {step_id!r} waited {float(step['timeout']):g} s in vain", step_id
+        )
+
+    def _choice(self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]) -> str:
+        passes = self.iterations.get(step_id, 0) + 1
+        self.iterations[step_id] = passes
+        bound = step.get("max_iterations")
+        if bound is not None and passes > int(bound):
+            raise _Failure(
+                "too_many_iterations",
+                f"the run passed choice {step_id!r} more than {bound} times",
+                step_id,
+            )
+        for i, choice in enumerate(step["choices"]):
+            try:
+                holds = self.definition.expression(choice["when"]).holds(data)
+            except ExpressionError as exc:
+                raise _Failure(
+                    "expression_failed", f"step {step_id!r} choices[{i}]: {exc}", step_id
+                ) from None
+            if holds:
+                chosen: str = choice["next"]
+                return chosen
+        default: str = step["default"]
+        return default
+
+    async def _parallel(
+        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any], path: str
+    ) -> str | None:
+        loop = asyncio.get_running_loop()
+        copies = [dict(data) for _ in step["branches"]]
+        tasks = [
+            loop.create_task(self._walk_from(branch["start"], copy, f"{path}{step_id}[{i}]/"))
+            for i, (branch, copy) in enumerate(zip(step["branches"], copies, strict=True))
+        ]
+        try:
+            _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            raise
+        failed = next(
+            (t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None),
+            None,
+        )
+        if failed is not None:
+            for task in pending:
+                task.cancel()
+            error = failed.exception()
+            assert error is not None
+            raise error
+        before = dict(data)
+        for copy in copies:
+            for name, value in copy.items():
+                if name not in before or before[name] != value:
+                    data[name] = value
+        joined: str | None = step.get("next")
+        return joined
+
+    # == compensation ===========================================================
+    async def _compensate(self, failure: _Failure) -> dict[str, Any]:
+        """Undo completed steps newest first; what was undone (and what could not be)."""
+        details: dict[str, Any] = {"step": failure.step, "version": self.version}
+        done: list[str] = []
+        failed: list[dict[str, Any]] = []
+        while self.compensations:
+            entry = self.compensations.pop()
+            spec = {
+                "timeout": DEFAULT_ACTIVITY_TIMEOUT,
+                "compensates": entry["step"],
+                "definition_version": entry["version"],
+            }
+            try:
+                await self._call(entry["activity"], (), entry["input"], spec)
+            except ActivityError as exc:
+                failed.append(
+                    {"step": entry["step"], "message": exc.error.get("message") or str(exc)}
+                )
+            else:
+                done.append(entry["step"])
+        if done:
+            details["compensated"] = done
+        if failed:
+            details["compensation_failed"] = failed
+        return details
+
+
+def definition_of(fn: Any) -> Interpreter | None:
+    """The interpreter behind a workflow function, if it is one."""
+    owner = getattr(fn, "__self__", None)
+    return owner if isinstance(owner, Interpreter) else None
