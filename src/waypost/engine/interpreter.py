@@ -150,6 +150,7 @@ class Interpreter:
         self.data = self._initial_data(input)
         deadline: asyncio.Future[None] | None = None
         if self.definition.timeout is not None:
+            ctx._instance.site_label = f"{self.definition.name} v{self.version} timeout"
             deadline = ctx.sleep(self.definition.timeout)
             deadline.add_done_callback(self._on_deadline)
         step_id: str | None = self.definition.start
@@ -220,6 +221,7 @@ class Interpreter:
         try:
             while step_id is not None:
                 self.position[path] = step_id
+                self._label(step_id)
                 step = self.definition.all_steps[step_id]
                 kind = step["type"]
                 if kind == "succeed":
@@ -247,6 +249,12 @@ class Interpreter:
             return data
         finally:
             self.position.pop(path, None)
+
+    def _label(self, step_id: str) -> None:
+        """Name the definition step in the history's `site` fields (what code has as file:line)."""
+        assert self._ctx is not None
+        label = f"{self.definition.name} v{self.version} step {step_id}"
+        self._ctx._instance.site_label = label
 
     async def _waiting(self, step: Any, path: str) -> str | None:
         self.waiting = path == ""
@@ -392,13 +400,17 @@ class Interpreter:
             return signalled
         if "duration" in step:
             delay = float(step["duration"])
+            if timeout is not None and float(timeout) < delay:
+                await self._ctx.sleep(float(timeout))
+                return self._timed_out_at(step_id, step)
+            await self._ctx.sleep(delay)
         else:
             at = _instant(self._evaluate(step["until"], data, step_id, "until"), step_id)
-            delay = max(0.0, at - asyncio.get_running_loop().time())
-        if timeout is not None and float(timeout) < delay:
-            await self._ctx.sleep(float(timeout))
-            return self._timed_out_at(step_id, step)
-        await self._ctx.sleep(delay)
+            now = asyncio.get_running_loop().time()  # the time of the event being handled
+            if timeout is not None and now + float(timeout) < at:
+                await self._ctx.sleep(float(timeout))
+                return self._timed_out_at(step_id, step)
+            await self._ctx._instance.sleep_until(at)
         waited: str | None = step.get("next")
         return waited
 
@@ -480,6 +492,7 @@ class Interpreter:
                 "compensates": entry["step"],
                 "definition_version": entry["version"],
             }
+            self._label(f"{entry['step']} (compensation)")
             try:
                 await self._call(entry["activity"], (), entry["input"], spec)
             except ActivityError as exc:

@@ -289,6 +289,7 @@ class WorkflowInstance:
         self._handlers: dict[str, tuple[Callable[[Any], Any], Any]] = {}
         self._conditions: list[tuple[Callable[[], bool], asyncio.Future[bool], str]] = []
         self._migrate_handler: Callable[[dict[str, Any]], None] | None = None
+        self.site_label: str | None = None  # names the caller when it is not user code
 
         self._root: asyncio.Task[Any] | None = None
         self._commands: list[NewEvent] = []
@@ -646,7 +647,7 @@ class WorkflowInstance:
         replaces the registered defaults and allows an activity this process has
         not registered (another worker may serve it)."""
         self._check_usable()
-        site = _call_site()
+        site = self.site_label or _call_site()
         defn: ActivityDefn | None = getattr(ref, "__waypost_activity__", None)
         name = defn.name if defn is not None else ref
         if not isinstance(name, str):
@@ -712,7 +713,7 @@ class WorkflowInstance:
         escalate_after: timedelta | float | None = None,
     ) -> asyncio.Future[ap.Decision]:
         self._check_usable()
-        site = _call_site()
+        site = self.site_label or _call_site()
         policy = ap.as_policy(approvers)
         if (escalate_to is None) != (escalate_after is None):
             raise ConfigurationError("escalate_to and escalate_after go together")
@@ -812,16 +813,16 @@ class WorkflowInstance:
         )
 
     def start_timer(
-        self, duration: float, site: str, *, internal: str | None = None
+        self, duration: float, site: str, *, internal: str | None = None, at: float | None = None
     ) -> tuple[str, asyncio.Future[None]]:
-        """A durable timer; `internal` marks one that backs a timeout."""
+        """A durable timer (due at `at`, if given); `internal` marks one that backs a timeout."""
         step = self._next_step()
         fut: asyncio.Future[None] = _StepFuture(self._loop, lambda: self._on_timer_cancelled(step))
         ev = self._match(
             step, _E.TIMER_STARTED, "timer", "ctx.sleep" if internal is None else internal, site
         )
         if ev is None:
-            fire_at = self._clock() + duration
+            fire_at = at if at is not None else self._clock() + duration
             self._command(
                 _E.TIMER_STARTED,
                 {
@@ -849,7 +850,7 @@ class WorkflowInstance:
     def sleep(self, duration: timedelta | float) -> asyncio.Future[None]:
         self._check_usable()
         seconds = _seconds(duration)
-        site = _call_site()
+        site = self.site_label or _call_site()
         if seconds <= 0:
             self._next_step()
             fut: asyncio.Future[None] = self._loop.create_future()
@@ -857,11 +858,22 @@ class WorkflowInstance:
             return fut
         return self.start_timer(seconds, site)[1]
 
+    def sleep_until(self, at: float) -> asyncio.Future[None]:
+        """A durable timer due at `at` (epoch seconds); done at once if that time has passed."""
+        self._check_usable()
+        site = self.site_label or _call_site()
+        if at <= self.activation_time:
+            self._next_step()
+            fut: asyncio.Future[None] = self._loop.create_future()
+            fut.set_result(None)
+            return fut
+        return self.start_timer(at - self.activation_time, site, at=at)[1]
+
     def wait_signal(
         self, name: str, timeout: timedelta | float | None, hint: Any
     ) -> asyncio.Future[Any]:
         self._check_usable()
-        site = _call_site()
+        site = self.site_label or _call_site()
         fut: asyncio.Future[Any] = self._loop.create_future()
         buffered = self._signal_buffer.get(name)
         if buffered:
@@ -913,7 +925,7 @@ class WorkflowInstance:
         self, predicate: Callable[[], bool], timeout: timedelta | float | None
     ) -> asyncio.Future[bool]:
         self._check_usable()
-        site = _call_site()
+        site = self.site_label or _call_site()
         fut: asyncio.Future[bool] = self._loop.create_future()
         if predicate():
             fut.set_result(False)
@@ -934,7 +946,7 @@ class WorkflowInstance:
 
     def marker(self, kind: str, make: Callable[[], Any]) -> Any:
         self._check_usable()
-        site = _call_site()
+        site = self.site_label or _call_site()
         step = self._next_step()
         ev = self._match(step, _E.MARKER_RECORDED, kind, f"ctx.{kind}()", site)
         if ev is not None:
