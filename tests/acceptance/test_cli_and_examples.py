@@ -49,6 +49,33 @@ def test_examples_run(tmp_path: Path, script: str) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_the_definition_example_publishes_runs_and_migrates(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'purchases.db'}"
+    script = str(ROOT / "examples" / "purchase_order_definition.py")
+    proc = run([sys.executable, script, db], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "published the same text again: version 1, new: False" in out
+    assert "PO-1 finished on version 1" in out
+    assert "compatible, dry run, nothing changed" in out
+    assert "compatible, migrated" in out
+    assert "wes approved 'inspect_goods'" in out  # only version 2 has this step
+    assert "PO-2 finished on version 2" in out
+    assert "undone: ['reserve_budget']" in out
+    engine = wp.Engine(db)
+    try:
+        runs = {r.input["order_id"]: r for r in engine.list_runs(workflow="purchase_order")}
+        assert {k: (r.version, r.status) for k, r in runs.items()} == {
+            "PO-1": ("1", "completed"),
+            "PO-2": ("2", "completed"),
+            "PO-3": ("2", "failed"),
+        }
+        migrated = [e for e in engine.history(runs["PO-2"].run_id) if e.type == "RunMigrated"]
+        assert migrated[0].data["by"] == "ops-olga"
+    finally:
+        engine.close()
+
+
 def test_cli_inspects_signals_and_cancels_runs(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'cli.db'}"
     sys.path.insert(0, str(ROOT / "examples"))
