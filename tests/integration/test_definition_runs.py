@@ -383,3 +383,16 @@ def test_batch_migration_reports_each_run(engine: Any, mailbox: Mailbox) -> None
     assert engine.result(at_goods.run_id, timeout=10)["order"] == "G2"
     rows = db_query(engine.url, "SELECT version FROM runs WHERE run_id = ?", (at_goods.run_id,))
     assert rows == [("2",)]
+
+
+@wp.workflow(name="purchase")
+async def purchase_in_code(ctx: wp.WorkflowContext, order: dict[str, Any]) -> str:
+    return "code"
+
+
+def test_a_definition_may_not_take_the_name_of_a_code_workflow(make_engine: Any) -> None:
+    eng = make_engine(purchase_in_code, *ACTIVITIES)
+    with pytest.raises(wp.DefinitionError, match="name of a code workflow") as refused:
+        eng.publish(PURCHASE_V1)
+    assert [p.path for p in refused.value.problems] == ["name"]
+    assert eng.definitions() == []

@@ -48,8 +48,10 @@ from waypost.model import approvals as ap
 from waypost.model.codec import Codec, JsonCodec, error_to_json
 from waypost.model.definitions import (
     Definition,
+    DefinitionError,
     InputError,
     Limits,
+    Problem,
     input_problems,
     parse_definition,
 )
@@ -529,6 +531,10 @@ class AsyncEngine:
                 pinned[int(ev.data["to_version"])] = str(ev.data["to_digest"])
         definitions: dict[int, Definition] = {}
         for number, digest in pinned.items():
+            cached = self._definitions.get((run.tenant, str(started["name"]), number))
+            if cached is not None and cached.digest == digest:
+                definitions[number] = cached  # checked against the store when first loaded
+                continue
             record = await self.store.get_definition(run.tenant, started["name"], number)
             if record is None:
                 raise StoreCorrupted(
@@ -742,6 +748,17 @@ class AsyncEngine:
         parsed = parse_definition(
             definition, limits=limits or Limits(), known_activities=known or None
         )
+        if self.registry.has_workflow(parsed.name):
+            raise DefinitionError(
+                [
+                    Problem(
+                        "name",
+                        f"{parsed.name!r} is the name of a code workflow this engine runs; "
+                        "starting a run by that name would run the code, not this definition",
+                    )
+                ],
+                parsed.name,
+            )
         if isinstance(definition, dict):
             source = canonical_json(definition)
         elif isinstance(definition, bytes):
