@@ -33,6 +33,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
 PURCHASE_ORDER_ACTIVITIES = [
     "budget.reserve",
     "budget.release",
+    "supplier.place_order",
     "supplier.cancel_order",
     "payments.pay_invoice",
 ]

@@ -260,11 +260,18 @@ def test_step_reads_locates_every_expression_of_the_example() -> None:
         "input.summary",
         "join(' ', [requester, 'asks for', to_string(amount), currency || 'EUR'])",
     )
-    # The literal currency is not read; an output location is not an expression.
     assert step_reads(steps["place_order"]) == [
+        ("input.amount", "amount"),
+        ("input.currency", "currency"),
+        ("input.reference", "order_id"),
+        ("input.supplier", "supplier"),
+        ("compensate.input.supplier_order_id", "supplier_order.id"),
+    ]
+    # The literal currency is not read; an output location is not an expression.
+    webhook = parse_definition((EXAMPLES / "supplier_webhook.yaml").read_text("utf-8"))
+    assert step_reads(webhook.all_steps["send"]) == [
         ("http.body.amount", "amount"),
         ("http.body.reference", "order_id"),
-        ("compensate.input.supplier_order_id", "supplier_order.id"),
     ]
     assert step_reads(steps["await_goods"]) == []
     assert step_reads(steps["done"]) == [("output", "{order_id: order_id, payment: payment.id}")]

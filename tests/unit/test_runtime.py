@@ -236,7 +236,7 @@ def test_live_processing_emits_commands_caused_by_the_event_fed() -> None:
     assert scheduled.data["timeout"] == 300.0
     assert d.inst.snapshot() == (
         wp.RunStatus.RUNNING,
-        [{"kind": "activity", "step": "1", "activity": "add"}],
+        [{"kind": "activity", "step": "1", "activity": "add", "site": scheduled.data["site"]}],
     )
 
     (timer,) = d.complete("1", 42)
@@ -254,6 +254,7 @@ def test_live_processing_emits_commands_caused_by_the_event_fed() -> None:
             "kind": "timer",
             "step": "2",
             "until": datetime.fromtimestamp(timer.data["fire_at"], UTC).isoformat(),
+            "site": timer.data["site"],
         }
     ]
 
@@ -898,10 +899,12 @@ def test_signals_sent_before_the_wait_are_buffered_in_order() -> None:
     assert d.signal("item", "early-1") == []
     assert d.signal("item", {"sku": "p", "weight": 2}) == []
     assert d.signal("other", 1) == []
-    assert d.inst.snapshot() == (
-        wp.RunStatus.RUNNING,
-        [{"kind": "activity", "step": "1", "activity": "echo"}],
-    )
+    status, waiting = d.inst.snapshot()
+    assert status == wp.RunStatus.RUNNING
+    assert [{k: w[k] for k in ("kind", "step", "activity")} for w in waiting] == [
+        {"kind": "activity", "step": "1", "activity": "echo"}
+    ]
+    assert waiting[0]["site"].startswith("test_runtime.py:")
     (done,) = d.complete("1")
     assert done.type == E.RUN_COMPLETED
     assert d.result() == ["early-1", {"sku": "p", "weight": 2.0}, "Parcel"]

@@ -357,9 +357,9 @@ class WorkflowInstance:
         """The run's status and what it waits for, as of the last event fed."""
         waiting: list[dict[str, Any]] = []
         for step, p in self._activities.items():
-            waiting.append({"kind": "activity", "step": step, "activity": p.name})
+            waiting.append({"kind": "activity", "step": step, "activity": p.name, "site": p.site})
         for step, p in self._timers.items():
-            entry = {"kind": "timer", "step": step, "until": p.name}
+            entry = {"kind": "timer", "step": step, "until": p.name, "site": p.site}
             if p.extra is not None:
                 entry["purpose"] = p.extra
             waiting.append(entry)
