@@ -7,6 +7,7 @@ from `--db` or the WAYPOST_DB environment variable (default
 
 from __future__ import annotations
 
+import getpass
 import importlib
 import json
 import logging
@@ -18,6 +19,7 @@ from typing import Any
 
 import click
 
+from waypost.engine.records import MigrationReport
 from waypost.engine.sync import Engine
 from waypost.errors import WaypostError
 from waypost.store import DEFAULT_URL
@@ -78,14 +80,26 @@ def demo(db: str) -> None:
     sys.exit(code)
 
 
+def _check_http_allow(
+    ctx: click.Context, param: click.Parameter, hosts: tuple[str, ...]
+) -> tuple[str, ...]:
+    from waypost.engine.http import make_http_activity
+
+    try:
+        make_http_activity(allow=list(hosts))  # refuses a malformed entry
+    except WaypostError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+    return hosts
+
+
 @main.command()
 @db_option
 @click.option(
     "--app",
     "apps",
     multiple=True,
-    required=True,
-    help="Module whose workflows and activities to serve.",
+    help="Module whose workflows and activities to serve (repeatable; without it the "
+    "worker serves only published definitions).",
 )
 @click.option("--lease", type=float, default=30.0, show_default=True, help="Task lease in seconds.")
 @click.option(
@@ -105,6 +119,16 @@ def demo(db: str) -> None:
     show_default=True,
     help="Base of the approve/reject links in notifications.",
 )
+@click.option(
+    "--http-allow",
+    "http_allow",
+    multiple=True,
+    metavar="HOST",
+    callback=_check_http_allow,
+    help="A host that `http` steps of tenant-defined workflows may call (repeatable): "
+    "'api.example.com', '*.example.com' for its subdomains, 'host:port', or '*' for any. "
+    "Only these hosts; without the option this worker runs no `http` step.",
+)
 def worker(
     db: str,
     apps: tuple[str, ...],
@@ -113,8 +137,10 @@ def worker(
     max_activities: int,
     notify: str,
     approval_url: str,
+    http_allow: tuple[str, ...],
 ) -> None:
-    """Serve the workflows and activities of --app modules until SIGTERM/SIGINT."""
+    """Serve the workflows and activities of --app modules, and published definitions,
+    until SIGTERM/SIGINT."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -125,11 +151,15 @@ def worker(
         "max_activities": max_activities,
         "notifier": _sender(notify),
         "approval_url": approval_url,
+        "http_allow": list(http_allow) or None,
     }
     with _engine(db, **options) as engine:
         engine.register(*items)
+        calls = f"; http steps may call {', '.join(http_allow)}" if http_allow else ""
         click.echo(
-            f"worker {engine.aio.owner} serving {len(items)} workflows/activities on {db}", err=True
+            f"worker {engine.aio.owner} serving {len(items)} workflows/activities and published "
+            f"definitions on {db}{calls}",
+            err=True,
         )
         engine.run_forever(grace=timedelta(seconds=grace))
 
@@ -164,7 +194,18 @@ def _load_apps(apps: tuple[str, ...]) -> list[Any]:
 @main.command()
 @click.argument("workflow")
 @click.argument("payload", required=False)
-@click.option("--app", "apps", multiple=True, required=True, help="Module defining the workflow.")
+@click.option(
+    "--app",
+    "apps",
+    multiple=True,
+    help="Module defining the workflow (not needed for a published definition).",
+)
+@click.option(
+    "--version",
+    "version",
+    default=None,
+    help="The version to start: a definition's version number (default: the newest).",
+)
 @click.option("--run-id", default=None, help="The run's id (starting it again is harmless).")
 @click.option("--started-by", default=None, help="Who starts it (may not approve it).")
 @db_option
@@ -173,16 +214,45 @@ def start(
     workflow: str,
     payload: str | None,
     apps: tuple[str, ...],
+    version: str | None,
     run_id: str | None,
     started_by: str | None,
     db: str,
     tenant: str,
 ) -> None:
-    """Start a run of WORKFLOW with a JSON PAYLOAD; prints the run id (workers run it)."""
+    """Start a run of WORKFLOW with a JSON PAYLOAD; prints the run id (workers run it).
+
+    WORKFLOW is a workflow of an --app module or, if none has that name, a
+    definition the tenant published.
+    """
+    from waypost.model.definitions import InputError
+
     value = _json_arg(payload, "PAYLOAD")
     with _engine(db) as engine:
         engine.register(*_load_apps(apps))
-        handle = engine.start(workflow, value, run_id=run_id, tenant=tenant, started_by=started_by)
+        try:
+            handle = engine.start(
+                workflow,
+                value,
+                run_id=run_id,
+                tenant=tenant,
+                version=version,
+                started_by=started_by,
+            )
+        except InputError as exc:
+            count = len(exc.problems)
+            click.echo(
+                f"the input does not satisfy definition {exc.name!r}: {count} problem(s); "
+                "nothing started",
+                err=True,
+            )
+            for problem in exc.problems:
+                click.echo(f"  {problem.path or '(input)'}: {problem.message}", err=True)
+            sys.exit(1)
+        except WaypostError:
+            raise
+        except ValueError as exc:  # a malformed version, run id, tenant or principal
+            raise click.UsageError(str(exc)) from exc
         click.echo(handle.run_id)
 
 
@@ -197,7 +267,7 @@ def _json_arg(text: str | None, name: str) -> Any:
 
 @main.group()
 def runs() -> None:
-    """Inspect runs."""
+    """Inspect runs; move waiting definition runs to another version."""
 
 
 @runs.command("list")
@@ -283,6 +353,184 @@ def runs_verify(run_id: str, db: str, tenant: str) -> None:
             click.echo(f"event {p.seq}: {p.problem}", err=True)
         sys.exit(1)
     click.echo(f"{run_id}: history intact")
+
+
+@runs.command("migrate")
+@click.argument("run_id", required=False)
+@click.option(
+    "--all",
+    "definition",
+    default=None,
+    metavar="DEFINITION",
+    help="Instead of RUN_ID: every unfinished run of DEFINITION on version --from.",
+)
+@click.option(
+    "--from",
+    "from_version",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --all: the version the runs are on.",
+)
+@click.option(
+    "--to",
+    "to_version",
+    type=click.IntRange(min=1),
+    required=True,
+    help="The version of the definition to move to.",
+)
+@click.option(
+    "--map",
+    "mappings",
+    multiple=True,
+    metavar="OLD=NEW",
+    help="A run waiting at step OLD goes on at step NEW of the new version (repeatable; "
+    "default: the step of the same id).",
+)
+@click.option("--dry-run", is_flag=True, help="Only check and report; change nothing.")
+@click.option(
+    "--reason", default=None, help="Why the runs are moved (recorded; needed unless --dry-run)."
+)
+@click.option("--by", default=None, help="Who moves them (recorded; default: the OS user).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report(s) as JSON.")
+@db_option
+@tenant_option
+def runs_migrate(
+    run_id: str | None,
+    definition: str | None,
+    from_version: int | None,
+    to_version: int,
+    mappings: tuple[str, ...],
+    dry_run: bool,
+    reason: str | None,
+    by: str | None,
+    as_json: bool,
+    db: str,
+    tenant: str,
+) -> None:
+    """Move a waiting definition run (or --all of one version) to version --to.
+
+    Each run is checked first: it must wait at a top-level approval or wait
+    step, and the new version must be able to go on from the (mapped) step with
+    the run's data. Exit 0 when every run can be moved (and was, unless
+    --dry-run), 1 when any cannot.
+    """
+    if (run_id is None) == (definition is None):
+        raise click.UsageError("give either RUN_ID or --all DEFINITION")
+    if definition is not None and from_version is None:
+        raise click.UsageError("--all needs --from: the version the runs are on")
+    if run_id is not None and from_version is not None:
+        raise click.UsageError("--from goes with --all; a single run is on its own version")
+    mapping = _step_mapping(mappings)
+    if not dry_run and not (reason or "").strip():
+        raise click.UsageError("--reason is needed to move runs (or use --dry-run)")
+    if by is None:
+        by = _os_user()
+        if by is None and not dry_run:
+            raise click.UsageError("cannot tell who you are: give --by")
+    with _engine(db) as engine:
+        try:
+            if run_id is not None:
+                reports = [
+                    engine.migrate(
+                        run_id,
+                        to_version,
+                        mapping,
+                        reason=reason or "",
+                        by=by,
+                        dry_run=dry_run,
+                        tenant=tenant,
+                    )
+                ]
+            else:
+                assert definition is not None
+                assert from_version is not None
+                reports = engine.migrate_all(
+                    definition,
+                    from_version,
+                    to_version,
+                    mapping,
+                    reason=reason or "",
+                    by=by,
+                    dry_run=dry_run,
+                    tenant=tenant,
+                )
+        except WaypostError:
+            raise
+        except (LookupError, ValueError) as exc:  # no such version; a mapping that cannot be
+            raise click.ClickException(str(exc)) from exc
+    if as_json:
+        found = [r.to_json() for r in reports]
+        click.echo(_dump(found[0] if run_id is not None else found))
+    else:
+        for report in reports:
+            _echo_migration(report)
+        if definition is not None:
+            click.echo(_migration_summary(reports, definition, from_version))
+    if not all(r.compatible and (r.migrated or r.dry_run) for r in reports):
+        sys.exit(1)
+
+
+def _step_mapping(pairs: tuple[str, ...]) -> dict[str, str]:
+    mapping: dict[str, str] = {}
+    for pair in pairs:
+        old, sep, new = pair.partition("=")
+        old, new = old.strip(), new.strip()
+        if not sep or not old or not new or "=" in new:
+            raise click.BadParameter(
+                f"{pair!r} is not OLD=NEW (old step id = new step id)", param_hint="--map"
+            )
+        if mapping.get(old, new) != new:
+            raise click.BadParameter(
+                f"step {old!r} is mapped twice ({mapping[old]!r} and {new!r})",
+                param_hint="--map",
+            )
+        mapping[old] = new
+    return mapping
+
+
+def _os_user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name and no user database entry
+        return None
+
+
+def _echo_migration(r: MigrationReport) -> None:
+    def at(version: int | None, step: str | None) -> str:
+        shown = f"version {version if version is not None else '?'}"
+        return f"{shown}, step {step}" if step else shown
+
+    click.echo(f"{r.run_id} ({r.definition or 'not a definition run'})")
+    click.echo(f"  {at(r.from_version, r.from_step)} -> {at(r.to_version, r.to_step)}")
+    fit = "compatible" if r.compatible else "not compatible"
+    done = "migrated" if r.migrated else "dry run, nothing changed" if r.dry_run else "not migrated"
+    click.echo(f"  {fit}; {done}")
+    for reason in r.reasons:
+        click.echo(f"  reason: {reason}")
+    for note in r.notes:
+        click.echo(f"  note: {note}")
+
+
+def _migration_summary(
+    reports: list[MigrationReport], definition: str, from_version: int | None
+) -> str:
+    if not reports:
+        return f"no unfinished runs of {definition} version {from_version}"
+    migrated = sum(r.migrated for r in reports)
+    movable = sum(r.compatible and not r.migrated for r in reports)
+    refused = sum(not r.compatible for r in reports)
+    parts = [
+        f"{count} {what}"
+        for count, what in (
+            (migrated, "migrated"),
+            (movable, "compatible" if reports[0].dry_run else "not migrated"),
+            (refused, "not compatible"),
+        )
+        if count
+    ]
+    runs = f"{len(reports)} run{'s' if len(reports) != 1 else ''}"
+    tail = " (dry run, nothing changed)" if reports[0].dry_run else ""
+    return f"{runs}: {', '.join(parts)}{tail}"
 
 
 @main.command()
