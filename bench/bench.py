@@ -10,6 +10,7 @@ not counted).
     .venv/bin/python bench/bench.py --synchronous normal
     .venv/bin/python bench/bench.py --db postgresql://postgres@127.0.0.1/postgres
     .venv/bin/python bench/bench.py --db postgresql://postgres@127.0.0.1/postgres --workers 3
+    .venv/bin/python bench/bench.py --definition      # the same 20 steps as a published definition
 
 With `--workers 0` (the default) the engine runs in this process. With
 `--workers N`, N `waypost worker` processes serve the workflow and this process
@@ -39,9 +40,22 @@ import waypost as wp
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from workflows import STEPS, bench20, noop_async, noop_sync  # noqa: E402
+from workflows import STEPS, bench20, definition, noop_async, noop_sync  # noqa: E402
 
 WAYPOST = Path(sys.executable).with_name("waypost")
+AS_DEFINITION = False  # --definition: run the workflow as a published definition
+
+
+async def start_one(engine: wp.AsyncEngine, kind: str) -> wp.AsyncRunHandle:
+    if AS_DEFINITION:
+        return await engine.start(f"bench20_{kind}", {})
+    return await engine.start(bench20, kind)
+
+
+async def prepare(engine: wp.AsyncEngine) -> None:
+    if AS_DEFINITION:
+        for kind in ("async", "sync"):
+            await engine.publish(definition(kind))
 
 
 def plain_calls(kind: str) -> float:
@@ -115,7 +129,7 @@ async def drive(
     """Run the workflows: one after another, or `concurrency` at a time."""
     if mode == "sequential":
         for _ in range(n):
-            handle = await engine.start(bench20, kind)
+            handle = await start_one(engine, kind)
             await handle.result(timeout=120)
         return
     # Keep `concurrency` runs in flight; count finished runs with one query
@@ -123,7 +137,7 @@ async def drive(
     started = done = 0
     while done < n:
         while started - done < concurrency and started < n:
-            await engine.start(bench20, kind)
+            await start_one(engine, kind)
             started += 1
         await asyncio.sleep(0.02)
         done = await asyncio.to_thread(completed_runs, url) - warm
@@ -132,8 +146,9 @@ async def drive(
 async def in_process(url: str, mode: str, kind: str, n: int, concurrency: int) -> Result:
     async with wp.AsyncEngine(url, max_activities=max(100, concurrency)) as engine:
         engine.register(bench20, noop_sync, noop_async)
+        await prepare(engine)
         async with engine.running():
-            warm = await engine.start(bench20, kind)
+            warm = await start_one(engine, kind)
             await warm.result(timeout=60)
             stats = getattr(engine.store, "stats", {})
             commits0 = stats.get("commits", 0)
@@ -171,8 +186,9 @@ async def client(
     """Start runs from this process, as a web process would; the workers run them."""
     async with wp.AsyncEngine(url, poll_interval=0.01) as engine:
         engine.register(bench20, noop_sync, noop_async)
+        await prepare(engine)
         for _ in pids:  # warm up the workers
-            await (await engine.start(bench20, kind)).result(timeout=60)
+            await (await start_one(engine, kind)).result(timeout=60)
         warm = len(pids)
         cpu0 = own_cpu() + sum(process_cpu(pid) for pid in pids)
         t0 = time.perf_counter()
@@ -215,7 +231,12 @@ def main() -> None:
         default="asyncio",
         help="event loop of the in-process engine",
     )
+    parser.add_argument(
+        "--definition", action="store_true", help="run the 20 steps as a published definition"
+    )
     args = parser.parse_args()
+    global AS_DEFINITION
+    AS_DEFINITION = args.definition
     if args.loop == "uvloop":
         import uvloop
 
@@ -230,7 +251,8 @@ def main() -> None:
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
     print(
-        f"{STEPS} no-op activities per workflow, {where}, {engines}, {args.loop} loop "
+        f"{STEPS} no-op activities per {'definition' if args.definition else 'workflow'}, "
+        f"{where}, {engines}, {args.loop} loop "
         f"in this process, median of {args.repeat} runs per row\n"
     )
     header = (
