@@ -396,3 +396,12 @@ def test_a_definition_may_not_take_the_name_of_a_code_workflow(make_engine: Any)
         eng.publish(PURCHASE_V1)
     assert [p.path for p in refused.value.problems] == ["name"]
     assert eng.definitions() == []
+
+
+def test_limits_are_set_per_tenant_on_the_engine(make_engine: Any) -> None:
+    eng = make_engine(*ACTIVITIES, limits={"small": wp.Limits(max_steps=5), "*": wp.Limits()})
+    with pytest.raises(wp.DefinitionError, match="at most 5") as refused:
+        eng.publish(PURCHASE_V1, tenant="small")
+    assert [p.path for p in refused.value.problems] == ["steps"]
+    assert eng.definitions(tenant="small") == []
+    assert eng.publish(PURCHASE_V1, tenant="big").version == 1

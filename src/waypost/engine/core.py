@@ -194,7 +194,9 @@ class AsyncEngine:
     `http` steps may call, e.g. `["api.example.com", "*.example.org"]`; an
     engine without it does not take `http` steps), `http_secrets` (`(tenant, name)
     -> secret` for signing `http` steps; by default environment variables
-    `WAYPOST_SECRET_<TENANT>__<NAME>` or `WAYPOST_SECRET_<NAME>`).
+    `WAYPOST_SECRET_<TENANT>__<NAME>` or `WAYPOST_SECRET_<NAME>`), `limits`
+    (what definitions may contain: one `Limits` for all tenants, a mapping of
+    tenant -> `Limits` where "*" is the fallback, or a function of the tenant).
     """
 
     def __init__(
@@ -219,11 +221,13 @@ class AsyncEngine:
         serve_definitions: bool = True,
         http_allow: Sequence[str] | None = None,
         http_secrets: SecretSource | None = None,
+        limits: Limits | Mapping[str, Limits] | Callable[[str], Limits] | None = None,
     ) -> None:
         self.store: Store = store if store is not None else open_store(url)
         self.url = self.store.url
         self.registry = Registry()
         self.serve_definitions = serve_definitions
+        self._limits = limits
         if http_allow:
             # Only engines allowed to call out serve `http` steps of definitions.
             self.registry.add(make_http_activity(allow=http_allow, secrets=http_secrets))
@@ -746,7 +750,7 @@ class AsyncEngine:
         tenant = _check_id("tenant", tenant)
         known = [name for name in self.registry.activity_names() if name != HTTP_ACTIVITY]
         parsed = parse_definition(
-            definition, limits=limits or Limits(), known_activities=known or None
+            definition, limits=limits or self.limits_for(tenant), known_activities=known or None
         )
         if self.registry.has_workflow(parsed.name):
             raise DefinitionError(
@@ -769,6 +773,18 @@ class AsyncEngine:
             tenant, parsed.name, parsed.digest, parsed.data, source, by, self.clock()
         )
         return DefinitionInfo.of(record, created)
+
+    def limits_for(self, tenant: str) -> Limits:
+        """What `tenant`'s definitions may contain (the engine's `limits` option)."""
+        chosen = self._limits
+        if chosen is None:
+            return Limits()
+        if isinstance(chosen, Limits):
+            return chosen
+        if isinstance(chosen, Mapping):
+            found = chosen.get(tenant, chosen.get("*"))
+            return found if isinstance(found, Limits) else Limits()
+        return chosen(tenant)
 
     async def definitions(self, *, tenant: str = "default") -> list[DefinitionInfo]:
         """Every published version of every definition of `tenant`."""
