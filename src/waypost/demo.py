@@ -2,7 +2,9 @@
 
 It shows the parts of the engine a first-time user wants to see: activities
 with retries and idempotency keys, parallel steps, a durable timer, a
-signal with a timeout, and a cancellation, each with its recorded history.
+signal with a timeout, and a cancellation, each with its recorded history;
+then a workflow defined as data, published, run, published again as
+version 2 and a waiting run migrated to it after a dry run.
 """
 
 from __future__ import annotations
@@ -104,6 +106,66 @@ async def order_workflow(ctx: WorkflowContext, order: Order) -> dict[str, Any]:
         raise
 
 
+@activity(name="refunds.pay")
+def pay_refund(ctx: ActivityContext, order: str, cents: int) -> str:
+    _say(f"  [{order}] refund {cents / 100:.2f} EUR")
+    return f"rf-{order}"
+
+
+@activity(name="refunds.notify")
+def notify_customer(ctx: ActivityContext, order: str) -> None:
+    _say(f"  [{order}] tell the customer")
+
+
+# A process a customer of yours could write, without Python (see `waypost definitions`).
+REFUND_V1 = """
+name: refund
+input: {type: object, required: [order, cents], properties: {order: {type: string}}}
+start: check
+steps:
+  check:
+    type: choice
+    choices: [{when: "cents > `5000`", next: review}]
+    default: pay
+  review: {type: wait, signal: reviewed, output: $.review, timeout: PT1M, next: pay}
+  pay:
+    type: activity
+    activity: refunds.pay
+    input: {order: order, cents: cents}
+    output: $.refund
+    next: done
+  done: {type: succeed, output: "{order: order, refund: refund}"}
+"""
+REFUND_V2 = REFUND_V1.replace("    next: done\n", "    next: notify\n").replace(
+    "  done:",
+    "  notify: {type: activity, activity: refunds.notify, input: {order: order}, next: done}\n"
+    "  done:",
+)
+
+
+def _definitions_demo(engine: Engine, stamp: str, say: Callable[[str], None]) -> None:
+    v1 = engine.publish(REFUND_V1, by="demo")
+    say("")
+    say(f"a workflow defined as data: 'refund' version {v1.version} (digest {v1.digest[:12]}...)")
+    small = engine.start("refund", {"order": f"R-{stamp}", "cents": 1500}, version=1)
+    say(f"{small.run_id}: completed -> {small.result(timeout=30)}")
+    large = engine.start("refund", {"order": f"S-{stamp}", "cents": 25000}, version=1)
+    _wait_for(engine, large.run_id, lambda info: info.status.value == "waiting")
+    say(f"{large.run_id}: waits at step 'review' on version 1")
+    v2 = engine.publish(REFUND_V2, by="demo")
+    say(f"published version {v2.version} (adds a 'notify' step); the waiting run stays on 1")
+    for dry_run in (True, False):
+        report = engine.migrate(
+            large.run_id, v2.version, reason="tell customers", by="demo", dry_run=dry_run
+        )
+        what = "dry run" if dry_run else ("migrated" if report.migrated else "not migrated")
+        verdict = "compatible" if report.compatible else f"not compatible: {report.reasons}"
+        say(f"migrate {large.run_id} to version {v2.version} ({what}): {verdict}")
+    engine.signal(large.run_id, "reviewed", {"by": "Grace"})
+    result = large.result(timeout=30)
+    say(f"{large.run_id}: completed on version {engine.get(large.run_id).version} -> {result}")
+
+
 def run_demo(url: str, say: Callable[[str], None] = print) -> int:
     """Run the demo against `url`; returns a process exit code."""
     global _say
@@ -119,6 +181,7 @@ def run_demo(url: str, say: Callable[[str], None] = print) -> int:
         engine.register(
             order_workflow, reserve_stock, charge_card, send_confirmation, book_courier, refund
         )
+        engine.register(pay_refund, notify_customer)
         with engine.running():
             handles = {
                 o.id: engine.start(order_workflow, o, run_id=f"order-{o.id}") for o in orders
@@ -141,6 +204,7 @@ def run_demo(url: str, say: Callable[[str], None] = print) -> int:
                     say(f"{handle.run_id}: completed -> {result}")
                 except RunEndedError as exc:
                     say(f"{handle.run_id}: {exc.status} ({exc.message})")
+            _definitions_demo(engine, stamp, say)
         say("")
         say(f"history of {a.run_id} (hash-chained; verify finds any edit):")
         for ev in engine.history(a.run_id):

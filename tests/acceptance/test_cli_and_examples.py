@@ -39,6 +39,11 @@ def test_demo_runs_the_example_workflows_to_completion(tmp_path: Path) -> None:
     assert "cancelled (customer changed their mind)" in out
     assert "refund ch-C-" in out  # the compensation ran on cancel
     assert "chain check: intact" in out
+    # The workflow defined as data: run, version 2 published, the waiting run migrated.
+    assert "waits at step 'review' on version 1" in out
+    assert "to version 2 (dry run): compatible" in out
+    assert "to version 2 (migrated): compatible" in out
+    assert "tell the customer" in out and "completed on version 2" in out
 
 
 @pytest.mark.parametrize("script", ["orders.py", "approvals_by_signal.py", "purchase_approval.py"])
