@@ -5,7 +5,8 @@ list of seeds and requires: every run the scenario admitted completed with the
 result it must have, the faults really happened, and the invariant checker
 found nothing (histories gap-free and hash-chained, no run moved backwards,
 only current attempts' results accepted, timers fired once, downstream effects
-at most once per idempotency key, nothing stuck without a reason).
+at most once per idempotency key, nothing stuck without a reason, definition
+runs moved between versions only as their histories say).
 
 A failing seed is rerun with
 ``python -m waypost.testing.simulate --scenario NAME --seed N [--store postgresql]``.
@@ -28,13 +29,13 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def run(name: str, url: str, *, faults: bool = True) -> list[Outcome]:
+    """Run scenario `name` for every seed and require a clean verdict."""
     outcomes = []
     for seed in SEEDS:
         outcome = asyncio.run(run_scenario(name, seed, url))
         assert outcome.error is None, f"seed {seed}: {outcome.error}"
-        assert outcome.violations == [], f"seed {seed}: " + "\n".join(
-            str(v) for v in outcome.violations
-        )
+        violations = [str(v) for v in outcome.violations]
+        assert violations == [], f"seed {seed}: " + "\n".join(violations)
         assert outcome.completed == outcome.runs > 0, f"seed {seed}"
         outcomes.append(outcome)
     if faults:
@@ -128,3 +129,20 @@ def test_database_held_by_another_process_mid_run(db_url: str) -> None:
 def test_approval_credentials_replayed_and_raced(db_url: str) -> None:
     outcomes = run("approval_race", db_url)
     assert any(o.faults["concurrent decisions with one credential"] for o in outcomes)
+
+
+def test_definition_migration_interrupted(db_url: str) -> None:
+    """Runs of a definition are moved to version 2 while the migrating engine dies just
+    before or after the commit, two engines move one run at once, a decision or signal
+    races the move, and the database drops out: each run moves at most once, ends on
+    the version its history says, and revoked approvals take no decision."""
+    outcomes = run("definition_migration", db_url)
+    for o in outcomes:
+        assert o.faults["crash just before a migration's commit"] >= 1, o.faults
+        assert o.faults["crash just after a migration's commit"] >= 1, o.faults
+        assert o.faults["one run migrated twice at once"] >= 1, o.faults
+        assert o.faults["database outage"] >= 1, o.faults
+        assert o.faults["a decision racing the migration"] >= 1, o.faults
+        assert o.faults["a signal racing the migration"] >= 1, o.faults
+        assert o.faults["one of two votes cast before the migration"] >= 1, o.faults
+    assert any(o.faults["revoked credential presented"] for o in outcomes)

@@ -405,3 +405,25 @@ def test_limits_are_set_per_tenant_on_the_engine(make_engine: Any) -> None:
     assert [p.path for p in refused.value.problems] == ["steps"]
     assert eng.definitions(tenant="small") == []
     assert eng.publish(PURCHASE_V1, tenant="big").version == 1
+
+
+def test_a_run_with_one_of_two_votes_can_be_migrated_and_the_vote_does_not_carry_over(
+    engine: Any, mailbox: Mailbox
+) -> None:
+    two = PURCHASE_V1.replace(
+        "approvers: {groups: [managers]}", "approvers: {groups: [managers], quorum: 2}"
+    )
+    engine.publish(two)
+    run = engine.start("purchase", {"order_id": "H8", "amount": 7000})
+    waiting_on(engine, run.run_id, "approval")
+    approval = engine.approvals(run_id=run.run_id)[0]
+    note = mailbox.tokens(approval.approval_id, "ann")
+    assert (
+        engine.decide(approval.approval_id, note["approve_token"], "ann", "approve").outcome
+        == "pending"
+    )
+    engine.publish(v2_of(two))
+    report = engine.migrate(run.run_id, 2, reason="v2", by="ops")
+    assert report.migrated, report.reasons
+    assert "1 vote already given does not carry over" in " ".join(report.notes)
+    assert engine.approval(approval.approval_id).status == "revoked"

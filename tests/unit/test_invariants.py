@@ -162,3 +162,110 @@ def test_an_approval_credential_counted_twice() -> None:
     assert invariants(record(events, status="waiting", waiting_for=[{"k": 1}]), events) == set()
     events = history(GOOD[0], asked, vote, vote)
     assert "approval-once" in invariants(record(events, status="waiting", waiting_for=[{}]), events)
+
+
+# == definition runs moved between versions ====================================
+STARTED = (
+    E.RUN_STARTED,
+    {"workflow": "d", "version": "1", "definition": {"name": "d", "version": 1, "digest": "x"}},
+)
+ASKED = (E.APPROVAL_REQUESTED, {"step": "1", "approval_id": "ap1", "kind": "approval:ok"})
+REVOKED = (E.APPROVAL_CLOSED, {"step": "1", "approval_id": "ap1", "status": "revoked"})
+ASKED_AGAIN = (E.APPROVAL_REQUESTED, {"step": "2", "approval_id": "ap2", "kind": "approval:ok"})
+APPROVED = (
+    E.APPROVAL_DECIDED,
+    {
+        "step": "2",
+        "approval_id": "ap2",
+        "principal": "ann",
+        "credential_id": "c2",
+        "outcome": "approved",
+    },
+)
+DONE = (E.RUN_COMPLETED, {"result": 1})
+STORED = {"ap1": "revoked", "ap2": "approved"}
+
+
+def moved(from_version: int = 1, to_version: int = 2) -> tuple[EventType, dict[str, Any]]:
+    return (
+        E.RUN_MIGRATED,
+        {
+            "definition": "d",
+            "from_version": from_version,
+            "to_version": to_version,
+            "from_step": "ok",
+            "to_step": "ok",
+            "revoked_approvals": ["ap1"],
+        },
+    )
+
+
+MIGRATED = [STARTED, ASKED, moved(), REVOKED, ASKED_AGAIN, APPROVED, DONE]
+
+
+def migration_found(
+    events: list[Event], approvals: dict[str, str] | None = STORED, **changes: Any
+) -> bool:
+    run = record(events, **{"version": "2", **changes})
+    found = check_run(run, events, has_open_task=False, approvals=approvals)
+    return "migration" in {v.invariant for v in found}
+
+
+def test_a_sound_migration_has_no_violations() -> None:
+    events = history(*MIGRATED)
+    assert (
+        check_run(record(events, version="2"), events, has_open_task=False, approvals=STORED) == []
+    )
+    twice = history(STARTED, ASKED, moved(), REVOKED, moved(2, 3), DONE)
+    assert not migration_found(twice, version="3")
+
+
+def test_a_migration_after_the_run_ended() -> None:
+    events = history(STARTED, DONE, moved())
+    assert migration_found(events)
+
+
+def test_a_code_run_cannot_be_migrated() -> None:
+    events = history(GOOD[0], moved(), GOOD[6])
+    assert migration_found(events, version="1")
+
+
+@pytest.mark.parametrize(
+    "moves", [[moved(2, 3)], [moved(), moved(1, 3)]], ids=["from-a-later", "from-the-first-again"]
+)
+def test_a_migration_leaves_the_version_the_run_is_on(
+    moves: list[tuple[EventType, dict[str, Any]]],
+) -> None:
+    events = history(STARTED, *moves, DONE)
+    assert migration_found(events, version="3")
+
+
+def test_the_runs_row_names_the_version_of_the_last_migration() -> None:
+    events = history(*MIGRATED)
+    assert migration_found(events, version="1")
+    assert not migration_found(history(STARTED, DONE), version="1")
+    assert migration_found(history(STARTED, DONE), version="2")
+
+
+def test_a_revoked_approval_takes_no_decision() -> None:
+    late = (E.APPROVAL_DECIDED, {**APPROVED[1], "approval_id": "ap1", "credential_id": "c1"})
+    # Before the run has processed the move, only the migration stands in the way.
+    events = history(*MIGRATED[:3], late, *MIGRATED[3:])
+    assert invariants(record(events, version="2"), events) == {"migration"}
+
+
+def test_a_revoked_approval_is_closed_revoked_once_the_move_is_processed() -> None:
+    approved = (E.APPROVAL_CLOSED, {**REVOKED[1], "status": "approved"})
+    assert migration_found(history(*MIGRATED[:3], approved, *MIGRATED[4:]))
+    unclosed = history(STARTED, ASKED, moved())
+    assert migration_found(unclosed, status="waiting", waiting_for=[{}])
+    # Until the run has processed the move, only the store has revoked it.
+    waiting = dict(status="waiting", waiting_for=[{}], processed_seq=unclosed[1].seq)
+    assert not migration_found(unclosed, **waiting)
+    assert migration_found(unclosed, {"ap1": "pending"}, **waiting)
+
+
+def test_an_approval_not_open_at_the_migration_is_not_revoked_by_it() -> None:
+    approved = (E.APPROVAL_DECIDED, {**APPROVED[1], "approval_id": "ap1", "credential_id": "c1"})
+    events = history(STARTED, ASKED, approved, moved(), DONE)
+    assert not migration_found(events, {"ap1": "approved"})

@@ -126,6 +126,15 @@ def _definition_version(version: Any) -> int | None:
     raise ValueError(f"a definition version is a number from 1, not {version!r}")
 
 
+def _feeds_code(ev: Event) -> bool:
+    """Whether the workflow code must see `ev` (one vote of several is only counted)."""
+    if ev.type in COMMAND_EVENTS or ev.type in AUDIT_EVENTS:
+        return False
+    if ev.type == _E.APPROVAL_DECIDED:
+        return ev.data.get("outcome") in (ap.APPROVED, ap.REJECTED)
+    return True
+
+
 def new_run_id() -> str:
     """Time-ordered and unguessable: 12 hex digits of milliseconds, 16 random."""
     return f"{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
@@ -874,8 +883,7 @@ class AsyncEngine:
             return report(["the run is suspended; resolve that first"], **known)
         if current == number:
             return report([f"the run is on version {number} already"], **known)
-        unseen = [e for e in history if e.seq > run.processed_seq]
-        if any(e.type not in COMMAND_EVENTS and e.type not in AUDIT_EVENTS for e in unseen):
+        if any(_feeds_code(e) for e in history if e.seq > run.processed_seq):
             return report(
                 ["the run has events it has not processed yet; try again in a moment"], **known
             )

@@ -15,7 +15,12 @@ finds; an empty list means the store is sound:
 - every run is finished or waits for something it names (a waiting reason, an
   open task, or a suspension with its cause): none is stuck without a reason;
 - each approval credential was consumed at most once, each approver counted at
-  most once per approval, and no decision counted after the approval closed.
+  most once per approval, and no decision counted after the approval closed;
+- a definition run moves between versions only while unfinished, each
+  RunMigrated leaves the version the run was on, the runs row names the
+  version of the last one, and the approvals it revoked stay revoked: closed
+  "revoked" in the store at once, in the history once the run has processed
+  the move, and decided by nobody after it.
 
 Effects outside the database are checked with a `Ledger`: an idempotent sink
 keyed by the step's idempotency key, which must record at most one effect per
@@ -27,7 +32,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from waypost.model.events import AUDIT_EVENTS, TERMINAL_EVENTS, Event, EventType, verify_chain
@@ -92,12 +97,25 @@ async def check_invariants(store: Store) -> list[Violation]:
     for run in await all_runs(store):
         history = await store.load_history(run.tenant, run.run_id)
         tasks = await store.run_tasks(run.tenant, run.run_id)
-        out.extend(check_run(run, history, has_open_task=bool(tasks)))
+        approvals = None
+        if any(e.type == _E.RUN_MIGRATED for e in history):
+            records = await store.list_approvals(run.tenant, None, run.run_id, 2**31 - 1)
+            approvals = {a.approval_id: a.status for a in records}
+        out.extend(check_run(run, history, has_open_task=bool(tasks), approvals=approvals))
     return out
 
 
-def check_run(run: RunRecord, history: list[Event], *, has_open_task: bool) -> list[Violation]:
-    """The violations of one run, from its snapshot and history."""
+def check_run(
+    run: RunRecord,
+    history: list[Event],
+    *,
+    has_open_task: bool,
+    approvals: Mapping[str, str] | None = None,
+) -> list[Violation]:
+    """The violations of one run, from its snapshot and history.
+
+    `approvals` (approval id -> status in the store), when given, is checked too.
+    """
     out: list[Violation] = []
 
     def bad(invariant: str, detail: str) -> None:
@@ -135,6 +153,7 @@ def check_run(run: RunRecord, history: list[Event], *, has_open_task: bool) -> l
     out.extend(_check_activities(run, history))
     out.extend(_check_timers(run, history))
     out.extend(_check_approvals(run, history))
+    out.extend(_check_migrations(run, history, approvals))
 
     if not status.finished:
         if status is RunStatus.SUSPENDED:
@@ -240,4 +259,66 @@ def _check_approvals(run: RunRecord, history: Iterable[Event]) -> list[Violation
                 closed[approval] = e.seq
         elif e.type == _E.APPROVAL_CLOSED:
             closed.setdefault(approval, e.seq)
+    return out
+
+
+def _check_migrations(
+    run: RunRecord, history: list[Event], approvals: Mapping[str, str] | None
+) -> list[Violation]:
+    out: list[Violation] = []
+
+    def bad(detail: str) -> None:
+        out.append(Violation("migration", run.tenant, run.run_id, detail))
+
+    moves = [e for e in history if e.type == _E.RUN_MIGRATED]
+    started = history[0].data.get("definition") if history[0].type == _E.RUN_STARTED else None
+    if not isinstance(started, Mapping):
+        for e in moves:
+            bad(f"event {e.seq}: RunMigrated in a run of workflow code")
+        return out
+    ended = next((e.seq for e in history if e.type in TERMINAL_EVENTS), None)
+    version = started.get("version")
+    open_approvals: set[str] = set()
+    revoked: dict[str, int] = {}  # approval id -> the RunMigrated that revoked it
+    for e in history:
+        approval = str(e.data.get("approval_id", ""))
+        if e.type == _E.APPROVAL_REQUESTED:
+            open_approvals.add(approval)
+        elif e.type == _E.APPROVAL_CLOSED or (
+            e.type == _E.APPROVAL_DECIDED and e.data.get("outcome") != "pending"
+        ):
+            open_approvals.discard(approval)
+        if e.type != _E.RUN_MIGRATED:
+            continue
+        if ended is not None and e.seq > ended:
+            bad(f"event {e.seq}: RunMigrated after the run ended (event {ended})")
+        if e.data.get("from_version") != version:
+            bad(
+                f"event {e.seq}: RunMigrated from version {e.data.get('from_version')}, "
+                f"but the run was on version {version}"
+            )
+        version = e.data.get("to_version")
+        for approval_id in e.data.get("revoked_approvals") or []:
+            if approval_id in open_approvals:
+                revoked[approval_id] = e.seq
+    if run.version != str(version):
+        bad(f"the runs row says version {run.version}, the history {version}")
+
+    for approval_id, moved in revoked.items():
+        after = [e for e in history if e.seq > moved and e.data.get("approval_id") == approval_id]
+        closed = [e for e in after if e.type == _E.APPROVAL_CLOSED]
+        decided = [e.seq for e in after if e.type == _E.APPROVAL_DECIDED]
+        if decided:
+            bad(f"approval {approval_id}, revoked by event {moved}, decided by events {decided}")
+        if closed and closed[0].data.get("status") != "revoked":
+            bad(
+                f"approval {approval_id}, revoked by event {moved}, closed "
+                f"{closed[0].data.get('status')!r} (event {closed[0].seq})"
+            )
+        # The run closes it in its history when it processes the move.
+        if not closed and run.processed_seq >= moved:
+            bad(f"approval {approval_id}, revoked by event {moved}, was never closed")
+        stored = approvals.get(approval_id) if approvals is not None else None
+        if approvals is not None and stored != "revoked":
+            bad(f"approval {approval_id}, revoked by event {moved}, is {stored} in the store")
     return out
