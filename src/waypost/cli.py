@@ -24,6 +24,8 @@ from waypost.engine.sync import Engine
 from waypost.errors import WaypostError
 from waypost.store import DEFAULT_URL
 
+NO_REASON = "no reason given (waypost runs migrate without --reason)"
+
 db_option = click.option(
     "--db",
     "db",
@@ -388,7 +390,10 @@ def runs_verify(run_id: str, db: str, tenant: str) -> None:
 )
 @click.option("--dry-run", is_flag=True, help="Only check and report; change nothing.")
 @click.option(
-    "--reason", default=None, help="Why the runs are moved (recorded; needed unless --dry-run)."
+    "--reason",
+    default=None,
+    help="Why the runs are moved (recorded in each run's history; without it the record "
+    f"says {NO_REASON!r}).",
 )
 @click.option("--by", default=None, help="Who moves them (recorded; default: the OS user).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report(s) as JSON.")
@@ -422,7 +427,8 @@ def runs_migrate(
         raise click.UsageError("--from goes with --all; a single run is on its own version")
     mapping = _step_mapping(mappings)
     if not dry_run and not (reason or "").strip():
-        raise click.UsageError("--reason is needed to move runs (or use --dry-run)")
+        click.echo(f"note: no --reason given; the history will say {NO_REASON!r}", err=True)
+        reason = NO_REASON
     if by is None:
         by = _os_user()
         if by is None and not dry_run:

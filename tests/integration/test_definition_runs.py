@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import threading
 from pathlib import Path
@@ -423,7 +424,10 @@ def test_a_run_with_one_of_two_votes_can_be_migrated_and_the_vote_does_not_carry
         == "pending"
     )
     engine.publish(v2_of(two))
-    report = engine.migrate(run.run_id, 2, reason="v2", by="ops")
+    # The positional form of the contract: run, version, mapping, reason (by: the OS user).
+    report = engine.migrate(run.run_id, 2, {"approve": "approve"}, "v2")
     assert report.migrated, report.reasons
+    [moved] = of_type(engine.history(run.run_id), "RunMigrated")
+    assert moved.data["by"] == getpass.getuser() and moved.data["reason"] == "v2"
     assert "1 vote already given does not carry over" in " ".join(report.notes)
     assert engine.approval(approval.approval_id).status == "revoked"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import getpass
 import logging
 import os
 import secrets
@@ -124,6 +125,14 @@ def _definition_version(version: Any) -> int | None:
     if isinstance(version, str) and version.isdigit() and int(version) >= 1:
         return int(version)
     raise ValueError(f"a definition version is a number from 1, not {version!r}")
+
+
+def _os_user() -> str:
+    """Who runs this process, for audit records that name no principal."""
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in the environment or the password database
+        return f"uid {os.getuid()}"
 
 
 def _feeds_code(ev: Event) -> bool:
@@ -816,10 +825,10 @@ class AsyncEngine:
         run_id: str,
         to_version: int,
         mapping: Mapping[str, str] | None = None,
-        *,
-        reason: str,
-        by: str | None = None,
+        reason: str = "",
         dry_run: bool = False,
+        *,
+        by: str | None = None,
         tenant: str = "default",
     ) -> MigrationReport:
         """Move a waiting definition run to another version of its definition.
@@ -830,19 +839,21 @@ class AsyncEngine:
         able to go on from the mapped step with the data the run has. The report
         says whether it can and why not; with `dry_run` nothing is written.
         Otherwise a RunMigrated event records from/to version, the mapping, `by`
-        and `reason`; an open approval of the step is revoked at once (its
-        credentials die) and the run enters the mapped step afresh.
+        (by default the user running this process) and `reason`; an open
+        approval of the step is revoked at once (its credentials die) and the
+        run enters the mapped step afresh.
         """
         await self.open()
         tenant = _check_id("tenant", tenant)
         number = _definition_version(to_version)
         assert number is not None
         given = dict(mapping or {})
-        if not dry_run:
-            if not isinstance(reason, str) or not reason.strip():
-                raise ValueError("migrate needs a reason")
-            if not isinstance(by, str) or not by.strip():
-                raise ValueError("migrate needs who moves the run (by)")
+        if not dry_run and (not isinstance(reason, str) or not reason.strip()):
+            raise ValueError("migrate needs a reason (it is recorded in the run's history)")
+        if by is None:
+            by = _os_user()
+        elif not isinstance(by, str) or not by.strip():
+            raise ValueError("by names who moves the run; leave it out for the OS user")
         run, history = await self.store.load_run(tenant, run_id)
         if run is None:
             raise RunNotFound(f"no run {run_id!r} in tenant {tenant!r}")
@@ -990,10 +1001,10 @@ class AsyncEngine:
         from_version: int,
         to_version: int,
         mapping: Mapping[str, str] | None = None,
-        *,
-        reason: str,
-        by: str | None = None,
+        reason: str = "",
         dry_run: bool = False,
+        *,
+        by: str | None = None,
         tenant: str = "default",
     ) -> list[MigrationReport]:
         """`migrate` every unfinished run of one version of a definition; a report per run."""

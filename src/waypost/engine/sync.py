@@ -194,10 +194,10 @@ class Engine:
         run_id: str,
         to_version: int,
         mapping: Mapping[str, str] | None = None,
-        *,
-        reason: str,
-        by: str | None = None,
+        reason: str = "",
         dry_run: bool = False,
+        *,
+        by: str | None = None,
         tenant: str = "default",
     ) -> MigrationReport:
         return self._call(
@@ -212,10 +212,10 @@ class Engine:
         from_version: int,
         to_version: int,
         mapping: Mapping[str, str] | None = None,
-        *,
-        reason: str,
-        by: str | None = None,
+        reason: str = "",
         dry_run: bool = False,
+        *,
+        by: str | None = None,
         tenant: str = "default",
     ) -> list[MigrationReport]:
         return self._call(
