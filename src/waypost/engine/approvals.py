@@ -409,7 +409,8 @@ class Approvals:
                 await self._deliver(item)
             if not items:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), poll_interval)
+                    async with asyncio.timeout(poll_interval):  # not wait_for: see Scheduler._sleep
+                        await self.wake.wait()
 
     async def _deliver(self, item: OutboxItem) -> None:
         engine = self.engine

@@ -1176,7 +1176,8 @@ class AsyncEngine:
             self._waiters.setdefault(key, []).append(fut)
             try:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(fut, wait)
+                    async with asyncio.timeout(wait):  # not wait_for: see Scheduler._sleep
+                        await fut
             finally:
                 waiters = self._waiters.get(key)
                 if waiters is not None and fut in waiters:

@@ -324,5 +324,8 @@ class Scheduler:
 
     @staticmethod
     async def _sleep(event: asyncio.Event, seconds: float) -> None:
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+        # cancellation that arrives as the event is set, and a stop would hang.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), max(0.0, seconds))
+            async with asyncio.timeout(max(0.0, seconds)):
+                await event.wait()
