@@ -266,6 +266,7 @@ steps:
         await env.advance(hours=2, seconds=1)
         error = await failure(run)
         assert error["type"] == "timeout" and error["details"]["compensated"] == ["book"]
+        assert error["details"]["step"] == "wait" and "at step 'wait'" in error["message"]
         types = event_types(await run.history())
         assert types.count("TimerFired") == 1 and types[-1] == "RunFailed"
 

@@ -129,7 +129,7 @@ class Interpreter:
         self.version = version
         self.data: dict[str, Any] = {}
         self.position: dict[str, str] = {}
-        """Where each walk is: "" for the top level, "<parallel step>[i]" for a branch."""
+        """Where each walk is: "" for the top level, "<parallel step>[i]/" for a branch."""
         self.waiting = False
         """Whether the top-level walk is blocked in an approval or wait step."""
         self.compensations: list[dict[str, Any]] = []
@@ -137,7 +137,7 @@ class Interpreter:
         self._ctx: WorkflowContext | None = None
         self._walk: asyncio.Task[Any] | None = None
         self._migration: dict[str, Any] | None = None
-        self._timed_out = False
+        self._timed_out: str | None = None  # the step the run was at when its time ran out
 
     @property
     def definition(self) -> Definition:
@@ -165,12 +165,12 @@ class Interpreter:
                     this = asyncio.current_task()
                     if this is not None and this.cancelling():
                         raise  # the run itself is being cancelled
-                    if self._timed_out:
+                    if self._timed_out is not None:
                         raise _Failure(
                             "timeout",
                             f"the run did not finish within its timeout of "
-                            f"{self.definition.timeout:g} s",
-                            self.position.get("", ""),
+                            f"{self.definition.timeout:g} s (it was at step {self._timed_out!r})",
+                            self._timed_out,
                         ) from None
                     if self._migration is None:
                         raise
@@ -196,7 +196,7 @@ class Interpreter:
     def _on_deadline(self, fut: asyncio.Future[None]) -> None:
         if fut.cancelled() or self._walk is None or self._walk.done():
             return
-        self._timed_out = True
+        self._timed_out = self.position.get("", "")
         self._walk.cancel()
 
     def _on_migrated(self, event: Mapping[str, Any]) -> None:
