@@ -7,54 +7,18 @@ from `--db` or the WAYPOST_DB environment variable (default
 
 from __future__ import annotations
 
-import getpass
 import importlib
 import json
 import logging
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 import click
 
-from waypost.engine.records import MigrationReport
-from waypost.engine.sync import Engine
+from waypost.cli_common import db_option, dump, open_engine, tenant_option
+from waypost.cli_definitions import definitions, runs_migrate
 from waypost.errors import WaypostError
-from waypost.store import DEFAULT_URL
-
-NO_REASON = "no reason given (waypost runs migrate without --reason)"
-
-db_option = click.option(
-    "--db",
-    "db",
-    envvar="WAYPOST_DB",
-    default=DEFAULT_URL,
-    show_default=True,
-    help="Database URL (or set WAYPOST_DB).",
-)
-tenant_option = click.option(
-    "--tenant", default="default", show_default=True, help="Tenant of the run."
-)
-
-
-@contextmanager
-def _engine(db: str, **options: Any) -> Iterator[Engine]:
-    try:
-        engine = Engine(db, **options)
-    except WaypostError as exc:
-        raise click.ClickException(str(exc)) from exc
-    try:
-        yield engine
-    except WaypostError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        engine.close()
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
 @click.group()
@@ -155,7 +119,7 @@ def worker(
         "approval_url": approval_url,
         "http_allow": list(http_allow) or None,
     }
-    with _engine(db, **options) as engine:
+    with open_engine(db, **options) as engine:
         engine.register(*items)
         calls = f"; http steps may call {', '.join(http_allow)}" if http_allow else ""
         click.echo(
@@ -230,7 +194,7 @@ def start(
     from waypost.model.definitions import InputError
 
     value = _json_arg(payload, "PAYLOAD")
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         engine.register(*_load_apps(apps))
         try:
             handle = engine.start(
@@ -283,13 +247,13 @@ def runs_list(
     db: str, tenant: str | None, status: str | None, workflow: str | None, limit: int, as_json: bool
 ) -> None:
     """List runs, newest first."""
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         try:
             infos = engine.list_runs(tenant=tenant, status=status, workflow=workflow, limit=limit)
         except ValueError as exc:
             raise click.ClickException(str(exc)) from exc
     if as_json:
-        click.echo(_dump([_info_json(i) for i in infos]))
+        click.echo(dump([_info_json(i) for i in infos]))
         return
     for i in infos:
         created = f"{i.created_at:%Y-%m-%d %H:%M:%S}"
@@ -320,9 +284,9 @@ def _info_json(info: Any) -> dict[str, Any]:
 @tenant_option
 def runs_show(run_id: str, db: str, tenant: str) -> None:
     """Show one run's status, result or error, and what it waits for."""
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         info = engine.get(run_id, tenant=tenant)
-    click.echo(_dump(_info_json(info)))
+    click.echo(dump(_info_json(info)))
 
 
 @runs.command("history")
@@ -331,7 +295,7 @@ def runs_show(run_id: str, db: str, tenant: str) -> None:
 @tenant_option
 def runs_history(run_id: str, db: str, tenant: str) -> None:
     """Print a run's history, one JSON event per line."""
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         events = engine.history(run_id, tenant=tenant)
     for ev in events:
         click.echo(
@@ -348,195 +312,13 @@ def runs_history(run_id: str, db: str, tenant: str) -> None:
 @tenant_option
 def runs_verify(run_id: str, db: str, tenant: str) -> None:
     """Check a run's hash chain; exit 1 if any event was changed, removed or reordered."""
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         problems = engine.verify(run_id, tenant=tenant)
     if problems:
         for p in problems:
             click.echo(f"event {p.seq}: {p.problem}", err=True)
         sys.exit(1)
     click.echo(f"{run_id}: history intact")
-
-
-@runs.command("migrate")
-@click.argument("run_id", required=False)
-@click.option(
-    "--all",
-    "definition",
-    default=None,
-    metavar="DEFINITION",
-    help="Instead of RUN_ID: every unfinished run of DEFINITION on version --from.",
-)
-@click.option(
-    "--from",
-    "from_version",
-    type=click.IntRange(min=1),
-    default=None,
-    help="With --all: the version the runs are on.",
-)
-@click.option(
-    "--to",
-    "to_version",
-    type=click.IntRange(min=1),
-    required=True,
-    help="The version of the definition to move to.",
-)
-@click.option(
-    "--map",
-    "mappings",
-    multiple=True,
-    metavar="OLD=NEW",
-    help="A run waiting at step OLD goes on at step NEW of the new version (repeatable; "
-    "default: the step of the same id).",
-)
-@click.option("--dry-run", is_flag=True, help="Only check and report; change nothing.")
-@click.option(
-    "--reason",
-    default=None,
-    help="Why the runs are moved (recorded in each run's history; without it the record "
-    f"says {NO_REASON!r}).",
-)
-@click.option("--by", default=None, help="Who moves them (recorded; default: the OS user).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report(s) as JSON.")
-@db_option
-@tenant_option
-def runs_migrate(
-    run_id: str | None,
-    definition: str | None,
-    from_version: int | None,
-    to_version: int,
-    mappings: tuple[str, ...],
-    dry_run: bool,
-    reason: str | None,
-    by: str | None,
-    as_json: bool,
-    db: str,
-    tenant: str,
-) -> None:
-    """Move a waiting definition run (or --all of one version) to version --to.
-
-    Each run is checked first: it must wait at a top-level approval or wait
-    step, and the new version must be able to go on from the (mapped) step with
-    the run's data. Exit 0 when every run can be moved (and was, unless
-    --dry-run), 1 when any cannot.
-    """
-    if (run_id is None) == (definition is None):
-        raise click.UsageError("give either RUN_ID or --all DEFINITION")
-    if definition is not None and from_version is None:
-        raise click.UsageError("--all needs --from: the version the runs are on")
-    if run_id is not None and from_version is not None:
-        raise click.UsageError("--from goes with --all; a single run is on its own version")
-    mapping = _step_mapping(mappings)
-    if not dry_run and not (reason or "").strip():
-        click.echo(f"note: no --reason given; the history will say {NO_REASON!r}", err=True)
-        reason = NO_REASON
-    if by is None:
-        by = _os_user()
-        if by is None and not dry_run:
-            raise click.UsageError("cannot tell who you are: give --by")
-    with _engine(db) as engine:
-        try:
-            if run_id is not None:
-                reports = [
-                    engine.migrate(
-                        run_id,
-                        to_version,
-                        mapping,
-                        reason=reason or "",
-                        by=by,
-                        dry_run=dry_run,
-                        tenant=tenant,
-                    )
-                ]
-            else:
-                assert definition is not None
-                assert from_version is not None
-                reports = engine.migrate_all(
-                    definition,
-                    from_version,
-                    to_version,
-                    mapping,
-                    reason=reason or "",
-                    by=by,
-                    dry_run=dry_run,
-                    tenant=tenant,
-                )
-        except WaypostError:
-            raise
-        except (LookupError, ValueError) as exc:  # no such version; a mapping that cannot be
-            raise click.ClickException(str(exc)) from exc
-    if as_json:
-        found = [r.to_json() for r in reports]
-        click.echo(_dump(found[0] if run_id is not None else found))
-    else:
-        for report in reports:
-            _echo_migration(report)
-        if definition is not None:
-            click.echo(_migration_summary(reports, definition, from_version))
-    if not all(r.compatible and (r.migrated or r.dry_run) for r in reports):
-        sys.exit(1)
-
-
-def _step_mapping(pairs: tuple[str, ...]) -> dict[str, str]:
-    mapping: dict[str, str] = {}
-    for pair in pairs:
-        old, sep, new = pair.partition("=")
-        old, new = old.strip(), new.strip()
-        if not sep or not old or not new or "=" in new:
-            raise click.BadParameter(
-                f"{pair!r} is not OLD=NEW (old step id = new step id)", param_hint="--map"
-            )
-        if mapping.get(old, new) != new:
-            raise click.BadParameter(
-                f"step {old!r} is mapped twice ({mapping[old]!r} and {new!r})",
-                param_hint="--map",
-            )
-        mapping[old] = new
-    return mapping
-
-
-def _os_user() -> str | None:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no login name and no user database entry
-        return None
-
-
-def _echo_migration(r: MigrationReport) -> None:
-    def at(version: int | None, step: str | None) -> str:
-        shown = f"version {version if version is not None else '?'}"
-        return f"{shown}, step {step}" if step else shown
-
-    click.echo(f"{r.run_id} ({r.definition or 'not a definition run'})")
-    click.echo(f"  {at(r.from_version, r.from_step)} -> {at(r.to_version, r.to_step)}")
-    fit = "compatible" if r.compatible else "not compatible"
-    done = "migrated" if r.migrated else "dry run, nothing changed" if r.dry_run else "not migrated"
-    click.echo(f"  {fit}; {done}")
-    for reason in r.reasons:
-        click.echo(f"  reason: {reason}")
-    for note in r.notes:
-        click.echo(f"  note: {note}")
-
-
-def _migration_summary(
-    reports: list[MigrationReport], definition: str, from_version: int | None
-) -> str:
-    if not reports:
-        return f"no unfinished runs of {definition} version {from_version}"
-    migrated = sum(r.migrated for r in reports)
-    movable = sum(r.compatible and not r.migrated for r in reports)
-    refused = sum(not r.compatible for r in reports)
-    parts = [
-        f"{count} {what}"
-        for count, what in (
-            (migrated, "migrated"),
-            (movable, "compatible" if reports[0].dry_run else "not migrated"),
-            (refused, "not compatible"),
-        )
-        if count
-    ]
-    runs = f"{len(reports)} run{'s' if len(reports) != 1 else ''}"
-    tail = " (dry run, nothing changed)" if reports[0].dry_run else ""
-    return f"{runs}: {', '.join(parts)}{tail}"
 
 
 @main.command()
@@ -551,7 +333,7 @@ def signal(run_id: str, name: str, payload: str | None, db: str, tenant: str) ->
         value = json.loads(payload) if payload is not None else None
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="PAYLOAD") from exc
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         engine.signal(run_id, name, value, tenant=tenant)
     click.echo(f"signal {name!r} sent to {run_id}")
 
@@ -563,7 +345,7 @@ def signal(run_id: str, name: str, payload: str | None, db: str, tenant: str) ->
 @tenant_option
 def cancel(run_id: str, reason: str, db: str, tenant: str) -> None:
     """Ask a run to stop; it ends `cancelled`."""
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         engine.cancel(run_id, reason, tenant=tenant)
     click.echo(f"cancellation of {run_id} requested")
 
@@ -577,7 +359,7 @@ def db_group() -> None:
 @db_option
 def db_migrate(db: str) -> None:
     """Create the schema or bring it up to date."""
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         click.echo(f"schema of {engine.url} is up to date")
 
 
@@ -617,12 +399,12 @@ def approvals_list(
     principal: str | None, status: str, run_id: str | None, as_json: bool, db: str, tenant: str
 ) -> None:
     """List approvals."""
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         found = engine.approvals(
             principal, None if status == "all" else status, tenant=tenant, run_id=run_id
         )
     if as_json:
-        click.echo(_dump([_approval_json(a) for a in found]))
+        click.echo(dump([_approval_json(a) for a in found]))
         return
     for a in found:
         votes = ", ".join(f"{v['principal']}:{v['decision']}" for v in a.votes) or "-"
@@ -641,12 +423,12 @@ def approvals_list(
 @tenant_option
 def approvals_show(approval_id: str, db: str, tenant: str) -> None:
     """Show one approval as JSON."""
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         try:
             info = engine.approval(approval_id, tenant=tenant)
         except LookupError as exc:
             raise click.ClickException(str(exc)) from exc
-    click.echo(_dump(_approval_json(info)))
+    click.echo(dump(_approval_json(info)))
 
 
 def _decide(
@@ -654,7 +436,7 @@ def _decide(
 ) -> None:
     from waypost.engine.approvals import DecisionRefused, InvalidCredential
 
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         try:
             receipt = engine.decide(
                 approval_id, token, principal, decision, comment, tenant=tenant, auth="cli"
@@ -709,7 +491,7 @@ def groups() -> None:
 @tenant_option
 def groups_add(group: str, users: tuple[str, ...], db: str, tenant: str) -> None:
     """Add USERS to GROUP."""
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         added = engine.add_to_group(group, list(users), tenant=tenant)
     click.echo(f"{added} added to {group} (tenant {tenant})")
 
@@ -721,7 +503,7 @@ def groups_add(group: str, users: tuple[str, ...], db: str, tenant: str) -> None
 @tenant_option
 def groups_remove(group: str, users: tuple[str, ...], db: str, tenant: str) -> None:
     """Remove USERS from GROUP (their pending credentials stop working for it)."""
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         removed = engine.remove_from_group(group, list(users), tenant=tenant)
     click.echo(f"{removed} removed from {group} (tenant {tenant})")
 
@@ -732,10 +514,10 @@ def groups_remove(group: str, users: tuple[str, ...], db: str, tenant: str) -> N
 @tenant_option
 def groups_list(as_json: bool, db: str, tenant: str) -> None:
     """List groups and their members."""
-    with _engine(db) as engine:
+    with open_engine(db) as engine:
         found = engine.groups(tenant=tenant)
     if as_json:
-        click.echo(_dump(found))
+        click.echo(dump(found))
         return
     for group, members in found.items():
         click.echo(f"{group}: {', '.join(members)}")
@@ -743,118 +525,8 @@ def groups_list(as_json: bool, db: str, tenant: str) -> None:
         click.echo("no groups", err=True)
 
 
-# == definitions =====================================================================
-@main.group()
-def definitions() -> None:
-    """Workflows defined as data (YAML or JSON)."""
-
-
-@definitions.command("schema")
-def definitions_schema() -> None:
-    """Print the JSON Schema of definitions (for editors to validate and complete)."""
-    from waypost.model.definitions import definition_schema
-
-    click.echo(json.dumps(definition_schema(), indent=2, sort_keys=True))
-
-
-@definitions.command("validate")
-@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--max-steps", type=int, default=None, help="The tenant's step limit (default 20).")
-def definitions_validate(file: str, max_steps: int | None) -> None:
-    """Check FILE (YAML or JSON; - for stdin); list every problem with its location."""
-    from waypost.model.definitions import DefinitionError, Limits, parse_definition
-
-    source = _read_source(file)
-    limits = Limits() if max_steps is None else Limits(max_steps=max_steps)
-    try:
-        definition = parse_definition(source, limits=limits)
-    except DefinitionError as exc:
-        click.echo(f"{file}: {len(exc.problems)} problem(s)", err=True)
-        for problem in exc.problems:
-            click.echo(f"  {problem.path or '(top)'}: {problem.message}", err=True)
-        sys.exit(1)
-    steps = len(definition.all_steps)
-    click.echo(f"{file}: valid: {definition.name}, {steps} steps, digest {definition.digest}")
-
-
-def _read_source(file: str) -> str:
-    try:
-        if file == "-":
-            return sys.stdin.read()
-        with open(file, encoding="utf-8") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise click.ClickException(f"cannot read {file}: {exc}") from exc
-
-
-def _definition_json(d: Any, *, with_body: bool = False) -> dict[str, Any]:
-    out = {
-        "name": d.name,
-        "version": d.version,
-        "digest": d.digest,
-        "tenant": d.tenant,
-        "published_at": d.published_at.isoformat(),
-        "published_by": d.published_by,
-    }
-    if with_body:
-        out["definition"] = d.body
-    return out
-
-
-@definitions.command("publish")
-@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--by", default=None, help="Who publishes (recorded).")
-@db_option
-@tenant_option
-def definitions_publish(file: str, by: str | None, db: str, tenant: str) -> None:
-    """Validate FILE and publish it as the next immutable version (identical: the same)."""
-    from waypost.model.definitions import DefinitionError
-
-    source = _read_source(file)
-    with _engine(db) as engine:
-        try:
-            info = engine.publish(source, tenant=tenant, by=by)
-        except DefinitionError as exc:
-            click.echo(f"{file}: {len(exc.problems)} problem(s); nothing published", err=True)
-            for problem in exc.problems:
-                click.echo(f"  {problem.path or '(top)'}: {problem.message}", err=True)
-            sys.exit(1)
-    what = "published" if info.created else "unchanged: already published as"
-    click.echo(f"{what} {info.name} version {info.version} (digest {info.digest})")
-
-
-@definitions.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@db_option
-@tenant_option
-def definitions_list(as_json: bool, db: str, tenant: str) -> None:
-    """List published definitions and their versions."""
-    with _engine(db) as engine:
-        found = engine.definitions(tenant=tenant)
-    if as_json:
-        click.echo(_dump([_definition_json(d) for d in found]))
-        return
-    for d in found:
-        when = d.published_at.isoformat(timespec="seconds")
-        click.echo(f"{d.name}  v{d.version}  {d.digest[:16]}  {when}  {d.published_by or '-'}")
-    if not found:
-        click.echo("no definitions", err=True)
-
-
-@definitions.command("show")
-@click.argument("name")
-@click.option("--version", "version", type=int, default=None, help="Default: the newest.")
-@db_option
-@tenant_option
-def definitions_show(name: str, version: int | None, db: str, tenant: str) -> None:
-    """Show a published definition (its canonical form) as JSON."""
-    with _engine(db) as engine:
-        try:
-            info = engine.definition(name, version, tenant=tenant)
-        except LookupError as exc:
-            raise click.ClickException(str(exc)) from exc
-    click.echo(_dump(_definition_json(info, with_body=True)))
-
+main.add_command(definitions)
+runs.add_command(runs_migrate)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

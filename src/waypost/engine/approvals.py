@@ -223,7 +223,13 @@ class Approvals:
         votes = await self.store.approval_votes(tenant, approval_id)
         why_not = await self._refusal(approval, principal, votes)
         if why_not is not None:
-            await self._refused(approval, attempt, why_not, now)
+            # A concurrent decision may have spent this credential since it was read
+            # (a double click): a credential that no longer works gets the one answer
+            # every credential problem gets.
+            spent = await self._credential_problem(approval, parts, principal, decision, now)
+            await self._refused(approval, attempt, spent or why_not, now)
+            if spent is not None:
+                raise InvalidCredential
             raise DecisionRefused(why_not)
         policy = ap.Policy.from_json(approval.policy)
         eligible = None if policy.veto else len(await self.eligible(approval))
