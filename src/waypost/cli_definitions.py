@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 import sys
 from typing import Any
@@ -200,10 +199,6 @@ def runs_migrate(
     if not dry_run and not (reason or "").strip():
         click.echo(f"note: no --reason given; the history will say {NO_REASON!r}", err=True)
         reason = NO_REASON
-    if by is None:
-        by = _os_user()
-        if by is None and not dry_run:
-            raise click.UsageError("cannot tell who you are: give --by")
     with open_engine(db) as engine:
         try:
             if run_id is not None:
@@ -263,13 +258,6 @@ def _step_mapping(pairs: tuple[str, ...]) -> dict[str, str]:
             )
         mapping[old] = new
     return mapping
-
-
-def _os_user() -> str | None:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no login name and no user database entry
-        return None
 
 
 def _echo_migration(r: MigrationReport) -> None:

@@ -268,6 +268,12 @@ def test_input_that_breaks_the_schema_is_refused_and_nothing_starts(engine: Any)
         engine.start("nonesuch", {})
     with pytest.raises(wp.UnknownWorkflow, match="no version 9"):
         engine.start("purchase", {"order_id": "x", "amount": 1}, version=9)
+    # Tenants are walls: another tenant has no such definition, nor sees this one's runs.
+    with pytest.raises(wp.UnknownWorkflow, match="tenant 'other'"):
+        engine.start("purchase", {"order_id": "x", "amount": 1}, tenant="other")
+    mine = engine.start("purchase", {"order_id": "x", "amount": 1})
+    with pytest.raises(wp.RunNotFound):
+        engine.migrate(mine.run_id, 1, None, "r", tenant="other")
 
 
 def test_a_run_stays_on_its_version_when_a_new_one_is_published(

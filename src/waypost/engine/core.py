@@ -1011,21 +1011,18 @@ class AsyncEngine:
         await self.open()
         source = _definition_version(from_version)
         number = _definition_version(to_version)
-        if await self.store.get_definition(tenant, definition, number) is None:
-            raise LookupError(
-                f"definition {definition!r} has no version {number} in tenant {tenant!r}"
-            )
-        source_record = await self.store.get_definition(tenant, definition, source)
-        if source_record is None:
-            raise LookupError(
-                f"definition {definition!r} has no version {source} in tenant {tenant!r}"
-            )
+        records = {}
+        for version in (source, number):
+            record = await self.store.get_definition(tenant, definition, version)
+            if record is None:
+                raise LookupError(
+                    f"definition {definition!r} has no version {version} in tenant {tenant!r}"
+                )
+            records[version] = record
         if mapping:
             problems = check_mapping(
-                self._parsed_definition(source_record),
-                self._parsed_definition(
-                    await self.store.get_definition(tenant, definition, number)  # type: ignore[arg-type]
-                ),
+                self._parsed_definition(records[source]),
+                self._parsed_definition(records[number]),
                 mapping,
             )
             if problems:
