@@ -410,3 +410,37 @@ def _sync_until(ok: Callable[[], bool]) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in 10 s")
         time.sleep(0.01)
+
+
+def test_a_run_in_the_branches_of_a_parallel_step_is_not_migrated() -> None:
+    definition = """
+name: branches
+start: both
+steps:
+  both:
+    type: parallel
+    branches:
+      - start: a
+        steps:
+          a: {type: wait, signal: a}
+      - start: b
+        steps:
+          b: {type: wait, signal: b}
+    next: done
+  done: {type: succeed, output: "'joined'"}
+"""
+
+    async def test(env: TestEnv) -> None:
+        await env.engine.publish(definition)
+        run = await env.engine.start("branches", {})
+        await until(run, waiting("signal"))
+        await env.engine.publish(definition.replace("'joined'", "'joined twice'"))
+        report = await env.engine.migrate(run.run_id, 2, None, "try")
+        assert not report.migrated and not report.compatible
+        assert "in the branches of parallel step 'both'" in report.reasons[0]
+        assert "RunMigrated" not in event_types(await run.history())
+        await run.signal("a")
+        await run.signal("b")
+        assert await run.result(timeout=10) == "joined"  # still version 1
+
+    scenario(test)
