@@ -33,7 +33,12 @@ def undo(ctx: wp.ActivityContext, what: Any) -> str:
     return f"undone {what}"
 
 
-REGISTERED = (count_up, echo, undo)
+@wp.activity(name="undo.broken")
+def undo_broken(ctx: wp.ActivityContext, what: Any) -> None:
+    raise wp.NonRetryableError(f"cannot undo {what}")
+
+
+REGISTERED = (count_up, echo, undo, undo_broken)
 
 
 def scenario(test: Callable[[TestEnv], Any], **options: Any) -> None:
@@ -442,5 +447,44 @@ steps:
         await run.signal("a")
         await run.signal("b")
         assert await run.result(timeout=10) == "joined"  # still version 1
+
+    scenario(test)
+
+
+def test_a_compensation_that_fails_is_reported_and_the_others_still_run() -> None:
+    definition = """
+name: undo_all
+start: one
+steps:
+  one:
+    type: activity
+    activity: echo
+    input: {value: "'a'"}
+    compensate: {activity: undo, input: {what: "'a'"}}
+    next: two
+  two:
+    type: activity
+    activity: echo
+    input: {value: "'b'"}
+    compensate: {activity: undo.broken, input: {what: "'b'"}}
+    next: boom
+  boom: {type: fail, error: boom}
+"""
+
+    async def test(env: TestEnv) -> None:
+        await env.engine.publish(definition)
+        run = await env.engine.start("undo_all", {})
+        error = await failure(run)
+        assert error["type"] == "boom"
+        assert error["details"]["compensated"] == ["one"]
+        assert error["details"]["compensation_failed"] == [
+            {"step": "two", "message": "cannot undo b"}
+        ]
+        order = [
+            e.data["compensates"]
+            for e in events_of(await run.history(), "ActivityScheduled")
+            if "compensates" in e.data
+        ]
+        assert order == ["two", "one"]  # newest first, the failed one did not stop the rest
 
     scenario(test)
