@@ -21,6 +21,7 @@ from waypost.model.events import (
     NewEvent,
     canonical_json,
     chain_hash,
+    feeds_code,
     seal,
     verify_chain,
 )
@@ -290,3 +291,16 @@ def test_any_single_data_edit_is_found(payloads: list[Any], data: st.DataObject)
         assert verify_chain(events) == []
     else:
         assert [p.seq for p in verify_chain(events)] == [i + 1]
+
+
+def test_what_feeds_the_workflow_code() -> None:
+    def ev(type_: EventType, **data: object) -> Event:
+        return Event(1, type_, dict(data), 0.0, "")
+
+    assert feeds_code(ev(EventType.SIGNAL_RECEIVED, name="go"))
+    assert feeds_code(ev(EventType.RUN_MIGRATED, to_version=2))
+    assert feeds_code(ev(EventType.APPROVAL_DECIDED, outcome="approved"))
+    assert feeds_code(ev(EventType.APPROVAL_DECIDED, outcome="rejected"))
+    assert not feeds_code(ev(EventType.APPROVAL_DECIDED, outcome="pending"))  # one vote of two
+    assert not feeds_code(ev(EventType.ACTIVITY_SCHEDULED, step="1"))  # the code's own command
+    assert not feeds_code(ev(EventType.LATE_RESULT_IGNORED, step="1"))  # an audit fact

@@ -40,12 +40,11 @@ from waypost.model.definitions import (
 )
 from waypost.model.definitions.migration import check_mapping, check_migration
 from waypost.model.events import (
-    AUDIT_EVENTS,
-    COMMAND_EVENTS,
     Event,
     EventType,
     NewEvent,
     canonical_json,
+    feeds_code,
 )
 from waypost.model.status import RunStatus
 from waypost.store.base import (
@@ -56,7 +55,7 @@ from waypost.store.base import (
     WorkflowTaskOp,
 )
 
-from .interpreter import DEFINITIONS_QUEUE, HTTP_ACTIVITY, Interpreter
+from .interpreter import DEFINITIONS_QUEUE, HTTP_ACTIVITY, Interpreter, definition_of
 from .records import AsyncRunHandle, DefinitionInfo, MigrationReport
 from .registry import WorkflowDefn
 
@@ -82,15 +81,6 @@ def _os_user() -> str:
         return getpass.getuser()
     except Exception:  # no user name in the environment or the password database
         return f"uid {os.getuid()}"
-
-
-def _feeds_code(ev: Event) -> bool:
-    """Whether the workflow code must see `ev` (one vote of several is only counted)."""
-    if ev.type in COMMAND_EVENTS or ev.type in AUDIT_EVENTS:
-        return False
-    if ev.type == _E.APPROVAL_DECIDED:
-        return ev.data.get("outcome") in (ap.APPROVED, ap.REJECTED)
-    return True
 
 
 class Definitions:
@@ -318,7 +308,7 @@ class Definitions:
             return report(["the run is suspended; resolve that first"], **known)
         if current == number:
             return report([f"the run is on version {number} already"], **known)
-        if any(_feeds_code(e) for e in history if e.seq > run.processed_seq):
+        if any(feeds_code(e) for e in history if e.seq > run.processed_seq):
             return report(
                 ["the run has events it has not processed yet; try again in a moment"], **known
             )
@@ -329,8 +319,8 @@ class Definitions:
                 inst.replay(history, run.processed_seq)
             except NondeterminismError as exc:
                 return report([f"replaying the run failed: {exc}"], **known)
-            interpreter = defn.fn.__self__  # type: ignore[attr-defined]
-            assert isinstance(interpreter, Interpreter)
+            interpreter = definition_of(defn.fn)
+            assert interpreter is not None
             position = dict(interpreter.position)
             at = position.get("")
             if at is None or inst.finished:

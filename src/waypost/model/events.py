@@ -79,6 +79,19 @@ TERMINAL_EVENTS = frozenset(
 )
 
 
+def feeds_code(ev: Event) -> bool:
+    """Whether workflow code must see `ev` to be up to date.
+
+    Not its own commands, not audit facts, and not one vote of several: the
+    store counts votes, the code sees only an approval's final outcome.
+    """
+    if ev.type in COMMAND_EVENTS or ev.type in AUDIT_EVENTS:
+        return False
+    if ev.type == EventType.APPROVAL_DECIDED:
+        return ev.data.get("outcome") in ("approved", "rejected")
+    return True
+
+
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )

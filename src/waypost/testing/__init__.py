@@ -25,22 +25,13 @@ from typing import Any
 from waypost.engine.core import AsyncEngine
 from waypost.engine.faults import Crash, FaultPlan, NoFaults
 from waypost.engine.records import AsyncRunHandle
-from waypost.model.events import AUDIT_EVENTS, COMMAND_EVENTS, Event
+from waypost.model.events import Event, feeds_code
 from waypost.model.status import RunStatus
 from waypost.store import open_store
 
 from .clock import TestClock
 from .faults import FaultInjector, FaultRates, FaultyStore
 from .invariants import Ledger, Violation, check_invariants, check_run
-
-_NOT_FED = COMMAND_EVENTS | AUDIT_EVENTS
-
-
-def _fed(ev: Event) -> bool:
-    # One vote of several is counted by the store; the code sees only the outcome.
-    if ev.type in _NOT_FED:
-        return False
-    return ev.type != "ApprovalDecided" or ev.data.get("outcome") in ("approved", "rejected")
 
 
 def event_types(history: Iterable[Event]) -> list[str]:
@@ -126,7 +117,7 @@ class TestEnv:
                 # Something happened (a timer fired, a signal came) that the code
                 # has not seen yet; its own commands and audit facts do not count.
                 new = await store.load_history(run.tenant, run.run_id, run.processed_seq)
-                if any(_fed(e) for e in new):
+                if any(feeds_code(e) for e in new):
                     return False
         return True
 
