@@ -788,14 +788,11 @@ class WorkflowInstance:
         """Let `handler` take the run's RunMigrated events (definition runs only)."""
         self._migrate_handler = handler
 
-    def withdraw_approvals(self, status: str) -> list[str]:
-        """Close every open approval with `status` (their credentials die); their ids."""
-        closed = []
+    def withdraw_approvals(self, status: str) -> None:
+        """Close every open approval with `status` (their credentials die)."""
         for step, p in list(self._approvals.items()):
             del self._approvals[step]
             self._close_approval(step, str(p.extra), status, p.site)
-            closed.append(str(p.extra))
-        return closed
 
     def _on_approval_cancelled(self, step: str) -> None:
         if self.closed:
