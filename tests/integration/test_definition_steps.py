@@ -38,7 +38,18 @@ def undo_broken(ctx: wp.ActivityContext, what: Any) -> None:
     raise wp.NonRetryableError(f"cannot undo {what}")
 
 
-REGISTERED = (count_up, echo, undo, undo_broken)
+class Refused(Exception):
+    """A refusal the activity's own retry policy says not to retry."""
+
+
+@wp.activity(name="picky", retry=wp.Retry(max_attempts=2, non_retryable=(Refused,)))
+def picky(ctx: wp.ActivityContext, fail: bool) -> str:
+    if fail:
+        raise Refused("no")
+    return "ok"
+
+
+REGISTERED = (count_up, echo, undo, undo_broken, picky)
 
 
 def scenario(test: Callable[[TestEnv], Any], **options: Any) -> None:
@@ -486,5 +497,30 @@ steps:
             if "compensates" in e.data
         ]
         assert order == ["two", "one"]  # newest first, the failed one did not stop the rest
+
+    scenario(test)
+
+
+def test_a_steps_retry_refines_the_activitys_policy_field_by_field() -> None:
+    definition = """
+name: refined
+start: call
+steps:
+  call:
+    type: activity
+    activity: picky
+    input: {fail: fail}
+    retry: {max_attempts: 5, initial_interval: 0}
+"""
+
+    async def test(env: TestEnv) -> None:
+        await env.engine.publish(definition)
+        run = await env.engine.start("refined", {"fail": True})
+        error = await failure(run)
+        assert error["type"] == "activity_failed" and "1 attempt(s)" in error["message"]
+        (scheduled,) = events_of(await run.history(), "ActivityScheduled")
+        retry = scheduled.data["retry"]
+        assert retry["max_attempts"] == 5 and retry["initial_interval"] == 0
+        assert retry["non_retryable"] == ["Refused"]  # kept from the registered policy
 
     scenario(test)

@@ -38,7 +38,6 @@ from waypost.errors import ActivityError, NondeterminismError, WaitTimeout, Work
 from waypost.model import approvals as ap
 from waypost.model.definitions import Definition
 from waypost.model.definitions.expressions import ExpressionError, assign, evaluate_mapping
-from waypost.model.retry import Retry
 
 from .http import HTTP_ACTIVITY
 
@@ -82,22 +81,19 @@ def _policy(approvers: Mapping[str, Any]) -> ap.Policy:
     return ap.Policy("quorum" if quorum > 1 else "any", users, groups, quorum, veto)
 
 
+_RETRY_FIELDS: dict[str, type] = {
+    "max_attempts": int,
+    "initial_interval": float,
+    "backoff": float,
+    "max_interval": float,
+}
+
+
 def _retry(spec: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The retry fields a step sets (seconds); the activity's policy supplies the rest."""
     if not spec:
         return None
-    from datetime import timedelta
-
-    default = Retry()
-    return Retry(
-        max_attempts=int(spec.get("max_attempts", default.max_attempts)),
-        initial_interval=timedelta(
-            seconds=float(spec.get("initial_interval", default.initial_interval.total_seconds()))
-        ),
-        backoff=float(spec.get("backoff", default.backoff)),
-        max_interval=timedelta(
-            seconds=float(spec.get("max_interval", default.max_interval.total_seconds()))
-        ),
-    ).to_json()
+    return {name: cast(spec[name]) for name, cast in _RETRY_FIELDS.items() if name in spec}
 
 
 def _instant(value: Any, step: str) -> float:

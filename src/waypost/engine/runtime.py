@@ -51,6 +51,7 @@ from waypost.errors import (
 from waypost.model import approvals as ap
 from waypost.model.codec import Codec, error_to_json
 from waypost.model.events import COMMAND_EVENTS, Event, EventType, NewEvent
+from waypost.model.retry import Retry
 from waypost.model.status import RunStatus
 
 from .context import WorkflowContext
@@ -643,9 +644,10 @@ class WorkflowInstance:
         kwargs: dict[str, Any],
         spec: Mapping[str, Any] | None = None,
     ) -> asyncio.Future[Any]:
-        """Schedule an activity; `spec` (retry, timeout, and labels for the history)
-        replaces the registered defaults and allows an activity this process has
-        not registered (another worker may serve it)."""
+        """Schedule an activity; `spec` (timeout, labels for the history, and retry
+        fields that refine the registered policy) overrides the registered defaults
+        and allows an activity this process has not registered (another worker may
+        serve it)."""
         self._check_usable()
         site = self.site_label or _call_site()
         defn: ActivityDefn | None = getattr(ref, "__waypost_activity__", None)
@@ -662,16 +664,20 @@ class WorkflowInstance:
         fut = _StepFuture(self._loop, lambda: self._on_activity_cancelled(step))
         ev = self._match(step, _E.ACTIVITY_SCHEDULED, name, f"ctx.run({name})", site)
         if ev is None:
-            base = found.spec if found is not None else {"activity": name}
-            data: dict[str, Any] = {
-                **base,
-                **(spec or {}),
-                "activity": name,
-                "step": step,
-                "args": self.codec.encode(list(args)),
-                "key": idempotency_key(self.tenant, self.run_id, step),
-                "site": site,
-            }
+            base = found.spec if found is not None else {"retry": Retry().to_json()}
+            data: dict[str, Any] = {**base, **(spec or {})}
+            if spec is not None and "retry" in spec:
+                # The call's retry settings refine the activity's policy, field by field.
+                data["retry"] = Retry.from_json({**base["retry"], **spec["retry"]}).to_json()
+            data.update(
+                {
+                    "activity": name,
+                    "step": step,
+                    "args": self.codec.encode(list(args)),
+                    "key": idempotency_key(self.tenant, self.run_id, step),
+                    "site": site,
+                }
+            )
             if kwargs:
                 data["kwargs"] = self.codec.encode(kwargs)
             self._command(_E.ACTIVITY_SCHEDULED, data)
