@@ -6,6 +6,7 @@ import asyncio
 import json
 import sqlite3
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -42,7 +43,11 @@ class Refused(Exception):
     """A refusal the activity's own retry policy says not to retry."""
 
 
-@wp.activity(name="picky", retry=wp.Retry(max_attempts=2, non_retryable=(Refused,)))
+@wp.activity(
+    name="picky",
+    retry=wp.Retry(max_attempts=2, non_retryable=(Refused,)),
+    timeout=timedelta(minutes=20),
+)
 def picky(ctx: wp.ActivityContext, fail: bool) -> str:
     if fail:
         raise Refused("no")
@@ -501,7 +506,7 @@ steps:
     scenario(test)
 
 
-def test_a_steps_retry_refines_the_activitys_policy_field_by_field() -> None:
+def test_a_steps_retry_and_timeout_refine_the_registered_activity() -> None:
     definition = """
 name: refined
 start: call
@@ -522,5 +527,6 @@ steps:
         retry = scheduled.data["retry"]
         assert retry["max_attempts"] == 5 and retry["initial_interval"] == 0
         assert retry["non_retryable"] == ["Refused"]  # kept from the registered policy
+        assert scheduled.data["timeout"] == 1200  # the step sets none: the registered one
 
     scenario(test)

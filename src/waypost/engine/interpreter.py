@@ -49,8 +49,6 @@ __all__ = ["DEFINITIONS_QUEUE", "HTTP_ACTIVITY", "DefinitionFailed", "Interprete
 DEFINITIONS_QUEUE = "waypost:definitions"
 """The workflow queue of every definition run: any engine can interpret any definition."""
 
-DEFAULT_ACTIVITY_TIMEOUT = 300.0
-
 
 class DefinitionFailed(WorkflowError):
     """A definition run failed; `error_type` is the error's name (`rejected`, ...)."""
@@ -287,11 +285,12 @@ class Interpreter:
     # == steps ==================================================================
     def _spec(self, step_id: str, step: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
         spec: dict[str, Any] = {
-            "timeout": float(step.get("timeout", DEFAULT_ACTIVITY_TIMEOUT)),
             "definition_step": step_id,
             "definition_version": self.version,
             **extra,
         }
+        if "timeout" in step:
+            spec["timeout"] = float(step["timeout"])
         retry = _retry(step.get("retry"))
         if retry is not None:
             spec["retry"] = retry
@@ -484,7 +483,6 @@ class Interpreter:
         while self.compensations:
             entry = self.compensations.pop()
             spec = {
-                "timeout": DEFAULT_ACTIVITY_TIMEOUT,
                 "compensates": entry["step"],
                 "definition_version": entry["version"],
             }

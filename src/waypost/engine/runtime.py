@@ -55,11 +55,16 @@ from waypost.model.retry import Retry
 from waypost.model.status import RunStatus
 
 from .context import WorkflowContext
-from .registry import ActivityDefn, WorkflowDefn
+from .registry import DEFAULT_ACTIVITY_TIMEOUT, ActivityDefn, WorkflowDefn
 
 _PKG_DIR = os.path.dirname(os.path.abspath(waypost.__file__))
 _ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__))
 _E = EventType
+# The defaults of an activity scheduled by name that this process has not registered.
+_UNREGISTERED_SPEC: dict[str, Any] = {
+    "retry": Retry().to_json(),
+    "timeout": DEFAULT_ACTIVITY_TIMEOUT.total_seconds(),
+}
 
 
 def idempotency_key(tenant: str, run_id: str, step_id: str) -> str:
@@ -664,7 +669,7 @@ class WorkflowInstance:
         fut = _StepFuture(self._loop, lambda: self._on_activity_cancelled(step))
         ev = self._match(step, _E.ACTIVITY_SCHEDULED, name, f"ctx.run({name})", site)
         if ev is None:
-            base = found.spec if found is not None else {"retry": Retry().to_json()}
+            base = found.spec if found is not None else _UNREGISTERED_SPEC
             data: dict[str, Any] = {**base, **(spec or {})}
             if spec is not None and "retry" in spec:
                 # The call's retry settings refine the activity's policy, field by field.
