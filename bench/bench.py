@@ -210,7 +210,7 @@ def completed_runs(url: str) -> int:
             conn.close()
     import psycopg
 
-    with psycopg.connect(url) as conn:
+    with psycopg.connect(url, options="-c search_path=waypost") as conn:
         row = conn.execute(query).fetchone()
         return int(row[0]) if row else 0
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import waypost as wp
-from waypost.engine.senders import FileSender
+from waypost.features.senders import FileSender
 
 
 @wp.activity

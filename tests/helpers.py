@@ -29,6 +29,14 @@ def of_type(events: list[wp.Event], type_: str) -> list[wp.Event]:
     return [e for e in events if e.type == type_]
 
 
+def pg_connect(db_url: str, **kwargs: Any) -> Any:
+    """A psycopg connection to a test database, whose search path finds waypost's tables
+    (in their own schema, `waypost`)."""
+    import psycopg
+
+    return psycopg.connect(db_url, options="-c search_path=waypost", **kwargs)
+
+
 def db_query(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Run one read query (written with `?` placeholders) on either kind of database."""
     if db_url.startswith("sqlite:///"):
@@ -37,9 +45,7 @@ def db_query(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[
             return conn.execute(sql, params).fetchall()
         finally:
             conn.close()
-    import psycopg
-
-    with psycopg.connect(db_url) as pg:
+    with pg_connect(db_url) as pg:
         return pg.execute(sql.replace("?", "%s"), params).fetchall()
 
 
@@ -55,8 +61,6 @@ def write_lock(db_url: str) -> Iterator[None]:
             conn.execute("COMMIT")
             conn.close()
         return
-    import psycopg
-
-    with psycopg.connect(db_url) as pg:
+    with pg_connect(db_url) as pg:
         pg.execute("LOCK TABLE runs, events, tasks, timers IN EXCLUSIVE MODE")
         yield

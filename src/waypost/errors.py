@@ -18,6 +18,22 @@ class ConfigurationError(WaypostError):
     """The engine was set up wrongly (a bad URL, an option out of range)."""
 
 
+class InvalidRequest(WaypostError, ValueError):
+    """A request refused as it stands (a bad id, name, text or value); nothing was written.
+
+    `field` names the part of the request that was wrong. The message quotes at
+    most a short prefix of the offending value.
+    """
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class PermissionDenied(WaypostError, PermissionError):
+    """The caller's roles do not allow the operation, or it acts for someone else."""
+
+
 class UnknownWorkflow(WaypostError, LookupError):
     """No workflow of this name (and version) is registered."""
 
@@ -30,12 +46,39 @@ class RunNotFound(WaypostError, LookupError):
     """No run with this id exists in this tenant."""
 
 
+class ApprovalNotFound(WaypostError, LookupError):
+    """No approval with this id exists in this tenant."""
+
+
+class DefinitionNotFound(WaypostError, LookupError):
+    """No published definition (or version) of this name exists in this tenant."""
+
+
+class QuotaExceeded(WaypostError):
+    """A tenant's limit refuses the request as it stands (`quota` names the limit).
+
+    Nothing was written; the same request may succeed later (when the run has taken
+    in its signals) or smaller (a payload within the limit). `retry_after`, when
+    known, is how many seconds until it may (a start over the tenant's start rate).
+    """
+
+    def __init__(self, quota: str, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.quota = quota
+        self.retry_after = retry_after
+
+
 class RunIdConflict(WaypostError):
     """A run with this id exists already with a different workflow or input."""
 
 
 class RunNotActive(WaypostError):
     """The command needs a run that has not finished, and this one has."""
+
+
+class InvalidState(WaypostError):
+    """The run has not finished, but its state does not allow the command (pausing a
+    paused run, resuming a run that is not paused). HTTP 409."""
 
 
 class PayloadError(WaypostError, TypeError):
@@ -46,8 +89,32 @@ class StoreError(WaypostError):
     """The store failed (I/O error, corrupted file, lost connection)."""
 
 
+class StoreContention(StoreError):
+    """The store gave up on a change because other writers kept taking what it needed.
+
+    Nothing was written. The operation can be tried again as it is.
+    """
+
+
 class StoreCorrupted(StoreError):
     """The database file is damaged; waypost refuses to serve it."""
+
+
+class EncryptionKeyMissing(StoreError):
+    """A stored payload is encrypted under a key id this process was not given.
+
+    `key_id` names it; give the process that key (next to the current one) and
+    nothing is lost. The message never holds the payload.
+    """
+
+    def __init__(self, message: str, *, key_id: str) -> None:
+        super().__init__(message)
+        self.key_id = key_id
+
+
+class PayloadTampered(StoreError):
+    """A stored encrypted payload fails authentication: damaged, edited, or moved
+    from another run, event or column. Its plaintext is never returned."""
 
 
 class SchemaError(StoreError):
@@ -70,12 +137,104 @@ class ActivityCancelled(WaypostError):
     """Raised in an activity by `heartbeat()` once its run asked it to stop."""
 
 
+class BrokenHistory(WaypostError):
+    """A run's stored history fails its integrity check (numbering, hash chain or data).
+
+    The engine suspends such a run with the reason and never replays it: its code is
+    never fed events that may have been edited.
+    """
+
+
 class NondeterminismError(WaypostError):
-    """Workflow code did something other than what its history records."""
+    """Workflow code did something other than what its history records.
+
+    Besides the message, what is known of the mismatch: the history event expected
+    (`seq`, `event_type`, `step`; None where the history has nothing there), what
+    the code did instead (`code_did`, e.g. "ctx.run(refund)", or "" if nothing) and
+    the code's `file:line` (`site`).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        seq: int | None = None,
+        event_type: str | None = None,
+        step: str | None = None,
+        code_did: str = "",
+        site: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.seq = seq
+        self.event_type = event_type
+        self.step = step
+        self.code_did = code_did
+        self.site = site
+
+
+class InvalidHistory(WaypostError, ValueError):
+    """A history handed to replay (a file, a list of events) cannot be read as one."""
 
 
 class WorkflowError(WaypostError):
     """Workflow code used the context wrongly (e.g. an OS timer inside a workflow)."""
+
+
+class Failure(WaypostError):
+    """Raise in workflow code to fail the run: a business outcome, not a bug.
+
+    The run ends `failed` with `type` (default "Failure"), the message and
+    `details` (JSON-able) as its error. Any other exception that escapes the
+    workflow (a `KeyError`, a `TypeError`...) is taken for a bug: the run is
+    suspended until the code is fixed and an operator resumes it. A workflow
+    may declare more failing types with `@workflow(failure_types=(...))`; an
+    `ActivityError` the code does not catch fails the run too.
+    """
+
+    def __init__(self, message: str, *, type: str | None = None, details: Any = None) -> None:
+        super().__init__(message)
+        self.error_type = type or "Failure"
+        self.error_details = details
+
+
+class WorkflowBug(WaypostError):
+    """Workflow code raised an exception that is not a business failure.
+
+    The engine suspends the run with the error's `error_type`, message, traceback and
+    the workflow code's `site` (`file.py:line`); a fixed version of the code and a
+    `resume` take it on from its last recorded step.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        error_type: str,
+        error_message: str,
+        module: str,
+        site: str,
+        traceback_text: str,
+    ) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.error_message = error_message
+        self.module = module
+        self.site = site
+        self.traceback_text = traceback_text
+
+    def to_json(self) -> dict[str, Any]:
+        """The error a run suspended by this bug records."""
+        file, _, line = self.site.rpartition(":")
+        out: dict[str, Any] = {
+            "type": self.error_type,
+            "module": self.module,
+            "message": self.error_message,
+            "bug": True,
+            "traceback": self.traceback_text,
+        }
+        if file and line.isdigit():
+            out.update(site=self.site, file=file, line=int(line))
+        return out
 
 
 class ActivityError(WaypostError):
@@ -121,3 +280,60 @@ class WorkflowCancelled(RunEndedError):
 
 class WorkflowTerminated(RunEndedError):
     """The run ended `terminated`."""
+
+
+class InvalidCredential(WaypostError):
+    """The credential is not valid for this decision (the same answer whatever the cause)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the approval credential is not valid: it is unknown, used, expired, revoked, or "
+            "not for this approval, action or approver"
+        )
+
+
+class DecisionRefused(WaypostError):
+    """The credential is valid but this principal may not decide now (the reason says why)."""
+
+
+# == tenants and API keys ==============================================================
+class Unauthenticated(WaypostError):
+    """The API key is not valid (the same answer whatever the cause; the key is never quoted)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the API key is not valid: it is unknown, malformed, revoked or expired, or its "
+            "tenant no longer exists"
+        )
+
+
+class TenantExists(WaypostError):
+    """A tenant of this name exists already; nothing was written."""
+
+
+class TenantNotFound(WaypostError, LookupError):
+    """No tenant of this name exists (tenants are made with `create_tenant`)."""
+
+
+class KeyNotFound(WaypostError, LookupError):
+    """No API key with this id exists in this tenant."""
+
+
+# == webhooks by correlation ============================================================
+class WebhookRefused(WaypostError):
+    """A webhook delivery not accepted as sent by its source: unknown source, missing or
+    wrong signature (one message for both, so a source's existence is not told), or a
+    timestamp outside the source's tolerance. Nothing was delivered."""
+
+
+class WebhookSourceExists(WaypostError):
+    """A webhook source of this id exists already (ids are unique across tenants)."""
+
+
+class WebhookSourceNotFound(WaypostError, LookupError):
+    """No webhook source of this id in this tenant."""
+
+
+class NoRunWaiting(WaypostError, LookupError):
+    """No run of the webhook source's tenant waits for its signal with the delivery's
+    correlation value; nothing was delivered or kept (the sender's retry may find one)."""

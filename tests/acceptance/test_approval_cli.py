@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import waypost as wp
 from tests.helpers import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,7 +117,7 @@ def test_any_two_managers_approve_through_the_cli(db_url: str, tmp_path: Path) -
         assert late.returncode == 1
 
         def finished() -> dict[str, Any] | None:
-            shown = json.loads(waypost("runs", "show", run_id, env=env).stdout)
+            shown = json.loads(waypost("runs", "show", run_id, "--json", env=env).stdout)
             return shown if shown["status"] == "completed" else None
 
         shown = eventually(finished, "the run to complete", timeout=30)
@@ -136,3 +137,78 @@ def test_any_two_managers_approve_through_the_cli(db_url: str, tmp_path: Path) -
         except subprocess.TimeoutExpired:
             worker.kill()
             worker.communicate()
+
+
+@wp.workflow(name="cli_purchase")
+async def cli_purchase(ctx: wp.WorkflowContext, req: dict[str, Any]) -> str:
+    decision = await ctx.approval(
+        "manager", approvers=wp.Quorum(2, group="managers"), expires_in=3600
+    )
+    return decision.outcome
+
+
+def test_a_refused_decision_prints_the_answer_and_nothing_else(db_url: str, tmp_path: Path) -> None:
+    mail = tmp_path / "notifications.jsonl"
+    env = {**os.environ, "WAYPOST_DB": db_url}
+    with wp.Engine(db_url, notifier=wp.FileSender(mail), poll_interval=0.05) as engine:
+        engine.register(cli_purchase)
+        engine.add_to_group("managers", ["ann", "bob"])
+        with engine.running():
+            run = engine.start(cli_purchase, {}, started_by="eve")
+
+            def notes() -> dict[str, dict[str, Any]] | None:
+                if not mail.exists():
+                    return None
+                found = {n["approver"]: n for n in map(json.loads, mail.read_text().splitlines())}
+                return found if len(found) == 2 else None
+
+            by = eventually(notes, "a notification for each manager", timeout=30)
+        approval_id = by["ann"]["approval_id"]
+        answer = f"refused: {wp.InvalidCredential()}\n"
+        attempts = [
+            ("approve", by["bob"]["approve_token"], "eve"),  # bob's credential, eve's name
+            ("approve", by["bob"]["reject_token"], "bob"),  # the wrong action
+            ("reject", "nope.nope", "mallory"),  # made up
+            ("approve", "\x1b]0;owned\x07.x", "mallory"),  # made up, with control characters
+        ]
+        for action, token, who in attempts:
+            refused = waypost(
+                action,
+                approval_id,
+                "--token",
+                token,
+                "--as",
+                who,
+                "--comment",
+                "why not",
+                env=env,
+                ok=False,
+            )
+            assert refused.returncode == 1
+            assert (refused.stdout, refused.stderr) == ("", answer)
+        # A comment with control characters is refused by the door, before anything counts.
+        bad = waypost(
+            "reject",
+            approval_id,
+            "--token",
+            by["ann"]["reject_token"],
+            "--as",
+            "ann",
+            "--comment",
+            "fine\x1b[2J\x1b[Happroved by the CFO",
+            env=env,
+            ok=False,
+        )
+        assert bad.returncode != 0 and "control character (U+001B)" in bad.stderr
+        assert "\x1b" not in bad.stderr
+        assert engine.approval(approval_id).votes == []
+        ok = waypost(
+            "approve", approval_id, "--token", by["ann"]["approve_token"], "--as", "ann", env=env
+        )
+        assert ok.stderr == "" and "waits for more decisions" in ok.stdout
+        history = engine.history(run.run_id)
+        refused_events = [e.data for e in history if e.type == "ApprovalRefused"]
+        assert {e["principal"] for e in refused_events} == {"eve", "bob", "mallory"}
+        assert not any("bob" in e["reason"] for e in refused_events if e["principal"] == "eve")
+        shown = json.loads(waypost("approvals", "show", approval_id, "--json", env=env).stdout)
+        assert sum(r["count"] for r in shown["refusals"]) == len(attempts)

@@ -118,7 +118,7 @@ def test_cli_inspects_signals_and_cancels_runs(tmp_path: Path) -> None:
     verified = run([str(WAYPOST), "runs", "verify", waiting, "--db", db], cwd=tmp_path)
     assert verified.returncode == 0 and "intact" in verified.stdout
 
-    shown = run([str(WAYPOST), "runs", "show", waiting, "--db", db], cwd=tmp_path)
+    shown = run([str(WAYPOST), "runs", "show", waiting, "--db", db, "--json"], cwd=tmp_path)
     assert json.loads(shown.stdout)["status"] == "running"
 
 
@@ -287,3 +287,110 @@ def test_definitions_publish_list_show(tmp_path: Path) -> None:
         ).stdout
     )
     assert shown["definition"]["start"] and shown["digest"] == listed[0]["digest"]
+
+
+def test_verify_with_a_chain_key_and_a_damaged_event(tmp_path: Path) -> None:
+    import base64
+    import sqlite3
+
+    from waypost.model.chain import parse_keys
+
+    path = tmp_path / "keyed.db"
+    db = f"sqlite:///{path}"
+    secret = base64.urlsafe_b64encode(b"q" * 32).decode()
+    env = {**os.environ, "WAYPOST_CHAIN_KEYS": f"k1:{secret}"}
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import approvals_by_signal as ex
+    finally:
+        sys.path.pop(0)
+    chain = wp.Chain(parse_keys(f"k1:{secret}"))
+    with wp.Engine(db, chain=chain) as engine:
+        engine.register(ex.review, ex.publish)
+        run_id = engine.start(ex.review, "doc", run_id="r").run_id
+        engine.signal(run_id, "approve", "mallory")
+    ok = subprocess.run(
+        [str(WAYPOST), "runs", "verify", run_id, "--db", db],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0 and "history intact (keyed with 'k1')" in ok.stdout, ok.stderr
+    no_key = run([str(WAYPOST), "runs", "verify", run_id, "--db", db], cwd=tmp_path)
+    assert no_key.returncode == 1 and "which this process was not given" in no_key.stderr
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE events SET data = '{\"name\": ' WHERE seq = 2")
+    conn.commit()
+    conn.close()
+    damaged = subprocess.run(
+        [str(WAYPOST), "runs", "verify", run_id, "--db", db],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        damaged.returncode == 1 and "event 2: its stored data is not valid JSON" in damaged.stderr
+    )
+    assert "Traceback" not in damaged.stderr
+    history = subprocess.run(
+        [str(WAYPOST), "runs", "history", run_id, "--db", db],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert history.returncode == 0 and "Traceback" not in history.stderr
+
+
+def test_the_newcomers_stumbles(tmp_path: Path) -> None:
+    """Commands that need a database do not create one; --app finds a module in the working
+    directory; errors are one line, never a traceback."""
+    db = "sqlite:///nothing-here.db"
+    for args in (
+        ["runs", "list"],
+        ["runs", "show", "r1"],
+        ["runs", "history", "r1"],
+        ["runs", "verify", "r1"],
+        ["approvals", "list"],
+        ["groups", "list"],
+        ["groups", "remove", "managers", "ann"],
+        ["definitions", "list"],
+        ["definitions", "show", "purchase"],
+        ["runs", "migrate", "r1", "--to", "2"],
+        ["signal", "r1", "go"],
+        ["cancel", "r1", "--reason", "typo"],
+        ["approve", "a1", "--token", "t", "--as", "ann"],
+    ):
+        proc = run([str(WAYPOST), *args, "--db", db], cwd=tmp_path)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert "there is no database at nothing-here.db" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "nothing-here.db").exists()
+
+    (tmp_path / "here_app.py").write_text(
+        "import waypost as wp\n\n"
+        "@wp.workflow(name='here')\n"
+        "async def here(ctx: wp.WorkflowContext) -> str:\n"
+        "    return 'found'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    started = subprocess.run(
+        [str(WAYPOST), "start", "here", "--app", "here_app", "--db", "sqlite:///here.db"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode == 0, started.stderr
+
+    closed = run(
+        [str(WAYPOST), "runs", "list", "--db", "postgresql://x@127.0.0.1:1/none"], cwd=tmp_path
+    )
+    assert closed.returncode == 1 and "Traceback" not in closed.stderr
+    assert len(closed.stderr.strip().splitlines()) <= 3

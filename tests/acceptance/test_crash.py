@@ -38,8 +38,9 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from waypost.engine.runtime import idempotency_key
-from waypost.model.events import TERMINAL_EVENTS, Event, verify_chain
+from waypost.model.chain import verify_chain
+from waypost.model.events import TERMINAL_EVENTS, Event
+from waypost.runtime.instance import idempotency_key
 
 from . import crash_app as app
 

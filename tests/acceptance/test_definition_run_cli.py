@@ -92,16 +92,16 @@ class Cli:
             assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc
 
-    def publish(self, name: str, source: str) -> None:
+    def publish(self, name: str, source: str) -> subprocess.CompletedProcess[str]:
         path = self.tmp_path / name
         path.write_text(source)
-        self("definitions", "publish", str(path), "--by", "ops")
+        return self("definitions", "publish", str(path), "--by", "ops")
 
     def start(self, payload: dict[str, Any], *options: str) -> str:
         return self("start", "purchase", json.dumps(payload), *options).stdout.strip()
 
     def show(self, run_id: str) -> dict[str, Any]:
-        shown: dict[str, Any] = json.loads(self("runs", "show", run_id).stdout)
+        shown: dict[str, Any] = json.loads(self("runs", "show", run_id, "--json").stdout)
         return shown
 
     def history(self, run_id: str) -> list[dict[str, Any]]:
@@ -321,7 +321,12 @@ steps:
 
 def test_worker_http_steps_reach_only_allowed_hosts(tmp_path: Path, pong_server: int) -> None:
     cli = Cli(tmp_path)
-    cli.publish("allowed.yaml", _calling("allowed", f"http://127.0.0.1:{pong_server}/ping"))
+    published = cli.publish(
+        "allowed.yaml", _calling("allowed", f"http://127.0.0.1:{pong_server}/ping")
+    )
+    # No worker runs yet: publishing succeeds and says where runs would wait.
+    assert published.stdout.startswith("published allowed version 1")
+    assert "warning: no running worker runs http steps" in published.stderr
     cli.publish("refused.yaml", _calling("refused", f"http://localhost:{pong_server}/ping"))
     malformed = cli("worker", "--http-allow", "example.com/path", ok=False)
     assert malformed.returncode == 2 and "--http-allow" in malformed.stderr

@@ -102,8 +102,7 @@ def test_database_held_by_another_process_mid_run(db_url: str) -> None:
     seconds while runs are in flight (longer than SQLite's busy timeout, so writes fail
     and are retried). Every run completes, once, and the invariants hold."""
     from tests.helpers import write_lock
-    from waypost.testing import check_invariants
-    from waypost.testing import simulate as sim
+    from waypost.testing import check_invariants, sim
 
     url = f"{db_url}?busy_timeout=0.3" if db_url.startswith("sqlite") else db_url
 

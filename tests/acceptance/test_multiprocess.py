@@ -44,8 +44,10 @@ import psycopg
 import pytest
 
 import waypost as wp
-from waypost.engine.runtime import idempotency_key
-from waypost.model.events import TERMINAL_EVENTS, Event, verify_chain
+from tests.helpers import pg_connect
+from waypost.model.chain import verify_chain
+from waypost.model.events import TERMINAL_EVENTS, Event
+from waypost.runtime.instance import idempotency_key
 
 from . import multiproc_app as app
 
@@ -356,7 +358,7 @@ def test_three_workers_one_sigkilled_complete_500_runs_without_applying_a_step_t
 ) -> None:
     started = time.monotonic()
     cluster.start()
-    db = psycopg.connect(cluster.url, autocommit=True)
+    db = pg_connect(cluster.url, autocommit=True)
     engine = wp.Engine(cluster.url, lease=LEASE, poll_interval=POLL)
     try:
         engine.register(*app.ITEMS)

@@ -20,7 +20,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
-from waypost.model.events import verify_chain
+from waypost.model.chain import verify_chain
 from waypost.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.slow

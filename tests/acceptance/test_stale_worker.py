@@ -41,10 +41,10 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
-from waypost.engine.records import RunInfo
-from waypost.engine.runtime import idempotency_key
 from waypost.model.events import TERMINAL_EVENTS, Event
+from waypost.model.records import RunInfo
 from waypost.model.status import RunStatus
+from waypost.runtime.instance import idempotency_key
 
 from . import stale_app as app
 

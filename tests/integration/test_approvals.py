@@ -15,7 +15,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
-from waypost.engine.senders import FileSender
+from waypost.features.senders import FileSender
 from waypost.model import approvals as ap_model
 from waypost.store.base import NewCredential
 
@@ -99,7 +99,10 @@ def test_any_two_of_managers_approve(engine: Any, mailbox: Mailbox) -> None:
     approval = pending_approval(engine, run.run_id)
     assert approval.name == "manager" and approval.data == {"amount": 900}
     notes = {who: mailbox.wait(approval.approval_id, who) for who in ("ann", "bob", "cid")}
-    assert notes["ann"]["run_id"] == run.run_id and notes["ann"]["approve_url"].startswith("http")
+    assert notes["ann"]["run_id"] == run.run_id
+    for action in ("approve", "reject"):  # the server's approval page, by the token alone
+        token = notes["ann"][f"{action}_token"]
+        assert notes["ann"][f"{action}_url"] == f"http://127.0.0.1:8080/approve/{token}"
     assert notes["ann"]["approve_token"] != notes["bob"]["approve_token"]
     assert [a.approval_id for a in engine.approvals("ann")] == [approval.approval_id]
 
@@ -216,8 +219,10 @@ def test_an_approver_removed_from_the_group_is_refused(engine: Any, mailbox: Mai
     approval = pending_approval(engine, run.run_id)
     cid = mailbox.wait(approval.approval_id, "cid")
     assert engine.remove_from_group("managers", ["cid"]) == 1
-    with pytest.raises(wp.DecisionRefused, match="not among the approvers"):
+    # The removal retired cid's credentials: the answer every dead credential gets.
+    with pytest.raises(wp.InvalidCredential):
         engine.decide(approval.approval_id, cid["approve_token"], "cid", "approve")
+    assert refusals(engine, run.run_id)[0]["reason"] == "the credential was revoked"
     assert engine.approval(approval.approval_id).votes == []
 
 

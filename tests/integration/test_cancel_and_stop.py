@@ -18,7 +18,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
-from waypost.model.events import verify_chain
+from waypost.model.chain import verify_chain
 from waypost.store import open_store
 from waypost.store.base import FiredTimer
 
@@ -196,8 +196,11 @@ def test_a_running_activity_is_asked_to_stop_while_the_run_cleans_up(
         assert gate(label).wait(10)
         handle.cancel("cleanup first")
         eventually(
-            lambda: [w["kind"] for w in engine.get(handle.run_id).waiting_for] == ["signal"],
-            "the workflow to wait for its ack",
+            lambda: (
+                [(w["kind"], w.get("step")) for w in engine.get(handle.run_id).waiting_for]
+                == [("signal", None), ("timer", "cancel-grace")]
+            ),
+            "the workflow to wait for its ack, within the cancel grace",
         )
         # The queued step is gone at once; the running one is flagged ...
         tasks = open_tasks(db_url, handle.run_id)

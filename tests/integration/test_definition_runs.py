@@ -12,7 +12,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
-from waypost.engine.senders import FileSender
+from waypost.features.senders import FileSender
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -202,7 +202,16 @@ def test_a_small_order_runs_every_step_without_approval(engine: Any) -> None:
     assert (got.workflow, got.version) == ("purchase", "1")
     history = engine.history(run.run_id)
     started = history[0].data["definition"]
-    assert started == {"name": "purchase", "version": 1, "digest": info.digest}
+    assert started == {
+        "name": "purchase",
+        "version": 1,
+        "digest": info.digest,
+        "limits": {  # the tenant's, kept for the run's whole life
+            "max_run_seconds": 90 * 86400,
+            "max_expression_steps": 100_000,
+            "max_expression_size": 1_000_000,
+        },
+    }
     scheduled = of_type(history, "ActivityScheduled")
     assert [e.data["definition_step"] for e in scheduled] == ["reserve", "order", "pay"]
 
@@ -437,3 +446,48 @@ def test_a_run_with_one_of_two_votes_can_be_migrated_and_the_vote_does_not_carry
     assert moved.data["by"] == getpass.getuser() and moved.data["reason"] == "v2"
     assert "1 vote already given does not carry over" in " ".join(report.notes)
     assert engine.approval(approval.approval_id).status == "revoked"
+
+
+def test_publish_warns_of_activities_that_no_running_worker_serves(make_engine: Any) -> None:
+    CALLS.clear()
+    alone = make_engine()  # not running: nothing serves anything yet
+    info = alone.publish(PURCHASE_V1)
+    assert info.created
+    unserved = ["budget.release", "budget.reserve", "payments.pay", "supplier.cancel"]
+    unserved.append("supplier.order")
+    assert info.warnings == tuple(
+        f"no running worker serves activity {name!r}: runs wait at its steps until one does"
+        for name in unserved
+    )
+    worker = make_engine(*ACTIVITIES)
+    with worker.running():
+        # The worker advertises what it serves; publishing again (unchanged) warns of nothing.
+        again = eventually(lambda: (i := alone.publish(PURCHASE_V1)).warnings == () and i, "")
+        assert not again.created
+
+
+def test_a_run_whose_activity_no_worker_serves_says_so_then_goes_on(make_engine: Any) -> None:
+    CALLS.clear()
+    definitions_only = make_engine()  # runs definitions, but serves none of their activities
+    with definitions_only.running():
+        definitions_only.publish(PURCHASE_V1)
+        run = definitions_only.start("purchase", {"order_id": "W1", "amount": 20})
+
+        def unserved() -> list[dict[str, Any]]:
+            waiting = definitions_only.get(run.run_id).waiting_for
+            return [w for w in waiting if w["kind"] == "code"]
+
+        found = eventually(unserved, "the run to say no worker serves its activity")
+        assert found == [
+            {
+                "kind": "code",
+                "activity": "budget.reserve",
+                "detail": "no running worker serves activity 'budget.reserve'",
+            }
+        ]
+        assert CALLS == []
+        worker = make_engine(*ACTIVITIES)
+        with worker.running():
+            waiting_on(definitions_only, run.run_id, "signal")
+            assert unserved() == []
+            assert names(CALLS) == ["budget.reserve", "supplier.order"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
+import re
 import socket
 import threading
 import time
@@ -12,18 +15,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from hypothesis import given, strategies as st
 
 import waypost as wp
-from waypost.engine.context import ActivityContext
-from waypost.engine.http import (
+from waypost.features.http import (
     HTTP_ACTIVITY,
     HttpStepError,
     HttpStepRetryable,
     env_secrets,
     make_http_activity,
+    secret_env_name,
 )
-from waypost.engine.senders import WebhookSignatureError, verify_webhook
+from waypost.features.senders import WebhookSignatureError, verify_webhook
 from waypost.model.events import canonical_json
+from waypost.runtime.context import ActivityContext
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -215,26 +220,37 @@ def test_the_signature_verifies_and_may_go_under_another_header(
     engine: wp.Engine, server: Server
 ) -> None:
     server.answer("/signed", Answer(200))
+    url = f"{server.base}/signed?v=1"
     run(
         engine,
-        {"url": f"{server.base}/signed", "method": "POST", "body": {"amount": 5},
-         "signature": {"secret": "hook-key"}},
-        {"url": f"{server.base}/signed", "method": "POST", "body": {"amount": 6},
+        {"url": url, "method": "POST", "body": {"amount": 5}, "signature": {"secret": "hook-key"}},
+        {"url": url, "method": "PUT", "body": {"amount": 6},
          "signature": {"secret": "hook-key", "header": "X-Acme-Signature"}},
     )  # fmt: skip
     plain, custom = server.requests("/signed")
-    verify_webhook("s3cret-value", plain.body, plain.headers)
+    verify_webhook("s3cret-value", plain.body, plain.headers, url=url)
+    assert plain.headers["webhook-id"] == plain.headers["idempotency-key"]
     with pytest.raises(WebhookSignatureError):
-        verify_webhook("another-secret", plain.body, plain.headers)
+        verify_webhook("another-secret", plain.body, plain.headers, url=url)
     with pytest.raises(WebhookSignatureError):
-        verify_webhook("s3cret-value", b'{"amount":7}', plain.headers)
-    assert "waypost-signature" not in custom.headers
-    renamed = {
-        "Waypost-Timestamp": custom.headers["waypost-timestamp"],
-        "Waypost-Signature": custom.headers["x-acme-signature"],
-    }
-    verify_webhook("s3cret-value", custom.body, renamed)
-    assert abs(int(custom.headers["waypost-timestamp"]) - time.time()) < 60
+        verify_webhook("s3cret-value", b'{"amount":7}', plain.headers, url=url)
+    with pytest.raises(WebhookSignatureError):  # signed for another endpoint
+        verify_webhook("s3cret-value", plain.body, plain.headers, url=f"{server.base}/other")
+    assert "webhook-signature" not in custom.headers
+    verify_webhook(
+        "s3cret-value",
+        custom.body,
+        custom.headers,
+        url=url,
+        method="PUT",
+        signature_header="X-Acme-Signature",
+    )
+    with pytest.raises(WebhookSignatureError):  # signed as a PUT
+        verify_webhook(
+            "s3cret-value", custom.body, custom.headers, url=url,
+            signature_header="X-Acme-Signature",
+        )  # fmt: skip
+    assert abs(int(custom.headers["webhook-timestamp"]) - time.time()) < 60
 
 
 def test_the_secret_is_the_runs_tenants(engine: wp.Engine, server: Server) -> None:
@@ -243,7 +259,7 @@ def test_the_secret_is_the_runs_tenants(engine: wp.Engine, server: Server) -> No
     run(engine, request, tenant="acme")
     (got,) = server.requests("/signed")
     assert got.body == b""
-    verify_webhook(b"acme-bytes", got.body, got.headers)
+    verify_webhook(b"acme-bytes", got.body, got.headers, url=request["url"], method="GET")
 
 
 def test_a_missing_secret_fails_at_once_naming_it(engine: wp.Engine, server: Server) -> None:
@@ -295,9 +311,9 @@ def test_the_step_may_not_set_the_idempotency_key_or_the_signature_headers(
     message = fails(engine, {"url": url, "headers": {"X-SIG": "forged"}, "signature": signed})
     assert "X-SIG" in message
     message = fails(
-        engine, {"url": url, "headers": {"Waypost-Timestamp": "1"}, "signature": signed}
+        engine, {"url": url, "headers": {"Webhook-Timestamp": "1"}, "signature": signed}
     )
-    assert "Waypost-Timestamp" in message
+    assert "Webhook-Timestamp" in message
     assert server.requests() == []
 
 
@@ -314,6 +330,12 @@ def attempt(tenant: str = "default") -> ActivityContext:
     )
 
 
+def invoke(call: Any, ctx: ActivityContext, request: dict[str, Any]) -> Any:
+    """Call the activity directly, outside an engine."""
+    result = call(ctx, request)
+    return asyncio.run(result) if inspect.iscoroutine(result) else result
+
+
 @pytest.fixture
 def fake_dns(monkeypatch: pytest.MonkeyPatch) -> None:
     """example.com and its subdomains resolve to this machine, where the server listens."""
@@ -327,22 +349,33 @@ def fake_dns(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
 
 
+# example.com names resolve to 127.0.0.1 here (fake_dns): "127.0.0.1" lets them connect.
 @pytest.mark.parametrize(
     ("allow", "url", "admitted"),
     [
         (None, "http://127.0.0.1:{port}/", False),
         ([], "http://127.0.0.1:{port}/", False),
-        (["*"], "http://example.com:{port}/", True),
+        (["*", "127.0.0.1"], "http://example.com:{port}/", True),
+        (["*"], "http://example.com:{port}/", False),  # a loopback address, not named
+        (["*"], "http://127.0.0.1:{port}/", False),
         (["127.0.0.1"], "http://127.0.0.1:{port}/", True),
+        (["127.0.0.0/8"], "http://127.0.0.1:{port}/", True),
+        (["127.0.0.1:{port}"], "http://127.0.0.1:{port}/", True),
         (["127.0.0.1:1"], "http://127.0.0.1:{port}/", False),
-        (["example.com:{port}"], "http://EXAMPLE.com:{port}/", True),
-        (["Example.COM"], "http://example.com:{port}/", True),
-        (["example.com"], "http://api.example.com:{port}/", False),
-        (["*.example.com"], "http://api.example.com:{port}/", True),
-        (["*.example.com"], "http://a.b.example.com:{port}/", True),
-        (["*.example.com"], "http://example.com:{port}/", False),
-        (["*.example.com"], "http://api.example.com.evil.example.org:{port}/", False),
-        (["*.example.com:1"], "http://api.example.com:{port}/", False),
+        (["10.0.0.0/8"], "http://127.0.0.1:{port}/", False),
+        (["example.com:{port}", "127.0.0.1"], "http://EXAMPLE.com:{port}/", True),
+        (["Example.COM", "127.0.0.0/8"], "http://example.com:{port}/", True),
+        (["example.com", "127.0.0.1:1"], "http://example.com:{port}/", False),
+        (["example.com", "127.0.0.1"], "http://api.example.com:{port}/", False),
+        (["*.example.com", "127.0.0.1"], "http://api.example.com:{port}/", True),
+        (["*.example.com", "127.0.0.1"], "http://a.b.example.com:{port}/", True),
+        (["*.example.com", "127.0.0.1"], "http://example.com:{port}/", False),
+        (
+            ["*.example.com", "127.0.0.1"],
+            "http://api.example.com.evil.example.org:{port}/",
+            False,
+        ),
+        (["*.example.com:1", "127.0.0.1"], "http://api.example.com:{port}/", False),
         (["127.0.0.1"], "ftp://127.0.0.1:{port}/", False),
         (["127.0.0.1"], "http://127.0.0.1@example.com:{port}/", False),
     ],
@@ -355,17 +388,17 @@ def test_the_allow_list(
     call = make_http_activity(allow=entries, secrets=lookup)
     request = {"url": url.format(port=server.port)}
     if admitted:
-        assert call(attempt(), request) == "hi"
+        assert invoke(call, attempt(), request) == "hi"
         (got,) = server.requests()
         assert got.headers["host"].lower() == request["url"].split("/")[2].lower()
     else:
         with pytest.raises(HttpStepError):
-            call(attempt(), request)
+            invoke(call, attempt(), request)
         assert server.requests() == []
 
 
 def test_a_malformed_allow_list_entry_is_a_configuration_error() -> None:
-    for entry in ("http://example.com", "a*.example.com", "example.com:x"):
+    for entry in ("http://example.com", "a*.example.com", "example.com:x", "10.0.0.0/33"):
         with pytest.raises(wp.ConfigurationError):
             make_http_activity(allow=[entry])
 
@@ -373,44 +406,83 @@ def test_a_malformed_allow_list_entry_is_a_configuration_error() -> None:
 def test_an_oversized_answer_fails(server: Server) -> None:
     server.answer("/big", Answer(200, b"x" * 101))
     server.answer("/fits", Answer(200, b"x" * 100))
-    call = make_http_activity(allow=["*"], max_response_bytes=100)
-    assert call(attempt(), {"url": f"{server.base}/fits"}) == "x" * 100
+    call = make_http_activity(allow=["127.0.0.1"], max_response_bytes=100)
+    assert invoke(call, attempt(), {"url": f"{server.base}/fits"}) == "x" * 100
     with pytest.raises(HttpStepError, match="more than 100 bytes"):
-        call(attempt(), {"url": f"{server.base}/big"})
+        invoke(call, attempt(), {"url": f"{server.base}/big"})
 
 
 def test_408_429_and_connection_errors_are_retryable(server: Server) -> None:
     server.answer("/slow", Answer(408))
     server.answer("/many", Answer(429, json.dumps({"retry": "later"}).encode()))
-    call = make_http_activity(allow=["*"])
+    call = make_http_activity(allow=["127.0.0.1"])
     for path in ("/slow", "/many"):
         with pytest.raises(HttpStepRetryable) as caught:
-            call(attempt(), {"url": f"{server.base}{path}"})
+            invoke(call, attempt(), {"url": f"{server.base}{path}"})
         assert caught.value.status in (408, 429)
     with socket.socket() as unused:  # a port nobody listens on
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
     with pytest.raises(HttpStepRetryable, match=f"GET http://127.0.0.1:{port} failed"):
-        call(attempt(), {"url": f"http://127.0.0.1:{port}/gone"})
+        invoke(call, attempt(), {"url": f"http://127.0.0.1:{port}/gone"})
 
 
-def test_the_default_secret_source_names_the_variables(server: Server) -> None:
-    server.answer("/x", Answer(200))
-    call = make_http_activity(allow=["*"])
-    with pytest.raises(HttpStepError) as caught:
-        call(attempt("acme-co"), {"url": f"{server.base}/x", "signature": {"secret": "k.1"}})
-    assert "WAYPOST_SECRET_ACME_CO__K_1" in str(caught.value)
-    assert "WAYPOST_SECRET_K_1" in str(caught.value)
+def test_a_tenant_cannot_borrow_another_tenants_secret(
+    monkeypatch: pytest.MonkeyPatch, server: Server
+) -> None:
+    # acme's key, under its own name and under the names an older scheme read.
+    monkeypatch.setenv(secret_env_name("acme", "hook-key"), "acme-key")
+    monkeypatch.setenv("WAYPOST_SECRET_ACME__HOOK_KEY", "acme-key")
+    monkeypatch.setenv("WAYPOST_SECRET_HOOK_KEY", "acme-key")
+    for name in ("acme__hook-key", "ACME__HOOK_KEY", "acme__hook_key", "hook-key", "HOOK_KEY"):
+        assert env_secrets("evil", name) is None, name
+    # Tenants whose names differ only in punctuation or case are different tenants.
+    for tenant in ("acme.", "acme-", "ACME", "Acme", "acme_", "acme__hook"):
+        assert env_secrets(tenant, "hook-key") is None, tenant
+    assert env_secrets("acme", "hook-key") == "acme-key"
+
+    server.answer("/signed", Answer(200))
+    call = make_http_activity(allow=["127.0.0.1"])
+    with pytest.raises(HttpStepError, match="not set"):
+        invoke(
+            call, attempt("evil"),
+            {"url": f"{server.base}/signed", "signature": {"secret": "acme__hook-key"}},
+        )  # fmt: skip
     assert server.requests() == []
 
 
-def test_env_secrets_prefers_the_tenants_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WAYPOST_SECRET_ACME_CO__HOOK_KEY", "for-acme")
-    monkeypatch.setenv("WAYPOST_SECRET_HOOK_KEY", "for-all")
-    assert env_secrets("acme-co", "hook.key") == "for-acme"
-    assert env_secrets("Acme Co", "Hook-Key") == "for-acme"
-    assert env_secrets("other", "hook.key") == "for-all"
-    monkeypatch.delenv("WAYPOST_SECRET_ACME_CO__HOOK_KEY")
-    assert env_secrets("acme-co", "hook.key") == "for-all"
-    monkeypatch.delenv("WAYPOST_SECRET_HOOK_KEY")
-    assert env_secrets("acme-co", "hook.key") is None
+@given(
+    st.tuples(st.text(max_size=8), st.text(max_size=8)),
+    st.tuples(st.text(max_size=8), st.text(max_size=8)),
+)
+def test_the_environment_name_of_a_secret_is_unambiguous(
+    one: tuple[str, str], other: tuple[str, str]
+) -> None:
+    for tenant, name in (one, other):
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", secret_env_name(tenant, name))
+    assert (secret_env_name(*one) == secret_env_name(*other)) == (one == other)
+
+
+def test_the_environment_names_keep_letters_and_digits_and_escape_the_rest() -> None:
+    assert secret_env_name("acme", "crm") == "WAYPOST_TENANT_SECRET_acme__crm"
+    assert secret_env_name("Acme-Co", "crm_token.v2") == (
+        "WAYPOST_TENANT_SECRET_Acme_2DCo__crm_5Ftoken_2Ev2"
+    )
+    assert secret_env_name("caf\u00e9", "k") == "WAYPOST_TENANT_SECRET_caf_C3_A9__k"
+
+
+def test_the_default_secret_source_names_the_variable_and_the_old_one_it_no_longer_reads(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.answer("/x", Answer(200))
+    monkeypatch.setenv("WAYPOST_SECRET_ACME_CO__K_1", "old")
+    call = make_http_activity(allow=["127.0.0.1"])
+    with pytest.raises(HttpStepError) as caught:
+        invoke(
+            call, attempt("acme-co"), {"url": f"{server.base}/x", "signature": {"secret": "k.1"}}
+        )
+    message = str(caught.value)
+    assert "WAYPOST_TENANT_SECRET_acme_2Dco__k_2E1" in message
+    assert "WAYPOST_SECRET_ACME_CO__K_1" in message and "no longer read" in message
+    assert "old" not in message.replace("no longer", "")
+    assert server.requests() == []

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import sqlite3
 import threading
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
+import waypost as wp
 from tests.conftest import _admin, postgres_url
+from tests.helpers import pg_connect
 from waypost.errors import ConfigurationError, SchemaError, StoreError
 from waypost.store import open_store
 from waypost.store.postgres import PostgresStore, parse_postgres_url
-from waypost.store.sqlfile import load_migrations, load_schema
+from waypost.store.sqlfile import load_migrations, load_queries, load_schema
+from waypost.store.sqlite import migrate_connection as sqlite_migrate
 
 
 @pytest.fixture
@@ -33,11 +39,11 @@ def _schema(url: str) -> dict[str, Any]:
     with psycopg.connect(url) as conn:
         columns = conn.execute(
             "SELECT table_name, column_name, data_type, is_nullable, column_default"
-            " FROM information_schema.columns WHERE table_schema = 'public'"
+            " FROM information_schema.columns WHERE table_schema = 'waypost'"
             " AND table_name <> 'waypost_migrations' ORDER BY 1, 2"
         ).fetchall()
         indexes = conn.execute(
-            "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"
+            "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'waypost'"
             " AND tablename <> 'waypost_migrations' ORDER BY 1, 2"
         ).fetchall()
     return {"columns": columns, "indexes": indexes}
@@ -47,11 +53,52 @@ def test_migrations_build_the_schema_of_schema_sql(
     empty_database: str, fresh_postgres: str
 ) -> None:
     with psycopg.connect(empty_database, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA waypost")
+        conn.execute("SET search_path = waypost")
         conn.execute(load_schema("postgres").encode())
     built_from_schema = _schema(empty_database)
     built_from_migrations = _schema(fresh_postgres)  # the template applies every migration
     assert built_from_migrations == built_from_schema
     assert built_from_schema["columns"], "the schema has tables"
+
+
+def _all_null(sql: str, placeholder: str) -> dict[str, Any]:
+    """Every parameter of `sql` as NULL, but for a LIMIT of 1 and an empty list of queues."""
+    return {
+        name: 1 if name == "limit" else "[]" if name == "queues" else None
+        for name in re.findall(placeholder, sql)
+    }
+
+
+def test_every_query_returns_the_columns_its_sqlite_twin_does(
+    fresh_postgres: str, tmp_path: Path
+) -> None:
+    """Rows are read by column name, in code both dialects share: every selected
+    expression needs the same name in both (an alias, where it is not a column)."""
+    lite_queries, pg_queries = load_queries("sqlite"), load_queries("postgres")
+    assert lite_queries.keys() == pg_queries.keys()
+    returning = [
+        name
+        for name, sql in lite_queries.items()
+        if sql.lstrip().upper().startswith("SELECT") or "RETURNING" in sql
+    ]
+    assert "next_timer_at" in returning
+    lite = sqlite3.connect(tmp_path / "store.db", isolation_level=None)
+    sqlite_migrate(lite)
+    with pg_connect(fresh_postgres) as pg:
+        for name in returning:
+            lite.execute("BEGIN")
+            cur = lite.execute(lite_queries[name], _all_null(lite_queries[name], r":([a-z_]+)"))
+            lite_columns = [column[0] for column in cur.description]
+            lite.execute("ROLLBACK")
+            with pg.transaction(force_rollback=True):
+                pg_cur = pg.execute(
+                    pg_queries[name], _all_null(pg_queries[name], r"%\(([a-z_]+)\)s")
+                )
+                pg_columns = [column.name for column in pg_cur.description or []]
+            assert all(re.fullmatch(r"[a-z_]+", c) for c in lite_columns), (name, lite_columns)
+            assert pg_columns == lite_columns, name
+    lite.close()
 
 
 def test_concurrent_first_opens_apply_migrations_once(empty_database: str) -> None:
@@ -73,14 +120,14 @@ def test_concurrent_first_opens_apply_migrations_once(empty_database: str) -> No
     for t in threads:
         t.join(60)
     assert errors == []
-    with psycopg.connect(empty_database) as conn:
+    with pg_connect(empty_database) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM waypost_migrations ORDER BY 1")]
     assert versions == [m.version for m in load_migrations("postgres")]
 
 
 def test_a_newer_schema_than_the_package_knows_is_refused(fresh_postgres: str) -> None:
     newest = max(m.version for m in load_migrations("postgres"))
-    with psycopg.connect(fresh_postgres) as conn:
+    with pg_connect(fresh_postgres) as conn:
         conn.execute(
             "INSERT INTO waypost_migrations (version, name, applied_at) VALUES (%s, 'future', 0)",
             (newest + 1,),
@@ -101,6 +148,11 @@ def test_an_unreachable_server_is_a_clear_store_error() -> None:
         ("postgresql://localhost/db?pool_size=lots", "pool_size='lots'.*not a number"),
         ("postgresql://localhost/db?pool_size=0", "pool_size must be at least 1"),
         ("mysql://localhost/db", "unsupported database URL"),
+        ("postgresql://localhost/db?schema=", "schema='' in the database URL is not a usable"),
+        ("postgresql://localhost/db?schema=Shop", "schema='Shop' .*lower-case letters"),
+        ("postgresql://localhost/db?schema=a;DROP%20TABLE%20runs", "not a usable schema"),
+        ("postgresql://localhost/db?schema=pg_catalog", "not pg_"),
+        (f"postgresql://localhost/db?schema={'s' * 49}", "1-48"),
     ],
 )
 def test_bad_urls_are_refused_clearly(url: str, message: str) -> None:
@@ -112,7 +164,7 @@ def test_waypost_options_are_taken_off_the_url_and_the_rest_passed_on() -> None:
     conninfo, options = parse_postgres_url(
         "postgres://u@h:5433/db?pool_size=3&application_name=shop&connect_timeout=5"
     )
-    assert options == {"pool_size": 3}
+    assert options == {"pool_size": 3, "schema": "waypost"}
     assert conninfo == "postgresql://u@h:5433/db?application_name=shop&connect_timeout=5"
 
 
@@ -132,3 +184,79 @@ def test_a_session_frozen_inside_a_transaction_is_ended_by_the_server(
             await store.close()
 
     assert asyncio.run(setting()) == ("30s",)
+
+
+def _tables(url: str, schema: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))
+        return {row[0] for row in rows}
+
+
+def test_waypost_keeps_its_tables_in_a_schema_of_its_own(empty_database: str) -> None:
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        # Another application's tables, with the names waypost uses, in `public`.
+        conn.execute("CREATE TABLE public.events (id serial PRIMARY KEY, title text)")
+        conn.execute("INSERT INTO public.events (title) VALUES ('launch party')")
+
+    async def run_one(url: str) -> Any:
+        async with wp.AsyncEngine(url) as engine, engine.running():
+            engine.register(_echo)
+            handle = await engine.start(_echo, "hi")
+            return await handle.result(timeout=10)
+
+    assert asyncio.run(run_one(empty_database)) == "hi"
+    assert {"runs", "events", "tasks", "waypost_migrations"} <= _tables(empty_database, "waypost")
+    assert _tables(empty_database, "public") == {"events"}
+    with psycopg.connect(empty_database) as conn:
+        assert conn.execute("SELECT title FROM public.events").fetchall() == [("launch party",)]
+
+    # A second schema on the same database is a separate waypost.
+    other = f"{empty_database}?schema=shop_eu"
+    assert asyncio.run(run_one(other)) == "hi"
+    assert "runs" in _tables(empty_database, "shop_eu")
+    with pg_connect(empty_database) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+
+
+def test_a_table_waypost_did_not_create_is_reported_as_a_collision(
+    empty_database: str,
+) -> None:
+    with psycopg.connect(empty_database, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.events (id serial PRIMARY KEY)")
+    store = PostgresStore(f"{empty_database}?schema=public")
+    with pytest.raises(SchemaError) as refused:
+        asyncio.run(store.open())
+    message = str(refused.value)
+    assert "schema public already has table(s) events that waypost did not create" in message
+    assert "?schema=NAME" in message
+    assert "another process" not in message
+    # Nothing was changed: only the foreign table is there.
+    assert _tables(empty_database, "public") == {"events"}
+
+
+def test_tables_of_an_earlier_layout_in_public_are_not_silently_left_behind(
+    empty_database: str,
+) -> None:
+    from waypost.store.postgres import migrate_connection
+
+    with psycopg.connect(empty_database) as conn:
+        migrate_connection(conn, "public")  # where earlier versions put the tables
+    with pytest.raises(SchemaError, match=r"add \?schema=public to the database URL"):
+        asyncio.run(PostgresStore(empty_database).open())
+    assert "waypost" not in _schemas(empty_database)
+
+    async def count_runs() -> int:
+        async with wp.AsyncEngine(f"{empty_database}?schema=public") as engine:
+            return len(await engine.list_runs())
+
+    assert asyncio.run(count_runs()) == 0
+
+
+def _schemas(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        return {row[0] for row in conn.execute("SELECT nspname FROM pg_namespace")}
+
+
+@wp.workflow(name="pg_echo")
+async def _echo(ctx: wp.WorkflowContext, text: str) -> str:
+    return text

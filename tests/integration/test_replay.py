@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually
+from tests.helpers import db_query, eventually
 from waypost.model.events import COMMAND_EVENTS, Event
 
 HERE = os.path.basename(__file__)
@@ -253,9 +253,13 @@ def test_drifted_code_suspends_the_run_naming_the_event_and_the_line(make_engine
         assert [w["kind"] for w in info.waiting_for] == ["operator"]
         # It does not advance: no step of the changed code runs, the run does not end,
         # and more events wake it only to find the same mismatch (recorded once).
-        changed.signal(run_id, "go")
-        with pytest.raises(wp.ResultTimeout):
-            changed.result(run_id, timeout=0.5)
+        changed.signal(run_id, "go")  # wakes the run: its workflow task is due now
+
+        def task_idle() -> bool:
+            query = "SELECT state FROM tasks WHERE run_id = ? AND kind = 'workflow'"
+            return db_query(changed.url, query, (run_id,)) == [("idle",)]
+
+        eventually(task_idle, what="the engine to have looked at the run again")
         assert changed.get(run_id).status == wp.RunStatus.SUSPENDED
         history = changed.history(run_id)
     types = [e.type for e in history]
@@ -273,7 +277,9 @@ def test_drifted_code_suspends_the_run_naming_the_event_and_the_line(make_engine
     assert [r.run_id for r in changed.list_runs(status="suspended")] == [run_id]
 
 
-def test_a_suspended_run_resumes_once_matching_code_runs_it(make_engine: Any) -> None:
+def test_a_suspended_run_resumes_once_matching_code_runs_it_and_an_operator_resumes_it(
+    make_engine: Any,
+) -> None:
     original = make_engine(drift_v1, square, shout)
     run_id = "drift-2"
     with original.running():
@@ -285,10 +291,17 @@ def test_a_suspended_run_resumes_once_matching_code_runs_it(make_engine: Any) ->
         eventually(lambda: changed.get(run_id).status == wp.RunStatus.SUSPENDED, what="suspension")
     fixed = make_engine(drift_v1, square, shout, cache_size=0)
     with fixed.running():
-        fixed.signal(run_id, "nudge")  # any event wakes the run; the matching code resumes it
+        # An event alone no longer wakes a suspended run: it waits in the history.
+        fixed.signal(run_id, "nudge")
+        with pytest.raises(wp.ResultTimeout, match="still suspended"):
+            fixed.result(run_id, timeout=0.5)
+        fixed.resume(run_id, reason="deployed the code that matches")
         assert fixed.result(run_id, timeout=10) == 81
-    types = [e.type for e in fixed.history(run_id)]
-    assert "RunResumed" in types
+    history = fixed.history(run_id)
+    types = [e.type for e in history]
+    (resumed,) = [e for e in history if e.type == "RunResumed"]
+    assert resumed.data["status_before"] == "suspended"
+    assert resumed.data["status_after"] == "running"
     assert types.index("RunResumed") > types.index("RunSuspended")
     assert types[-1] == "RunCompleted"
     assert fixed.get(run_id).status == wp.RunStatus.COMPLETED
@@ -351,6 +364,7 @@ def test_cancellation_runs_cleanup_and_ends_cancelled(make_engine: Any, cache_si
         ("CancelRequested", None),
         ("TimerCancelled", "2"),  # cancelled with the wait, before the cleanup runs
         ("ActivityScheduled", "3"),
+        ("TimerStarted", "cancel-grace"),  # the cleanup goes on: the cancel grace starts
         ("ActivityCompleted", "3"),
         ("RunCancelled", None),
     ]

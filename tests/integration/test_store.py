@@ -28,7 +28,8 @@ import pytest
 
 import waypost as wp
 from waypost.errors import ConfigurationError, SchemaError, StoreError
-from waypost.model.events import EventType, NewEvent, verify_chain
+from waypost.model.chain import verify_chain
+from waypost.model.events import EventType, NewEvent
 from waypost.store import open_store
 from waypost.store.base import (
     ActivityTaskOp,

@@ -14,7 +14,8 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
-from waypost.model.events import EventType, NewEvent, verify_chain
+from waypost.model.chain import verify_chain
+from waypost.model.events import EventType, NewEvent
 from waypost.store import open_store
 from waypost.store.base import FiredTimer, NewRun, NewTimer, RunCommit
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually
-from waypost.engine.registry import version_key
+from tests.helpers import db_query, eventually
+from waypost.runtime.registry import version_key
 
 
 def waits_for_signal(engine: wp.Engine, run_id: str, name: str) -> bool:
@@ -131,8 +131,9 @@ def test_a_run_of_an_unregistered_version_waits_for_code_then_completes(
         assert "'pricing'" in code[0]["detail"]
         assert "'10'" in code[0]["detail"]
         assert info.status == wp.RunStatus.RUNNING
-        with pytest.raises(wp.ResultTimeout):
-            old_worker.result(run.run_id, timeout=0.3)
+        # Its workflow task is queued for version 10, which this worker does not claim.
+        query = "SELECT queue, state, owner FROM tasks WHERE run_id = ? AND kind = 'workflow'"
+        assert db_query(old_worker.url, query, (run.run_id,)) == [("pricing@10", "ready", None)]
         assert [e.type for e in old_worker.history(run.run_id)] == ["RunStarted"]
         # Listing shows it too.
         listed = {r.run_id: r for r in old_worker.list_runs()}

@@ -13,8 +13,7 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import waypost as wp
 from waypost.model.codec import Codec, JsonCodec, error_to_json

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
+from waypost.model.chain import plain_hash as chain_hash, seal, verify_chain
 from waypost.model.events import (
     COMMAND_EVENTS,
     TERMINAL_EVENTS,
@@ -20,10 +20,7 @@ from waypost.model.events import (
     EventType,
     NewEvent,
     canonical_json,
-    chain_hash,
     feeds_code,
-    seal,
-    verify_chain,
 )
 
 # -- helpers ------------------------------------------------------------------
@@ -121,9 +118,17 @@ def test_event_types_are_their_stored_strings() -> None:
         EventType.APPROVAL_REQUESTED,
         EventType.APPROVAL_CLOSED,
         EventType.APPROVAL_ESCALATED,
+        EventType.CORRELATION_REGISTERED,
+        EventType.CORRELATION_WITHDRAWN,
     }
     assert commands == COMMAND_EVENTS
-    terminal = {EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED}
+    terminal = {
+        EventType.RUN_COMPLETED,
+        EventType.RUN_FAILED,
+        EventType.RUN_CANCELLED,
+        EventType.RUN_TERMINATED,
+        EventType.RUN_CONTINUED_AS_NEW,  # ends a generation: its history ends there
+    }
     assert terminal == TERMINAL_EVENTS
     assert not COMMAND_EVENTS & TERMINAL_EVENTS
 

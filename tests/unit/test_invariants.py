@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from waypost.model.events import Event, EventType, NewEvent, seal
+from waypost.model.chain import seal
+from waypost.model.events import Event, EventType, NewEvent
 from waypost.store.base import RunRecord
 from waypost.testing import Ledger, check_run
 

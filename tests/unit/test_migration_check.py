@@ -13,6 +13,7 @@ from waypost.model.definitions.migration import (
     MigrationCheck,
     check_mapping,
     check_migration,
+    read_paths,
     root_fields,
     step_reads,
 )
@@ -476,3 +477,74 @@ def test_notes_for_moving_from_an_approval_to_a_wait(v1: Definition, v2: Definit
         "the run moves from approval step 'approve' to wait step 'await_goods', "
         "a step of another type",
     ]
+
+
+# nested paths ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "paths"),
+    [
+        ("a.b.c", {("a",), ("a", "b"), ("a", "b", "c")}),
+        ("@.a.b", {("a",), ("a", "b")}),
+        ("a | b.c", {("a",), ("a", "b"), ("a", "b", "c")}),
+        ("a[0].b", {("a",)}),
+        ("items[?price > limit].name", {("items",)}),
+        ("{x: a.b, y: c}", {("a",), ("a", "b"), ("c",)}),
+        ("length(a.b) > n", {("a",), ("a", "b"), ("n",)}),
+        ("sort_by(items, &price)", {("items",)}),
+        ("'text'", set()),
+    ],
+)
+def test_read_paths(expression: str, paths: set[tuple[str, ...]]) -> None:
+    assert read_paths(expression) == paths
+
+
+def _reads_reservation_field(field: str) -> Any:
+    def change(data: dict[str, Any]) -> None:
+        data["steps"]["approve"]["input"]["reserved"] = f"reservation.{field}"
+
+    return change
+
+
+def test_a_nested_field_the_run_lacks_is_missing(v1: Definition) -> None:
+    # The run's reservation has an id, not a `holder`: version 2 would read null.
+    target = v2_with(_reads_reservation_field("holder.name"))
+    check = migrate(v1, target, "approve", AT_APPROVE)
+    assert check.reasons == [
+        "step 'approve' of the new version, where the run continues, reads "
+        "'reservation.holder' (input.reserved), which the run's data does not have"
+    ]
+    assert migrate(v1, v2_with(_reads_reservation_field("id")), "approve", AT_APPROVE).compatible
+
+
+def test_a_nested_field_under_a_value_that_is_not_an_object_is_missing(v1: Definition) -> None:
+    data = {**AT_APPROVE, "reservation": "R-1"}
+    check = migrate(v1, v2_with(_reads_reservation_field("id")), "approve", data)
+    assert "'reservation.id'" in check.reasons[0]
+
+
+def test_a_nested_field_declared_by_the_input_schema_is_there(v1: Definition) -> None:
+    def change(data: dict[str, Any]) -> None:
+        data["steps"]["approve"]["input"]["tag"] = "meta.tag"
+        data["input"]["properties"]["meta"] = {
+            "type": "object",
+            "properties": {"tag": {"type": "string"}},
+        }
+
+    assert migrate(v1, v2_with(change), "approve", AT_APPROVE).compatible
+
+    def undeclared(data: dict[str, Any]) -> None:
+        change(data)
+        data["steps"]["approve"]["input"]["tag"] = "meta.other"
+
+    check = migrate(v1, v2_with(undeclared), "approve", AT_APPROVE)
+    assert [r.split(" (")[0] for r in check.reasons] == [
+        "step 'approve' of the new version, where the run continues, reads 'meta.other'"
+    ]
+
+
+def test_a_nested_field_a_later_step_stores_is_there(v1: Definition, v2: Definition) -> None:
+    # `pay` reads invoice.number; `fetch_invoice` (after the approval) stores $.invoice.
+    check = migrate(v1, v2, "approve", AT_APPROVE)
+    assert check.compatible, check.reasons

@@ -7,8 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import waypost as wp
 from waypost.model.retry import Retry

@@ -22,10 +22,11 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from waypost.engine.registry import Registry
-from waypost.engine.runtime import WorkflowInstance, idempotency_key
+from waypost.model.chain import seal
 from waypost.model.codec import JsonCodec
-from waypost.model.events import TERMINAL_EVENTS, Event, EventType, NewEvent, seal
+from waypost.model.events import TERMINAL_EVENTS, Event, EventType, NewEvent
+from waypost.runtime.instance import WorkflowInstance, idempotency_key
+from waypost.runtime.registry import Registry
 
 E = EventType
 T0 = 1_700_000_000.0
@@ -326,7 +327,11 @@ def test_a_malformed_activity_result_is_raised_at_the_await() -> None:
     assert d.result().startswith("unreadable: ")
 
 
-@wp.workflow(name="failing")
+class OutOfStock(Exception):
+    """A business outcome this workflow declares as failing."""
+
+
+@wp.workflow(name="failing", failure_types=(OutOfStock,))
 async def failing(ctx: wp.WorkflowContext, how: str) -> Any:
     if how == "raise":
         raise KeyError("missing thing")
@@ -334,6 +339,12 @@ async def failing(ctx: wp.WorkflowContext, how: str) -> Any:
         return await ctx.run("no_such_activity")
     if how == "result":
         return {1, 2}
+    if how == "failure":
+        raise wp.Failure("card declined", type="CardDeclined", details={"code": 51})
+    if how == "declared":
+        raise OutOfStock("no more red shoes")
+    if how == "uncaught":
+        return await ctx.run(charge, 100)
     try:
         return await ctx.run(charge, 100)
     except wp.ActivityError as err:
@@ -345,31 +356,82 @@ async def failing(ctx: wp.WorkflowContext, how: str) -> Any:
         }
 
 
-def test_an_exception_in_the_workflow_fails_the_run_with_type_message_and_traceback() -> None:
+def bug_of(d: Driver, how: str) -> wp.WorkflowBug:
+    """Start the run: its code raises a bug, which the instance raises for the engine."""
+    with pytest.raises(wp.WorkflowBug) as info:
+        d.start(how)
+    assert d.outcome is None  # the run did not end: the engine suspends it
+    assert d.inst.closed
+    return info.value
+
+
+def test_an_unexpected_exception_in_the_workflow_is_a_bug_with_type_message_traceback_and_site() -> (
+    None
+):
     d = Driver(failing, charge)
-    d.start("raise")
-    error = d.error()
-    assert error["type"] == "KeyError"
-    assert "missing thing" in error["message"]
+    bug = bug_of(d, "raise")
+    assert bug.error_type == "KeyError"
+    assert "missing thing" in bug.error_message
+    assert bug.site == site(failing, "raise KeyError")
+    error = bug.to_json()
+    assert error["type"] == "KeyError" and error["bug"] is True
+    assert error["file"] == HERE and error["line"] == int(bug.site.split(":")[1])
     assert "Traceback" in error["traceback"]
-    assert site(failing, "raise KeyError").split(":")[1] in error["traceback"]
+    assert f"line {error['line']}" in error["traceback"]
+    assert "RunStarted" in str(bug) and bug.site in str(bug)
 
 
-def test_an_unknown_activity_fails_the_run_naming_it() -> None:
+def test_a_huge_exception_message_is_bounded_in_the_bug() -> None:
+    @wp.workflow(name="loud")
+    async def loud(ctx: wp.WorkflowContext) -> None:
+        raise ValueError("x" * 1_000_000)
+
+    bug = bug_of(Driver(loud), None)  # type: ignore[arg-type]
+    assert len(bug.error_message) < 3_000
+    assert len(bug.to_json()["traceback"]) < 20_000
+
+
+def test_failure_fails_the_run_with_its_type_message_and_details() -> None:
     d = Driver(failing, charge)
-    d.start("unknown")
+    d.start("failure")
     error = d.error()
-    assert error["type"] == "UnknownActivity"
-    assert "no_such_activity" in error["message"]
-    assert "charge" in error["message"]
+    assert error["type"] == "CardDeclined"
+    assert error["message"] == "card declined"
+    assert error["details"] == {"code": 51}
 
 
-def test_a_result_that_is_not_json_fails_the_run() -> None:
+def test_an_exception_type_the_workflow_declares_as_failing_fails_the_run() -> None:
     d = Driver(failing, charge)
-    d.start("result")
+    d.start("declared")
+    assert d.error()["type"] == "OutOfStock"
+    assert "red shoes" in d.error()["message"]
+
+
+def test_an_activity_error_the_code_does_not_catch_fails_the_run() -> None:
+    d = Driver(failing, charge)
+    d.start("uncaught")
+    d.fail("1", "card declined", attempt=3)
     error = d.error()
-    assert error["type"] == "PayloadError"
-    assert "the workflow's result" in error["message"]
+    assert error["type"] == "ActivityError"
+    assert "card declined" in error["message"]
+
+
+def test_failure_types_must_be_exception_classes() -> None:
+    with pytest.raises(wp.ConfigurationError, match="failure_types"):
+        wp.workflow(name="bad", failure_types=("KeyError",))  # type: ignore[arg-type]
+
+
+def test_an_unknown_activity_is_a_bug_naming_it() -> None:
+    bug = bug_of(Driver(failing, charge), "unknown")
+    assert bug.error_type == "UnknownActivity"
+    assert "no_such_activity" in bug.error_message
+    assert "charge" in bug.error_message
+
+
+def test_a_result_that_is_not_json_is_a_bug() -> None:
+    bug = bug_of(Driver(failing, charge), "result")
+    assert bug.error_type == "PayloadError"
+    assert "the workflow's result" in bug.error_message
 
 
 def test_retrying_failures_are_invisible_and_the_final_one_raises_activity_error() -> None:
@@ -1073,15 +1135,16 @@ async def os_timers(ctx: wp.WorkflowContext, how: str) -> Any:
 
 
 @pytest.mark.parametrize("how", ["sleep", "wait_for", "timeout"])
-def test_asyncio_timers_fail_the_run_with_a_clear_message(how: str) -> None:
+def test_asyncio_timers_are_a_bug_with_a_clear_message(how: str) -> None:
     d = Driver(os_timers, echo)
     d.start(how)
-    d.complete("1")
-    error = d.error()
-    assert error["type"] == "WorkflowError"
-    assert "not durable inside a workflow" in error["message"]
-    assert "ctx.sleep()" in error["message"]
+    with pytest.raises(wp.WorkflowBug) as info:
+        d.complete("1")
+    assert info.value.error_type == "WorkflowError"
+    assert "not durable inside a workflow" in info.value.error_message
+    assert "ctx.sleep()" in info.value.error_message
     assert d.inst.closed
+    assert d.outcome is None
 
 
 def test_asyncio_sleep_zero_is_allowed() -> None:
@@ -1207,7 +1270,7 @@ def test_non_determinism_is_reported_even_if_the_code_catches_the_error() -> Non
         Driver.replayed(pay_refund_swallowing, charge, refund, history=pay_history())
 
 
-def test_a_failing_signal_handler_or_predicate_fails_the_run() -> None:
+def test_a_failing_signal_handler_or_predicate_is_a_bug() -> None:
     @wp.workflow(name="fragile")
     async def fragile(ctx: wp.WorkflowContext, where: str) -> str:
         def handler(v: int) -> None:
@@ -1229,14 +1292,18 @@ def test_a_failing_signal_handler_or_predicate_fails_the_run() -> None:
 
     d = Driver(fragile)
     d.start("handler")
-    d.signal("s", 7)
-    assert d.error()["type"] == "ValueError"
-    assert "bad signal 7" in d.error()["message"]
+    with pytest.raises(wp.WorkflowBug) as info:
+        d.signal("s", 7)
+    assert info.value.error_type == "ValueError"
+    assert "bad signal 7" in info.value.error_message
+    assert info.value.site == site(fragile, 'raise ValueError(f"bad signal')
 
     d = Driver(fragile)
     d.start("predicate")
-    d.signal("t", 1)
-    assert d.error()["type"] == "LookupError"
+    with pytest.raises(wp.WorkflowBug) as info:
+        d.signal("t", 1)
+    assert info.value.error_type == "LookupError"
+    assert d.outcome is None
 
 
 def test_cancelling_a_gather_cancels_every_pending_branch() -> None:

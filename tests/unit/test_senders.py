@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email
 import email.policy
 import json
 import logging
 import os
+import smtplib
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -20,10 +23,10 @@ from typing import Any, cast
 
 import pytest
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import SMTP as SMTPServer
-from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword, Session
+from aiosmtpd.smtp import SMTP as SMTPServer, AuthResult, Envelope, LoginPassword, Session
 
-from waypost.engine.senders import (
+from waypost.errors import ConfigurationError
+from waypost.features.senders import (
     DeliveryError,
     FileSender,
     LogSender,
@@ -34,13 +37,12 @@ from waypost.engine.senders import (
     senders_from_url,
     verify_webhook,
 )
-from waypost.errors import ConfigurationError
 from waypost.model.events import canonical_json
 
 APPROVE_TOKEN = "apv-9d1c6e0b7f"
 REJECT_TOKEN = "rej-4a22f8c1e3"
-APPROVE_URL = f"https://console.example.org/approvals/a-1/approve?token={APPROVE_TOKEN}"
-REJECT_URL = f"https://console.example.org/approvals/a-1/reject?token={REJECT_TOKEN}"
+APPROVE_URL = f"https://approvals.example.org/approve/{APPROVE_TOKEN}"
+REJECT_URL = f"https://approvals.example.org/approve/{REJECT_TOKEN}"
 SECRET = b"whsec-test-0123456789"
 
 
@@ -116,7 +118,7 @@ def test_log_sender_logs_who_and_what_but_not_the_tokens_or_links(
     for expected in ("ntf-1", "alice@example.org", "a-1", "run-42", "approve-refund", "2023-11-14"):
         assert expected in message
     assert "withheld" in message
-    for secret in (APPROVE_TOKEN, REJECT_TOKEN, APPROVE_URL, REJECT_URL, "console.example.org"):
+    for secret in (APPROVE_TOKEN, REJECT_TOKEN, APPROVE_URL, REJECT_URL, "approvals.example.org"):
         assert secret not in caplog.text
 
 
@@ -125,7 +127,7 @@ def test_log_sender_logs_who_and_what_but_not_the_tokens_or_links(
 _APPENDER = textwrap.dedent(
     """
     import sys
-    from waypost.engine.senders import FileSender, Notification
+    from waypost.features.senders import FileSender, Notification
 
     tag, path = sys.argv[1], sys.argv[2]
     sender = FileSender(path)
@@ -173,6 +175,7 @@ def test_file_sender_lines_from_two_processes_never_interleave(tmp_path: Path) -
 def test_file_sender_writes_sorted_keys_and_appends(tmp_path: Path) -> None:
     path = tmp_path / "outbox.jsonl"
     path.write_text('{"earlier": true}\n')
+    path.chmod(0o600)
     FileSender(path).send(notification())
     lines = path.read_text().splitlines()
     assert lines[0] == '{"earlier": true}'
@@ -188,6 +191,7 @@ def test_file_sender_writes_sorted_keys_and_appends(tmp_path: Path) -> None:
 class Inbox:
     envelopes: list[Envelope] = field(default_factory=list)
     logins: list[tuple[bytes, bytes]] = field(default_factory=list)
+    logins_in_clear: int = 0
 
     async def handle_DATA(self, server: SMTPServer, session: Session, envelope: Envelope) -> str:
         self.envelopes.append(envelope)
@@ -203,6 +207,8 @@ class Inbox:
     ) -> AuthResult:
         assert isinstance(auth_data, LoginPassword)
         self.logins.append((auth_data.login, auth_data.password))
+        if server.transport is None or server.transport.get_extra_info("ssl_object") is None:
+            self.logins_in_clear += 1
         ok = (auth_data.login, auth_data.password) == (b"bob", b"p@ss:w/rd")
         return AuthResult(success=ok, handled=False, auth_data=auth_data)
 
@@ -222,21 +228,52 @@ class _EphemeralPortController(Controller):
         super()._trigger_server()  # type: ignore[no-untyped-call]
 
 
-@pytest.fixture
-def smtp_server() -> Iterator[tuple[Inbox, int]]:
+TLS_DIR = Path(__file__).parent.parent / "data" / "tls"
+CA_FILE = TLS_DIR / "ca.pem"  # the test CA; server.pem is its certificate for 127.0.0.1
+
+
+def server_tls() -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(TLS_DIR / "server.pem")
+    return context
+
+
+def client_tls() -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(CA_FILE))
+
+
+@contextlib.contextmanager
+def running_smtp(**options: Any) -> Iterator[tuple[Inbox, int]]:
     inbox = Inbox()
     controller = _EphemeralPortController(
-        inbox,
-        hostname="127.0.0.1",
-        port=0,
-        authenticator=inbox.authenticate,
-        auth_require_tls=False,
+        inbox, hostname="127.0.0.1", port=0, authenticator=inbox.authenticate, **options
     )
     controller.start()
     try:
         yield inbox, controller.port
     finally:
         controller.stop()
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[tuple[Inbox, int]]:
+    """A server without TLS that would take a password in the clear."""
+    with running_smtp(auth_require_tls=False) as server:
+        yield server
+
+
+@pytest.fixture
+def starttls_server() -> Iterator[tuple[Inbox, int]]:
+    """A server that offers STARTTLS and takes a password only after it."""
+    with running_smtp(tls_context=server_tls(), auth_require_tls=True) as server:
+        yield server
+
+
+@pytest.fixture
+def smtps_server() -> Iterator[tuple[Inbox, int]]:
+    """A server speaking TLS from the first byte (implicit TLS, port 465 style)."""
+    with running_smtp(ssl_context=server_tls(), auth_require_tls=False) as server:
+        yield server
 
 
 def test_smtp_sender_delivers_to_the_approver(smtp_server: tuple[Inbox, int]) -> None:
@@ -289,17 +326,105 @@ def test_smtp_uses_address_of_and_refuses_an_approver_without_address(
     assert len(inbox.envelopes) == 1
 
 
-def test_smtp_from_url_logs_in_with_the_credentials(smtp_server: tuple[Inbox, int]) -> None:
+def test_a_password_is_never_sent_without_tls(smtp_server: tuple[Inbox, int]) -> None:
     inbox, port = smtp_server
-    sender = senders_from_url(f"smtp://bob:p%40ss%3Aw%2Frd@127.0.0.1:{port}?sender=wf@example.org")
+    # STARTTLS is the default with a password; this server does not offer it.
+    sender = senders_from_url(f"smtp://bob:p%40ss%3Aw%2Frd@127.0.0.1:{port}")
+    with pytest.raises(DeliveryError, match="STARTTLS"):
+        sender.send(notification())
+    assert inbox.logins == [] and inbox.envelopes == []
+    for spec in (
+        f"smtp://bob:p%40ss@127.0.0.1:{port}?starttls=0",
+        f"smtps://bob:p%40ss@127.0.0.1:{port}?starttls=1",
+    ):
+        with pytest.raises(ConfigurationError) as caught:
+            senders_from_url(spec)
+        assert "p@ss" not in str(caught.value)
+    with pytest.raises(ConfigurationError, match="TLS"):
+        SmtpSender("127.0.0.1", port, username="bob", password="x", starttls=False)
+
+
+def test_starttls_comes_first_and_then_the_login(starttls_server: tuple[Inbox, int]) -> None:
+    inbox, port = starttls_server
+    sender = senders_from_url(
+        f"smtp://bob:p%40ss%3Aw%2Frd@127.0.0.1:{port}?sender=wf@example.org&cafile={CA_FILE}"
+    )
     sender.send(notification())
-    assert inbox.logins == [(b"bob", b"p@ss:w/rd")]
+    assert inbox.logins == [(b"bob", b"p@ss:w/rd")] and inbox.logins_in_clear == 0
     assert inbox.envelopes[0].mail_from == "wf@example.org"
 
-    wrong = senders_from_url(f"smtp://bob:guess@127.0.0.1:{port}")
-    with pytest.raises(Exception, match="535"):
+    wrong = SmtpSender("127.0.0.1", port, username="bob", password="guess", tls=client_tls())
+    with pytest.raises(smtplib.SMTPAuthenticationError):
         wrong.send(notification())
     assert len(inbox.envelopes) == 1
+
+
+def test_a_server_certificate_that_is_not_trusted_is_refused(
+    starttls_server: tuple[Inbox, int],
+) -> None:
+    inbox, port = starttls_server
+    sender = SmtpSender("127.0.0.1", port, username="bob", password="p@ss:w/rd")
+    with pytest.raises(ssl.SSLCertVerificationError):
+        sender.send(notification())  # the system's authorities do not know the test CA
+    assert inbox.logins == []
+
+
+def test_smtps_speaks_tls_from_the_start(smtps_server: tuple[Inbox, int]) -> None:
+    inbox, port = smtps_server
+    sender = senders_from_url(f"smtps://bob:p%40ss%3Aw%2Frd@127.0.0.1:{port}?cafile={CA_FILE}")
+    assert isinstance(sender, SmtpSender) and sender.implicit_tls and not sender.starttls
+    sender.send(notification())
+    assert inbox.logins == [(b"bob", b"p@ss:w/rd")] and inbox.logins_in_clear == 0
+    assert inbox.envelopes[0].rcpt_tos == ["alice@example.org"]
+    assert SmtpSender("mail.example.org", implicit_tls=True).port == 465
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "alice@example.org, eve@evil.example",
+        "alice@example.org,eve@evil.example",
+        "Eve <eve@evil.example>",
+        "alice@example.org <eve@evil.example>",
+        "alice@example.org\r\nBcc: eve@evil.example",
+        "alice@example.org\nBcc: eve@evil.example",
+        "alice@example.org (comment)",
+        "alice@example.org;eve@evil.example",
+        "alice",
+        "@evil.example",
+        "alice@",
+        "al\u00efce@example.org",
+    ],
+)
+def test_an_approver_address_must_be_exactly_one_mailbox(
+    smtp_server: tuple[Inbox, int], address: str
+) -> None:
+    inbox, port = smtp_server
+    sender = SmtpSender("127.0.0.1", port, address_of=lambda who: address)
+    with pytest.raises(ConfigurationError, match="one e-mail address") as caught:
+        sender.send(notification())
+    assert "\n" not in str(caught.value)
+    assert inbox.envelopes == []
+    # The default: the approver's own name when it looks like an address.
+    with pytest.raises(ConfigurationError):
+        SmtpSender("127.0.0.1", port).send(notification(approver=address))
+    assert inbox.envelopes == []
+
+
+def test_one_valid_mailbox_gets_exactly_one_envelope_recipient(
+    smtp_server: tuple[Inbox, int],
+) -> None:
+    inbox, port = smtp_server
+    quoted = '"alice,smith"@example.org'
+    SmtpSender("127.0.0.1", port, address_of=lambda who: quoted).send(notification())
+    assert inbox.envelopes[0].rcpt_tos == [quoted]
+    assert inbox.message()["To"] == quoted
+
+
+def test_the_sender_address_is_checked_when_configured() -> None:
+    for bad in ("wf@example.org, eve@evil.example", "Waypost <wf@example.org>", "wf"):
+        with pytest.raises(ConfigurationError, match="one e-mail address"):
+            SmtpSender("localhost", sender=bad)
 
 
 # -- WebhookSender --------------------------------------------------------------------------
@@ -325,8 +450,9 @@ class _Hook(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         headers = dict(self.headers.items())
+        host, port = self.server.server_address[:2]
         try:
-            verify_webhook(SECRET, body, headers)
+            verify_webhook(SECRET, body, headers, url=f"http://{host!s}:{port}{self.path}")
             verified = True
         except WebhookSignatureError:
             verified = False
@@ -374,49 +500,88 @@ def test_webhook_is_signed_and_the_receiver_verifies_it(receiver: Receiver) -> N
     assert json.loads(got.body) == n.to_json()
     headers = {k.lower(): v for k, v in got.headers.items()}
     assert headers["content-type"] == "application/json"
-    assert headers["waypost-id"] == "ntf-1"
-    assert headers["waypost-signature"].startswith("v1=")
+    assert headers["webhook-id"] == headers["idempotency-key"] == "ntf-1"
+    assert headers["webhook-signature"].startswith("wp1,")
     assert headers["x-team"] == "payments"
 
 
-def test_verify_webhook_refuses_tampering_wrong_secret_and_replay(receiver: Receiver) -> None:
-    WebhookSender(_url(receiver), SECRET.decode()).send(notification())
+def test_a_captured_webhook_cannot_be_replayed_elsewhere_or_as_another_delivery(
+    receiver: Receiver,
+) -> None:
+    url = _url(receiver)
+    WebhookSender(url, SECRET).send(notification())
     [got] = receiver.received
-    ts = int(got.headers["Waypost-Timestamp"])
+    assert got.verified
+    headers = {k.lower(): v for k, v in got.headers.items()}
+    ts = int(headers["webhook-timestamp"])
+    verify_webhook(SECRET, got.body, headers, url=url, now=ts)
+    verify_webhook(SECRET, got.body, headers, url=url.replace("http://", "HTTP://"), now=ts)
 
-    verify_webhook(SECRET, got.body, got.headers, now=ts + 299)
+    port = receiver.server_address[1]
+    for elsewhere in (
+        _url(receiver, "/hooks/another-endpoint"),
+        url + "?replayed=1",
+        url.replace(f":{port}", f":{port + 1}"),
+        url.replace("http://", "https://"),
+    ):
+        with pytest.raises(WebhookSignatureError, match="signature"):
+            verify_webhook(SECRET, got.body, headers, url=elsewhere, now=ts)
+    with pytest.raises(WebhookSignatureError, match="signature"):
+        verify_webhook(SECRET, got.body, headers, url=url, method="PUT", now=ts)
+    renamed = {**headers, "webhook-id": "ntf-2", "idempotency-key": "ntf-2"}
+    with pytest.raises(WebhookSignatureError, match="signature"):
+        verify_webhook(SECRET, got.body, renamed, url=url, now=ts)
+    rekeyed = {**headers, "idempotency-key": "a-fresh-key"}
+    with pytest.raises(WebhookSignatureError, match="Idempotency-Key"):
+        verify_webhook(SECRET, got.body, rekeyed, url=url, now=ts)
+
+
+def test_verify_webhook_refuses_tampering_wrong_secret_and_replay(receiver: Receiver) -> None:
+    url = _url(receiver)
+    WebhookSender(url, SECRET.decode()).send(notification())
+    [got] = receiver.received
+    ts = int(got.headers["webhook-timestamp"])
+
+    verify_webhook(SECRET, got.body, got.headers, url=url, now=ts + 299)
     lowered = {k.lower(): v for k, v in got.headers.items()}
-    verify_webhook(SECRET.decode(), got.body, lowered, now=ts)
+    verify_webhook(SECRET.decode(), got.body, lowered, url=url, now=ts)
 
     tampered = got.body.replace(b'"manager"', b'"intern"')
     assert tampered != got.body
     with pytest.raises(WebhookSignatureError, match="signature"):
-        verify_webhook(SECRET, tampered, got.headers, now=ts)
+        verify_webhook(SECRET, tampered, got.headers, url=url, now=ts)
     with pytest.raises(WebhookSignatureError, match="signature"):
-        verify_webhook(b"another-secret", got.body, got.headers, now=ts)
+        verify_webhook(b"another-secret", got.body, got.headers, url=url, now=ts)
     with pytest.raises(WebhookSignatureError, match="timestamp"):
-        verify_webhook(SECRET, got.body, got.headers, now=ts + 301)
+        verify_webhook(SECRET, got.body, got.headers, url=url, now=ts + 301)
     with pytest.raises(WebhookSignatureError, match="timestamp"):
-        verify_webhook(SECRET, got.body, got.headers, now=ts - 3600)
+        verify_webhook(SECRET, got.body, got.headers, url=url, now=ts - 3600)
     # Moving the timestamp forward breaks the signature, so replays cannot be refreshed.
-    refreshed = {**got.headers, "Waypost-Timestamp": str(ts + 3600)}
+    refreshed = {**lowered, "webhook-timestamp": str(ts + 3600)}
     with pytest.raises(WebhookSignatureError, match="signature"):
-        verify_webhook(SECRET, got.body, refreshed, now=ts + 3600)
-    for missing in ("Waypost-Signature", "Waypost-Timestamp"):
-        partial = {k: v for k, v in got.headers.items() if k != missing}
+        verify_webhook(SECRET, got.body, refreshed, url=url, now=ts + 3600)
+    for missing in ("webhook-signature", "webhook-timestamp", "webhook-id"):
+        partial = {k: v for k, v in lowered.items() if k != missing}
         with pytest.raises(WebhookSignatureError, match="missing"):
-            verify_webhook(SECRET, got.body, partial, now=ts)
+            verify_webhook(SECRET, got.body, partial, url=url, now=ts)
+    # Several signatures (a secret being rotated): any one that matches will do.
+    rotated = {**lowered, "webhook-signature": "wp1,b2xk " + lowered["webhook-signature"]}
+    verify_webhook(SECRET, got.body, rotated, url=url, now=ts)
+    # The scheme of earlier releases (timestamp and body only) is not accepted.
+    old = {"Waypost-Timestamp": str(ts), "Waypost-Signature": "v1=00"}
+    with pytest.raises(WebhookSignatureError, match="missing"):
+        verify_webhook(SECRET, got.body, old, url=url, now=ts)
     assert issubclass(WebhookSignatureError, ValueError)
 
 
-def test_webhook_error_status_raises_with_status_and_head_of_body(receiver: Receiver) -> None:
+def test_webhook_error_status_raises_with_the_status_but_not_the_body(receiver: Receiver) -> None:
     receiver.status = 500
-    receiver.response = b"x" * 150 + b"y" * 150
+    receiver.response = b"x" * 150 + APPROVE_TOKEN.encode()  # a receiver that echoes
     with pytest.raises(DeliveryError, match="500") as info:
         WebhookSender(_url(receiver), SECRET).send(notification())
     message = str(info.value)
-    assert "x" * 150 + "y" * 50 in message
-    assert "y" * 51 not in message
+    assert "x" * 10 not in message and APPROVE_TOKEN not in message
+    assert "not shown" in message
     assert "s3cr3t-path" not in message
     assert len(receiver.received) == 1
 

@@ -1,1 +1,1 @@
-"""The engine: replay runtime, workers, scheduler and the API."""
+"""The machinery that moves runs: the decision loop, the worker and the scheduler."""

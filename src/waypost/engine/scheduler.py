@@ -15,29 +15,71 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import logging
 import os
 import socket
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from waypost.errors import StoreError
-from waypost.store.base import ClaimedTask, LeaseRenewal, TaskRef, WorkerRecord
+from waypost.model.logs import logger
+from waypost.runtime.interpreter import DEFINITIONS_QUEUE
+from waypost.runtime.registry import Registry
+from waypost.store.base import ClaimedTask, LeaseRenewal, Store, TaskRef, WorkerRecord
 
-from .interpreter import DEFINITIONS_QUEUE
-from .worker import Attempt, failure
+from . import liveness
+from .attempts import Attempt, Outcome, failure
+from .settings import Settings
+from .worker import Worker
 
-if TYPE_CHECKING:
-    from .core import AsyncEngine
-
-log = logging.getLogger("waypost.scheduler")
+log = logger("waypost.scheduler")
 
 _BATCH = 256
-_BEAT_EVERY = 5.0
+_LAPSED_EVERY = 1.0
+_BEAT_EVERY = 1.0
+WORKER_TTL = 6.0
+"""An engine whose heartbeat is older than this (and whose lock, on this host, cannot be
+seen) is taken for dead by engines that kept beating meanwhile (see `liveness.py`)."""
+"""A worker whose heartbeat is older than this is taken for gone."""
+
+Loop = Callable[[], Coroutine[Any, Any, None]]
+
+
+class SchedulerHost(Protocol):
+    """What the scheduler needs of the engine that runs it."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def worker(self) -> Worker: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]: ...
+
+    async def process(self, tenant: str, run_id: str, fence: int, queue: str) -> None:
+        """Process a run whose workflow task this engine holds under `fence`."""
+        ...
+
+    async def report(self, attempt: Attempt, outcome: Outcome) -> None:
+        """Record how an attempt ended."""
+        ...
+
+    async def suspend_poisoned(self, task: ClaimedTask) -> None:
+        """Suspend the run of a workflow task that lost its engine `task.lapses` times."""
+        ...
 
 
 class Scheduler:
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
+    """The poller, the timer loop and the lease loop of one engine."""
+
+    def __init__(self, host: SchedulerHost) -> None:
+        self.host = host
+        self.settings = host.settings
         self.workflow_queues: frozenset[str] = frozenset()
         self.activity_queues: frozenset[str] = frozenset()
         self.processing: dict[tuple[str, str], int] = {}
@@ -47,7 +89,16 @@ class Scheduler:
         # The last claim may have left activity tasks queued (it took all it could):
         # a slot that frees up then wakes the poller instead of waiting for a poll.
         self.activities_waiting = False
-        self.worker_ttl = 3 * _BEAT_EVERY
+        # Claims go round the tenants with ready tasks, starting after the one served last.
+        self.after_tenant = ""
+        # Lapsed leases (a crashed engine's runs) are looked for at most once a second,
+        # and at once after a nudge (a dead engine's leases were released).
+        self._lapsed_at = 0.0
+        self.worker_ttl = WORKER_TTL
+        self._life = liveness.LifeLock(host.settings.owner)
+        self._beating_since: float | None = None
+        self._loops: dict[str, Loop] = {}
+        self._topics: dict[str, Callable[[], None]] = {}
         self._wake = asyncio.Event()
         self._timer_wake = asyncio.Event()
         self._polling: list[asyncio.Task[Any]] = []
@@ -57,31 +108,35 @@ class Scheduler:
         self._started_at = 0.0
 
     # -- lifecycle ----------------------------------------------------------
+    def add_loop(self, name: str, loop: Loop) -> None:
+        """Run `loop()` while this engine serves (a feature's background work)."""
+        self._loops[name] = loop
+
+    def on_topic(self, topic: str, wake: Callable[[], None]) -> None:
+        """Call `wake()` when another process notifies `topic` (instead of waking the poller)."""
+        self._topics[topic] = wake
+
     def refresh_queues(self) -> None:
-        queues = self.engine.registry.workflow_queues()
-        if self.engine.serve_definitions:
+        registry = self.host.registry
+        queues = registry.workflow_queues()
+        if self.settings.serve_definitions:
             queues.append(DEFINITIONS_QUEUE)
         self.workflow_queues = frozenset(queues)
-        self.activity_queues = frozenset(self.engine.registry.activity_names())
+        self.activity_queues = frozenset(registry.activity_names())
 
     def start(self) -> None:
-        engine = self.engine
         self.refresh_queues()
-        self._started_at = engine.clock()
+        self._started_at = self.settings.clock()
+        self._life.hold()  # before the first heartbeat announces this engine
         loop = asyncio.get_running_loop()
         self._polling = [
             loop.create_task(self._poll_loop(), name="waypost-poller"),
             loop.create_task(self._timer_loop(), name="waypost-timers"),
+            loop.create_task(self.host.store.listen(self._on_notify), name="waypost-listener"),
         ]
         self._leases = loop.create_task(self._lease_loop(), name="waypost-leases")
-        self._polling.append(
-            loop.create_task(engine.store.listen(self._on_notify), name="waypost-listener")
-        )
-        self._polling.append(
-            loop.create_task(
-                engine._approvals.dispatch_forever(engine.poll_interval), name="waypost-outbox"
-            )
-        )
+        for name, background in self._loops.items():
+            self._polling.append(loop.create_task(background(), name=f"waypost-{name}"))
 
     async def stop_polling(self) -> None:
         tasks, self._polling = self._polling, []
@@ -96,12 +151,18 @@ class Scheduler:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         with contextlib.suppress(StoreError):
-            await self.engine.store.remove_worker(self.engine.owner)
+            await self.host.store.remove_worker(self.settings.owner)
+        self._life.drop(remove=True)
         self.workflow_queues = frozenset()
         self.activity_queues = frozenset()
 
     def abandon(self) -> list[asyncio.Task[Any]]:
-        """Hand over the loops to be cancelled, without any goodbye to the store."""
+        """Hand over the loops to be cancelled, without any goodbye to the store.
+
+        The life lock goes as it would with the process, so engines on this host see
+        this one dead at once.
+        """
+        self._life.drop(remove=False)
         tasks, self._polling = self._polling, []
         if self._leases is not None:
             tasks.append(self._leases)
@@ -114,13 +175,15 @@ class Scheduler:
 
     def nudge(self) -> None:
         """Look for work and due timers now (the clock may have moved)."""
+        self._lapsed_at = 0.0
         self._wake.set()
         self._timer_wake.set()
 
     def _on_notify(self, topic: str) -> None:
         """Another process has work: a task became ready, a timer was set, a message waits."""
-        if topic == "outbox":
-            self.engine._approvals.wake.set()
+        wake = self._topics.get(topic)
+        if wake is not None:
+            wake()
             return
         if topic != "timers":
             self._wake.set()
@@ -128,54 +191,63 @@ class Scheduler:
             self._timer_wake.set()
 
     def wake_at(self, when: float) -> None:
-        delay = max(0.0, when - self.engine.clock())
+        delay = max(0.0, when - self.settings.clock())
         asyncio.get_running_loop().call_later(delay, self._wake.set)
 
     def note_timer(self, fire_at: float) -> None:
-        delay = max(0.0, fire_at - self.engine.clock())
-        if delay < self.engine.poll_interval:
+        delay = max(0.0, fire_at - self.settings.clock())
+        if delay < self.settings.poll_interval:
             asyncio.get_running_loop().call_later(delay, self._timer_wake.set)
 
     # -- loops ----------------------------------------------------------------
     async def _poll_loop(self) -> None:
-        engine = self.engine
+        host, settings = self.host, self.settings
         while True:
             self._wake.clear()
-            free = engine.worker.free()
+            free = host.worker.free()
             workflows_free = self.workflows_free()
             if free <= 0 and workflows_free <= 0:
                 self.activities_waiting = True
-                await self._sleep(self._wake, engine.poll_interval)
+                await self._sleep(self._wake, settings.poll_interval)
                 continue
+            now = settings.clock()
+            lapsed = not 0.0 <= self._lapsed_at - now <= _LAPSED_EVERY  # also a clock set back
+            if lapsed:
+                self._lapsed_at = now + _LAPSED_EVERY
             try:
-                engine.faults.hit("commit:before")
-                claimed = await engine.store.claim_tasks(
-                    engine.owner,
+                settings.faults.hit("commit:before")
+                claimed = await host.store.claim_tasks(
+                    settings.owner,
                     sorted(self.workflow_queues),
                     sorted(self.activity_queues),
                     min(_BATCH, workflows_free),
                     min(_BATCH, free),
-                    engine.lease,
-                    engine.clock(),
+                    settings.lease,
+                    now,
+                    quotas=settings.quotas,
+                    after_tenant=self.after_tenant,
+                    lapsed=lapsed,
                 )
             except StoreError as exc:
                 log.warning("claiming tasks failed (will retry): %s", exc)
-                await self._sleep(self._wake, engine.poll_interval)
+                await self._sleep(self._wake, settings.poll_interval)
                 continue
             activity_limit = min(_BATCH, free)
             took = sum(1 for t in claimed if t.kind == "activity")
             self.activities_waiting = activity_limit <= 0 or took >= activity_limit
+            if claimed:
+                self.after_tenant = claimed[-1].tenant
             for task in claimed:
                 self._dispatch(task)
             if not claimed:
-                await self._sleep(self._wake, engine.poll_interval)
+                await self._sleep(self._wake, settings.poll_interval)
 
     def workflows_free(self) -> int:
-        return self.engine.max_workflows - self.workflows_claimed
+        return self.settings.max_workflows - self.workflows_claimed
 
     def _claimed_workflow_done(self, _: asyncio.Task[Any]) -> None:
         self.workflows_claimed -= 1
-        if self.workflows_claimed == self.engine.max_workflows - 1:
+        if self.workflows_claimed == self.settings.max_workflows - 1:
             self._wake.set()  # the poller may have stopped at the cap
             self._timer_wake.set()
 
@@ -184,58 +256,61 @@ class Scheduler:
         task.add_done_callback(self._claimed_workflow_done)
 
     def _dispatch(self, task: ClaimedTask) -> None:
-        engine = self.engine
+        host = self.host
         if task.kind == "workflow":
-            self._track(
-                engine.spawn(engine._process(task.tenant, task.run_id, task.fence, task.queue))
-            )
+            if task.lapses >= self.settings.max_lapses:
+                # Its engines keep dying on it: an operator must look (a poison run).
+                self._track(host.spawn(host.suspend_poisoned(task)))
+                return
+            self._track(host.spawn(host.process(task.tenant, task.run_id, task.fence, task.queue)))
             return
-        engine.worker.reserve()
-        engine.worker.start(Attempt.from_claim(task))
+        host.worker.reserve()
+        host.worker.start(Attempt.from_claim(task))
 
     async def _timer_loop(self) -> None:
-        engine = self.engine
+        host, settings = self.host, self.settings
         while True:
             self._timer_wake.clear()
-            now = engine.clock()
+            now = settings.clock()
             try:
                 # At the cap, fired timers only wake their runs; the poller claims them
                 # as capacity frees up.
-                owner = engine.owner if self.workflows_free() > 0 else None
-                fired = await engine.store.fire_due_timers(
-                    now, _BATCH, owner, sorted(self.workflow_queues), engine.lease
+                owner = settings.owner if self.workflows_free() > 0 else None
+                fired = await host.store.fire_due_timers(
+                    now, _BATCH, owner, sorted(self.workflow_queues), settings.lease
                 )
                 if fired:
-                    engine.faults.hit("timers:fired")
+                    settings.faults.hit("timers:fired")
                 for timer in fired:
                     if timer.workflow_fence is not None:
                         self._track(
-                            engine.spawn(
-                                engine._process(
+                            host.spawn(
+                                host.process(
                                     timer.tenant, timer.run_id, timer.workflow_fence, timer.queue
                                 )
                             )
                         )
                 if owner is None and fired:
                     self._wake.set()
-                expired = await engine.store.expired_activities(now, _BATCH)
+                expired = await host.store.expired_activities(now, _BATCH)
                 for task in expired:
                     self._expire(task, now)
                 if len(fired) == _BATCH or len(expired) == _BATCH:
                     continue
-                next_at = await engine.store.next_timer_at()
+                next_at = await host.store.next_timer_at()
             except StoreError as exc:
                 log.warning("the timer loop failed (will retry): %s", exc)
                 next_at = None
-            wait = engine.poll_interval
+            wait = settings.poll_interval
             if next_at is not None:
-                wait = min(wait, max(0.0, next_at - engine.clock()))
+                wait = min(wait, max(0.0, next_at - settings.clock()))
             await self._sleep(self._timer_wake, wait)
 
     def _expire(self, task: ClaimedTask, now: float) -> None:
-        engine = self.engine
+        host = self.host
         attempt = Attempt.from_claim(task)
-        mine = engine.worker.inflight.get(attempt.ref)
+        mine = host.worker.inflight.get(attempt.ref)
+        lapses = 0
         if task.deadline is not None and task.deadline <= now:
             if mine is not None:
                 return  # the attempt's own timeout reports it
@@ -249,26 +324,28 @@ class Scheduler:
             reason = (
                 f"attempt {task.attempt} lost its worker ({task.owner} stopped renewing the lease)"
             )
+            lapses = task.lapses + 1
         if attempt.ref in self._expiring:
             return  # reported already; its commit has not landed yet
         outcome = dataclasses.replace(
             failure(attempt, {"type": "ActivityTimeout", "message": reason}, now, retryable=True),
             synthetic=True,
+            lapses=lapses,
         )
         self._expiring.add(attempt.ref)
-        report = engine.spawn(engine._report(attempt, outcome))
+        report = host.spawn(host.report(attempt, outcome))
         report.add_done_callback(lambda _: self._expiring.discard(attempt.ref))
 
     async def _lease_loop(self) -> None:
-        engine = self.engine
+        host, settings = self.host, self.settings
         next_beat = 0.0
         while True:
-            now = engine.clock()
+            now = settings.clock()
             try:
-                if now >= next_beat:
-                    await engine.store.beat_worker(
+                if now >= next_beat or next_beat - now > _BEAT_EVERY:  # also a clock set back
+                    await host.store.beat_worker(
                         WorkerRecord(
-                            worker_id=engine.owner,
+                            worker_id=settings.owner,
                             host=socket.gethostname(),
                             pid=os.getpid(),
                             queues=sorted(self.workflow_queues | self.activity_queues),
@@ -277,36 +354,61 @@ class Scheduler:
                         )
                     )
                     next_beat = now + _BEAT_EVERY
+                    if self._beating_since is None:
+                        self._beating_since = now
+                    await self._release_dead(now)
                 renewals = self._due_renewals(now)
                 if renewals:
-                    states = await engine.store.renew_leases(
-                        engine.owner, renewals, engine.lease, now
+                    states = await host.store.renew_leases(
+                        settings.owner, renewals, settings.lease, now
                     )
                     for state in states:
                         self._renewed[state.task] = now
                         if state.task.kind == "activity":
-                            engine.worker.apply_lease_state(
+                            host.worker.apply_lease_state(
                                 state.task, state.held, state.cancel_requested
                             )
             except StoreError as exc:
+                self._beating_since = None
                 log.warning("renewing leases failed (will retry): %s", exc)
             await asyncio.sleep(self._renew_every())
 
+    async def _release_dead(self, now: float) -> None:
+        """Release the leases of engines known to be dead, so their work moves on now."""
+        store, me = self.host.store, self.settings.owner
+        here = socket.gethostname()
+        # Judging by heartbeats needs this engine to have beaten for as long: after an
+        # outage of the database, everybody's heartbeat is old.
+        steady = self._beating_since is not None and now - self._beating_since >= WORKER_TTL
+        for w in await store.live_workers(0.0):
+            if w.worker_id == me:
+                continue
+            dead = liveness.gone(w.worker_id) if w.host == here else None
+            why = "its process is gone"
+            if dead is None and steady and now - w.heartbeat_at > WORKER_TTL:
+                dead, why = True, f"no heartbeat for {now - w.heartbeat_at:.0f}s"
+            if dead:
+                released = await store.release_owner(w.worker_id, now)
+                log.warning(
+                    "engine %s is dead (%s): %d of its leases released", w.worker_id, why, released
+                )
+                if released:
+                    self.nudge()
+
     def _renew_every(self) -> float:
         """Often enough for the lease and for the tightest heartbeat timeout in flight."""
-        every = min(1.0, self.engine.lease / 3)
-        for a in self.engine.worker.inflight.values():
+        every = min(1.0, self.settings.lease / 3)
+        for a in self.host.worker.inflight.values():
             hb = a.spec.get("heartbeat_timeout")
             if hb:
                 every = min(every, float(hb) / 4)
         return every
 
     def _due_renewals(self, now: float) -> list[LeaseRenewal]:
-        engine = self.engine
-        third = engine.lease / 3
+        third = self.settings.lease / 3
         out: list[LeaseRenewal] = []
         live: set[TaskRef] = set()
-        for renewal in engine.worker.renewals():
+        for renewal in self.host.worker.renewals():
             ref = renewal.task
             live.add(ref)
             last = self._renewed.setdefault(ref, now)

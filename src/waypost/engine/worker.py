@@ -12,105 +12,56 @@ import asyncio
 import contextlib
 import contextvars
 import functools
-import logging
-import random
 import traceback
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from waypost.errors import ActivityCancelled, NonRetryableError, PayloadError
-from waypost.model.codec import error_to_json
+from waypost.model.codec import Codec, error_to_json
 from waypost.model.events import canonical_json
+from waypost.model.logs import logger
 from waypost.model.retry import Retry
-from waypost.store.base import ClaimedTask, LeaseRenewal, TaskRef
+from waypost.runtime.context import ActivityContext
+from waypost.runtime.registry import ActivityDefn, Registry
+from waypost.store.base import LeaseRenewal, TaskRef
 
-from .context import ActivityContext
+from .attempts import Attempt, Outcome, failure, log_attempt_claimed
+from .settings import Settings
 
-if TYPE_CHECKING:
-    from .core import AsyncEngine
-    from .registry import ActivityDefn
-
-log = logging.getLogger("waypost.worker")
+log = logger("waypost.worker")
 
 
-@dataclass(slots=True)
-class Attempt:
-    """One attempt of one activity step, leased to this engine under `fence`."""
-
-    tenant: str
-    run_id: str
-    step: str
-    activity: str
-    fence: int
-    attempt: int
-    spec: dict[str, Any]
-    deadline: float
-    previous_details: Any = None
-    ctx: ActivityContext | None = None
-    task: asyncio.Task[Any] | None = field(default=None, repr=False)
+class WorkerHost(Protocol):
+    """What the worker needs of the engine that runs it."""
 
     @property
-    def ref(self) -> TaskRef:
-        return TaskRef(self.tenant, self.run_id, "activity", self.step, self.fence)
+    def settings(self) -> Settings: ...
 
-    @classmethod
-    def from_claim(cls, t: ClaimedTask) -> Attempt:
-        spec = t.spec or {}
-        return cls(
-            tenant=t.tenant,
-            run_id=t.run_id,
-            step=t.step,
-            activity=t.queue,
-            fence=t.fence,
-            attempt=t.attempt,
-            spec=spec,
-            deadline=t.deadline if t.deadline is not None else 0.0,
-            previous_details=t.heartbeat_details,
-        )
+    @property
+    def registry(self) -> Registry: ...
 
+    @property
+    def codec(self) -> Codec: ...
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """How an attempt ended: a result, or an error and whether to retry."""
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]: ...
 
-    ok: bool
-    result: Any = None
-    error: dict[str, Any] | None = None
-    retrying: bool = False
-    retry_at: float | None = None
-    heartbeat_details: str | None = None
-    # Made by a scheduler for an attempt that timed out, not reported by the attempt.
-    synthetic: bool = False
+    async def report(self, attempt: Attempt, outcome: Outcome) -> None:
+        """Record how an attempt ended."""
+        ...
 
-    def event_data(self, a: Attempt) -> dict[str, Any]:
-        data: dict[str, Any] = {"step": a.step, "attempt": a.attempt}
-        if self.ok:
-            data["result"] = self.result
-        else:
-            data["error"] = self.error
-            data["retrying"] = self.retrying
-            if self.retry_at is not None:
-                data["retry_at"] = self.retry_at
-        return data
-
-
-def failure(
-    a: Attempt, error: dict[str, Any], now: float, *, retryable: bool, details: str | None = None
-) -> Outcome:
-    policy = Retry.from_json(a.spec["retry"]) if "retry" in a.spec else Retry()
-    retrying = retryable and a.attempt < policy.max_attempts
-    retry_at = now + policy.delay(a.attempt, random.random()) if retrying else None
-    return Outcome(
-        False, error=error, retrying=retrying, retry_at=retry_at, heartbeat_details=details
-    )
+    def slot_freed(self) -> None:
+        """An attempt's slot came free: queued work may take it."""
+        ...
 
 
 class Worker:
     """The activity attempts this engine is running, and their leases."""
 
-    def __init__(self, engine: AsyncEngine, max_activities: int, threads: int) -> None:
-        self.engine = engine
+    def __init__(self, host: WorkerHost) -> None:
+        self.host = host
+        self.settings = host.settings
+        max_activities, threads = host.settings.max_activities, host.settings.activity_threads
         self.max_activities = max_activities
         self.reserved = 0
         self.started = 0  # attempts spawned and not yet reported
@@ -131,8 +82,8 @@ class Worker:
 
     def unreserve(self, n: int = 1) -> None:
         self.reserved = max(0, self.reserved - n)
-        if n > 0 and self.engine.scheduler.activities_waiting:
-            self.engine.scheduler.wake()  # a queued activity may take the freed slot
+        if n > 0:
+            self.host.slot_freed()  # a queued activity may take the freed slot
 
     def shutdown(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)
@@ -141,7 +92,8 @@ class Worker:
     def start(self, a: Attempt) -> None:
         """Run an attempt whose slot is reserved, in its own task."""
         self.started += 1
-        a.task = self.engine.spawn(self.run(a))
+        log_attempt_claimed(a)
+        a.task = self.host.spawn(self.run(a))
 
     async def run(self, a: Attempt) -> None:
         """Run one attempt (its slot is reserved already) and report the outcome."""
@@ -151,8 +103,8 @@ class Worker:
             self.started -= 1
 
     async def _run(self, a: Attempt) -> None:
-        engine = self.engine
-        defn = engine.registry.activities().get(a.activity)
+        settings = self.settings
+        defn = self.host.registry.activities().get(a.activity)
         a.ctx = ActivityContext(
             tenant=a.tenant,
             run_id=a.run_id,
@@ -161,12 +113,12 @@ class Worker:
             attempt=a.attempt,
             idempotency_key=str(a.spec.get("key", "")),
             deadline=a.deadline,
-            clock=engine.clock,
+            clock=settings.clock,
             heartbeat_details=a.previous_details,
         )
         self.inflight[a.ref] = a
         try:
-            stall = engine.faults.pause("activity:stall")
+            stall = settings.faults.pause("activity:stall")
             if stall > 0:
                 # Stopped, as by SIGSTOP or a long pause: no renewals, so the lease lapses.
                 del self.inflight[a.ref]
@@ -179,7 +131,7 @@ class Worker:
                         "type": "UnknownActivity",
                         "message": f"activity {a.activity!r} is not registered",
                     },
-                    engine.clock(),
+                    settings.clock(),
                     retryable=True,
                 )
             else:
@@ -190,16 +142,16 @@ class Worker:
         finally:
             self.unreserve()
         try:
-            if outcome.ok and engine.faults.chance("activity:lose-response"):
+            if outcome.ok and settings.faults.chance("activity:lose-response"):
                 return  # never reported: the lease lapses and the step runs again
-            await engine._report(a, outcome)
+            await self.host.report(a, outcome)
         finally:
             # Leased (and renewed) until the outcome is recorded or given up on.
             self.inflight.pop(a.ref, None)
 
     async def _call(self, defn: ActivityDefn, a: Attempt, ctx: ActivityContext) -> Outcome:
-        engine = self.engine
-        codec = engine.codec
+        settings = self.settings
+        codec = self.host.codec
         try:
             args = []
             raw_args = a.spec.get("args")
@@ -218,7 +170,7 @@ class Worker:
                     k: codec.decode(v, defn.kwarg_hints.get(k, Any)) for k, v in raw_kwargs.items()
                 }
         except Exception as exc:
-            return failure(a, error_to_json(exc), engine.clock(), retryable=False)
+            return failure(a, error_to_json(exc), settings.clock(), retryable=False)
 
         # The start-to-close deadline cancels the awaiting task. A sync
         # activity's thread cannot be stopped: it runs on, and whatever it
@@ -233,15 +185,15 @@ class Worker:
 
         def on_deadline() -> None:
             nonlocal expired
-            remaining = a.deadline - engine.clock()
+            remaining = a.deadline - settings.clock()
             if remaining > 0:  # loop timers may fire a little early; never time out early
                 timer[0] = loop.call_later(remaining, on_deadline)
                 return
             expired = True
             task.cancel()
 
-        timer.append(loop.call_later(max(0.0, a.deadline - engine.clock()), on_deadline))
-        engine.faults.hit("activity:before")
+        timer.append(loop.call_later(max(0.0, a.deadline - settings.clock()), on_deadline))
+        settings.faults.hit("activity:before")
         thread: asyncio.Future[Any] | None = None
         try:
             if defn.is_async:
@@ -257,7 +209,7 @@ class Worker:
                 if task.cancelling():
                     raise  # the engine is shutting down: the lease will lapse
                 return self._failed(
-                    a, ActivityCancelled("the activity was cancelled"), engine.clock(), ctx
+                    a, ActivityCancelled("the activity was cancelled"), settings.clock(), ctx
                 )
             task.uncancel()
             seconds = a.spec.get("timeout")
@@ -265,17 +217,17 @@ class Worker:
                 "type": "ActivityTimeout",
                 "message": f"attempt {a.attempt} exceeded its start-to-close timeout of {seconds}s",
             }
-            return failure(a, error, engine.clock(), retryable=True, details=self._details(ctx))
+            return failure(a, error, settings.clock(), retryable=True, details=self._details(ctx))
         except Exception as exc:
-            return self._failed(a, exc, engine.clock(), ctx)
+            return self._failed(a, exc, settings.clock(), ctx)
         finally:
             timer[0].cancel()
-            engine.faults.hit("activity:after")
+            settings.faults.hit("activity:after")
         try:
             return Outcome(True, result=codec.encode(value))
         except PayloadError as exc:
             err = PayloadError(f"the result of activity {a.activity!r}: {exc}")
-            return failure(a, error_to_json(err), engine.clock(), retryable=False)
+            return failure(a, error_to_json(err), settings.clock(), retryable=False)
 
     def _finished_late(self, a: Attempt, ctx: ActivityContext, thread: asyncio.Future[Any]) -> None:
         """A sync attempt that was given up on has returned: report it (as late)."""
@@ -283,14 +235,14 @@ class Worker:
             return
         exc = thread.exception()
         if exc is not None:
-            outcome = self._failed(a, exc, self.engine.clock(), ctx)
+            outcome = self._failed(a, exc, self.settings.clock(), ctx)
         else:
             try:
-                outcome = Outcome(True, result=self.engine.codec.encode(thread.result()))
+                outcome = Outcome(True, result=self.host.codec.encode(thread.result()))
             except PayloadError as err:
-                outcome = failure(a, error_to_json(err), self.engine.clock(), retryable=False)
+                outcome = failure(a, error_to_json(err), self.settings.clock(), retryable=False)
         with contextlib.suppress(RuntimeError):  # the engine has closed meanwhile
-            self.engine.spawn(self.engine._report(a, outcome))
+            self.host.spawn(self.host.report(a, outcome))
 
     def _failed(self, a: Attempt, exc: BaseException, now: float, ctx: ActivityContext) -> Outcome:
         names = tuple(c.__name__ for c in type(exc).__mro__)
@@ -309,11 +261,11 @@ class Worker:
         )
 
     def _details(self, ctx: ActivityContext) -> str | None:
-        at, details = ctx._take_heartbeat()
+        at, details = ctx.final_heartbeat()
         if at is None:
             return None
         try:
-            return canonical_json(self.engine.codec.encode(details))
+            return canonical_json(self.host.codec.encode(details))
         except PayloadError as exc:
             log.warning("heartbeat details of %s are not JSON: %s", ctx.activity, exc)
             return None
@@ -324,10 +276,10 @@ class Worker:
         for ref, a in list(self.inflight.items()):
             at, details = (None, None)
             if a.ctx is not None:
-                at, raw = a.ctx._take_heartbeat()
+                at, raw = a.ctx.take_heartbeat()
                 if at is not None:
                     try:
-                        details = canonical_json(self.engine.codec.encode(raw))
+                        details = canonical_json(self.host.codec.encode(raw))
                     except PayloadError as exc:
                         log.warning("heartbeat details of %s are not JSON: %s", a.activity, exc)
             out.append(LeaseRenewal(ref, heartbeat_at=at, heartbeat_details=details))
@@ -337,7 +289,4 @@ class Worker:
         a = self.inflight.get(ref)
         if a is None or a.ctx is None:
             return
-        if not held:
-            a.ctx._state.lost = True
-        if cancel_requested:
-            a.ctx._state.cancelled = True
+        a.ctx.mark(lost=not held, cancelled=cancel_requested)

@@ -1,11 +1,19 @@
 """Human approval, the pure part: who may decide, when a decision is reached, credentials.
 
 A policy names its approvers (users and/or groups) and how many distinct
-approvals it needs: `AnyOf` one, `Quorum` N, `AllOf` every listed user. A
-reject ends the approval at once when `veto` is on (the default); with it off,
-the approval is rejected only once enough approvers rejected that the rest can
-no longer reach the count. Segregation of duties (on by default) keeps the
-principal who started the run from deciding.
+approvals it needs: `AnyOf` one, `Quorum` N, `AllOf` every listed user (by
+name: votes of others never stand in for one of them). A reject ends the
+approval at once when `veto` is on (the default); with it off, the approval is
+rejected once it has a rejection and the approvals so far plus the approvers
+who may still vote (allowed now, not yet voted) fall short of the count. A vote
+once counted stays counted, whoever leaves the group afterwards. Segregation
+of duties (on by default) keeps the principal who started the run from deciding.
+
+Escalation (`Policy.escalated`) lets another group decide too and never asks
+for fewer approvals: `AnyOf` and `Quorum` count the group's members among
+their approvers; `AllOf` still needs every listed user, and the group's
+members may decide in addition (an approval of theirs is recorded, a reject
+rejects).
 
 Credentials are `<id>.<secret>`: the id finds the stored row, the secret (256
 bits from `secrets`) is checked against its stored SHA-256 with
@@ -17,12 +25,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from waypost.errors import ConfigurationError
+from waypost.errors import ConfigurationError, InvalidRequest
+from waypost.model.identity import check_id, normal_identity
 
 APPROVE = "approve"
 REJECT = "reject"
@@ -36,12 +46,18 @@ CANCELLED = "cancelled"
 REVOKED = "revoked"  # withdrawn while pending: its run moved to another definition version
 CLOSED_STATUSES = frozenset({APPROVED, REJECTED, EXPIRED, CANCELLED, REVOKED})
 
+# Refused decisions kept one by one per approval (each also one `ApprovalRefused` event
+# in the run's history); refusals beyond them are only counted.
+REFUSALS_KEPT = 32
+
 
 @dataclass(frozen=True)
 class Policy:
     """Who may approve and how many distinct approvals are needed.
 
-    Use `AnyOf`, `Quorum` or `AllOf` to build one.
+    Use `AnyOf`, `Quorum` or `AllOf` to build one. In an "all" policy, `users`
+    are the people who must each approve and `groups` (only ever added by an
+    escalation) those whose members may decide in addition.
     """
 
     kind: str
@@ -57,8 +73,6 @@ class Policy:
             raise ConfigurationError(f"unknown approval policy kind {self.kind!r}")
         if not self.users and not self.groups:
             raise ConfigurationError("an approval policy needs at least one user or group")
-        if self.kind == "all" and self.groups:
-            raise ConfigurationError("AllOf takes users, not groups: a group's members change")
         if self.count < 1:
             raise ConfigurationError(f"an approval needs at least 1 approver, not {self.count}")
         only_users = self.users and not self.groups
@@ -66,9 +80,16 @@ class Policy:
             raise ConfigurationError(
                 f"a quorum of {self.count} cannot be reached by {len(self.users)} listed users"
             )
-        for name in (*self.users, *self.groups):
+        for name in (*self.users, *self.groups, *self.excluded):
             if not isinstance(name, str) or not name or len(name) > 200:
                 raise ConfigurationError(f"approver and group names are short strings: {name!r}")
+            try:
+                check_id(name, "approver or group name")
+            except InvalidRequest as exc:
+                raise ConfigurationError(str(exc)) from None
+        # People are compared in one normal form ("Ann" and "ann" are one approver).
+        object.__setattr__(self, "users", tuple(dict.fromkeys(map(normal_identity, self.users))))
+        object.__setattr__(self, "excluded", tuple(map(normal_identity, self.excluded)))
 
     @property
     def needed(self) -> int:
@@ -111,6 +132,19 @@ class Policy:
         users = self.users if principal in self.users else (*self.users, principal)
         excluded = tuple(e for e in self.excluded if e != principal)
         return dataclasses.replace(self, users=users, excluded=excluded)
+
+    def escalated(self, group: str) -> Policy:
+        """This policy with `group`'s members allowed to decide too; never fewer approvals.
+
+        `AnyOf` and `Quorum` count the group's members among their approvers
+        (the count is unchanged). `AllOf` still needs each listed user: the
+        group's members may decide in addition, and a reject of theirs
+        rejects, but their approval never stands in for a listed user (an
+        operator who wants that reassigns the user's place).
+        """
+        if group in self.groups:
+            return self
+        return dataclasses.replace(self, groups=(*self.groups, group))
 
 
 def AnyOf(
@@ -186,36 +220,63 @@ def refusal(
     """Why `principal` may not decide now, or None if they may.
 
     `member_of(group)` asks the directory now: membership is re-checked at the
-    moment of deciding, never taken from when the approval was created.
+    moment of deciding, never taken from when the approval was created. People
+    are compared in their normal form (`model.identity`).
     """
+    principal = normal_identity(principal)
+    if started_by is not None:
+        started_by = normal_identity(started_by)
     if principal in policy.excluded:
         return f"{principal} was removed from this approval's approvers"
     if policy.segregation_of_duties and started_by is not None and principal == started_by:
         return f"{principal} started this run and may not approve it (segregation of duties)"
-    if any(v.principal == principal for v in voted):
+    if any(normal_identity(v.principal) == principal for v in voted):
         return f"{principal} has decided on this approval already"
     if principal in policy.users:
         return None
     if any(member_of(g) for g in policy.groups):
         return None
-    named = ", ".join([*policy.users, *(f"group {g}" for g in policy.groups)])
-    return f"{principal} is not among the approvers ({named})"
+    return f"{principal} is not among the approvers"
 
 
-def tally(policy: Policy, votes: Sequence[Vote], eligible: int | None = None) -> str:
+def eligible(
+    policy: Policy, started_by: str | None, members: Mapping[str, Iterable[str]]
+) -> set[str]:
+    """Everyone who may decide under `policy`, given each group's `members` (normal form).
+
+    The same rule as `refusal` (before anyone voted): the listed users and the
+    groups' members, less those revoked and, with segregation of duties, the
+    principal who started the run.
+    """
+    names = set(policy.users)
+    for group in policy.groups:
+        names.update(normal_identity(m) for m in members.get(group, ()))
+    names.difference_update(policy.excluded)
+    if policy.segregation_of_duties and started_by is not None:
+        names.discard(normal_identity(started_by))
+    return names
+
+
+def tally(policy: Policy, votes: Sequence[Vote], remaining: int | None = None) -> str:
     """PENDING, APPROVED or REJECTED, from the distinct approvers' votes so far.
 
-    `eligible` is how many approvers could vote at all (for a policy without
-    veto, to see when the count can no longer be reached); unknown means only
-    a veto or the count decides.
+    `remaining` is how many approvers may still vote (allowed now and not yet
+    voted); a policy without veto is rejected once it has a rejection and the
+    approvals plus `remaining` fall short of the count. Unknown (None) means
+    only a veto or the count decides. An "all" policy is approved when each
+    listed user approved, and rejected by any reject.
     """
-    approvals = {v.principal for v in votes if v.decision == APPROVE}
-    rejections = {v.principal for v in votes if v.decision == REJECT}
-    if rejections and (policy.veto or policy.kind == "all"):
+    approvals = {normal_identity(v.principal) for v in votes if v.decision == APPROVE}
+    rejections = {normal_identity(v.principal) for v in votes if v.decision == REJECT}
+    if policy.kind == "all":
+        if rejections:
+            return REJECTED
+        return APPROVED if set(policy.users) <= approvals else PENDING
+    if rejections and policy.veto:
         return REJECTED
-    if len(approvals) >= policy.needed:
+    if len(approvals) >= policy.count:
         return APPROVED
-    if eligible is not None and eligible - len(rejections) < policy.needed:
+    if rejections and remaining is not None and len(approvals) + remaining < policy.count:
         return REJECTED
     return PENDING
 
@@ -265,13 +326,16 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+# What `issue_credential` makes (URL-safe base64), with room to spare: anything else is
+# malformed, and a malformed token's parts are never recorded or logged.
+_TOKEN_PART = re.compile(r"[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,128}")
+
+
 def split_token(token: Any) -> tuple[str, str] | None:
     """(credential id, secret) of a well-formed token, else None."""
-    if not isinstance(token, str) or len(token) > 200 or token.count(".") != 1:
+    if not isinstance(token, str) or _TOKEN_PART.fullmatch(token) is None:
         return None
     credential_id, secret = token.split(".")
-    if not credential_id or not secret:
-        return None
     return credential_id, secret
 
 

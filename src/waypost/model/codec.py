@@ -3,9 +3,11 @@
 Inputs, results, signal payloads and errors all pass through one `Codec`.
 The default `JsonCodec` converts dataclasses, pydantic models, enums,
 datetimes, UUIDs and decimals to JSON on the way in, and rebuilds them from the
-type hints of the receiving function on the way out. A codec that encrypts
-payloads wraps this one: `encode` returns any JSON value (for instance
-`{"enc": "..."}`) and `decode` reverses it.
+type hints of the receiving function on the way out. A codec that changes
+payloads (compresses them, say) wraps this one: `encode` returns any JSON value
+and `decode` reverses it. Encryption at rest is not a codec's job: the store
+encrypts its payload columns, bound to their run and event
+(`waypost.model.encryption`, decision 0009).
 """
 
 from __future__ import annotations
@@ -41,10 +43,16 @@ class JsonCodec:
     """The default codec: plain JSON, with common Python types converted."""
 
     def encode(self, value: Any) -> Any:
-        return _to_json(value, "value")
+        try:
+            return _to_json(value, "value")
+        except RecursionError:
+            raise PayloadError("value is nested too deeply to be stored as JSON") from None
 
     def decode(self, data: Any, hint: Any = Any) -> Any:
-        return _from_json(data, hint, "value")
+        try:
+            return _from_json(data, hint, "value")
+        except RecursionError:
+            raise PayloadError("value is nested too deeply to be read back") from None
 
 
 def _to_json(value: Any, path: str) -> Any:

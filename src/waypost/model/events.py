@@ -1,17 +1,14 @@
-"""History events and the hash chain that makes a history tamper-evident.
+"""History events: what a run's history is made of.
 
-A run's history is an append-only list of events numbered 1..n. Each event's
-hash covers the previous event's hash, its own number, type, time and data, so
-changing, removing or reordering any stored event breaks every later hash.
-The data is stored as canonical JSON (sorted keys, no spaces): the exact text
-that was hashed is the text that is stored.
+A run's history is an append-only list of events numbered 1..n, each hashed
+and chained to the one before it (`chain.py`). The data is stored as canonical
+JSON (sorted keys, no spaces): the exact text that was hashed is the text that
+is stored.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -43,6 +40,21 @@ class EventType(StrEnum):
     APPROVERS_CHANGED = "ApproversChanged"
     APPROVAL_ESCALATED = "ApprovalEscalated"
     RUN_MIGRATED = "RunMigrated"
+    # A signal wait findable by a (key, value) while it waits (webhooks by correlation).
+    CORRELATION_REGISTERED = "CorrelationRegistered"
+    CORRELATION_WITHDRAWN = "CorrelationWithdrawn"
+    # Operator commands (`RunResumed` above also ends a pause).
+    RUN_PAUSED = "RunPaused"
+    RUN_TERMINATED = "RunTerminated"
+    # A fork of this run was started (fork): an audit fact pointing at the new run.
+    RUN_FORKED = "RunForked"
+    # The run's generation ended and the next began (`ctx.continue_as_new`).
+    RUN_CONTINUED_AS_NEW = "RunContinuedAsNew"
+    # Repairs: a failed step re-run or skipped (each names the events it voids), the data
+    # of a waiting definition run replaced.
+    RUN_RETRIED = "RunRetried"
+    STEP_SKIPPED = "StepSkipped"
+    INPUT_UPDATED = "InputUpdated"
 
 
 # Events that workflow code issues (commands). Replay matches them to the code
@@ -57,6 +69,8 @@ COMMAND_EVENTS = frozenset(
         EventType.APPROVAL_REQUESTED,
         EventType.APPROVAL_CLOSED,
         EventType.APPROVAL_ESCALATED,
+        EventType.CORRELATION_REGISTERED,
+        EventType.CORRELATION_WITHDRAWN,
     }
 )
 
@@ -66,6 +80,9 @@ AUDIT_EVENTS = frozenset(
         EventType.LATE_RESULT_IGNORED,
         EventType.APPROVAL_REFUSED,
         EventType.APPROVERS_CHANGED,
+        EventType.RUN_PAUSED,
+        EventType.RUN_FORKED,
+        EventType.RUN_RETRIED,
     }
 )
 
@@ -75,6 +92,8 @@ TERMINAL_EVENTS = frozenset(
         EventType.RUN_COMPLETED,
         EventType.RUN_FAILED,
         EventType.RUN_CANCELLED,
+        EventType.RUN_TERMINATED,
+        EventType.RUN_CONTINUED_AS_NEW,
     }
 )
 
@@ -102,14 +121,6 @@ def canonical_json(value: Any) -> str:
     return _CANONICAL.encode(value)
 
 
-def chain_hash(prev_hash: str, seq: int, type_: str, ts: float, data_json: str) -> str:
-    """The hash of an event, chained to the hash of the event before it."""
-    h = hashlib.sha256(prev_hash.encode())
-    h.update(f"\x1e{seq}\x1f{type_}\x1f{ts!r}\x1f".encode())
-    h.update(data_json.encode())
-    return h.hexdigest()
-
-
 @dataclass(frozen=True, slots=True)
 class NewEvent:
     """An event about to be appended; the store gives it its number and hash."""
@@ -132,49 +143,25 @@ class Event:
     ts: float
     hash: str
     data_json: str = ""
+    # The stored data text is not JSON (damage or an edit): `data` is empty and the
+    # event must never be fed to workflow code.
+    undecodable: bool = False
 
     @property
     def time(self) -> datetime:
         return datetime.fromtimestamp(self.ts, UTC)
 
+    def encode_data(self) -> str:
+        """The data's canonical JSON text (what was hashed)."""
+        return canonical_json(self.data)
+
     def __repr__(self) -> str:
         return f"Event(seq={self.seq}, type={self.type!r}, data={self.data!r})"
 
 
-def seal(prev_seq: int, prev_hash: str, events: Iterable[NewEvent]) -> list[Event]:
-    """Number and hash new events that follow (prev_seq, prev_hash)."""
-    sealed = []
-    seq, h = prev_seq, prev_hash
-    for ev in events:
-        seq += 1
-        text = ev.encode()
-        h = chain_hash(h, seq, ev.type, ev.ts, text)
-        sealed.append(Event(seq, ev.type, ev.data, ev.ts, h, text))
-    return sealed
-
-
 @dataclass(frozen=True, slots=True)
 class ChainProblem:
+    """Where a history's chain breaks, and how."""
+
     seq: int
     problem: str
-
-
-def verify_chain(events: Sequence[Event]) -> list[ChainProblem]:
-    """Check that a history is numbered 1..n without gaps and its hashes chain.
-
-    Each event's hash is recomputed from the stored data text, so an edit to
-    the data, a removed event or two swapped events all show up here.
-    """
-    problems: list[ChainProblem] = []
-    prev = ""
-    for expected, ev in enumerate(events, start=1):
-        if ev.seq != expected:
-            problems.append(ChainProblem(ev.seq, f"expected event {expected}, found {ev.seq}"))
-            break
-        text = ev.data_json or canonical_json(ev.data)
-        if chain_hash(prev, ev.seq, ev.type, ev.ts, text) != ev.hash:
-            problems.append(
-                ChainProblem(ev.seq, "hash does not match the event and its predecessor")
-            )
-        prev = ev.hash
-    return problems

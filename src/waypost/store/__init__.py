@@ -5,6 +5,7 @@ from __future__ import annotations
 from waypost.errors import ConfigurationError
 
 from .base import Store
+from .urls import redact_url
 
 DEFAULT_URL = "sqlite:///waypost.db"
 
@@ -22,9 +23,9 @@ def open_store(url: str | None = None) -> Store:
 
         return PostgresStore(url)
     raise ConfigurationError(
-        f"unsupported database URL {url!r}: use sqlite:///path/to/file.db "
+        f"unsupported database URL {redact_url(url)!r}: use sqlite:///path/to/file.db "
         "or postgresql://user@host:port/database"
     )
 
 
-__all__ = ["DEFAULT_URL", "Store", "open_store"]
+__all__ = ["DEFAULT_URL", "Store", "open_store", "redact_url"]

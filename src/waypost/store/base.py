@@ -12,12 +12,34 @@ Times are seconds since the epoch (floats) everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from waypost.model.chain import Chain
+from waypost.model.encryption import Keys
 from waypost.model.events import Event, NewEvent
+from waypost.model.quotas import Quotas
+
+from .rows import (
+    ApiKeyRecord as ApiKeyRecord,
+    ApprovalRecord as ApprovalRecord,
+    ApproverChange as ApproverChange,
+    CredentialLookup as CredentialLookup,
+    CredentialRecord as CredentialRecord,
+    DecideRequest as DecideRequest,
+    DecideResult as DecideResult,
+    DefinitionRecord as DefinitionRecord,
+    KeyCreation as KeyCreation,
+    NewApiKey as NewApiKey,
+    NewApproval as NewApproval,
+    NewCorrelation as NewCorrelation,
+    NewCredential as NewCredential,
+    OutboxItem as OutboxItem,
+    Refusal as Refusal,
+    TenantRecord as TenantRecord,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +62,7 @@ class RunRecord:
     created_at: float
     updated_at: float
     finished_at: float | None
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +77,13 @@ class NewRun:
     claim_owner: str | None = None
     lease: float = 30.0
     queue: str | None = None  # the workflow task's queue; "<workflow>@<version>" by default
+    signals: Sequence[NewEvent] = ()  # appended after RunStarted (signal-with-start)
+    priority: int = 0  # given to the run's tasks: claimed before the tenant's lower ones
+    # The engine's default quotas: with the tenant's overrides, they admit the run or
+    # refuse it (`QuotaExceeded`, nothing written). None admits without looking.
+    quotas: Quotas | None = None
+    # The last event the code has seen: a fork's copied history is replayed up to it.
+    processed_seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +101,7 @@ class WorkflowTaskOp(StrEnum):
     WAKE = "wake"  # claimable now (unless someone holds a live lease)
     CLAIM = "claim"  # wake, and take the lease for `owner` if nobody holds it
     DELETE = "delete"
+    DEFER = "defer"  # claimable again at `defer_until`: the run's decision waits for a quota
 
 
 class ActivityTaskOp(StrEnum):
@@ -87,6 +118,7 @@ class ActivityUpdate:
     op: ActivityTaskOp
     retry_at: float | None = None
     heartbeat_details: str | None = None
+    lapsed: bool = False  # the attempt lost its engine (its lease lapsed): counted on the task
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,109 +130,13 @@ class NewActivityTask:
     heartbeat_timeout: float | None
     owner: str | None = None  # leased to this owner at once (in-process dispatch)
     lease: float = 30.0
+    attempts: int = 0  # attempts already made (a retried step's numbering goes on)
 
 
 @dataclass(frozen=True, slots=True)
 class NewTimer:
     step: str
     fire_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class NewApproval:
-    """An approval a workflow asked for; its notification goes to the outbox."""
-
-    approval_id: str
-    step: str
-    timer_step: str | None
-    name: str
-    policy: dict[str, Any]
-    started_by: str | None
-    data: Any
-    expires_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalRecord:
-    tenant: str
-    approval_id: str
-    run_id: str
-    step: str
-    timer_step: str | None
-    name: str
-    policy: dict[str, Any]
-    status: str
-    started_by: str | None
-    data: Any
-    expires_at: float | None
-    created_at: float
-    closed_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class CredentialRecord:
-    tenant: str
-    credential_id: str
-    approval_id: str
-    approver: str
-    action: str
-    secret_hash: str
-    status: str
-    expires_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class NewCredential:
-    credential_id: str
-    action: str
-    secret_hash: str
-
-
-@dataclass(frozen=True, slots=True)
-class DecideRequest:
-    """A decision whose credential and principal the engine has checked already."""
-
-    tenant: str
-    approval_id: str
-    credential_id: str
-    principal: str
-    decision: str
-    comment: str
-    auth: str
-    now: float
-    eligible: int | None  # approvers who could vote, for policies without veto
-
-
-@dataclass(frozen=True, slots=True)
-class DecideResult:
-    accepted: bool
-    reason: str = ""  # why not, when not accepted
-    outcome: str = ""  # pending / approved / rejected, when accepted
-    run_id: str = ""
-    seq: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxItem:
-    id: str
-    tenant: str
-    kind: str
-    payload: dict[str, Any]
-    attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class DefinitionRecord:
-    """One published, immutable version of a workflow defined as data."""
-
-    tenant: str
-    name: str
-    version: int
-    digest: str
-    body: dict[str, Any]  # the canonical, validated definition
-    source: str  # the text as published
-    published_at: float
-    published_by: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +147,17 @@ class Snapshot:
     result: Any = None
     error: dict[str, Any] | None = None
     finished: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """The next generation of a run: its RunStarted (the store adds `continued_from`: the
+    ended generation's number, length and last hash) and the signals it inherits."""
+
+    input: Any
+    started: NewEvent
+    signals: Sequence[NewEvent] = ()
+    generation: int = 2
 
 
 @dataclass(slots=True)
@@ -241,6 +188,29 @@ class RunCommit:
     escalate_approvals: Sequence[tuple[str, str]] = ()  # (approval_id, group to add)
     close_run_approvals: str | None = None  # close every pending approval of the run (status)
     set_version: str | None = None  # the run now runs this version (a migration)
+    defer_until: float | None = None  # for WorkflowTaskOp.DEFER
+    reset_lapses: bool = False  # count the run's tasks' lapses afresh (an operator resumed it)
+    # Refuse the commit (Conflict.BACKLOG) if the run has this many signals its code has
+    # not taken in yet: a flood of signals must not bury the run's own progress.
+    max_pending_signals: int | None = None
+    # Correlated signal waits opened, and withdrawn by step (an ending run withdraws all).
+    new_correlations: Sequence[NewCorrelation] = ()
+    withdraw_correlations: Sequence[str] = ()
+    # Repairs: activity tasks removed whatever their state (a skipped step: a late result
+    # of its attempt is then kept as audit), and a finished run's workflow task made again
+    # on this queue (a retried run goes on).
+    drop_activities: Sequence[str] = ()
+    reopen_queue: str | None = None
+    # Quotas (None: unlimited). An append after whatever is last that would take the
+    # history past `max_events` is refused (Conflict.HISTORY_FULL); new timers that would
+    # take the tenant past `max_pending_timers` refuse the commit (Conflict.TIMERS); new
+    # activity tasks to lease at once beyond the tenant's `max_concurrent_activities` are
+    # queued instead (`CommitResult.queued_steps`).
+    max_events: int | None = None
+    max_pending_timers: int | None = None
+    max_concurrent_activities: int | None = None
+    # The run's generation ends with this commit and the next one starts (continue-as-new).
+    continue_as: Continuation | None = None
 
 
 class Conflict(StrEnum):
@@ -249,6 +219,9 @@ class Conflict(StrEnum):
     SEQ = "seq"
     WORKFLOW_FENCE = "workflow_fence"
     ACTIVITY_FENCE = "activity_fence"
+    BACKLOG = "backlog"  # the run has more signals waiting than the commit allows
+    HISTORY_FULL = "history_full"  # the run's history has the most events its tenant allows
+    TIMERS = "timers"  # the tenant has the most pending timers it may have
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +234,9 @@ class CommitResult:
     status: str = ""
     workflow_fence: int | None = None  # set when the commit claimed the workflow task
     workflow_queue: str = ""
+    # New activity tasks meant to be leased at once but queued: the tenant had its
+    # `max_concurrent_activities` in flight.
+    queued_steps: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -285,6 +261,7 @@ class ClaimedTask:
     owner: str | None = None
     heartbeat_details: Any = None
     cancel_requested: bool = False
+    lapses: int = 0  # how often its lease lapsed without the work getting through
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,10 +309,136 @@ class WorkerRecord:
     heartbeat_at: float
 
 
+# -- pages of runs and what is in motion for them -------------------------------------
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    """A run's task as it stands: what a reader needs to say what happens next."""
+
+    run_id: str
+    kind: str  # workflow | activity
+    step: str
+    queue: str
+    state: str  # ready | leased | idle
+    visible_at: float | None  # ready: claimable from; leased: the lease ends
+    owner: str | None
+    attempt: int
+    deadline: float | None  # a leased attempt's start-to-close deadline
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutlook:
+    """What is in motion for one run: its tasks and its pending approvals."""
+
+    tasks: list[TaskState] = field(default_factory=list)
+    approvals: list[ApprovalRecord] = field(default_factory=list)
+
+
+# -- signals from outside: signal-with-start, webhooks by correlation ------------------
+@dataclass(frozen=True, slots=True)
+class WebhookSourceRecord:
+    """A webhook source: where `POST /v1/webhooks/{source}` delivers, and its secret."""
+
+    source: str
+    tenant: str
+    signal: str
+    correlate_key: str
+    correlate_path: str
+    tolerance_seconds: int
+    secret: str
+    created_at: float
+    created_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class CorrelatedDelivery:
+    """A webhook's signal for the runs of a tenant waiting for it with (key, value)."""
+
+    tenant: str
+    source: str
+    delivery_id: str
+    signal: str
+    key: str
+    value: str
+    event: NewEvent  # the SignalReceived each run gets
+    wake: RunCommit  # how each run's commit wakes it (its run_id and events are set per run)
+    now: float
+    keep_since: float  # the source's delivery ids received before this are forgotten
+    max_runs: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryResult:
+    """The runs delivered to; a `duplicate` id's first outcome; or nothing (`conflict`)."""
+
+    duplicate: bool = False
+    outcome: dict[str, Any] | None = None
+    delivered: list[tuple[str, CommitResult]] = field(default_factory=list)
+    conflict: Conflict | None = None
+    run_id: str = ""
+
+
+# -- retention: purged runs ----------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PurgeCounts:
+    """What one purge (or its dry run) removed, or would remove: runs and their rows."""
+
+    runs: int = 0
+    events: int = 0
+    tasks: int = 0
+    timers: int = 0
+    approvals: int = 0
+    outbox: int = 0
+    correlations: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PurgedRunRecord:
+    """The summary a purged run leaves: its chain's length and last hash among it."""
+
+    tenant: str
+    run_id: str
+    workflow: str
+    version: str
+    status: str
+    created_at: float
+    finished_at: float | None
+    last_seq: int
+    last_hash: str
+    purged_at: float
+    purged_by: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResealCounts:
+    """The payloads of one run re-encryption found, and how many it (would) re-seal."""
+
+    values: int
+    resealed: int
+
+
 class Store(Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str
+
+    @property
+    def chain(self) -> Chain:
+        """How the events this store appends are hashed (plain unless `use_chain` was called)."""
+        ...
+
+    def use_chain(self, chain: Chain) -> None:
+        """Hash appended events with `chain` (keyed or plain); called before `open`."""
+        ...
+
+    @property
+    def keys(self) -> Keys | None:
+        """What payloads are encrypted with (None: stored as plaintext)."""
+        ...
+
+    def use_keys(self, keys: Keys | None) -> None:
+        """Encrypt the payloads written from now on with `keys`; called before `open`."""
+        ...
 
     async def open(self) -> None:
         """Connect, and bring the schema up to date (safe when several processes start)."""
@@ -360,8 +463,18 @@ class Store(Protocol):
         activity_limit: int,
         lease: float,
         now: float,
+        quotas: Quotas | None = None,
+        after_tenant: str = "",
+        lapsed: bool = True,
     ) -> list[ClaimedTask]:
-        """Lease due tasks of these queues to `owner` (fence + 1 each), up to the limits."""
+        """Lease due tasks of these queues to `owner` (fence + 1 each), up to the limits.
+
+        Fair across tenants: each tenant with ready tasks gets a share, starting after
+        `after_tenant` (the one served last), and a tenant's tasks go by priority, then
+        oldest first. A tenant with its `max_concurrent_activities` (the `quotas`
+        defaults with its overrides) in flight gets no activity task. With `lapsed`,
+        workflow tasks whose lease lapsed (a crashed engine's) are claimed first.
+        """
         ...
 
     async def renew_leases(
@@ -415,7 +528,28 @@ class Store(Protocol):
 
     async def remove_worker(self, worker_id: str) -> None: ...
 
+    async def release_owner(self, worker_id: str, now: float) -> int:
+        """A dead engine's leased tasks become due now and its worker row goes; how many."""
+        ...
+
     async def live_workers(self, since: float) -> list[WorkerRecord]: ...
+
+    # -- pages of runs and what is in motion for them ---------------------------------
+    async def page_runs(
+        self,
+        tenant: str,
+        status: str | None,
+        workflow: str | None,
+        after: tuple[float, str] | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        """Up to `limit` of the tenant's runs, newest first (by created_at, then run_id),
+        after the position `after` (or from the newest); read through an index."""
+        ...
+
+    async def run_outlooks(self, tenant: str, run_ids: Sequence[str]) -> dict[str, RunOutlook]:
+        """The tasks and pending approvals of some of the tenant's runs, by run id."""
+        ...
 
     # -- approvals, the directory and the outbox --------------------------------
     async def get_approval(self, tenant: str, approval_id: str) -> ApprovalRecord | None: ...
@@ -432,21 +566,33 @@ class Store(Protocol):
 
     async def approval_votes(self, tenant: str, approval_id: str) -> list[dict[str, Any]]: ...
 
+    async def look_up_credential(self, credential_id: str) -> CredentialLookup | None:
+        """A credential by its id alone, whatever its tenant, with its approval; changes nothing.
+
+        For the approval page, where a token is all the caller has: the secret
+        check that follows is what authorises. One read: the credential, its
+        approval and votes, whether the expiry timer fired, the database's clock.
+        """
+        ...
+
     async def decide_approval(self, request: DecideRequest) -> DecideResult:
         """Consume the credential and count the vote, or nothing if a condition fails."""
         ...
 
-    async def change_approvers(
-        self,
-        tenant: str,
-        approval_id: str,
-        policy: dict[str, Any],
-        revoke: str | None,
-        notify: str | None,
-        event: NewEvent,
-        now: float,
-    ) -> bool:
-        """Set a pending approval's policy, revoke one approver's credentials, notify one."""
+    async def record_refusal(self, refusal: Refusal) -> bool:
+        """Count a refused decision; True if it also became an event of the run's history."""
+        ...
+
+    async def approval_refusals(self, tenant: str, approval_id: str) -> list[dict[str, Any]]:
+        """The refused decisions kept for an approval, with how often each happened."""
+        ...
+
+    async def change_approvers(self, change: ApproverChange) -> bool:
+        """Revoke one approver of a pending approval and/or add one (who is notified).
+
+        The new policy is made from the one locked in the transaction, so changes
+        made at once are all kept; False if the approval is not pending.
+        """
         ...
 
     async def issue_credentials(
@@ -457,7 +603,10 @@ class Store(Protocol):
         credentials: Sequence[NewCredential],
         now: float,
     ) -> ApprovalRecord | None:
-        """Store credential hashes for a pending approval; None if it is not pending."""
+        """Store credential hashes for a pending approval; None if it is not pending.
+
+        The approver's credentials issued before on this approval stop working.
+        """
         ...
 
     async def add_outbox(self, items: Sequence[OutboxItem], now: float) -> None: ...
@@ -481,7 +630,7 @@ class Store(Protocol):
     ) -> int: ...
 
     async def remove_group_members(
-        self, tenant: str, group: str, principals: Sequence[str]
+        self, tenant: str, group: str, principals: Sequence[str], now: float
     ) -> int: ...
 
     # -- definitions -------------------------------------------------------------
@@ -494,8 +643,13 @@ class Store(Protocol):
         source: str,
         by: str | None,
         now: float,
+        quotas: Quotas | None = None,
     ) -> tuple[DefinitionRecord, bool]:
-        """The version with this digest, created as the next version if new (and whether)."""
+        """The version with this digest, created as the next version if new (and whether).
+
+        A new version over the tenant's `max_definitions` (the `quotas` defaults with
+        its overrides) raises `QuotaExceeded`.
+        """
         ...
 
     async def get_definition(
@@ -505,6 +659,110 @@ class Store(Protocol):
         ...
 
     async def list_definitions(self, tenant: str) -> list[DefinitionRecord]: ...
+
+    # -- tenants and API keys ----------------------------------------------------
+    async def create_tenant(
+        self, tenant: str, quotas: Mapping[str, Any], by: str, now: float
+    ) -> bool:
+        """Create a tenant; False (and nothing written) if it exists already."""
+        ...
+
+    async def list_tenants(self) -> list[TenantRecord]: ...
+
+    async def create_api_key(self, key: NewApiKey) -> KeyCreation:
+        """Store a key of a tenant that exists (nothing written unless CREATED)."""
+        ...
+
+    async def list_api_keys(self, tenant: str) -> list[ApiKeyRecord]: ...
+
+    async def revoke_api_key(self, tenant: str, key_id: str, by: str, now: float) -> bool:
+        """Revoke a key of `tenant` (a revoked one stays as it was); False if it has none."""
+        ...
+
+    async def api_key_to_authenticate(self, key_id: str) -> tuple[ApiKeyRecord | None, float]:
+        """The key with this id, if its tenant exists, and the database's clock.
+
+        The one read not scoped by a tenant: it is how a key's tenant is learnt.
+        """
+        ...
+
+    async def touch_api_key(self, tenant: str, key_id: str, now: float, every: float) -> None:
+        """Record that a key was used at `now`, unless it was in the last `every` seconds."""
+        ...
+
+    # -- signals from outside: signal-with-start, webhooks by correlation ------------
+    async def signal_with_start(
+        self, new: NewRun, signal: RunCommit
+    ) -> tuple[CreateRunResult, CommitResult | None]:
+        """Create the run with its signal, or commit `signal` to the run of its id (None: that
+        run is of another workflow, and nothing was written), in one transaction."""
+        ...
+
+    async def create_webhook_source(self, source: WebhookSourceRecord) -> bool:
+        """Store a webhook source; False (nothing written) if any tenant has its id."""
+        ...
+
+    async def list_webhook_sources(self, tenant: str) -> list[WebhookSourceRecord]: ...
+
+    async def delete_webhook_source(self, tenant: str, source: str) -> bool:
+        """Delete a source of `tenant` and its delivery ids; False if the tenant has none."""
+        ...
+
+    async def webhook_source(self, source: str) -> WebhookSourceRecord | None:
+        """A source by its id alone, whatever its tenant (how a webhook's tenant is learnt)."""
+        ...
+
+    async def deliver_correlated(self, delivery: CorrelatedDelivery) -> DeliveryResult:
+        """Signal every run waiting with the delivery's (key, value), keeping its id; a kept
+        id delivers nothing again. Nothing is written if no run waits or one refuses."""
+
+    # -- quotas ---------------------------------------------------------------------
+    async def tenant_state(self, tenant: str) -> tuple[TenantRecord | None, dict[str, int]]:
+        """The tenant's row (None if never created) and what it holds now: running_runs,
+        activities_in_flight, pending_timers, definitions."""
+        ...
+
+    async def tenant_quotas(self, tenant: str) -> dict[str, Any]:
+        """The tenant's stored quota overrides (none without a row)."""
+        ...
+
+    async def set_quotas(self, tenant: str, changes: Mapping[str, Any]) -> TenantRecord | None:
+        """Apply checked quota changes to an existing tenant; None if there is none."""
+        ...
+
+    # -- retention: purged runs -------------------------------------------------------
+    async def purge_runs(
+        self, tenant: str, cutoff: float, limit: int, now: float, by: str, reason: str
+    ) -> PurgeCounts:
+        """Purge up to `limit` of the tenant's runs that finished before `cutoff`, oldest
+        first, in one transaction: each leaves its summary in `purged_runs`, and its
+        events, tasks, timers, correlations, approvals (with their credentials, votes,
+        refusals and outbox messages) and row are deleted."""
+        ...
+
+    async def count_purgeable(self, tenant: str, cutoff: float, limit: int) -> PurgeCounts:
+        """How many runs (up to `limit`) and events `purge_runs` would purge; writes nothing."""
+        ...
+
+    async def get_purged_run(self, tenant: str, run_id: str) -> PurgedRunRecord | None: ...
+
+    async def finished_run_tenants(self, after: str, limit: int) -> list[str]:
+        """Up to `limit` tenants after `after` (in order) that have finished runs."""
+        ...
+
+    async def list_purged_runs(self, tenant: str, limit: int) -> list[PurgedRunRecord]:
+        """The tenant's purged runs, most recently purged first."""
+        ...
+
+    # -- payload encryption -----------------------------------------------------------
+    async def run_ids_after(self, tenant: str, after: str, limit: int) -> list[str]:
+        """Up to `limit` of the tenant's run ids that sort after `after`, in order."""
+        ...
+
+    async def reencrypt_run(self, tenant: str, run_id: str, dry_run: bool) -> ResealCounts | None:
+        """Re-encrypt the run's stored payloads under the current key, in one transaction
+        (None: no such run); `dry_run` counts and writes nothing."""
+        ...
 
     async def listen(self, on_notify: Callable[[str], None]) -> None:
         """Call `on_notify(topic)` when another process has work for this one.

@@ -1,8 +1,9 @@
 """The PostgreSQL store: many engine and worker processes on one database.
 
-The transactions are the ones SQLite runs (`transactions.py`); only the
-plumbing differs. Each request runs in a pooled connection on a worker thread
-(psycopg 3, `psycopg_pool`), in one transaction. Rows a transaction reads and
+The transactions are the ones SQLite runs (the `transactions` package, given
+a `PostgresTx`); only the plumbing differs. Each request runs in a pooled
+connection on a worker thread (psycopg 3, `psycopg_pool`), in one transaction,
+whose statements return rows as dicts, read by column name. Rows a transaction reads and
 then changes are locked (`FOR UPDATE`), claims skip rows others hold
 (`FOR UPDATE SKIP LOCKED`), and every condition (sequence number, fences,
 timer generation) is also part of the statement that writes, so correctness
@@ -19,23 +20,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 from waypost.errors import ConfigurationError, SchemaError, StoreError
+from waypost.model.chain import PLAIN, Chain
+from waypost.model.encryption import Keys
+from waypost.model.identity import preview
+from waypost.model.logs import logger
 
-from . import transactions as txn
 from .sqlfile import load_migrations, load_queries
 from .sqlstore import SqlStore
+from .tx import Abort, Tx
+from .urls import redact_url, scrub_password
 
 try:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
+    from psycopg.rows import dict_row
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - the dependency is declared
     raise ConfigurationError(
@@ -43,30 +51,49 @@ except ImportError as exc:  # pragma: no cover - the dependency is declared
     ) from exc
 
 T = TypeVar("T")
-log = logging.getLogger("waypost.postgres")
+log = logger("waypost.postgres")
 
-CHANNEL = "waypost"
-_OPTIONS = {"pool_size": 10}
+_INT_OPTIONS = {"pool_size": 10}
+DEFAULT_SCHEMA = "waypost"
+# Lower-case letters, digits and underscores, so the name needs no quoting anywhere;
+# short enough that the notification channel derived from it fits PostgreSQL's 63 bytes.
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,47}")
+_RESERVED_SCHEMAS = ("pg_", "information_schema")
 
 
-def parse_postgres_url(url: str) -> tuple[str, dict[str, int]]:
-    """Split waypost's own options (`pool_size`) off a PostgreSQL URL."""
+def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
+    """Split waypost's own options (`pool_size`, `schema`) off a PostgreSQL URL."""
     parsed = urlparse(url)
     if parsed.scheme not in ("postgresql", "postgres"):
-        raise ConfigurationError(f"not a PostgreSQL URL: {url!r}")
-    options: dict[str, int] = dict(_OPTIONS)
+        raise ConfigurationError(f"not a PostgreSQL URL: {redact_url(url)!r}")
+    options: dict[str, Any] = {**_INT_OPTIONS, "schema": DEFAULT_SCHEMA}
     rest = []
     for key, value in parse_qsl(parsed.query, keep_blank_values=True):
-        if key in _OPTIONS:
+        if key in _INT_OPTIONS:
             try:
                 options[key] = int(value)
             except ValueError:
-                raise ConfigurationError(f"{key}={value!r} in {url!r} is not a number") from None
+                raise ConfigurationError(
+                    f"{key}={value!r} in {redact_url(url)!r} is not a number"
+                ) from None
             if options[key] < 1:
                 raise ConfigurationError(f"{key} must be at least 1, got {value}")
+        elif key == "schema":
+            if not _SCHEMA_NAME.fullmatch(value) or value.startswith(_RESERVED_SCHEMAS):
+                raise ConfigurationError(
+                    f"schema={preview(value)} in the database URL is not a usable schema "
+                    "name: use 1-48 lower-case letters, digits and underscores, starting "
+                    "with a letter or underscore (not pg_... or information_schema)"
+                )
+            options["schema"] = value
         else:
             rest.append((key, value))
     return urlunparse(parsed._replace(scheme="postgresql", query=urlencode(rest))), options
+
+
+def channel_for(schema: str) -> str:
+    """The LISTEN/NOTIFY channel of the waypost tables in `schema` (one per schema)."""
+    return "waypost" if schema == DEFAULT_SCHEMA else f"waypost_{schema}"
 
 
 _IDLE_CHECK = 2.0  # seconds a pooled connection may sit idle before it is pinged
@@ -76,61 +103,71 @@ _IDLE_CHECK = 2.0  # seconds a pooled connection may sit idle before it is pinge
 _STUCK_TRANSACTION = "-c idle_in_transaction_session_timeout=30000"
 
 
-def _session_options(conninfo: str) -> dict[str, Any]:
-    """Connection settings the store adds, unless the URL sets `options` itself."""
-    if "options" in conninfo_to_dict(conninfo):
-        return {}
-    return {"options": _STUCK_TRANSACTION}
+def _session_options(conninfo: str, schema: str) -> dict[str, Any]:
+    """Connection settings the store adds to the URL's own `options`: waypost's schema
+    first on the search path, and (unless the URL sets one) the stuck-transaction limit."""
+    given = conninfo_to_dict(conninfo).get("options") or ""
+    options = [str(given)] if given else []
+    if "idle_in_transaction_session_timeout" not in str(given):
+        options.append(_STUCK_TRANSACTION)
+    options.append(f"-c search_path={schema}")
+    return {"options": " ".join(options)}
 
 
-def _mark_used(conn: psycopg.Connection[Any]) -> None:
-    conn._waypost_used_at = time.monotonic()  # type: ignore[attr-defined]
-
-
-def _check_if_idle(conn: psycopg.Connection[Any]) -> None:
-    """Ping a connection that has been idle a while (the server may have restarted).
+class _IdleCheck:
+    """Pings a pooled connection that has been idle a while (the server may have restarted).
 
     A connection used a moment ago is handed out as it is: a ping on every
-    request would add a round trip to every step.
+    request would add a round trip to every step. The pool calls `check` when it
+    hands a connection out and `mark_used` when the connection comes back.
     """
-    if time.monotonic() - getattr(conn, "_waypost_used_at", 0.0) > _IDLE_CHECK:
-        ConnectionPool.check_connection(conn)
+
+    def __init__(self) -> None:
+        # Weak keys: a connection the pool closes and drops is forgotten with it.
+        self._used_at: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def mark_used(self, conn: psycopg.Connection[Any]) -> None:
+        self._used_at[conn] = time.monotonic()
+
+    def check(self, conn: psycopg.Connection[Any]) -> None:
+        if time.monotonic() - self._used_at.get(conn, 0.0) > _IDLE_CHECK:
+            ConnectionPool.check_connection(conn)
 
 
-class _PgTx:
-    """A transaction on one connection, addressed by query name."""
+class PostgresTx(Tx):
+    """A transaction on a pooled psycopg connection (the store begins and ends it).
 
-    __slots__ = ("_conn", "_q")
+    Its statements run one after the other on one cursor, whose rows are dicts.
+    """
 
-    def __init__(self, conn: psycopg.Connection[Any], queries: dict[str, str]) -> None:
-        self._conn = conn
-        self._q = queries
+    __slots__ = ("channel", "conn")
 
-    def one(self, name: str, params: dict[str, Any]) -> Sequence[Any] | None:
-        row: Sequence[Any] | None = self._conn.execute(self._q[name], params).fetchone()
-        return row
-
-    def all(self, name: str, params: dict[str, Any]) -> list[Sequence[Any]]:
-        return self._conn.execute(self._q[name], params).fetchall()
-
-    def run(self, name: str, params: dict[str, Any]) -> int:
-        return self._conn.execute(self._q[name], params).rowcount
-
-    def many(self, name: str, rows: list[dict[str, Any]]) -> None:
-        with self._conn.cursor() as cur:
-            cur.executemany(self._q[name], rows)
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        queries: dict[str, str],
+        chain: Chain = PLAIN,
+        channel: str = "waypost",
+        *,
+        keys: Keys | None = None,
+    ) -> None:
+        super().__init__(conn.cursor(row_factory=dict_row), queries, chain, keys=keys)
+        self.conn = conn
+        self.channel = channel
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
-        with self._conn.transaction():
+        with self.conn.transaction():
             yield
 
     def notify(self, topic: str) -> None:
         # Delivered when (and only if) the transaction commits.
-        self._conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, topic))
+        self.conn.execute("SELECT pg_notify(%s, %s)", (self.channel, topic))
 
     def begin_read(self) -> None:
-        self._conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
     def end_read(self) -> None:
         return None
@@ -144,7 +181,10 @@ class PostgresStore(SqlStore):
     def __init__(self, url: str) -> None:
         self.url = url
         self.conninfo, options = parse_postgres_url(url)
-        self.pool_size = options["pool_size"]
+        self.pool_size: int = options["pool_size"]
+        self.schema: str = options["schema"]
+        self.channel = channel_for(self.schema)
+        self._connect_options = _session_options(self.conninfo, self.schema)
         self.queries = load_queries("postgres")
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._threads: ThreadPoolExecutor | None = None
@@ -156,22 +196,25 @@ class PostgresStore(SqlStore):
         if self._pool is not None:
             return
         await asyncio.to_thread(self._migrate)
+        idle = _IdleCheck()
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             self.conninfo,
             min_size=1,
             max_size=self.pool_size,
             open=False,
-            check=_check_if_idle,
-            reset=_mark_used,
+            check=idle.check,
+            reset=idle.mark_used,
             name="waypost",
             reconnect_timeout=24 * 3600,
-            kwargs=_session_options(self.conninfo),
+            kwargs=self._connect_options,
         )
         try:
             await asyncio.to_thread(pool.open, True, 30.0)
         except (psycopg.Error, PoolTimeout) as exc:
             await asyncio.to_thread(pool.close)
-            raise StoreError(f"cannot connect to PostgreSQL at {self._where()}: {exc}") from exc
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {self._where()}: {self._safe(exc)}"
+            ) from exc
         self._pool = pool
         self._threads = ThreadPoolExecutor(
             max_workers=self.pool_size, thread_name_prefix="waypost-pg"
@@ -185,6 +228,13 @@ class PostgresStore(SqlStore):
         if pool is not None:
             await asyncio.to_thread(pool.close)
 
+    def __repr__(self) -> str:
+        return f"PostgresStore({redact_url(self.url)!r})"
+
+    def _safe(self, exc: BaseException) -> str:
+        """A driver error's text, without the password should the driver quote it."""
+        return scrub_password(str(exc), self.url)
+
     def _where(self) -> str:
         parsed = urlparse(self.conninfo)
         return f"{parsed.hostname or 'localhost'}:{parsed.port or 5432}{parsed.path}"
@@ -192,18 +242,22 @@ class PostgresStore(SqlStore):
     def _migrate(self) -> None:
         for attempt in range(5):
             try:
-                with psycopg.connect(self.conninfo, connect_timeout=30) as conn:
-                    migrate_connection(conn)
+                with psycopg.connect(
+                    self.conninfo, connect_timeout=30, **self._connect_options
+                ) as conn:
+                    migrate_connection(conn, self.schema)
                 return
             except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
-                # Two processes created the migrations table at the same moment.
+                # Two processes created the schema or the migrations table at the same
+                # moment (a table a migration creates that exists already is reported
+                # by `migrate_connection` as the collision it is).
                 time.sleep(0.1 * (attempt + 1))
             except psycopg.OperationalError as exc:
                 raise StoreError(
-                    f"cannot connect to PostgreSQL at {self._where()}: {exc}".strip()
+                    f"cannot connect to PostgreSQL at {self._where()}: {self._safe(exc)}".strip()
                 ) from exc
             except psycopg.Error as exc:
-                raise StoreError(f"PostgreSQL schema migration failed: {exc}") from exc
+                raise StoreError(f"PostgreSQL schema migration failed: {self._safe(exc)}") from exc
         raise StoreError("PostgreSQL schema migration kept colliding with another process")
 
     # -- plumbing -----------------------------------------------------------
@@ -213,20 +267,22 @@ class PostgresStore(SqlStore):
             raise StoreError("the store is not open")
         try:
             with pool.connection() as conn:
-                tx = _PgTx(conn, self.queries)
+                tx = PostgresTx(conn, self.queries, self.chain, self.channel, keys=self.keys)
                 try:
                     with conn.transaction():
                         if read:
                             tx.begin_read()
                         return fn(tx, *args)
-                except txn.Abort as abort:
+                except Abort as abort:
                     return cast(T, abort.result)
                 finally:
                     self._transactions += 1
         except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL error: {type(exc).__name__}: {exc}".strip()) from exc
+            raise StoreError(
+                f"PostgreSQL error: {type(exc).__name__}: {self._safe(exc)}".strip()
+            ) from exc
         except PoolTimeout as exc:
-            raise StoreError(f"no PostgreSQL connection available: {exc}") from exc
+            raise StoreError(f"no PostgreSQL connection available: {self._safe(exc)}") from exc
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         threads = self._threads
@@ -239,6 +295,10 @@ class PostgresStore(SqlStore):
         if threads is None:
             raise StoreError("the store is not open")
         return await asyncio.get_running_loop().run_in_executor(threads, self._run, fn, args, True)
+
+    @property
+    def opened(self) -> bool:
+        return self._pool is not None
 
     @property
     def stats(self) -> dict[str, int]:
@@ -254,10 +314,10 @@ class PostgresStore(SqlStore):
         while True:
             try:
                 conn = await psycopg.AsyncConnection.connect(
-                    self.conninfo, autocommit=True, connect_timeout=10
+                    self.conninfo, autocommit=True, connect_timeout=10, **self._connect_options
                 )
                 async with conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                    await conn.execute(f"LISTEN {self.channel}")
                     delay = 0.1
                     on_notify("reconnected")
                     async for note in conn.notifies():
@@ -270,10 +330,30 @@ class PostgresStore(SqlStore):
             delay = min(delay * 2, 5.0)
 
 
-def migrate_connection(conn: psycopg.Connection[Any]) -> list[int]:
-    """Apply the migrations this database lacks, holding a lock on the migrations table."""
+_CREATES = re.compile(r"^CREATE TABLE (?:IF NOT EXISTS )?([a-z_]+)", re.M)
+
+
+def migrate_connection(conn: psycopg.Connection[Any], schema: str = DEFAULT_SCHEMA) -> list[int]:
+    """Apply the migrations the tables in `schema` lack, holding a lock on the migrations
+    table; leaves `conn`'s search path on `schema`.
+
+    A table of waypost's name that waypost did not create (another application's
+    `events`, say) is reported as the collision it is, and nothing is changed.
+    """
     migrations = load_migrations("postgres")
     with conn.transaction():
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        conn.execute(f"SET search_path = {schema}")
+        if (
+            schema != "public"
+            and _has_migrations(conn, "public")
+            and not _has_migrations(conn, schema)
+        ):
+            raise SchemaError(
+                "waypost's tables are in schema public (where earlier versions put them), "
+                f"not in schema {schema}: add ?schema=public to the database URL to go on "
+                f"using them, or move them with ALTER TABLE ... SET SCHEMA {schema}"
+            )
         conn.execute(
             "CREATE TABLE IF NOT EXISTS waypost_migrations ("
             " version integer PRIMARY KEY, name text NOT NULL,"
@@ -281,21 +361,47 @@ def migrate_connection(conn: psycopg.Connection[Any]) -> list[int]:
         )
         # Concurrent starts queue here; the first applies, the others find it done.
         conn.execute("LOCK TABLE waypost_migrations IN ACCESS EXCLUSIVE MODE")
-        applied = {row[0] for row in conn.execute("SELECT version FROM waypost_migrations")}
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute("SELECT version FROM waypost_migrations")
+            applied = {row["version"] for row in cur.fetchall()}
+            cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))
+            existing = {row["tablename"] for row in cur.fetchall()}
         newest = max((m.version for m in migrations), default=0)
         if applied and max(applied) > newest:
             raise SchemaError(
                 f"the database has schema version {max(applied)}, newer than this waypost "
                 f"understands ({newest}); upgrade waypost"
             )
+        pending = [m for m in migrations if m.version not in applied]
+        taken = sorted({t for m in pending for t in _CREATES.findall(m.sql)} & existing)
+        if taken:
+            raise SchemaError(
+                f"schema {schema} already has table(s) {', '.join(taken)} that waypost did "
+                "not create: give waypost a schema of its own with ?schema=NAME in the "
+                "database URL"
+            )
         done = []
-        for mig in migrations:
-            if mig.version in applied:
-                continue
-            conn.execute(mig.sql.encode())
+        for mig in pending:
+            try:
+                with conn.transaction():
+                    conn.execute(mig.sql.encode())
+            except (psycopg.errors.DuplicateTable, psycopg.errors.DuplicateObject) as exc:
+                raise SchemaError(
+                    f"migration {mig.version} ({mig.name}) collides with an object in "
+                    f"schema {schema} that waypost did not create: {exc}; give waypost a "
+                    "schema of its own with ?schema=NAME in the database URL"
+                ) from exc
             conn.execute(
                 "INSERT INTO waypost_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
                 (mig.version, mig.name, time.time()),
             )
             done.append(mig.version)
     return done
+
+
+def _has_migrations(conn: psycopg.Connection[Any], schema: str) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'waypost_migrations'",
+        (schema,),
+    ).fetchone()
+    return found is not None

@@ -1,5 +1,9 @@
 """The SQLite store: one file, WAL, group commit.
 
+The transactions are shared with PostgreSQL (the `transactions` package); here
+they run on a `SqliteTx`, whose connections return `sqlite3.Row`s, read by
+column name.
+
 Writes requested during one turn of the event loop are committed together at
 the end of that turn: each request in its own SAVEPOINT (so one request's
 failed condition rolls back only that request), one COMMIT, one fsync for
@@ -36,20 +40,20 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
 
 from waypost.errors import ConfigurationError, SchemaError, StoreCorrupted, StoreError
+from waypost.model.chain import PLAIN, Chain
+from waypost.model.encryption import Keys
 
-from . import transactions as txn
-from .base import (
-    CommitResult,
-)
 from .sqlfile import load_migrations, load_queries
 from .sqlstore import SqlStore
+from .tx import Abort, Tx
+from .urls import redact_url
 
 T = TypeVar("T")
 
@@ -62,10 +66,11 @@ def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
     """`sqlite:///rel/path.db` or `sqlite:////abs/path.db` -> (path, options)."""
     parsed = urlparse(url)
     if parsed.scheme != "sqlite":
-        raise ConfigurationError(f"not a SQLite URL: {url!r}")
+        raise ConfigurationError(f"not a SQLite URL: {redact_url(url)!r}")
     if parsed.netloc:
         raise ConfigurationError(
-            f"SQLite URL {url!r} has a host; write sqlite:///relative.db or sqlite:////absolute.db"
+            f"SQLite URL {redact_url(url)!r} has a host; write sqlite:///relative.db or "
+            "sqlite:////absolute.db"
         )
     path = unquote(parsed.path[1:] if parsed.path.startswith("/") else parsed.path)
     if not path or path == ":memory:":
@@ -79,47 +84,47 @@ def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
     return path, options
 
 
-class _Tx:
-    __slots__ = ("_conn", "_q", "_sp")
+class SqliteTx(Tx):
+    """A transaction on a SQLite connection (in autocommit mode: the store begins and ends it).
 
-    def __init__(self, conn: sqlite3.Connection, queries: dict[str, str]) -> None:
-        self._conn = conn
-        self._q = queries
-        self._sp = itertools.count()
+    Statements run on the connection itself, each on a cursor of its own that is
+    dropped (and its statement reset) as soon as its rows are read.
+    """
 
-    def one(self, name: str, params: dict[str, Any]) -> Sequence[Any] | None:
-        row: Sequence[Any] | None = self._conn.execute(self._q[name], params).fetchone()
-        return row
+    __slots__ = ("_savepoints", "conn")
 
-    def all(self, name: str, params: dict[str, Any]) -> list[Sequence[Any]]:
-        return self._conn.execute(self._q[name], params).fetchall()
-
-    def run(self, name: str, params: dict[str, Any]) -> int:
-        return self._conn.execute(self._q[name], params).rowcount
-
-    def many(self, name: str, rows: list[dict[str, Any]]) -> None:
-        self._conn.executemany(self._q[name], rows)
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        queries: dict[str, str],
+        chain: Chain = PLAIN,
+        *,
+        keys: Keys | None = None,
+    ) -> None:
+        super().__init__(conn, queries, chain, keys=keys)
+        self.conn = conn
+        self._savepoints = itertools.count()
 
     def notify(self, topic: str) -> None:
         return None  # other processes on the file find work by polling
 
     def begin_read(self) -> None:
-        self._conn.execute("BEGIN")
+        self.conn.execute("BEGIN")
 
     def end_read(self) -> None:
-        self._conn.execute("COMMIT")
+        self.conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
-        name = f"sp{next(self._sp)}"
-        self._conn.execute(f"SAVEPOINT {name}")
+        name = f"sp{next(self._savepoints)}"
+        self.conn.execute(f"SAVEPOINT {name}")
         try:
             yield
         except BaseException:
-            self._conn.execute(f"ROLLBACK TO {name}")
-            self._conn.execute(f"RELEASE {name}")
+            self.conn.execute(f"ROLLBACK TO {name}")
+            self.conn.execute(f"RELEASE {name}")
             raise
-        self._conn.execute(f"RELEASE {name}")
+        self.conn.execute(f"RELEASE {name}")
 
 
 @dataclass(slots=True)
@@ -143,17 +148,37 @@ def _resolve(done: list[tuple[_Request, Any, BaseException | None]]) -> None:
             req.future.set_result(value)
 
 
+def create_private(path: str) -> None:
+    """Create the database file for its owner only (0600) unless it exists; refuse symlinks.
+
+    SQLite gives the -wal and -shm files it creates the database file's mode, so
+    they are owner-only too. A symbolic link in place of any of them is refused
+    rather than followed: it could send the data (or SQLite's writes) elsewhere.
+    An existing file keeps its mode.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with contextlib.suppress(FileExistsError):  # there already (or made meanwhile)
+        os.close(os.open(path, flags, 0o600))
+    for name in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+        if os.path.islink(name):
+            raise ConfigurationError(
+                f"{name!r} is a symbolic link; waypost does not follow links to its "
+                "database files: name the file itself"
+            )
+
+
 def _connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connection:
     conn = sqlite3.connect(
         path, isolation_level=None, check_same_thread=False, cached_statements=256
     )
+    conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
     # Switching a new file to WAL needs a lock SQLite does not wait for when
     # another connection is opening it at the same moment: wait here instead.
     deadline = time.monotonic() + max(busy_timeout, 1.0)
     while True:
         try:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()["journal_mode"]
             break
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() > deadline:
@@ -174,6 +199,18 @@ def _connect_read_only(path: str, busy_timeout: float) -> sqlite3.Connection:
     return conn
 
 
+def _rows_by_name(
+    conn: sqlite3.Connection, sql: str, params: dict[str, Any] | None = None
+) -> list[sqlite3.Row]:
+    """The rows of `sql`, read by column name whatever row factory `conn` was given."""
+    cur = conn.cursor()
+    cur.row_factory = sqlite3.Row
+    try:
+        return cur.execute(sql, params or {}).fetchall()
+    finally:
+        cur.close()
+
+
 def is_damage(exc: sqlite3.Error) -> bool:
     """Whether SQLite says the file is damaged (rather than busy, missing or full)."""
     name = str(getattr(exc, "sqlite_errorname", ""))
@@ -191,8 +228,9 @@ def is_damage(exc: sqlite3.Error) -> bool:
 # newest event. One primary-key search per run: with max(), SQLite takes the bare
 # column e.hash from the row of the newest event.
 _HEAD_MISMATCHES = """
-SELECT r.tenant, r.run_id, r.last_seq,
-       (SELECT max(e.seq) FROM events AS e WHERE e.tenant = r.tenant AND e.run_id = r.run_id)
+SELECT r.tenant AS tenant, r.run_id AS run_id, r.last_seq AS last_seq,
+       (SELECT max(e.seq) FROM events AS e
+         WHERE e.tenant = r.tenant AND e.run_id = r.run_id) AS newest_seq
 FROM runs AS r
 WHERE (SELECT max(e.seq), e.hash FROM events AS e
         WHERE e.tenant = r.tenant AND e.run_id = r.run_id)
@@ -212,8 +250,8 @@ def find_damage(conn: sqlite3.Connection, check: str) -> list[str]:
     try:
         problems = [
             line
-            for (text,) in conn.execute(f"PRAGMA {pragma}({_PROBLEMS_SHOWN})")
-            for line in str(text).splitlines()
+            for row in _rows_by_name(conn, f"PRAGMA {pragma}({_PROBLEMS_SHOWN})")
+            for line in str(row[pragma]).splitlines()
             if line != "ok" and not line.startswith("*** in database")
         ]
     except sqlite3.DatabaseError as exc:
@@ -226,11 +264,11 @@ def find_damage(conn: sqlite3.Connection, check: str) -> list[str]:
     if problems:
         more = "; ..." if len(problems) >= _PROBLEMS_SHOWN else ""  # it stops counting there
         return [f"{pragma} found: {'; '.join(problems)}{more}"]
-    schema = {row[0] for row in conn.execute("SELECT name FROM sqlite_schema")}
+    schema = {row["name"] for row in _rows_by_name(conn, "SELECT name FROM sqlite_schema")}
     if not {"waypost_migrations", "runs", "events"} <= schema:
         return []  # not migrated yet: no runs to compare
-    rows = conn.execute(_HEAD_MISMATCHES, {"limit": _PROBLEMS_SHOWN + 1}).fetchall()
-    return [_head_problem(*row) for row in rows]
+    rows = _rows_by_name(conn, _HEAD_MISMATCHES, {"limit": _PROBLEMS_SHOWN + 1})
+    return [_head_problem(row) for row in rows]
 
 
 def _damaged_tables(conn: sqlite3.Connection, pragma: str) -> list[str]:
@@ -238,8 +276,8 @@ def _damaged_tables(conn: sqlite3.Connection, pragma: str) -> list[str]:
         return []  # older SQLite checks only whole files
     try:
         names = [
-            str(row[0])
-            for row in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")
+            str(row["name"])
+            for row in _rows_by_name(conn, "SELECT name FROM sqlite_schema WHERE type = 'table'")
         ]
     except sqlite3.DatabaseError:
         return []  # the schema itself cannot be read
@@ -247,17 +285,19 @@ def _damaged_tables(conn: sqlite3.Connection, pragma: str) -> list[str]:
     for name in names:
         quoted = '"' + name.replace('"', '""') + '"'
         try:
-            rows = conn.execute(f"PRAGMA {pragma}({quoted})").fetchall()
+            rows = _rows_by_name(conn, f"PRAGMA {pragma}({quoted})")
         except sqlite3.DatabaseError:
             damaged.append(f"table {name}")
             continue
-        if rows != [("ok",)]:
+        if [row[pragma] for row in rows] != ["ok"]:
             damaged.append(f"table {name}")
     return damaged
 
 
-def _head_problem(tenant: str, run_id: str, last_seq: int, newest_seq: int | None) -> str:
-    run = f"run {tenant}/{run_id}"
+def _head_problem(row: sqlite3.Row) -> str:
+    run = f"run {row['tenant']}/{row['run_id']}"
+    last_seq = row["last_seq"]
+    newest_seq = row["newest_seq"]
     if newest_seq is None:
         return f"{run}: its snapshot says its history ends at event {last_seq}, but it has none"
     if newest_seq != last_seq:
@@ -287,7 +327,7 @@ class _Busy(Exception):
 
 def run_batch(
     conn: sqlite3.Connection,
-    tx: _Tx,
+    tx: SqliteTx,
     requests: list[tuple[Callable[..., Any], tuple[Any, ...]]],
     path: str,
     *,
@@ -308,6 +348,7 @@ def run_batch(
         return [(None, err)] * len(requests)
     single = len(requests) == 1
     outcomes: list[tuple[Any, BaseException | None]] = []
+    aborted = False
     for fn, args in requests:
         try:
             if single:
@@ -316,14 +357,17 @@ def run_batch(
                 with tx.savepoint():
                     value = fn(tx, *args)
             outcomes.append((value, None))
-        except txn.Abort as abort:
+        except Abort as abort:
+            # Whatever the request wrote before its condition failed is undone, as the
+            # savepoint of a batched request undoes it.
+            aborted = True
             outcomes.append((abort.result, None))
         except sqlite3.Error as exc:
             outcomes.append((None, StoreError(f"SQLite error on {path}: {exc}")))
         except Exception as exc:
             outcomes.append((None, exc))
     try:
-        if single and (outcomes[0][1] is not None or _aborted(outcomes[0][0])):
+        if single and (outcomes[0][1] is not None or aborted):
             conn.execute("ROLLBACK")
         else:
             conn.execute("COMMIT")
@@ -335,19 +379,15 @@ def run_batch(
     return outcomes
 
 
-def _aborted(value: Any) -> bool:
-    return isinstance(value, CommitResult) and value.conflict is not None
-
-
 class _Writer(threading.Thread):
     def __init__(self, store: SqliteStore) -> None:
         super().__init__(name="waypost-sqlite-writer", daemon=True)
         self._store = store
         self.conn = _connect(store.path, store.synchronous, store.busy_timeout)
-        self.tx = _Tx(self.conn, store.queries)
+        self.tx = SqliteTx(self.conn, store.queries, store.chain, keys=store.keys)
         self.inline_conn = _connect(store.path, store.synchronous, store.busy_timeout)
         self.inline_conn.execute("PRAGMA busy_timeout = 0")  # fail fast: see SqliteStore._write
-        self.inline_tx = _Tx(self.inline_conn, store.queries)
+        self.inline_tx = SqliteTx(self.inline_conn, store.queries, store.chain, keys=store.keys)
         self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.commits = 0
         self.requests = 0
@@ -376,7 +416,7 @@ class _Writer(threading.Thread):
             conn.close()
             self.inline_conn.close()
 
-    def _execute(self, conn: sqlite3.Connection, tx: _Tx, batch: list[_Request]) -> None:
+    def _execute(self, conn: sqlite3.Connection, tx: SqliteTx, batch: list[_Request]) -> None:
         with self._store.conn_lock:
             outcomes = run_batch(conn, tx, [(req.fn, req.args) for req in batch], self._store.path)
         self.commits += 1
@@ -477,6 +517,7 @@ class SqliteStore(SqlStore):
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
             raise ConfigurationError(f"the folder of the SQLite file {self.path!r} does not exist")
+        create_private(self.path)
         if self.check != "none":
             self._refuse_if_damaged()
         try:
@@ -615,13 +656,13 @@ class SqliteStore(SqlStore):
     def _done(self, _: asyncio.Future[Any]) -> None:
         self._pending -= 1
 
-    def _reader(self) -> _Tx:
-        tx: _Tx | None = getattr(self._local, "tx", None)
+    def _reader(self) -> SqliteTx:
+        tx: SqliteTx | None = getattr(self._local, "tx", None)
         if tx is None:
             conn = _connect(self.path, self.synchronous, self.busy_timeout)
             with self._lock:
                 self._reader_conns.append(conn)
-            tx = _Tx(conn, self.queries)
+            tx = SqliteTx(conn, self.queries, self.chain, keys=self.keys)
             self._local.tx = tx
         return tx
 
@@ -643,6 +684,10 @@ class SqliteStore(SqlStore):
         return await asyncio.get_running_loop().run_in_executor(self._readers, call)
 
     @property
+    def opened(self) -> bool:
+        return self._writer is not None
+
+    @property
     def stats(self) -> dict[str, int]:
         w = self._writer
         return {"commits": w.commits, "requests": w.requests} if w else {}
@@ -661,7 +706,9 @@ def migrate_connection(conn: sqlite3.Connection) -> list[int]:
             "CREATE TABLE IF NOT EXISTS waypost_migrations ("
             " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
         )
-        applied = {row[0] for row in conn.execute("SELECT version FROM waypost_migrations")}
+        applied = {
+            row["version"] for row in _rows_by_name(conn, "SELECT version FROM waypost_migrations")
+        }
         newest = max((m.version for m in migrations), default=0)
         if applied and max(applied) > newest:
             raise SchemaError(

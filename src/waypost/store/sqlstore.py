@@ -1,44 +1,76 @@
 """The Store verbs, once for every SQL dialect.
 
 A dialect supplies how a transaction function runs (`_write`: in a write
-transaction; `_read`: in a read-only snapshot) and its own lifecycle; the verbs
-below are the same for all of them.
+transaction; `_read`: in a read-only snapshot), the `Tx` subclass it runs it
+with, and its own lifecycle. Each verb of the `Store` Protocol is then its
+transaction function of `transactions/`, run by `write(...)` or `read(...)`:
+the verb takes the function's parameters (after the `Tx`) and its docstring,
+and mypy checks that the result still satisfies the Protocol.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from waypost.model.events import Event, NewEvent
+from waypost.errors import ConfigurationError
+from waypost.model.chain import PLAIN, Chain
+from waypost.model.encryption import Keys
 
 from . import transactions as txn
-from .base import (
-    ApprovalRecord,
-    ClaimedTask,
-    CommitResult,
-    CreateRunResult,
-    CredentialRecord,
-    DecideRequest,
-    DecideResult,
-    DefinitionRecord,
-    FiredTimer,
-    LeaseRenewal,
-    LeaseState,
-    NewCredential,
-    NewRun,
-    OutboxItem,
-    RunCommit,
-    RunRecord,
-    TaskRef,
-    WorkerRecord,
-)
+from .tx import Tx
 
+P = ParamSpec("P")
 T = TypeVar("T")
+Verb = Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]
+
+
+def write(fn: Callable[Concatenate[Tx, P], T]) -> Verb[P, T]:
+    """The store verb that runs the transaction function `fn` in a write transaction."""
+
+    async def verb(self: SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if kwargs:
+            return await self._write(functools.partial(fn, **kwargs), *args)
+        return await self._write(fn, *args)
+
+    functools.update_wrapper(verb, fn)
+    return verb
+
+
+def read(fn: Callable[Concatenate[Tx, P], T]) -> Verb[P, T]:
+    """The store verb that runs the transaction function `fn` in a read-only snapshot."""
+
+    async def verb(self: SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if kwargs:
+            return await self._read(functools.partial(fn, **kwargs), *args)
+        return await self._read(fn, *args)
+
+    functools.update_wrapper(verb, fn)
+    return verb
 
 
 class SqlStore:
-    """Implements the `Store` verbs with the shared transactions in `transactions.py`."""
+    """Implements the `Store` verbs with the shared transactions of `transactions/`."""
+
+    chain: Chain = PLAIN
+    keys: Keys | None = None
+
+    @property
+    def opened(self) -> bool:
+        raise NotImplementedError
+
+    def use_chain(self, chain: Chain) -> None:
+        """Hash the events this store appends with `chain` (before the store opens)."""
+        if self.opened:
+            raise ConfigurationError("a store's chain is set before it opens")
+        self.chain = chain
+
+    def use_keys(self, keys: Keys | None) -> None:
+        """Encrypt the payloads this store writes with `keys` (before the store opens)."""
+        if self.opened:
+            raise ConfigurationError("a store's encryption keys are set before it opens")
+        self.keys = keys
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
         raise NotImplementedError
@@ -46,178 +78,82 @@ class SqlStore:
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         raise NotImplementedError
 
-    async def create_run(self, new: NewRun) -> CreateRunResult:
-        return await self._write(txn.create_run, new)
+    # -- runs, tasks, timers and workers ------------------------------------------
+    create_run = write(txn.create_run)
+    commit_run = write(txn.commit_run)
+    claim_tasks = write(txn.claim_tasks)
+    renew_leases = write(txn.renew_leases)
+    release_tasks = write(txn.release_tasks)
+    expired_activities = read(txn.expired_activities)
+    fire_due_timers = write(txn.fire_due_timers)
+    next_timer_at = read(txn.next_timer_at)
+    get_run = read(txn.get_run)
+    load_history = read(txn.load_history)
+    list_runs = read(txn.list_runs)
+    load_run = read(txn.load_run)
+    run_tasks = read(txn.run_tasks)
+    beat_worker = write(txn.beat_worker)
+    remove_worker = write(txn.remove_worker)
+    release_owner = write(txn.release_owner)
+    live_workers = read(txn.live_workers)
 
-    async def commit_run(self, commit: RunCommit) -> CommitResult:
-        return await self._write(txn.commit_run, commit)
-
-    async def claim_tasks(
-        self,
-        owner: str,
-        workflow_queues: Sequence[str],
-        activity_queues: Sequence[str],
-        workflow_limit: int,
-        activity_limit: int,
-        lease: float,
-        now: float,
-    ) -> list[ClaimedTask]:
-        return await self._write(
-            txn.claim_tasks,
-            owner,
-            workflow_queues,
-            activity_queues,
-            workflow_limit,
-            activity_limit,
-            lease,
-            now,
-        )
-
-    async def renew_leases(
-        self, owner: str, renewals: Sequence[LeaseRenewal], lease: float, now: float
-    ) -> list[LeaseState]:
-        return await self._write(txn.renew_leases, owner, renewals, lease, now)
-
-    async def release_tasks(self, owner: str, tasks: Sequence[TaskRef], now: float) -> None:
-        await self._write(txn.release_tasks, owner, tasks, now)
-
-    async def expired_activities(self, now: float, limit: int) -> list[ClaimedTask]:
-        return await self._read(txn.expired_activities, now, limit)
-
-    async def fire_due_timers(
-        self, now: float, limit: int, owner: str | None, queues: Sequence[str], lease: float
-    ) -> list[FiredTimer]:
-        return await self._write(txn.fire_due_timers, now, limit, owner, queues, lease)
-
-    async def next_timer_at(self) -> float | None:
-        return await self._read(txn.next_timer_at)
-
-    async def get_run(self, tenant: str, run_id: str) -> RunRecord | None:
-        return await self._read(txn.get_run, tenant, run_id)
-
-    async def load_history(self, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]:
-        return await self._read(txn.load_history, tenant, run_id, after_seq)
-
-    async def list_runs(
-        self,
-        tenant: str | None = None,
-        status: str | None = None,
-        workflow: str | None = None,
-        limit: int = 100,
-    ) -> list[RunRecord]:
-        return await self._read(txn.list_runs, tenant, status, workflow, limit)
-
-    async def load_run(
-        self, tenant: str, run_id: str, after_seq: int = 0
-    ) -> tuple[RunRecord | None, list[Event]]:
-        return await self._read(txn.load_run, tenant, run_id, after_seq)
-
-    async def run_tasks(self, tenant: str, run_id: str) -> list[ClaimedTask]:
-        return await self._read(txn.run_tasks, tenant, run_id)
-
-    async def beat_worker(self, worker: WorkerRecord) -> None:
-        await self._write(txn.beat_worker, worker)
-
-    async def remove_worker(self, worker_id: str) -> None:
-        await self._write(txn.remove_worker, worker_id)
-
-    async def live_workers(self, since: float) -> list[WorkerRecord]:
-        return await self._read(txn.live_workers, since)
+    # -- pages of runs and what is in motion for them ---------------------------------
+    page_runs = read(txn.page_runs)
+    run_outlooks = read(txn.run_outlooks)
 
     # -- approvals, the directory and the outbox --------------------------------
-    async def get_approval(self, tenant: str, approval_id: str) -> ApprovalRecord | None:
-        return await self._read(txn.get_approval, tenant, approval_id)
-
-    async def list_approvals(
-        self,
-        tenant: str | None,
-        status: str | None = None,
-        run_id: str | None = None,
-        limit: int = 100,
-    ) -> list[ApprovalRecord]:
-        return await self._read(txn.list_approvals, tenant, status, run_id, limit)
-
-    async def get_credential(self, tenant: str, credential_id: str) -> CredentialRecord | None:
-        return await self._read(txn.get_credential, tenant, credential_id)
-
-    async def approval_votes(self, tenant: str, approval_id: str) -> list[dict[str, Any]]:
-        return await self._read(txn.approval_votes, tenant, approval_id)
-
-    async def decide_approval(self, request: DecideRequest) -> DecideResult:
-        return await self._write(txn.decide_approval, request)
-
-    async def change_approvers(
-        self,
-        tenant: str,
-        approval_id: str,
-        policy: dict[str, Any],
-        revoke: str | None,
-        notify: str | None,
-        event: NewEvent,
-        now: float,
-    ) -> bool:
-        return await self._write(
-            txn.change_approvers, tenant, approval_id, policy, revoke, notify, event, now
-        )
-
-    async def issue_credentials(
-        self,
-        tenant: str,
-        approval_id: str,
-        approver: str,
-        credentials: Sequence[NewCredential],
-        now: float,
-    ) -> ApprovalRecord | None:
-        return await self._write(
-            txn.issue_credentials, tenant, approval_id, approver, credentials, now
-        )
-
-    async def add_outbox(self, items: Sequence[OutboxItem], now: float) -> None:
-        await self._write(txn.add_outbox, items, now)
-
-    async def claim_outbox(
-        self, owner: str, now: float, limit: int, lease: float
-    ) -> list[OutboxItem]:
-        return await self._write(txn.claim_outbox, owner, now, limit, lease)
-
-    async def finish_outbox(
-        self, item_id: str, owner: str, now: float, error: str | None, retry_at: float | None
-    ) -> None:
-        await self._write(txn.finish_outbox, item_id, owner, now, error, retry_at)
-
-    async def group_members(self, tenant: str, group: str) -> list[str]:
-        return await self._read(txn.group_members, tenant, group)
-
-    async def list_groups(self, tenant: str) -> dict[str, list[str]]:
-        return await self._read(txn.list_groups, tenant)
-
-    async def add_group_members(
-        self, tenant: str, group: str, principals: Sequence[str], now: float
-    ) -> int:
-        return await self._write(txn.add_group_members, tenant, group, principals, now)
-
-    async def remove_group_members(self, tenant: str, group: str, principals: Sequence[str]) -> int:
-        return await self._write(txn.remove_group_members, tenant, group, principals)
+    get_approval = read(txn.get_approval)
+    list_approvals = read(txn.list_approvals)
+    get_credential = read(txn.get_credential)
+    approval_votes = read(txn.approval_votes)
+    look_up_credential = read(txn.look_up_credential)
+    decide_approval = write(txn.decide_approval)
+    record_refusal = write(txn.record_refusal)
+    approval_refusals = read(txn.approval_refusals)
+    change_approvers = write(txn.change_approvers)
+    issue_credentials = write(txn.issue_credentials)
+    add_outbox = write(txn.add_outbox)
+    claim_outbox = write(txn.claim_outbox)
+    finish_outbox = write(txn.finish_outbox)
+    group_members = read(txn.group_members)
+    list_groups = read(txn.list_groups)
+    add_group_members = write(txn.add_group_members)
+    remove_group_members = write(txn.remove_group_members)
 
     # -- definitions -------------------------------------------------------------
-    async def publish_definition(
-        self,
-        tenant: str,
-        name: str,
-        digest: str,
-        body: dict[str, Any],
-        source: str,
-        by: str | None,
-        now: float,
-    ) -> tuple[DefinitionRecord, bool]:
-        return await self._write(
-            txn.publish_definition, tenant, name, digest, body, source, by, now
-        )
+    publish_definition = write(txn.publish_definition)
+    get_definition = read(txn.get_definition)
+    list_definitions = read(txn.list_definitions)
 
-    async def get_definition(
-        self, tenant: str, name: str, version: int | None = None
-    ) -> DefinitionRecord | None:
-        return await self._read(txn.get_definition, tenant, name, version)
+    # -- tenants and API keys ----------------------------------------------------
+    create_tenant = write(txn.create_tenant)
+    list_tenants = read(txn.list_tenants)
+    create_api_key = write(txn.create_api_key)
+    list_api_keys = read(txn.list_api_keys)
+    revoke_api_key = write(txn.revoke_api_key)
+    api_key_to_authenticate = read(txn.api_key_to_authenticate)
+    touch_api_key = write(txn.touch_api_key)
 
-    async def list_definitions(self, tenant: str) -> list[DefinitionRecord]:
-        return await self._read(txn.list_definitions, tenant)
+    # -- signals from outside: signal-with-start, webhooks by correlation ------------
+    signal_with_start = write(txn.signal_with_start)
+    create_webhook_source = write(txn.create_webhook_source)
+    list_webhook_sources = read(txn.list_webhook_sources)
+    delete_webhook_source = write(txn.delete_webhook_source)
+    webhook_source = read(txn.webhook_source)
+    deliver_correlated = write(txn.deliver_correlated)
+
+    # -- quotas ---------------------------------------------------------------------
+    tenant_state = read(txn.tenant_state)
+    tenant_quotas = read(txn.tenant_quotas)
+    set_quotas = write(txn.set_quotas)
+
+    # -- retention: purged runs -------------------------------------------------------
+    purge_runs = write(txn.purge_runs)
+    count_purgeable = read(txn.count_purgeable)
+    get_purged_run = read(txn.get_purged_run)
+    list_purged_runs = read(txn.list_purged_runs)
+    finished_run_tenants = read(txn.finished_run_tenants)
+
+    # -- payload encryption -----------------------------------------------------------
+    run_ids_after = read(txn.run_ids_after)
+    reencrypt_run = write(txn.reencrypt_run)

@@ -11,6 +11,8 @@
 - `python -m waypost.testing.simulate`: named fault scenarios, run for many
   seeds, with a summary table.
 - `event_types`, `events_of`: small helpers to assert on a run's history.
+- `replay_history`, `replay_file`: replay a stored history against code, no store
+  (would this code suspend that run?).
 """
 
 from __future__ import annotations
@@ -22,9 +24,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from waypost.engine.core import AsyncEngine
+from waypost.client.engine import AsyncEngine, AsyncRunHandle
 from waypost.engine.faults import Crash, FaultPlan, NoFaults
-from waypost.engine.records import AsyncRunHandle
 from waypost.model.events import Event, feeds_code
 from waypost.model.status import RunStatus
 from waypost.store import open_store
@@ -32,6 +33,7 @@ from waypost.store import open_store
 from .clock import TestClock
 from .faults import FaultInjector, FaultRates, FaultyStore
 from .invariants import Ledger, Violation, check_invariants, check_run
+from .replay import ReplayResult, replay_file, replay_history
 
 
 def event_types(history: Iterable[Event]) -> list[str]:
@@ -172,6 +174,7 @@ __all__ = [
     "FaultyStore",
     "Ledger",
     "NoFaults",
+    "ReplayResult",
     "TestClock",
     "TestEnv",
     "Violation",
@@ -180,4 +183,6 @@ __all__ = [
     "event_types",
     "events_of",
     "faulty_engine",
+    "replay_file",
+    "replay_history",
 ]

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from waypost.engine.core import AsyncEngine
+    from waypost.client.engine import AsyncEngine
 
 
 class TestClock:
@@ -58,6 +58,6 @@ class TestClock:
             except RuntimeError:
                 running = None
             if running is loop:
-                engine.scheduler.nudge()
+                engine.nudge()
             else:
-                loop.call_soon_threadsafe(engine.scheduler.nudge)
+                loop.call_soon_threadsafe(engine.nudge)

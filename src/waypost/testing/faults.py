@@ -41,6 +41,7 @@ WRITES = frozenset(
         "beat_worker",
         "remove_worker",
         "decide_approval",
+        "record_refusal",
         "change_approvers",
         "issue_credentials",
         "add_outbox",
@@ -49,6 +50,14 @@ WRITES = frozenset(
         "add_group_members",
         "remove_group_members",
         "publish_definition",
+        "create_tenant",
+        "create_api_key",
+        "revoke_api_key",
+        "touch_api_key",
+        "signal_with_start",
+        "create_webhook_source",
+        "delete_webhook_source",
+        "deliver_correlated",
     }
 )
 # Verbs that only read (an outage fails them too).
@@ -66,10 +75,16 @@ READS = frozenset(
         "list_approvals",
         "get_credential",
         "approval_votes",
+        "approval_refusals",
         "group_members",
         "list_groups",
         "get_definition",
         "list_definitions",
+        "list_tenants",
+        "list_api_keys",
+        "api_key_to_authenticate",
+        "list_webhook_sources",
+        "webhook_source",
     }
 )
 

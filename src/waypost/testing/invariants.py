@@ -35,7 +35,9 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from waypost.model.events import AUDIT_EVENTS, TERMINAL_EVENTS, Event, EventType, verify_chain
+from waypost.model.chain import PLAIN, Chain
+from waypost.model.events import AUDIT_EVENTS, TERMINAL_EVENTS, Event, EventType
+from waypost.model.repairs import effective
 from waypost.model.status import RunStatus
 from waypost.store.base import RunRecord, Store
 
@@ -101,7 +103,11 @@ async def check_invariants(store: Store) -> list[Violation]:
         if any(e.type == _E.RUN_MIGRATED for e in history):
             records = await store.list_approvals(run.tenant, None, run.run_id, 2**31 - 1)
             approvals = {a.approval_id: a.status for a in records}
-        out.extend(check_run(run, history, has_open_task=bool(tasks), approvals=approvals))
+        out.extend(
+            check_run(
+                run, history, has_open_task=bool(tasks), approvals=approvals, chain=store.chain
+            )
+        )
     return out
 
 
@@ -111,17 +117,19 @@ def check_run(
     *,
     has_open_task: bool,
     approvals: Mapping[str, str] | None = None,
+    chain: Chain = PLAIN,
 ) -> list[Violation]:
     """The violations of one run, from its snapshot and history.
 
-    `approvals` (approval id -> status in the store), when given, is checked too.
+    `approvals` (approval id -> status in the store), when given, is checked too;
+    `chain` is how the history was hashed.
     """
     out: list[Violation] = []
 
     def bad(invariant: str, detail: str) -> None:
         out.append(Violation(invariant, run.tenant, run.run_id, detail))
 
-    for problem in verify_chain(history):
+    for problem in chain.verify(history):
         bad("hash-chain", f"event {problem.seq}: {problem.problem}")
     if not history:
         bad("history", "the run has no events")
@@ -136,6 +144,7 @@ def check_run(
     if history[0].type != _E.RUN_STARTED:
         bad("history", f"the first event is {history[0].type}, not RunStarted")
 
+    history = effective(history)  # what a repair voided does not count
     terminal = [e for e in history if e.type in TERMINAL_EVENTS]
     status = RunStatus(run.status)
     if len(terminal) > 1:
@@ -197,6 +206,10 @@ def _check_activities(run: RunRecord, history: Iterable[Event]) -> list[Violatio
                 next_attempt[step] = attempt + 1
             else:
                 done[step] = e.seq
+        elif e.type == _E.RUN_RETRIED and step in scheduled:
+            next_attempt[step] = int(e.data.get("attempt", -1))
+        elif e.type == _E.STEP_SKIPPED and step in scheduled:
+            done.setdefault(step, e.seq)
     return out
 
 
@@ -245,10 +258,11 @@ def _check_approvals(run: RunRecord, history: Iterable[Event]) -> list[Violation
         d = e.data
         approval = str(d.get("approval_id", ""))
         if e.type == _E.APPROVAL_DECIDED:
-            cred = str(d.get("credential_id"))
-            if cred in credentials:
-                bad(f"credential {cred} counted twice (events {credentials[cred]} and {e.seq})")
-            credentials[cred] = e.seq
+            if d.get("credential_id") is not None:  # None: decided signed in, no credential
+                cred = str(d.get("credential_id"))
+                if cred in credentials:
+                    bad(f"credential {cred} counted twice (events {credentials[cred]} and {e.seq})")
+                credentials[cred] = e.seq
             voter = (approval, str(d.get("principal")))
             if voter in voters:
                 bad(f"{voter[1]} counted twice on approval {approval} (event {e.seq})")

@@ -17,21 +17,20 @@ import functools
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import waypost as wp
-from waypost.engine.core import AsyncEngine
+from waypost.client.engine import AsyncEngine
 from waypost.engine.faults import Crash
-from waypost.engine.records import MigrationReport
-from waypost.engine.senders import Notification
 from waypost.errors import StoreError
+from waypost.features.senders import Notification
 from waypost.model.events import EventType
+from waypost.model.records import MigrationReport
 from waypost.model.status import RunStatus
-from waypost.store.base import CommitResult, RunCommit, Store
 
-from .faults import FaultInjector, FaultRates, FaultyStore
+from .faults import FaultRates
 from .invariants import Violation, all_runs
-from .simulate import APPROVERS, DEFINITION_CODE, SHIPMENT, Sim, _patiently, shipped
+from .sim import APPROVERS, DEFINITION_CODE, SHIPMENT, Sim, patiently, shipped
 
 T = TypeVar("T")
 
@@ -109,29 +108,6 @@ def shipment(version: int) -> dict[str, Any]:
         "start": "stock",
         "steps": steps,
     }
-
-
-class DiesMigrating(FaultyStore):
-    """A faulty store whose engine dies just before or just after it commits a migration."""
-
-    where: str
-
-    def __init__(self, inner: Store, injector: FaultInjector, where: str) -> None:
-        super().__init__(inner, injector)
-        object.__setattr__(self, "where", where)
-
-    async def commit_run(self, commit: RunCommit) -> CommitResult:
-        commit_run = FaultyStore.__getattr__(self, "commit_run")
-        inj: FaultInjector = self.injector
-        migrating = any(e.type == EventType.RUN_MIGRATED for e in commit.events)
-        if not migrating or inj.crashed.is_set():
-            return cast(CommitResult, await commit_run(commit))
-        if self.where == "before" and inj.roll("crash just before a migration's commit", 1):
-            raise inj.crash("just before a migration's commit")
-        result = cast(CommitResult, await commit_run(commit))
-        if self.where == "after" and inj.roll("crash just after a migration's commit", 1):
-            raise inj.crash("just after a migration's commit")
-        return result
 
 
 MIGRATION_FAULTS = (
@@ -214,7 +190,7 @@ async def _signal(sim: Sim, run_id: str) -> None:
 async def _move(sim: Sim, run_id: str, fault: str, rng: random.Random) -> bool | None:
     """Migrate one waiting run while `fault` strikes; whether it must have moved (None: either)."""
     await asyncio.sleep(rng.uniform(0, 0.3))  # the runs' migrations overlap, in varying order
-    run = await _patiently(functools.partial(sim.reader.get_run, "default", run_id))
+    run = await patiently(functools.partial(sim.reader.get_run, "default", run_id))
     waits = {w.get("kind"): w for w in run.waiting_for} if run is not None else {}
 
     def bad(detail: str) -> None:
@@ -313,7 +289,7 @@ async def definition_migration(sim: Sim) -> None:
 
     async def tick() -> None:
         """Approvers approve what is open and the goods arrive: every run can end."""
-        for run in await _patiently(lambda: all_runs(sim.reader)):
+        for run in await patiently(lambda: all_runs(sim.reader)):
             if run.run_id not in sim.orders or RunStatus(run.status).finished:
                 continue
             for w in run.waiting_for:
@@ -343,7 +319,7 @@ async def _retrying(sim: Sim, call: Callable[[], Awaitable[T]]) -> T:
 async def _replay_revoked(sim: Sim) -> None:
     """Approvers click the links of approvals a migration revoked: none may count."""
     for run_id in sim.orders:
-        history = await _patiently(functools.partial(sim.reader.load_history, "default", run_id))
+        history = await patiently(functools.partial(sim.reader.load_history, "default", run_id))
         for e in history:
             if e.type != EventType.RUN_MIGRATED:
                 continue
@@ -364,9 +340,9 @@ async def _replay_revoked(sim: Sim) -> None:
 async def _check_shipment(sim: Sim, run_id: str, fault: str, must_move: bool | None) -> None:
     """The run completed once, on version 2 exactly when it was migrated (once)."""
     reader = sim.reader
-    run = await _patiently(functools.partial(reader.get_run, "default", run_id))
-    history = await _patiently(functools.partial(reader.load_history, "default", run_id))
-    approvals = await _patiently(
+    run = await patiently(functools.partial(reader.get_run, "default", run_id))
+    history = await patiently(functools.partial(reader.load_history, "default", run_id))
+    approvals = await patiently(
         functools.partial(reader.list_approvals, "default", None, run_id, 100)
     )
 

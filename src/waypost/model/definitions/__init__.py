@@ -9,6 +9,8 @@ gives the JSON Schema, Draft 2020-12). Top level:
     start        id of the first step
     steps        step id -> step (ids: a letter or '_', then letters, digits, '_', '-')
     timeout      optional total duration of a run
+    on_cancel    `compensate`: a cancelled run first compensates its completed steps,
+                 newest first (a step must have a `compensate`); `none` (default): not
 
 Durations are ISO-8601 with weeks, days, hours, minutes and seconds ("P3D",
 "PT30M", "P1DT12H", "PT0.5S") or a number of seconds. Expressions are
@@ -19,11 +21,13 @@ JMESPath over the run's data (its input plus what steps stored in it), see
 without `next` ends its run (or its parallel branch) successfully.
 
     activity   `activity: <registered name>` or `http: {url, method (GET, POST,
-               PUT, PATCH, DELETE), headers (name -> text), body (mapping),
+               PUT, PATCH, DELETE), headers (name -> text, or {secret: <tenant
+               secret name>, format: "Bearer {}"}), body (mapping),
                signature: {secret: <tenant secret name>, header}}`; `input`
                (mapping), `output` (location), `retry: {max_attempts,
                initial_interval, backoff, max_interval}`, `timeout`,
-               `compensate` (an activity name, or `{activity, input}`), `next`.
+               `compensate` (an activity name, or `{activity, input}`),
+               `skippable` (an operator, not only an admin, may skip it), `next`.
     approval   `approvers: {users: [...], groups: [...], quorum: N, all: bool,
                veto: bool}`, `input` (mapping: what approvers are shown),
                `output` (location of the decision), `expires_in`, `on_reject`,
@@ -32,7 +36,9 @@ without `next` ends its run (or its parallel branch) successfully.
     wait       exactly one of `duration`, `until` (expression giving an ISO-8601
                date-time) or `signal` (name); `output` (location of the
                signal's payload), `timeout`, `on_timeout` (else a timeout
-               fails the run), `next`.
+               fails the run), `next`; with `signal`, `correlate: {key: name,
+               value: expression}` (a string or whole number from the data)
+               makes the run findable by webhooks while it waits.
     choice     `choices: [{when: expression, next: step}, ...]` (the first that
                holds wins), `default: step`, `max_iterations` (a run passing
                the choice more often fails; this is what bounds a loop).
@@ -43,7 +49,13 @@ without `next` ends its run (or its parallel branch) successfully.
 
 Static validation checks the schema, step targets, reachability, loops (each
 needs a bound), activity names, expressions, durations and a tenant's
-`Limits`; `validate` explains the rules.
+`Limits`; `validate` explains the rules. The modules: `format` (the records,
+schema, digest and durations), `reading` (text to structure, schema errors),
+`validate` (static checks, canonical form, `parse_definition`), `expressions`
+(JMESPath over a run's data, within a `Budget`), `inputs` (input schemas and
+checking a run's input) and `migration` (moving a waiting run to another
+version). Objects and arrays nest at most `MAX_NESTING` (64) levels, in a
+definition and in a run's input.
 """
 
 from __future__ import annotations
@@ -53,7 +65,7 @@ from waypost.model.definitions.expressions import (
     ExpressionError,
     compile_expression,
 )
-from waypost.model.definitions.validate import (
+from waypost.model.definitions.format import (
     Definition,
     DefinitionError,
     InputError,
@@ -61,10 +73,9 @@ from waypost.model.definitions.validate import (
     Problem,
     canonical_digest,
     definition_schema,
-    input_problems,
-    parse_definition,
     parse_duration,
 )
+from waypost.model.definitions.validate import input_problems, parse_definition
 
 __all__ = [
     "Definition",

@@ -16,12 +16,25 @@ Three decisions on top of the library:
 - A mapping (the `input` of a step, the `body` of an HTTP call) is an object
   of name -> value, where a string is an expression and `{"literal": X}`
   stands for X itself (`{"literal": "EUR"}` is the string "EUR").
+- Evaluation has a `Budget`, enforced while it runs, never after: every node
+  the interpreter visits (each element of a projection counts) is a step, and
+  every value it builds (a list, an object, a projection, a slice, a
+  function's result) is measured as the JSON it would become, shared parts
+  counted each time they appear. `[@, @] | [@, @] | ...` doubles its value at
+  each step while sharing it in memory, and would only blow up when stored;
+  measured this way it is stopped as soon as it passes the budget. The budget
+  counts work rather than time, so replaying a run decides the same way on
+  any machine. Reading data that is already there is not building it: `blob`
+  hands back the stored value whatever its size.
+- An expression nests at most `MAX_EXPRESSION_DEPTH` levels (its syntax tree,
+  a literal's JSON included), so evaluating it never runs out of stack.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,9 +42,13 @@ import jmespath
 import jmespath.exceptions
 import jmespath.functions
 import jmespath.parser
+import jmespath.visitor
 
 __all__ = [
+    "DEFAULT_BUDGET",
     "LITERAL_KEY",
+    "MAX_EXPRESSION_DEPTH",
+    "Budget",
     "Expression",
     "ExpressionError",
     "assign",
@@ -44,6 +61,8 @@ __all__ = [
 
 LITERAL_KEY = "literal"
 MAX_EXPRESSION_LENGTH = 1000
+MAX_EXPRESSION_DEPTH = 64
+"""How deep an expression's syntax tree (and a literal's JSON in it) may nest."""
 
 _OUTPUT_PATH = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
@@ -53,22 +72,164 @@ class ExpressionError(ValueError):
 
 
 @dataclass(frozen=True)
+class Budget:
+    """How much one evaluation may do: steps (nodes visited) and the size of what it builds.
+
+    `max_size` is in characters of the JSON a built value would become. A
+    tenant's `Limits.expression_budget()` gives its budget; the defaults are
+    those of `Limits()`.
+    """
+
+    max_steps: int = 100_000
+    max_size: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "max_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"Budget.{name} must be a positive integer, got {value!r}")
+
+
+DEFAULT_BUDGET = Budget()
+
+
+class _OverBudget(Exception):
+    """An evaluation went past its budget (said as an ExpressionError by `evaluate`)."""
+
+
+@dataclass(frozen=True)
 class Expression:
     """A compiled JMESPath expression."""
 
     text: str
     _parsed: jmespath.parser.ParsedResult = field(repr=False, compare=False)
 
-    def evaluate(self, data: Any) -> Any:
-        """The value of the expression over `data` (JSON values only)."""
+    def evaluate(self, data: Any, budget: Budget = DEFAULT_BUDGET) -> Any:
+        """The value of the expression over `data` (JSON values only), within `budget`."""
         try:
-            return self._parsed.search(data)
+            return _Evaluation(budget).visit(self._parsed.parsed, data)
+        except _OverBudget as exc:
+            raise ExpressionError(f"expression {self.text!r} was stopped: {exc}") from None
         except jmespath.exceptions.JMESPathError as exc:
             raise ExpressionError(f"expression {self.text!r} failed: {exc}") from None
+        except RecursionError:
+            raise ExpressionError(
+                f"expression {self.text!r} failed: the data is nested too deeply"
+            ) from None
+        except (ArithmeticError, TypeError, ValueError) as exc:
+            # A function given what it cannot take (ceil of an infinite number, ...).
+            raise ExpressionError(
+                f"expression {self.text!r} failed: {type(exc).__name__}: {exc}"
+            ) from None
 
-    def holds(self, data: Any) -> bool:
+    def holds(self, data: Any, budget: Budget = DEFAULT_BUDGET) -> bool:
         """Whether the expression, used as a condition, is true over `data`."""
-        return is_truthy(self.evaluate(data))
+        return is_truthy(self.evaluate(data, budget))
+
+
+_MAX_INT_BITS = 997  # 2**997 has 301 digits
+
+# Nodes whose value the evaluation builds (rather than reads from the data or the text).
+_BUILDS = frozenset(
+    {
+        "multi_select_list",
+        "multi_select_dict",
+        "projection",
+        "value_projection",
+        "filter_projection",
+        "flatten",
+        "slice",
+        "function_expression",
+    }
+)
+
+
+class _Evaluation(jmespath.visitor.TreeInterpreter):
+    """JMESPath's own interpreter, counting its steps and measuring what it builds."""
+
+    def __init__(self, budget: Budget) -> None:
+        super().__init__()
+        self.budget = budget
+        self.steps = 0
+        # id -> (value, size) of the lists and objects measured so far; the value
+        # is kept so that its id cannot be reused during the evaluation.
+        self.sizes: dict[int, tuple[Any, int]] = {}
+
+    def visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+        self.steps += 1
+        if self.steps > self.budget.max_steps:
+            raise _OverBudget(
+                f"it took more than {self.budget.max_steps} steps (max_expression_steps)"
+            )
+        result = super().visit(node, *args, **kwargs)
+        if node["type"] in _BUILDS:
+            self.measure(result)
+        return result
+
+    def measure(self, value: Any) -> int:
+        """The size of `value` as JSON, stopping as soon as it is over the budget."""
+        if not isinstance(value, list | dict):
+            return self.within(_scalar_size(value))
+        known = self.sizes.get(id(value))
+        if known is not None:
+            return known[1]
+        # Depth first without recursion; each list or object is measured once.
+        frames: list[list[Any]] = [[value, _parts(value), 2]]
+        while frames:
+            frame = frames[-1]
+            total: int = frame[2]
+            deeper = None
+            for extra, child in frame[1]:
+                total += extra
+                if isinstance(child, list | dict):
+                    known = self.sizes.get(id(child))
+                    if known is None:
+                        deeper = child
+                        break
+                    total += known[1]
+                else:
+                    total += _scalar_size(child)
+                self.within(total)
+            frame[2] = self.within(total)
+            if deeper is not None:
+                frames.append([deeper, _parts(deeper), 2])
+                continue
+            frames.pop()
+            self.sizes[id(frame[0])] = (frame[0], total)
+            if frames:
+                frames[-1][2] = self.within(frames[-1][2] + total)
+        return self.sizes[id(value)][1]
+
+    def within(self, size: int) -> int:
+        if size > self.budget.max_size:
+            raise _OverBudget(
+                f"it built a value larger than {self.budget.max_size} characters of JSON "
+                "(max_expression_size)"
+            )
+        return size
+
+
+def _parts(value: list[Any] | dict[str, Any]) -> Iterator[tuple[int, Any]]:
+    """(characters around it, item) for each item of a list or object, as JSON has them."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield len(key) + 4, item  # the quoted key, its colon and a comma
+    else:
+        for item in value:
+            yield 1, item
+
+
+def _scalar_size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, float) and not math.isfinite(value):
+        raise jmespath.exceptions.JMESPathError(
+            f"it gave the number {value}, which JSON cannot hold"
+        )
+    if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+        # Python writes at most 4300 digits of an integer; far fewer mean nothing as data.
+        raise jmespath.exceptions.JMESPathError("it gave an integer of more than 300 digits")
+    return 5  # null, true, false and numbers: a few characters
 
 
 def compile_expression(text: str) -> Expression:
@@ -79,12 +240,41 @@ def compile_expression(text: str) -> Expression:
         raise ExpressionError("an expression cannot be empty")
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise ExpressionError(f"an expression is at most {MAX_EXPRESSION_LENGTH} characters")
+    too_deep = f"invalid expression: it is nested more than {MAX_EXPRESSION_DEPTH} levels deep"
     try:
         parsed = jmespath.compile(text)
     except jmespath.exceptions.JMESPathError as exc:
         raise ExpressionError(f"invalid expression {text!r}: {_describe(exc)}") from None
+    except RecursionError:
+        raise ExpressionError(too_deep) from None
+    except ValueError as exc:  # a literal JSON cannot hold (an integer of 5000 digits)
+        raise ExpressionError(f"invalid expression: {exc}") from None
+    if _depth(parsed.parsed) > MAX_EXPRESSION_DEPTH:
+        raise ExpressionError(too_deep)
     _check_functions(parsed.parsed, text)
     return Expression(text, parsed)
+
+
+def _depth(tree: Mapping[str, Any]) -> int:
+    """How deep a syntax tree nests, the JSON of its literals included (without recursion)."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(tree, 1)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_EXPRESSION_DEPTH:
+            break
+        children: list[Any] = []
+        if isinstance(node, list):
+            children = node
+        elif isinstance(node, Mapping) and isinstance(node.get("type"), str):
+            children = [c for c in node.get("children", ()) if isinstance(c, Mapping)]
+            if node["type"] == "literal":
+                children.append(node.get("value"))
+        elif isinstance(node, Mapping):  # an object inside a literal
+            children = list(node.values())
+        todo.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _describe(exc: jmespath.exceptions.JMESPathError) -> str:
@@ -134,14 +324,19 @@ def is_literal(value: Any) -> bool:
     return isinstance(value, Mapping) and set(value) == {LITERAL_KEY}
 
 
-def evaluate_mapping(mapping: Mapping[str, Any], data: Any) -> dict[str, Any]:
-    """Evaluate every value of a mapping over `data` (literals stand for themselves)."""
+def evaluate_mapping(
+    mapping: Mapping[str, Any], data: Any, budget: Budget = DEFAULT_BUDGET
+) -> dict[str, Any]:
+    """Evaluate every value of a mapping over `data` (literals stand for themselves).
+
+    Each expression has `budget` to itself.
+    """
     result: dict[str, Any] = {}
     for name, value in mapping.items():
         if is_literal(value):
             result[name] = value[LITERAL_KEY]
         else:
-            result[name] = compile_expression(value).evaluate(data)
+            result[name] = compile_expression(value).evaluate(data, budget)
     return result
 
 

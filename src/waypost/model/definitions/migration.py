@@ -7,15 +7,19 @@ asks what the new version will read that the run cannot give it.
 
 Decisions:
 
-- A read is a top-level field of the run's data named by an expression
-  (`root_fields`); deeper structure is not checked, as the data's shape below
-  the top is the business of the steps that stored it.
-- A field is there when the run's data has it, or when the new version's input
-  schema declares it (an optional input reads as null, as it would for a run
-  started on the new version). For steps after the one the run continues at, a
-  field is also there when a step reachable from that one stores it. Whether
-  that step runs first is not decided: the check catches a field nothing
-  could provide, not every order of events.
+- A read is a path of fields from the top of the run's data that an
+  expression names (`read_paths`: `order.customer.name` reads `order`,
+  `order.customer` and `order.customer.name`), as far as the expression
+  follows fields; past an index, a projection or a function it reads a
+  computed value, which the check cannot follow.
+- A path is there when the run's data has it (every field on the way, the
+  last one possibly null), or when the new version's input schema declares
+  it, field by field through `properties` (an optional input reads as null,
+  as it would for a run started on the new version). For steps after the one
+  the run continues at, a path is also there when a step reachable from that
+  one stores at it, above it (the stored value's shape is that step's
+  business) or below it. Whether that step runs first is not decided: the
+  check catches a path nothing could provide, not every order of events.
 - Every reason is reported, not just the first, each naming the steps it is
   about, as the operator reads them to fix the mapping or the new version.
 """
@@ -30,19 +34,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import jmespath
-import jsonschema
-import jsonschema.validators
 
 from waypost.model.definitions.expressions import (
     compile_expression,
     parse_output_path,
 )
-from waypost.model.definitions.validate import TARGET_FIELDS, Definition, _join
+from waypost.model.definitions.format import TARGET_FIELDS, Definition, join_path, nesting_problem
+from waypost.model.definitions.inputs import input_errors
 
 __all__ = [
     "MigrationCheck",
     "check_mapping",
     "check_migration",
+    "read_paths",
     "root_fields",
     "step_reads",
 ]
@@ -99,6 +103,57 @@ def _root_fields(expression: str) -> frozenset[str]:
     return frozenset(found)
 
 
+def read_paths(expression: str) -> frozenset[tuple[str, ...]]:
+    """The paths of fields from the top of a run's data that `expression` reads.
+
+    `order.customer.name` reads `("order",)`, `("order", "customer")` and
+    `("order", "customer", "name")`; `items[?price > limit].name` reads only
+    `("items",)` (the rest applies to each item). Raises `ExpressionError` for
+    invalid text.
+    """
+    return _read_paths(expression)
+
+
+@functools.lru_cache(maxsize=1024)
+def _read_paths(expression: str) -> frozenset[tuple[str, ...]]:
+    compile_expression(expression)  # a readable ExpressionError for invalid text
+    reads, _ = _paths_read(jmespath.compile(expression).parsed)
+    return frozenset(reads)
+
+
+def _paths_read(node: Mapping[str, Any]) -> tuple[set[tuple[str, ...]], tuple[str, ...] | None]:
+    """(paths of the context `node` reads, the path its value is at, if it is one)."""
+    kind = node.get("type")
+    children = [child for child in node.get("children", ()) if isinstance(child, Mapping)]
+    if kind == "field":
+        return {(node["value"],)}, (node["value"],)
+    if kind in _CONTEXT_NODES:
+        return set(), ()
+    if kind in _READS_NOTHING:
+        return set(), None
+    reads: set[tuple[str, ...]] = set()
+    if kind in ("subexpression", "pipe"):
+        # Each part is evaluated on the value of the one before, the first on the context.
+        at: tuple[str, ...] | None = ()
+        for child in children:
+            if at is None:
+                break  # a computed value: nothing more of the context is read
+            inner, value = _paths_read(child)
+            reads.update(at + path for path in inner)
+            at = at + value if value is not None else None
+        return reads, at
+    if kind == "index_expression" or kind in _PROJECTIONS:
+        # Only the left side is evaluated in the context.
+        if children:
+            reads, _ = _paths_read(children[0])
+        return reads, None
+    # Comparisons, boolean operators, function arguments, multi-selects and any
+    # node type unknown here keep the context (erring towards refusing a move).
+    for child in children:
+        reads.update(_paths_read(child)[0])
+    return reads, None
+
+
 def _collect_reads(node: Mapping[str, Any], found: set[str]) -> None:
     """Add to `found` the fields of the context `node` is evaluated in that it reads."""
     kind = node.get("type")
@@ -131,7 +186,7 @@ def step_reads(step: Mapping[str, Any]) -> list[tuple[str, str]]:
 
     These are the values of its `input` and HTTP `body` mappings (literals
     excepted), the `when` of each choice, a wait's `until`, a succeed step's
-    `output` and the input of its compensation; a location reads like
+    `output`, a wait's `correlate.value` and the input of its compensation; a location reads like
     `input.amount`, `http.body.reference` or `choices[0].when`.
     """
     kind = step.get("type")
@@ -146,6 +201,10 @@ def step_reads(step: Mapping[str, Any]) -> list[tuple[str, str]]:
                 reads.append((f"choices[{index}].when", choice["when"]))
     if kind == "wait" and isinstance(step.get("until"), str):
         reads.append(("until", step["until"]))
+    correlate = step.get("correlate")
+    value = correlate.get("value") if isinstance(correlate, Mapping) else None
+    if kind == "wait" and isinstance(value, str):
+        reads.append(("correlate.value", value))
     # Other steps' `output` is a location to store at, not an expression.
     if kind == "succeed" and isinstance(step.get("output"), str):
         reads.append(("output", step["output"]))
@@ -160,7 +219,7 @@ def _mapping_reads(mapping: Any, location: str) -> Iterable[tuple[str, str]]:
         for name, value in mapping.items():
             # A literal is the object {"literal": X}; only strings are expressions.
             if isinstance(value, str):
-                yield _join(location, name), value
+                yield join_path(location, name), value
 
 
 def check_mapping(source: Definition, target: Definition, mapping: Mapping[str, str]) -> list[str]:
@@ -283,8 +342,12 @@ def _input_reasons(target: Definition, run_input: Any) -> list[str]:
     schema = target.input_schema
     if schema is None:
         return []
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    errors = list(cls(schema).iter_errors(run_input))
+    too_deep = nesting_problem(run_input, "$")
+    if too_deep is not None:
+        return [f"the run's input is {too_deep.message}"]
+    errors, stopped = input_errors(schema, run_input, 1000)
+    if stopped is not None:
+        return [f"the run's input cannot be checked against the new version: {stopped}"]
     if not errors:
         return []
     listed = "; ".join(
@@ -315,23 +378,36 @@ def _shorten(message: str) -> str:
 
 
 def _data_reasons(target: Definition, to_step: str, data: Mapping[str, Any]) -> list[str]:
-    known = set(data) | _declared_inputs(target.input_schema)
+    schema = target.input_schema
     reachable = _reachable(target, to_step)
-    stored = {
-        parse_output_path(step["output"])[0]
+    stored = [
+        parse_output_path(step["output"])
         for step in (target.all_steps[step_id] for step_id in reachable)
         if step.get("type") != "succeed" and isinstance(step.get("output"), str)
-    }
+    ]
+
+    def present(path: tuple[str, ...], later: bool) -> bool:
+        if _in_data(data, path) or _declared(schema, path):
+            return True
+        return later and any(
+            path[: len(set_at)] == set_at or set_at[: len(path)] == path for set_at in stored
+        )
+
     reasons: list[str] = []
     for step_id in reachable:
-        available = known if step_id == to_step else known | stored
-        missing: dict[str, list[str]] = {}
+        later = step_id != to_step
+        missing: dict[tuple[str, ...], list[str]] = {}
         for location, text in step_reads(target.all_steps[step_id]):
-            for name in sorted(root_fields(text) - available):
-                missing.setdefault(name, []).append(location)
-        for name, locations in missing.items():
-            where = ", ".join(locations)
-            if step_id == to_step:
+            for path in read_paths(text):
+                if not present(path, later):
+                    missing.setdefault(path, []).append(location)
+        # Name the first level missing: `order.customer`, not also `order.customer.name`.
+        for path in sorted(missing):
+            if any(path[: len(other)] == other and other != path for other in missing):
+                continue
+            name = ".".join(path)
+            where = ", ".join(missing[path])
+            if not later:
                 reasons.append(
                     f"step {step_id!r} of the new version, where the run continues, reads "
                     f"{name!r} ({where}), which the run's data does not have"
@@ -344,10 +420,24 @@ def _data_reasons(target: Definition, to_step: str, data: Mapping[str, Any]) -> 
     return reasons
 
 
-def _declared_inputs(schema: Mapping[str, Any] | bool | None) -> set[str]:
-    if isinstance(schema, Mapping) and isinstance(schema.get("properties"), Mapping):
-        return set(schema["properties"])
-    return set()
+def _in_data(data: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    node: Any = data
+    for name in path:
+        if not isinstance(node, Mapping) or name not in node:
+            return False
+        node = node[name]
+    return True
+
+
+def _declared(schema: Mapping[str, Any] | bool | None, path: tuple[str, ...]) -> bool:
+    """Whether the input schema declares `path`, field by field through `properties`."""
+    node: Any = schema
+    for name in path:
+        properties = node.get("properties") if isinstance(node, Mapping) else None
+        if not isinstance(properties, Mapping) or name not in properties:
+            return False
+        node = properties[name]
+    return True
 
 
 def _reachable(target: Definition, start: str) -> list[str]:
@@ -389,6 +479,14 @@ def _notes(
                 else f"{votes} votes already given do not"
             )
             notes.append(f"{given} carry over")
+    if source.on_cancel != target.on_cancel:
+        notes.append(
+            "if the run is cancelled, it compensates its completed steps first (the new version "
+            "says on_cancel: compensate)"
+            if target.on_cancel == "compensate"
+            else "if the run is cancelled, it no longer compensates its completed steps (the new "
+            "version does not say on_cancel: compensate)"
+        )
     if to_step is None:
         return notes
     new = target.steps[to_step]

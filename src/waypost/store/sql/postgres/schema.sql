@@ -18,10 +18,15 @@ CREATE TABLE runs (
     created_at    double precision NOT NULL,
     updated_at    double precision NOT NULL,
     finished_at   double precision,
+    priority      integer          NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, run_id)
 );
 
-CREATE INDEX runs_by_status ON runs (tenant, status, created_at);
+-- Pages of runs, newest first: a keyset on (created_at, run_id) within the tenant,
+-- alone or with one filter.
+CREATE INDEX runs_by_created ON runs (tenant, created_at, run_id);
+CREATE INDEX runs_by_status ON runs (tenant, status, created_at, run_id);
+CREATE INDEX runs_by_workflow ON runs (tenant, workflow, created_at, run_id);
 
 CREATE TABLE events (
     tenant text             NOT NULL,
@@ -57,10 +62,18 @@ CREATE TABLE tasks (
     cancel_requested   boolean          NOT NULL DEFAULT false,
     spec               text,
     created_at         double precision NOT NULL,
+    priority           integer          NOT NULL DEFAULT 0,
+    lapses             integer          NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, run_id, kind, step)
 );
 
 CREATE INDEX tasks_due ON tasks (kind, state, visible_at);
+
+-- Claims go tenant by tenant (a tenant's backlog never hides another tenant's work),
+-- then by priority, then oldest first.
+CREATE INDEX tasks_ready ON tasks (kind, tenant, priority DESC, visible_at) WHERE state = 'ready';
+-- What a tenant has in flight, counted against its quota.
+CREATE INDEX tasks_leased ON tasks (tenant, kind) WHERE state = 'leased';
 
 -- A timer fires once per generation: firing is a conditional update on
 -- (status, generation), so two schedulers cannot both fire it.
@@ -75,6 +88,7 @@ CREATE TABLE timers (
 );
 
 CREATE INDEX timers_due ON timers (status, fire_at);
+CREATE INDEX timers_by_tenant ON timers (tenant, status);
 
 CREATE TABLE workers (
     worker_id    text             PRIMARY KEY,
@@ -120,6 +134,7 @@ CREATE TABLE approval_credentials (
 );
 
 CREATE INDEX approval_credentials_by_approval ON approval_credentials (tenant, approval_id, approver);
+CREATE UNIQUE INDEX approval_credentials_by_id ON approval_credentials (credential_id);
 
 CREATE TABLE approval_votes (
     tenant        text NOT NULL,
@@ -130,6 +145,22 @@ CREATE TABLE approval_votes (
     credential_id text NOT NULL,
     at            double precision NOT NULL,
     PRIMARY KEY (tenant, approval_id, principal)
+);
+
+-- Refused decisions: each distinct (principal, reason) of an approval once, with a count,
+-- up to a limit per approval; the rest counted in the overflow row (principal and reason '').
+CREATE TABLE approval_refusals (
+    tenant        text NOT NULL,
+    approval_id   text NOT NULL,
+    principal     text NOT NULL,
+    reason        text NOT NULL,
+    decision      text NOT NULL,
+    credential_id text,
+    auth          text NOT NULL,
+    attempts      bigint NOT NULL,
+    first_at      double precision NOT NULL,
+    last_at       double precision NOT NULL,
+    PRIMARY KEY (tenant, approval_id, principal, reason)
 );
 
 CREATE TABLE group_members (
@@ -156,10 +187,6 @@ CREATE TABLE outbox (
 
 CREATE INDEX outbox_due ON outbox (status, visible_at);
 
--- Claims take due tasks in visible_at order; with a large backlog this index lets
--- the claim stop at its limit instead of sorting every claimable row.
-CREATE INDEX tasks_claimable ON tasks (kind, visible_at) WHERE state IN ('ready', 'leased');
-
 -- Workflows defined as data: immutable versions, identified by their content's digest.
 CREATE TABLE definitions (
     tenant       text NOT NULL,
@@ -174,3 +201,105 @@ CREATE TABLE definitions (
 );
 
 CREATE UNIQUE INDEX definitions_by_digest ON definitions (tenant, name, digest);
+
+-- Tenants and their API keys: a key is looked up by its public key_id; only the
+-- SHA-256 of its secret is kept. Quotas are JSON.
+CREATE TABLE tenants (
+    tenant     text PRIMARY KEY,
+    created_at double precision NOT NULL,
+    created_by text NOT NULL,
+    quotas     text NOT NULL DEFAULT '{}'
+);
+
+CREATE TABLE api_keys (
+    key_id       text PRIMARY KEY,
+    tenant       text NOT NULL,
+    principal    text NOT NULL,
+    roles        text NOT NULL,
+    secret_hash  text NOT NULL,
+    created_at   double precision NOT NULL,
+    created_by   text NOT NULL,
+    expires_at   double precision,
+    revoked_at   double precision,
+    revoked_by   text,
+    last_used_at double precision
+);
+
+CREATE INDEX api_keys_by_tenant ON api_keys (tenant, created_at);
+
+-- Signal waits findable by correlation, and the webhook sources that deliver to them.
+--
+-- correlations: one row per open `wait_signal(..., correlate=(key, value))`, written by
+-- the commit that records CorrelationRegistered and deleted by the one that records
+-- CorrelationWithdrawn (or ends the run). Several runs may wait with one (key, value).
+CREATE TABLE correlations (
+    tenant     text             NOT NULL,
+    run_id     text             NOT NULL,
+    step       text             NOT NULL,
+    signal     text             NOT NULL,
+    corr_key   text             NOT NULL,
+    corr_value text             NOT NULL,
+    created_at double precision NOT NULL,
+    PRIMARY KEY (tenant, run_id, step)
+);
+
+CREATE INDEX correlations_by_value ON correlations (tenant, corr_key, corr_value, signal, created_at);
+
+-- webhook_sources: ids are unique across tenants (the URL names no tenant: the source
+-- finds it). The secret is kept as given out, because checking an HMAC needs it.
+CREATE TABLE webhook_sources (
+    source     text             PRIMARY KEY,
+    tenant     text             NOT NULL,
+    signal     text             NOT NULL,
+    corr_key   text             NOT NULL,
+    corr_path  text             NOT NULL,
+    tolerance  integer          NOT NULL,
+    secret     text             NOT NULL,
+    created_at double precision NOT NULL,
+    created_by text             NOT NULL
+);
+
+CREATE INDEX webhook_sources_by_tenant ON webhook_sources (tenant, source);
+
+-- webhook_deliveries: the delivery ids a source has delivered, with what the first
+-- delivery answered, kept for twice the source's tolerance (a replay older than that
+-- is refused by its timestamp).
+CREATE TABLE webhook_deliveries (
+    source      text             NOT NULL,
+    delivery_id text             NOT NULL,
+    tenant      text             NOT NULL,
+    received_at double precision NOT NULL,
+    outcome     text,
+    PRIMARY KEY (source, delivery_id)
+);
+
+CREATE INDEX webhook_deliveries_by_age ON webhook_deliveries (source, received_at);
+
+-- A tenant's start-rate bucket (tokens as of refilled_at); its row is what the
+-- tenant's admissions lock, so that concurrent starts count one after another.
+CREATE TABLE tenant_admission (
+    tenant      text PRIMARY KEY,
+    tokens      double precision NOT NULL,
+    refilled_at double precision NOT NULL
+);
+
+-- Retention: finished runs found by age, and the summaries purged runs leave.
+CREATE INDEX runs_by_finished ON runs (tenant, finished_at) WHERE finished_at IS NOT NULL;
+
+CREATE TABLE purged_runs (
+    tenant      text             NOT NULL,
+    run_id      text             NOT NULL,
+    workflow    text             NOT NULL,
+    version     text             NOT NULL,
+    status      text             NOT NULL,
+    created_at  double precision NOT NULL,
+    finished_at double precision,
+    last_seq    bigint           NOT NULL,
+    last_hash   text             NOT NULL,
+    purged_at   double precision NOT NULL,
+    purged_by   text             NOT NULL,
+    reason      text             NOT NULL DEFAULT '',
+    PRIMARY KEY (tenant, run_id)
+);
+
+CREATE INDEX purged_runs_by_time ON purged_runs (tenant, purged_at, run_id);

@@ -1,14 +1,15 @@
 -- Queries of the SQLite store. Each section starts with "-- name: <name>".
--- Parameters are named (:name). Shapes of rows returned are read in sqlite.py.
+-- Parameters are named (:name). Rows are read by column name in transactions/,
+-- shared with PostgreSQL: every selected expression has an alias.
 
 -- name: get_run
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
 FROM runs WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: list_runs
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
 FROM runs
 WHERE (:tenant IS NULL OR tenant = :tenant)
   AND (:status IS NULL OR status = :status)
@@ -16,14 +17,58 @@ WHERE (:tenant IS NULL OR tenant = :tenant)
 ORDER BY created_at DESC, run_id
 LIMIT :limit;
 
+-- name: page_runs
+-- Pages of one tenant's runs, newest first, after a position (created_at, run_id):
+-- a keyset on an index, so a page reads its rows only. The first page starts after
+-- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
+SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+FROM runs
+WHERE tenant = :tenant
+  AND (created_at, run_id) < (:after_at, :after_id)
+ORDER BY created_at DESC, run_id DESC
+LIMIT :limit;
+
+-- name: page_runs_by_status
+SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+FROM runs
+WHERE tenant = :tenant AND status = :status
+  AND (created_at, run_id) < (:after_at, :after_id)
+ORDER BY created_at DESC, run_id DESC
+LIMIT :limit;
+
+-- name: page_runs_by_workflow
+SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+FROM runs
+WHERE tenant = :tenant AND workflow = :workflow
+  AND (created_at, run_id) < (:after_at, :after_id)
+ORDER BY created_at DESC, run_id DESC
+LIMIT :limit;
+
+-- name: page_runs_by_status_workflow
+SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+FROM runs
+WHERE tenant = :tenant AND status = :status AND workflow = :workflow
+  AND (created_at, run_id) < (:after_at, :after_id)
+ORDER BY created_at DESC, run_id DESC
+LIMIT :limit;
+
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
-                  last_seq, last_hash, processed_seq, created_at, updated_at)
+                  last_seq, last_hash, processed_seq, created_at, updated_at, priority)
 VALUES (:tenant, :run_id, :workflow, :version, 'running', :input, '[]',
-        :last_seq, :last_hash, 0, :now, :now);
+        :last_seq, :last_hash, :processed_seq, :now, :now, :priority)
+ON CONFLICT (tenant, run_id) DO NOTHING;
 
 -- name: run_head
-SELECT last_seq, last_hash, status FROM runs WHERE tenant = :tenant AND run_id = :run_id;
+SELECT last_seq, last_hash, status, processed_seq FROM runs WHERE tenant = :tenant AND run_id = :run_id;
+
+-- name: pending_signals
+SELECT count(*) AS pending FROM events
+WHERE tenant = :tenant AND run_id = :run_id AND seq > :after AND type = 'SignalReceived';
 
 -- name: advance_run_checked
 UPDATE runs SET last_seq = :last_seq, last_hash = :last_hash, updated_at = :now
@@ -50,16 +95,23 @@ WHERE tenant = :tenant AND run_id = :run_id AND seq > :after_seq
 ORDER BY seq;
 
 -- name: insert_workflow_task
-INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence, created_at)
-VALUES (:tenant, :run_id, 'workflow', '', :queue, :state, :visible_at, :owner, :fence, :now);
+INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence, created_at,
+                   priority)
+VALUES (:tenant, :run_id, 'workflow', '', :queue, :state, :visible_at, :owner, :fence, :now,
+        :priority);
 
 -- name: workflow_task
-SELECT state, visible_at, owner, fence, queue FROM tasks
+SELECT state, visible_at, owner, fence, queue, lapses FROM tasks
 WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
 
 -- name: set_workflow_task
-UPDATE tasks SET state = :state, visible_at = :visible_at, owner = :owner, fence = :fence
+UPDATE tasks SET state = :state, visible_at = :visible_at, owner = :owner, fence = :fence,
+                 lapses = :lapses
 WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
+
+-- name: reset_run_lapses
+-- An operator resumed the run: its tasks' lapses are counted afresh.
+UPDATE tasks SET lapses = 0 WHERE tenant = :tenant AND run_id = :run_id AND lapses > 0;
 
 -- name: delete_workflow_task
 DELETE FROM tasks WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
@@ -67,10 +119,11 @@ DELETE FROM tasks WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workfl
 -- name: insert_activity_task
 INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence, attempt,
                    started_at, deadline, heartbeat_deadline, timeout, heartbeat_timeout, spec,
-                   created_at)
+                   created_at, priority)
 VALUES (:tenant, :run_id, 'activity', :step, :queue, :state, :visible_at, :owner, :fence,
         :attempt, :started_at, :deadline, :heartbeat_deadline, :timeout, :heartbeat_timeout,
-        :spec, :now);
+        :spec, :now,
+        (SELECT priority FROM runs WHERE tenant = :tenant AND run_id = :run_id));
 
 -- name: finish_activity_task
 DELETE FROM tasks
@@ -79,7 +132,7 @@ WHERE tenant = :tenant AND run_id = :run_id AND kind = 'activity' AND step = :st
 
 -- name: retry_activity_task
 UPDATE tasks SET state = 'ready', visible_at = :retry_at, owner = NULL, started_at = NULL,
-                 deadline = NULL, heartbeat_deadline = NULL,
+                 deadline = NULL, heartbeat_deadline = NULL, lapses = lapses + :lapsed,
                  heartbeat_details = coalesce(:heartbeat_details, heartbeat_details)
 WHERE tenant = :tenant AND run_id = :run_id AND kind = 'activity' AND step = :step
   AND fence = :fence AND state = 'leased';
@@ -88,6 +141,11 @@ WHERE tenant = :tenant AND run_id = :run_id AND kind = 'activity' AND step = :st
 DELETE FROM tasks
 WHERE tenant = :tenant AND run_id = :run_id AND kind = 'activity' AND step = :step
   AND state = 'ready';
+
+-- name: delete_activity_task
+-- A skipped step's task, whatever its state: a late result of its attempt is audit.
+DELETE FROM tasks
+WHERE tenant = :tenant AND run_id = :run_id AND kind = 'activity' AND step = :step;
 
 -- name: request_activity_cancel
 UPDATE tasks SET cancel_requested = 1
@@ -119,21 +177,59 @@ WHERE tenant = :tenant AND run_id = :run_id AND step = :step
   AND generation = :generation AND status = 'pending';
 
 -- name: next_timer_at
-SELECT min(fire_at) FROM timers WHERE status = 'pending';
+SELECT min(fire_at) AS next_fire_at FROM timers WHERE status = 'pending';
 
--- name: claim_workflow_tasks
+-- name: fair_tenants
+-- The tenants with ready tasks of a kind, in name order after :after, at most :tenants,
+-- with their quota overrides: one index probe per tenant (a loose scan of tasks_ready),
+-- however long their queues.
+WITH RECURSIVE found(tenant, n) AS (
+    SELECT (SELECT tenant FROM tasks
+            WHERE kind = :kind AND state = 'ready' AND tenant > :after
+            ORDER BY tenant LIMIT 1), 1
+    UNION ALL
+    SELECT (SELECT tenant FROM tasks
+            WHERE kind = :kind AND state = 'ready' AND tenant > found.tenant
+            ORDER BY tenant LIMIT 1), n + 1
+    FROM found WHERE found.tenant IS NOT NULL AND n < :tenants
+)
+SELECT found.tenant AS tenant, tenants.quotas AS quotas
+FROM found LEFT JOIN tenants ON tenants.tenant = found.tenant
+WHERE found.tenant IS NOT NULL
+ORDER BY found.n;
+
+-- name: claim_workflow_tasks_of_tenant
+-- One tenant's share of a claim: its highest priority first, then the oldest.
 UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, visible_at = :lease_until,
                  started_at = :now
 WHERE (tenant, run_id, kind, step) IN (
     SELECT tenant, run_id, kind, step FROM tasks
-    WHERE kind = 'workflow' AND state IN ('ready', 'leased') AND visible_at <= :now
+    WHERE kind = 'workflow' AND tenant = :tenant AND state = 'ready' AND visible_at <= :now
+      AND queue IN (SELECT value FROM json_each(:queues))
+    ORDER BY priority DESC, visible_at
+    LIMIT :limit)
+RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
+          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
+          lapses;
+
+-- name: claim_lapsed_workflow_tasks
+-- Workflow tasks whose holder stopped renewing its lease (a crashed engine's runs). Each
+-- such claim counts a lapse; a task that lapsed before waits longer (lapses squared times
+-- `backoff`, at most `backoff_most` seconds) after its lease ran out: a poison run backs off.
+UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, visible_at = :lease_until,
+                 started_at = :now, lapses = lapses + 1
+WHERE (tenant, run_id, kind, step) IN (
+    SELECT tenant, run_id, kind, step FROM tasks
+    WHERE kind = 'workflow' AND state = 'leased' AND visible_at <= :now
+      AND visible_at <= :now - min(:backoff_most, :backoff * lapses * lapses)
       AND queue IN (SELECT value FROM json_each(:queues))
     ORDER BY visible_at
     LIMIT :limit)
 RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested;
+          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
+          lapses;
 
--- name: claim_activity_tasks
+-- name: claim_activity_tasks_of_tenant
 UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, attempt = attempt + 1,
                  started_at = :now,
                  deadline = :now + timeout,
@@ -142,12 +238,17 @@ UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, attempt = 
                                   coalesce(:now + heartbeat_timeout, :lease_until))
 WHERE (tenant, run_id, kind, step) IN (
     SELECT tenant, run_id, kind, step FROM tasks
-    WHERE kind = 'activity' AND state = 'ready' AND visible_at <= :now
+    WHERE kind = 'activity' AND tenant = :tenant AND state = 'ready' AND visible_at <= :now
       AND queue IN (SELECT value FROM json_each(:queues))
-    ORDER BY visible_at
+      -- a paused or suspended run starts no new attempt (its row found by the primary key)
+      AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.tenant = tasks.tenant
+                        AND r.run_id = tasks.run_id
+                        AND r.status IN ('paused', 'suspended'))
+    ORDER BY priority DESC, visible_at
     LIMIT :limit)
 RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested;
+          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
+          lapses;
 
 -- name: renew_lease
 UPDATE tasks SET
@@ -170,7 +271,7 @@ WHERE tenant = :tenant AND run_id = :run_id AND kind = :kind AND step = :step
 
 -- name: expired_activities
 SELECT kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-       heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested
+       heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested, lapses
 FROM tasks
 WHERE kind = 'activity' AND state = 'leased' AND visible_at <= :now
 ORDER BY visible_at
@@ -178,8 +279,19 @@ LIMIT :limit;
 
 -- name: run_tasks
 SELECT kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-       heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested
+       heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested, lapses
 FROM tasks WHERE tenant = :tenant AND run_id = :run_id ORDER BY kind DESC, created_at, step;
+
+-- name: outlook_tasks
+-- What is in motion for some runs of a tenant (`run_ids`: a JSON array): their tasks
+-- with their state, and their pending approvals.
+SELECT run_id, kind, step, queue, state, visible_at, owner, attempt, deadline
+FROM tasks WHERE tenant = :tenant AND run_id IN (SELECT value FROM json_each(:run_ids));
+
+-- name: outlook_approvals
+SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
+       expires_at, created_at, closed_at
+FROM approvals WHERE tenant = :tenant AND run_id IN (SELECT value FROM json_each(:run_ids)) AND status = 'pending';
 
 -- name: beat_worker
 INSERT INTO workers (worker_id, host, pid, queues, started_at, heartbeat_at)
@@ -188,6 +300,10 @@ ON CONFLICT (worker_id) DO UPDATE SET queues = excluded.queues, heartbeat_at = e
 
 -- name: remove_worker
 DELETE FROM workers WHERE worker_id = :worker_id;
+
+-- name: release_owner_tasks
+UPDATE tasks SET visible_at = :now
+WHERE owner = :owner AND state = 'leased' AND visible_at > :now;
 
 -- name: live_workers
 SELECT worker_id, host, pid, queues, started_at, heartbeat_at FROM workers
@@ -244,10 +360,20 @@ VALUES (:tenant, :credential_id, :approval_id, :approver, :action, :secret_hash,
 SELECT tenant, credential_id, approval_id, approver, action, secret_hash, status, expires_at
 FROM approval_credentials WHERE tenant = :tenant AND credential_id = :credential_id;
 
+-- name: find_credential
+-- By the id alone, whatever the tenant (the approval page has only the token): the
+-- unique index approval_credentials_by_id finds it.
+SELECT tenant, credential_id, approval_id, approver, action, secret_hash, status, expires_at
+FROM approval_credentials WHERE credential_id = :credential_id;
+
+-- name: read_timer_status
+-- Only reads (the approval page): nothing is locked.
+SELECT status FROM timers WHERE tenant = :tenant AND run_id = :run_id AND step = :step;
+
 -- name: use_credential
 UPDATE approval_credentials SET status = 'used', used_at = :now
 WHERE tenant = :tenant AND credential_id = :credential_id AND approval_id = :approval_id
-  AND status = 'active' AND (expires_at IS NULL OR expires_at > :now);
+  AND status = 'active' AND (expires_at IS NULL OR expires_at > :clock);
 
 -- name: retire_approver_credentials
 UPDATE approval_credentials SET status = :status, used_at = :now
@@ -273,6 +399,33 @@ SELECT principal, decision, comment, at FROM approval_votes
 WHERE tenant = :tenant AND approval_id = :approval_id
 ORDER BY at, principal;
 
+-- name: clock
+-- The database's time, in seconds since the epoch: expiry is judged by it.
+SELECT (julianday('now') - 2440587.5) * 86400.0 AS now;
+
+-- name: count_refusal
+UPDATE approval_refusals
+SET attempts = attempts + 1, last_at = :now, decision = :decision,
+    credential_id = :credential_id, auth = :auth
+WHERE tenant = :tenant AND approval_id = :approval_id AND principal = :principal
+  AND reason = :reason;
+
+-- name: kept_refusals
+SELECT count(*) AS kept FROM approval_refusals
+WHERE tenant = :tenant AND approval_id = :approval_id AND principal <> '';
+
+-- name: insert_refusal
+INSERT INTO approval_refusals (tenant, approval_id, principal, reason, decision, credential_id,
+                               auth, attempts, first_at, last_at)
+VALUES (:tenant, :approval_id, :principal, :reason, :decision, :credential_id, :auth, 1,
+        :now, :now);
+
+-- name: approval_refusals
+SELECT principal, reason, decision, credential_id, auth, attempts, first_at, last_at
+FROM approval_refusals
+WHERE tenant = :tenant AND approval_id = :approval_id
+ORDER BY principal = '', first_at, principal, reason;
+
 -- name: timer_status
 SELECT status FROM timers WHERE tenant = :tenant AND run_id = :run_id AND step = :step;
 
@@ -290,6 +443,17 @@ WHERE tenant = :tenant AND group_name = :group_name AND principal = :principal;
 -- name: group_members
 SELECT principal FROM group_members
 WHERE tenant = :tenant AND group_name = :group_name ORDER BY principal;
+
+-- name: is_group_member
+SELECT 1 AS member FROM group_members
+WHERE tenant = :tenant AND group_name = :group_name AND principal = :principal;
+
+-- name: pending_approvals_naming_group
+SELECT approval_id, policy, started_by FROM approvals
+WHERE tenant = :tenant AND status = 'pending'
+  AND EXISTS (SELECT 1 FROM json_each(approvals.policy, '$.groups') AS g
+              WHERE g.value = :group_name)
+ORDER BY approval_id;
 
 -- name: list_groups
 SELECT group_name, principal FROM group_members WHERE tenant = :tenant
@@ -327,7 +491,7 @@ WHERE id = :id AND owner = :owner AND status = 'pending';
 SELECT version FROM definitions WHERE tenant = :tenant AND name = :name AND digest = :digest;
 
 -- name: newest_definition_version
-SELECT max(version) FROM definitions WHERE tenant = :tenant AND name = :name;
+SELECT max(version) AS newest_version FROM definitions WHERE tenant = :tenant AND name = :name;
 
 -- name: insert_definition
 INSERT INTO definitions (tenant, name, version, digest, body, source, published_at, published_by)
@@ -347,3 +511,309 @@ ORDER BY version DESC LIMIT 1;
 SELECT tenant, name, version, digest, body, source, published_at, published_by
 FROM definitions WHERE tenant = :tenant
 ORDER BY name, version;
+
+-- == tenants and API keys ===============================================================
+
+-- name: insert_tenant
+INSERT INTO tenants (tenant, created_at, created_by, quotas)
+VALUES (:tenant, :now, :by, :quotas)
+ON CONFLICT DO NOTHING;
+
+-- name: tenant_exists
+SELECT tenant FROM tenants WHERE tenant = :tenant;
+
+-- name: list_tenants
+SELECT tenant, created_at, created_by, quotas FROM tenants ORDER BY tenant;
+
+-- name: insert_api_key
+INSERT INTO api_keys (key_id, tenant, principal, roles, secret_hash, created_at, created_by,
+                      expires_at)
+VALUES (:key_id, :tenant, :principal, :roles, :secret_hash, :now, :by, :expires_at)
+ON CONFLICT DO NOTHING;
+
+-- name: list_api_keys
+SELECT key_id, tenant, principal, roles, secret_hash, created_at, created_by, expires_at,
+       revoked_at, revoked_by, last_used_at
+FROM api_keys WHERE tenant = :tenant
+ORDER BY created_at, key_id;
+
+-- name: get_api_key
+SELECT key_id, tenant, principal, roles, secret_hash, created_at, created_by, expires_at,
+       revoked_at, revoked_by, last_used_at
+FROM api_keys WHERE tenant = :tenant AND key_id = :key_id;
+
+-- name: revoke_api_key
+UPDATE api_keys SET revoked_at = :now, revoked_by = :by
+WHERE tenant = :tenant AND key_id = :key_id AND revoked_at IS NULL;
+
+-- name: api_key_to_authenticate
+-- The one lookup not scoped by a tenant: it is how the tenant of a key is learnt. A key of a
+-- tenant that no longer exists is not found.
+SELECT k.key_id, k.tenant, k.principal, k.roles, k.secret_hash, k.created_at, k.created_by,
+       k.expires_at, k.revoked_at, k.revoked_by, k.last_used_at
+FROM api_keys k JOIN tenants t ON t.tenant = k.tenant
+WHERE k.key_id = :key_id;
+
+-- name: touch_api_key
+UPDATE api_keys SET last_used_at = :now
+WHERE tenant = :tenant AND key_id = :key_id AND (last_used_at IS NULL OR last_used_at < :stale);
+
+-- == signal waits by correlation, and webhook sources ==================================
+
+-- name: insert_correlation
+INSERT INTO correlations (tenant, run_id, step, signal, corr_key, corr_value, created_at)
+VALUES (:tenant, :run_id, :step, :signal, :corr_key, :corr_value, :now)
+ON CONFLICT DO NOTHING;
+
+-- name: delete_correlation
+DELETE FROM correlations WHERE tenant = :tenant AND run_id = :run_id AND step = :step;
+
+-- name: delete_run_correlations
+DELETE FROM correlations WHERE tenant = :tenant AND run_id = :run_id;
+
+-- name: correlated_waits
+-- The runs of a tenant waiting for `signal` with (key, value), oldest wait first.
+SELECT run_id, step FROM correlations
+WHERE tenant = :tenant AND corr_key = :corr_key AND corr_value = :corr_value AND signal = :signal
+ORDER BY created_at, run_id, step
+LIMIT :limit;
+
+-- name: insert_webhook_source
+INSERT INTO webhook_sources (source, tenant, signal, corr_key, corr_path, tolerance, secret,
+                             created_at, created_by)
+VALUES (:source, :tenant, :signal, :corr_key, :corr_path, :tolerance, :secret, :now, :by)
+ON CONFLICT DO NOTHING;
+
+-- name: list_webhook_sources
+SELECT source, tenant, signal, corr_key, corr_path, tolerance, secret, created_at, created_by
+FROM webhook_sources WHERE tenant = :tenant
+ORDER BY source;
+
+-- name: delete_webhook_source
+DELETE FROM webhook_sources WHERE tenant = :tenant AND source = :source;
+
+-- name: delete_source_deliveries
+DELETE FROM webhook_deliveries WHERE source = :source;
+
+-- name: webhook_source_by_id
+-- The one lookup not scoped by a tenant: the webhook's URL names only the source, which
+-- is how its tenant is learnt.
+SELECT source, tenant, signal, corr_key, corr_path, tolerance, secret, created_at, created_by
+FROM webhook_sources WHERE source = :source;
+
+-- name: insert_webhook_delivery
+INSERT INTO webhook_deliveries (source, delivery_id, tenant, received_at)
+VALUES (:source, :delivery_id, :tenant, :now)
+ON CONFLICT DO NOTHING;
+
+-- name: webhook_delivery
+SELECT outcome FROM webhook_deliveries WHERE source = :source AND delivery_id = :delivery_id;
+
+-- name: set_webhook_delivery_outcome
+UPDATE webhook_deliveries SET outcome = :outcome
+WHERE source = :source AND delivery_id = :delivery_id;
+
+-- name: prune_webhook_deliveries
+DELETE FROM webhook_deliveries WHERE source = :source AND received_at < :before;
+
+-- == quotas ==============================================================================
+
+-- name: tenant_row
+SELECT tenant, created_at, created_by, quotas FROM tenants WHERE tenant = :tenant;
+
+-- name: lock_tenant_row
+SELECT tenant, created_at, created_by, quotas FROM tenants WHERE tenant = :tenant;
+
+-- name: set_tenant_quotas
+UPDATE tenants SET quotas = :quotas WHERE tenant = :tenant;
+
+-- name: ensure_admission
+INSERT INTO tenant_admission (tenant, tokens, refilled_at) VALUES (:tenant, :tokens, :now)
+ON CONFLICT (tenant) DO NOTHING;
+
+-- name: lock_admission
+-- Every admission of a tenant (a start, a publish, a lease under a quota) takes this row
+-- first, so their counts see each other's writes.
+SELECT tokens, refilled_at FROM tenant_admission WHERE tenant = :tenant;
+
+-- name: set_admission
+UPDATE tenant_admission SET tokens = :tokens, refilled_at = :refilled_at
+WHERE tenant = :tenant;
+
+-- name: count_active_runs
+-- Counts stop at :limit: a count is needed only up to the quota it is compared with.
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM runs WHERE tenant = :tenant AND status IN ('running', 'waiting', 'paused', 'suspended')
+    LIMIT :limit) counted;
+
+-- name: count_leased_activities
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM tasks WHERE tenant = :tenant AND kind = 'activity' AND state = 'leased'
+    LIMIT :limit) counted;
+
+-- name: count_pending_timers
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM timers WHERE tenant = :tenant AND status = 'pending'
+    LIMIT :limit) counted;
+
+-- name: count_definitions
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM definitions WHERE tenant = :tenant
+    LIMIT :limit) counted;
+
+-- == retention: purged runs =============================================================
+
+-- name: purgeable_runs
+-- The tenant's finished runs that finished before the cutoff, oldest first.
+SELECT run_id AS run_id, workflow AS workflow, version AS version, status AS status,
+       created_at AS created_at, finished_at AS finished_at, last_seq AS last_seq,
+       last_hash AS last_hash
+FROM runs
+WHERE tenant = :tenant AND finished_at IS NOT NULL AND finished_at < :cutoff
+  AND status IN ('completed', 'failed', 'cancelled', 'terminated')
+ORDER BY finished_at, run_id
+LIMIT :limit;
+
+-- name: count_purgeable
+SELECT count(*) AS runs, coalesce(sum(last_seq), 0) AS events
+FROM (SELECT last_seq FROM runs
+      WHERE tenant = :tenant AND finished_at IS NOT NULL AND finished_at < :cutoff
+        AND status IN ('completed', 'failed', 'cancelled', 'terminated')
+      LIMIT :limit) AS old;
+
+-- name: insert_purged_run
+INSERT INTO purged_runs (tenant, run_id, workflow, version, status, created_at, finished_at,
+                         last_seq, last_hash, purged_at, purged_by, reason)
+VALUES (:tenant, :run_id, :workflow, :version, :status, :created_at, :finished_at,
+        :last_seq, :last_hash, :now, :by, :reason)
+ON CONFLICT (tenant, run_id) DO UPDATE SET
+    workflow = excluded.workflow, version = excluded.version, status = excluded.status,
+    created_at = excluded.created_at, finished_at = excluded.finished_at,
+    last_seq = excluded.last_seq, last_hash = excluded.last_hash,
+    purged_at = excluded.purged_at, purged_by = excluded.purged_by, reason = excluded.reason;
+
+-- name: purge_run_row
+DELETE FROM runs WHERE tenant = :tenant AND run_id = :run_id
+  AND status IN ('completed', 'failed', 'cancelled', 'terminated');
+
+-- name: purge_run_events
+DELETE FROM events WHERE tenant = :tenant AND run_id = :run_id;
+
+-- name: purge_run_tasks
+DELETE FROM tasks WHERE tenant = :tenant AND run_id = :run_id;
+
+-- name: purge_run_timers
+DELETE FROM timers WHERE tenant = :tenant AND run_id = :run_id;
+
+-- name: purge_run_correlations
+DELETE FROM correlations WHERE tenant = :tenant AND run_id = :run_id;
+
+-- name: run_approval_ids
+SELECT approval_id AS approval_id FROM approvals WHERE tenant = :tenant AND run_id = :run_id;
+
+-- name: purge_approval_credentials
+DELETE FROM approval_credentials WHERE tenant = :tenant AND approval_id = :approval_id;
+
+-- name: purge_approval_votes
+DELETE FROM approval_votes WHERE tenant = :tenant AND approval_id = :approval_id;
+
+-- name: purge_approval_refusals
+DELETE FROM approval_refusals WHERE tenant = :tenant AND approval_id = :approval_id;
+
+-- name: purge_approval_outbox
+-- An approval's messages have ids that start with "<approval_id>:".
+DELETE FROM outbox WHERE tenant = :tenant AND substr(id, 1, :prefix_len) = :prefix;
+
+-- name: purge_approval
+DELETE FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id;
+
+-- name: finished_run_tenants
+-- The tenants that have finished runs, after `after` in order: one probe of
+-- runs_by_finished per tenant (a loose index scan), however many runs each has.
+WITH RECURSIVE t(tenant) AS (
+    SELECT min(tenant) FROM runs WHERE finished_at IS NOT NULL AND tenant > :after
+  UNION ALL
+    SELECT (SELECT min(r.tenant) FROM runs r
+            WHERE r.finished_at IS NOT NULL AND r.tenant > t.tenant)
+    FROM t WHERE t.tenant IS NOT NULL
+)
+SELECT tenant AS tenant FROM t WHERE tenant IS NOT NULL
+LIMIT :limit;
+
+-- name: get_purged_run
+SELECT tenant AS tenant, run_id AS run_id, workflow AS workflow, version AS version,
+       status AS status, created_at AS created_at, finished_at AS finished_at,
+       last_seq AS last_seq, last_hash AS last_hash, purged_at AS purged_at,
+       purged_by AS purged_by, reason AS reason
+FROM purged_runs WHERE tenant = :tenant AND run_id = :run_id;
+
+-- name: list_purged_runs
+SELECT tenant AS tenant, run_id AS run_id, workflow AS workflow, version AS version,
+       status AS status, created_at AS created_at, finished_at AS finished_at,
+       last_seq AS last_seq, last_hash AS last_hash, purged_at AS purged_at,
+       purged_by AS purged_by, reason AS reason
+FROM purged_runs WHERE tenant = :tenant
+ORDER BY purged_at DESC, run_id DESC
+LIMIT :limit;
+
+-- == continue-as-new ====================================================================
+
+-- name: continue_run_row
+-- The run's next generation: the snapshot of a run that has just started, same id,
+-- creation time and priority.
+UPDATE runs SET input = :input, status = :status, result = NULL, error = NULL,
+                waiting_for = '[]', last_seq = :last_seq, last_hash = :last_hash,
+                processed_seq = 0, updated_at = :now, finished_at = NULL
+WHERE tenant = :tenant AND run_id = :run_id;
+
+-- == payload encryption: re-encrypting stored payloads under the current key ==========
+-- Each write is conditioned on the text read, so a value a commit replaced meanwhile
+-- (under the current key already) is left as that commit wrote it.
+
+-- name: run_ids_after
+SELECT run_id FROM runs WHERE tenant = :tenant AND run_id > :after
+ORDER BY run_id LIMIT :limit;
+
+-- name: run_payloads
+SELECT input, result, error FROM runs WHERE tenant = :tenant AND run_id = :run_id;
+
+-- name: event_payloads
+SELECT seq, data FROM events WHERE tenant = :tenant AND run_id = :run_id ORDER BY seq;
+
+-- name: task_payloads
+SELECT kind, step, spec, heartbeat_details FROM tasks
+WHERE tenant = :tenant AND run_id = :run_id ORDER BY kind, step;
+
+-- name: approval_payloads
+SELECT approval_id, data FROM approvals
+WHERE tenant = :tenant AND run_id = :run_id ORDER BY approval_id;
+
+-- name: reseal_task_spec
+UPDATE tasks SET spec = :new
+WHERE tenant = :tenant AND run_id = :run_id AND kind = :kind AND step = :step
+  AND spec = :old;
+
+-- name: reseal_task_heartbeat_details
+UPDATE tasks SET heartbeat_details = :new
+WHERE tenant = :tenant AND run_id = :run_id AND kind = :kind AND step = :step
+  AND heartbeat_details = :old;
+
+-- name: reseal_run_input
+UPDATE runs SET input = :new
+WHERE tenant = :tenant AND run_id = :run_id AND input = :old;
+
+-- name: reseal_run_result
+UPDATE runs SET result = :new
+WHERE tenant = :tenant AND run_id = :run_id AND result = :old;
+
+-- name: reseal_run_error
+UPDATE runs SET error = :new
+WHERE tenant = :tenant AND run_id = :run_id AND error = :old;
+
+-- name: reseal_event
+UPDATE events SET data = :new
+WHERE tenant = :tenant AND run_id = :run_id AND seq = :seq AND data = :old;
+
+-- name: reseal_approval
+UPDATE approvals SET data = :new
+WHERE tenant = :tenant AND approval_id = :approval_id AND data = :old;

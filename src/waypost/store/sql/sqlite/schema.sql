@@ -17,10 +17,15 @@ CREATE TABLE runs (
     created_at    REAL    NOT NULL,
     updated_at    REAL    NOT NULL,
     finished_at   REAL,
+    priority      INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, run_id)
 ) WITHOUT ROWID;
 
-CREATE INDEX runs_by_status ON runs (tenant, status, created_at);
+-- Pages of runs, newest first: a keyset on (created_at, run_id) within the tenant,
+-- alone or with one filter.
+CREATE INDEX runs_by_created ON runs (tenant, created_at, run_id);
+CREATE INDEX runs_by_status ON runs (tenant, status, created_at, run_id);
+CREATE INDEX runs_by_workflow ON runs (tenant, workflow, created_at, run_id);
 
 CREATE TABLE events (
     tenant TEXT    NOT NULL,
@@ -56,10 +61,18 @@ CREATE TABLE tasks (
     cancel_requested  INTEGER NOT NULL DEFAULT 0,
     spec              TEXT,
     created_at        REAL    NOT NULL,
+    priority          INTEGER NOT NULL DEFAULT 0,
+    lapses            INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, run_id, kind, step)
 ) WITHOUT ROWID;
 
 CREATE INDEX tasks_due ON tasks (kind, state, visible_at);
+
+-- Claims go tenant by tenant (a tenant's backlog never hides another tenant's work),
+-- then by priority, then oldest first.
+CREATE INDEX tasks_ready ON tasks (kind, tenant, priority DESC, visible_at) WHERE state = 'ready';
+-- What a tenant has in flight, counted against its quota.
+CREATE INDEX tasks_leased ON tasks (tenant, kind) WHERE state = 'leased';
 
 -- A timer fires once per generation: firing is a conditional update on
 -- (status, generation), so two schedulers cannot both fire it.
@@ -74,6 +87,7 @@ CREATE TABLE timers (
 ) WITHOUT ROWID;
 
 CREATE INDEX timers_due ON timers (status, fire_at);
+CREATE INDEX timers_by_tenant ON timers (tenant, status);
 
 CREATE TABLE workers (
     worker_id    TEXT PRIMARY KEY,
@@ -119,6 +133,7 @@ CREATE TABLE approval_credentials (
 ) WITHOUT ROWID;
 
 CREATE INDEX approval_credentials_by_approval ON approval_credentials (tenant, approval_id, approver);
+CREATE UNIQUE INDEX approval_credentials_by_id ON approval_credentials (credential_id);
 
 CREATE TABLE approval_votes (
     tenant        TEXT NOT NULL,
@@ -129,6 +144,22 @@ CREATE TABLE approval_votes (
     credential_id TEXT NOT NULL,
     at            REAL NOT NULL,
     PRIMARY KEY (tenant, approval_id, principal)
+) WITHOUT ROWID;
+
+-- Refused decisions: each distinct (principal, reason) of an approval once, with a count,
+-- up to a limit per approval; the rest counted in the overflow row (principal and reason '').
+CREATE TABLE approval_refusals (
+    tenant        TEXT NOT NULL,
+    approval_id   TEXT NOT NULL,
+    principal     TEXT NOT NULL,
+    reason        TEXT NOT NULL,
+    decision      TEXT NOT NULL,
+    credential_id TEXT,
+    auth          TEXT NOT NULL,
+    attempts      INTEGER NOT NULL,
+    first_at      REAL NOT NULL,
+    last_at       REAL NOT NULL,
+    PRIMARY KEY (tenant, approval_id, principal, reason)
 ) WITHOUT ROWID;
 
 CREATE TABLE group_members (
@@ -169,3 +200,105 @@ CREATE TABLE definitions (
 ) WITHOUT ROWID;
 
 CREATE UNIQUE INDEX definitions_by_digest ON definitions (tenant, name, digest);
+
+-- Tenants and their API keys: a key is looked up by its public key_id; only the
+-- SHA-256 of its secret is kept. Quotas are JSON.
+CREATE TABLE tenants (
+    tenant     TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    created_by TEXT NOT NULL,
+    quotas     TEXT NOT NULL DEFAULT '{}'
+) WITHOUT ROWID;
+
+CREATE TABLE api_keys (
+    key_id       TEXT PRIMARY KEY,
+    tenant       TEXT NOT NULL,
+    principal    TEXT NOT NULL,
+    roles        TEXT NOT NULL,
+    secret_hash  TEXT NOT NULL,
+    created_at   REAL NOT NULL,
+    created_by   TEXT NOT NULL,
+    expires_at   REAL,
+    revoked_at   REAL,
+    revoked_by   TEXT,
+    last_used_at REAL
+) WITHOUT ROWID;
+
+CREATE INDEX api_keys_by_tenant ON api_keys (tenant, created_at);
+
+-- Signal waits findable by correlation, and the webhook sources that deliver to them.
+--
+-- correlations: one row per open `wait_signal(..., correlate=(key, value))`, written by
+-- the commit that records CorrelationRegistered and deleted by the one that records
+-- CorrelationWithdrawn (or ends the run). Several runs may wait with one (key, value).
+CREATE TABLE correlations (
+    tenant     TEXT             NOT NULL,
+    run_id     TEXT             NOT NULL,
+    step       TEXT             NOT NULL,
+    signal     TEXT             NOT NULL,
+    corr_key   TEXT             NOT NULL,
+    corr_value TEXT             NOT NULL,
+    created_at REAL             NOT NULL,
+    PRIMARY KEY (tenant, run_id, step)
+) WITHOUT ROWID;
+
+CREATE INDEX correlations_by_value ON correlations (tenant, corr_key, corr_value, signal, created_at);
+
+-- webhook_sources: ids are unique across tenants (the URL names no tenant: the source
+-- finds it). The secret is kept as given out, because checking an HMAC needs it.
+CREATE TABLE webhook_sources (
+    source     TEXT             PRIMARY KEY,
+    tenant     TEXT             NOT NULL,
+    signal     TEXT             NOT NULL,
+    corr_key   TEXT             NOT NULL,
+    corr_path  TEXT             NOT NULL,
+    tolerance  INTEGER          NOT NULL,
+    secret     TEXT             NOT NULL,
+    created_at REAL             NOT NULL,
+    created_by TEXT             NOT NULL
+) WITHOUT ROWID;
+
+CREATE INDEX webhook_sources_by_tenant ON webhook_sources (tenant, source);
+
+-- webhook_deliveries: the delivery ids a source has delivered, with what the first
+-- delivery answered, kept for twice the source's tolerance (a replay older than that
+-- is refused by its timestamp).
+CREATE TABLE webhook_deliveries (
+    source      TEXT             NOT NULL,
+    delivery_id TEXT             NOT NULL,
+    tenant      TEXT             NOT NULL,
+    received_at REAL             NOT NULL,
+    outcome     TEXT,
+    PRIMARY KEY (source, delivery_id)
+) WITHOUT ROWID;
+
+CREATE INDEX webhook_deliveries_by_age ON webhook_deliveries (source, received_at);
+
+-- A tenant's start-rate bucket (tokens as of refilled_at); its row is what the
+-- tenant's admissions lock, so that concurrent starts count one after another.
+CREATE TABLE tenant_admission (
+    tenant      TEXT PRIMARY KEY,
+    tokens      REAL NOT NULL,
+    refilled_at REAL NOT NULL
+) WITHOUT ROWID;
+
+-- Retention: finished runs found by age, and the summaries purged runs leave.
+CREATE INDEX runs_by_finished ON runs (tenant, finished_at) WHERE finished_at IS NOT NULL;
+
+CREATE TABLE purged_runs (
+    tenant      TEXT    NOT NULL,
+    run_id      TEXT    NOT NULL,
+    workflow    TEXT    NOT NULL,
+    version     TEXT    NOT NULL,
+    status      TEXT    NOT NULL,
+    created_at  REAL    NOT NULL,
+    finished_at REAL,
+    last_seq    INTEGER NOT NULL,
+    last_hash   TEXT    NOT NULL,
+    purged_at   REAL    NOT NULL,
+    purged_by   TEXT    NOT NULL,
+    reason      TEXT    NOT NULL DEFAULT '',
+    PRIMARY KEY (tenant, run_id)
+) WITHOUT ROWID;
+
+CREATE INDEX purged_runs_by_time ON purged_runs (tenant, purged_at, run_id);

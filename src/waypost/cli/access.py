@@ -1,0 +1,266 @@
+"""The `waypost tenants` and `waypost keys` commands: tenants and their API keys.
+
+The command line acts as the platform operator: it may create tenants, and make,
+list and revoke the keys of any tenant it names. A new key is printed alone on
+stdout (so `KEY=$(waypost keys create ...)` takes it) and never again.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import click
+
+from waypost.model.quotas import DEFAULT, UNLIMITED
+from waypost.model.records import KeyInfo, TenantInfo
+
+from .common import db_option, dump, open_engine
+
+_DURATION = re.compile(r"([0-9]{1,6})([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+key_tenant_option = click.option("--tenant", required=True, help="The tenant of the keys.")
+
+
+def parse_expiry(text: str, now: datetime) -> datetime:
+    """`--expires`: a duration from now (`90m`, `12h`, `30d`, `2w`) or an ISO-8601 time
+    with a time zone (`2030-01-31T12:00:00Z`)."""
+    duration = _DURATION.fullmatch(text.strip())
+    if duration is not None:
+        return now + timedelta(seconds=int(duration.group(1)) * _UNITS[duration.group(2)])
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise click.BadParameter(
+            "give a duration (90m, 12h, 30d, 2w) or an ISO-8601 time with a time zone "
+            "(2030-01-31T12:00:00Z)",
+            param_hint="--expires",
+        ) from None
+    if when.utcoffset() is None:
+        raise click.BadParameter(
+            "the time needs a time zone (Z or +02:00, say)", param_hint="--expires"
+        )
+    return when
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _status(key: KeyInfo, now: datetime) -> str:
+    if key.revoked_at is not None:
+        return "revoked"
+    if key.expires_at is not None and key.expires_at <= now:
+        return "expired"
+    return "active"
+
+
+def _key_json(key: KeyInfo, now: datetime) -> dict[str, Any]:
+    return {
+        "key_id": key.key_id,
+        "tenant": key.tenant,
+        "principal": key.principal,
+        "roles": [r.value for r in key.roles],
+        "status": _status(key, now),
+        "created_at": _iso(key.created_at),
+        "created_by": key.created_by,
+        "expires_at": _iso(key.expires_at),
+        "revoked_at": _iso(key.revoked_at),
+        "revoked_by": key.revoked_by,
+        "last_used_at": _iso(key.last_used_at),
+    }
+
+
+def _tenant_json(tenant: TenantInfo) -> dict[str, Any]:
+    return {
+        "tenant": tenant.tenant,
+        "created_at": _iso(tenant.created_at),
+        "created_by": tenant.created_by,
+        "quotas": tenant.quotas,
+    }
+
+
+def _quotas(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, int]:
+    quotas: dict[str, int] = {}
+    for value in values:
+        name, equals, number = value.partition("=")
+        if not equals or re.fullmatch(r"[0-9]{1,15}", number.strip()) is None:
+            raise click.BadParameter(f"{value!r}: give NAME=N, a whole number", ctx, param)
+        quotas[name.strip()] = int(number)
+    return quotas
+
+
+# == tenants ===========================================================================
+@click.group()
+def tenants() -> None:
+    """Tenants: API keys are made for tenants that exist."""
+
+
+@tenants.command("create")
+@click.argument("tenant")
+@click.option(
+    "--quota",
+    "quotas",
+    multiple=True,
+    metavar="NAME=N",
+    callback=_quotas,
+    help="A quota stored with the tenant (repeatable).",
+)
+@db_option
+def tenants_create(tenant: str, quotas: dict[str, int], db: str) -> None:
+    """Create TENANT."""
+    with open_engine(db) as engine:
+        engine.create_tenant(tenant, quotas=quotas or None)
+    click.echo(f"tenant {tenant} created")
+
+
+@tenants.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+def tenants_list(as_json: bool, db: str) -> None:
+    """List tenants."""
+    with open_engine(db, must_exist=True) as engine:
+        found = engine.list_tenants()
+    if as_json:
+        click.echo(dump([_tenant_json(t) for t in found]))
+        return
+    for t in found:
+        created = t.created_at.isoformat(timespec="seconds") if t.created_at else "never"
+        click.echo(f"{t.tenant}  created {created} by {t.created_by}")
+    if not found:
+        click.echo("no tenants", err=True)
+
+
+@tenants.command("show")
+@click.argument("tenant")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+def tenants_show(tenant: str, as_json: bool, db: str) -> None:
+    """Show TENANT's quotas (the engine's defaults with its overrides) and what it holds."""
+    with open_engine(db, must_exist=True) as engine:
+        info = engine.get_tenant(tenant=tenant)
+    _show(info, as_json)
+
+
+def _set_quotas(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for value in values:
+        name, equals, number = value.partition("=")
+        number = number.strip()
+        if not equals or not name.strip():
+            raise click.BadParameter(f"{value!r}: give NAME=N, NAME=unlimited or NAME=default")
+        if number in (UNLIMITED, DEFAULT):
+            changes[name.strip()] = number
+        elif re.fullmatch(r"[0-9]{1,15}", number):
+            changes[name.strip()] = int(number)
+        elif re.fullmatch(r"[0-9]{1,15}\.[0-9]{1,6}", number):
+            changes[name.strip()] = float(number)
+        else:
+            raise click.BadParameter(
+                f"{value!r}: give NAME=N (a number), NAME=unlimited or NAME=default"
+            )
+    return changes
+
+
+@tenants.command("set-quota")
+@click.argument("tenant")
+@click.argument("quotas", nargs=-1, required=True, metavar="NAME=N...", callback=_set_quotas)
+@click.option("--json", "as_json", is_flag=True, help="Print the tenant as JSON afterwards.")
+@db_option
+def tenants_set_quota(tenant: str, quotas: dict[str, Any], as_json: bool, db: str) -> None:
+    """Override quotas of TENANT: NAME=N, NAME=unlimited, or NAME=default (the engine's).
+
+    Names: max_concurrent_runs, starts_per_second, start_burst, max_concurrent_activities,
+    max_events_per_run, max_pending_timers, max_payload_bytes, max_definitions.
+    """
+    with open_engine(db, must_exist=True) as engine:
+        info = engine.set_quotas(tenant, quotas)
+    _show(info, as_json)
+
+
+def _show(info: TenantInfo, as_json: bool) -> None:
+    if as_json:
+        click.echo(dump({**_tenant_json(info), "usage": info.usage, "overrides": info.overrides}))
+        return
+    created = info.created_at.isoformat(timespec="seconds") if info.created_at else "never"
+    click.echo(f"tenant {info.tenant}  created {created}")
+    overrides = info.overrides or {}
+    click.echo("quotas:")
+    for name, value in info.quotas.items():
+        shown = UNLIMITED if value is None else f"{value:g}" if isinstance(value, float) else value
+        click.echo(f"  {name:<26} {shown}{'  (set for this tenant)' if name in overrides else ''}")
+    click.echo("usage:")
+    for name, value in (info.usage or {}).items():
+        click.echo(f"  {name:<26} {value}")
+
+
+# == keys ==============================================================================
+@click.group()
+def keys() -> None:
+    """API keys: what the HTTP server accepts as `Authorization: Bearer <key>`."""
+
+
+@keys.command("create")
+@key_tenant_option
+@click.option("--principal", required=True, help="Who the key acts as (a person or a service).")
+@click.option(
+    "--roles",
+    required=True,
+    help="Comma-separated: admin, operator, starter, approver, auditor, viewer.",
+)
+@click.option(
+    "--expires",
+    default=None,
+    help="When the key stops working: 90m, 12h, 30d, 2w, or an ISO-8601 time with a zone "
+    "(default: never, until revoked).",
+)
+@db_option
+def keys_create(tenant: str, principal: str, roles: str, expires: str | None, db: str) -> None:
+    """Make an API key; prints it once, alone on stdout (only its hash is kept)."""
+    expires_at = parse_expiry(expires, datetime.now(UTC)) if expires is not None else None
+    names = [r.strip() for r in roles.split(",") if r.strip()]
+    with open_engine(db, must_exist=True) as engine:
+        made = engine.create_key(principal, names, expires_at=expires_at, tenant=tenant)
+    until = f", expires {made.expires_at.isoformat(timespec='seconds')}" if made.expires_at else ""
+    click.echo(
+        f"key {made.key_id} for {made.principal} in tenant {made.tenant} "
+        f"({', '.join(r.value for r in made.roles)}{until}): it is shown this once and "
+        "cannot be shown again",
+        err=True,
+    )
+    click.echo(made.key)
+
+
+@keys.command("list")
+@key_tenant_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+def keys_list(tenant: str, as_json: bool, db: str) -> None:
+    """List the keys of a tenant (never their secrets)."""
+    with open_engine(db, must_exist=True) as engine:
+        found = engine.list_keys(tenant=tenant)
+    now = datetime.now(UTC)
+    if as_json:
+        click.echo(dump([_key_json(k, now) for k in found]))
+        return
+    for k in found:
+        expires = k.expires_at.isoformat(timespec="seconds") if k.expires_at else "never"
+        roles = ",".join(r.value for r in k.roles)
+        click.echo(f"{k.key_id}  {_status(k, now):<8} {k.principal}  {roles}  expires {expires}")
+    if not found:
+        click.echo(f"no keys in tenant {tenant}", err=True)
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@key_tenant_option
+@db_option
+def keys_revoke(key_id: str, tenant: str, db: str) -> None:
+    """Revoke KEY_ID: it stops working at once."""
+    with open_engine(db, must_exist=True) as engine:
+        engine.revoke_key(key_id, tenant=tenant)
+    click.echo(f"key {key_id} revoked")

@@ -1,0 +1,191 @@
+"""What the `waypost` commands share: the database and tenant options, opening an engine."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+
+from waypost.client.sync import Engine
+from waypost.errors import WaypostError
+from waypost.store import DEFAULT_URL
+from waypost.store.sqlite import parse_sqlite_url
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+db_option = click.option(
+    "--db",
+    "db",
+    envvar="WAYPOST_DB",
+    default=DEFAULT_URL,
+    show_default=True,
+    help="Database URL (or set WAYPOST_DB).",
+)
+tenant_option = click.option(
+    "--tenant", default="default", show_default=True, help="Tenant of the run."
+)
+
+
+class Cli(click.Group):
+    """The `waypost` group: whatever goes wrong is one line on stderr and exit 1.
+
+    A `WaypostError` or an operating-system error (a missing file, a closed port)
+    is what a user can act on: its message is printed. Anything else is a bug of
+    waypost's: one line says so; `WAYPOST_DEBUG=1` shows the traceback.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except WaypostError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except OSError as exc:
+            where = f": {exc.filename}" if exc.filename else ""
+            raise click.ClickException(f"{exc.strerror or exc}{where}") from exc
+        except Exception as exc:
+            if os.environ.get("WAYPOST_DEBUG"):
+                raise
+            raise click.ClickException(
+                f"internal error: {type(exc).__name__}: {str(exc)[:200]} "
+                "(set WAYPOST_DEBUG=1 to see where)"
+            ) from exc
+
+
+def _missing_sqlite_file(db: str) -> str | None:
+    """The path of a SQLite URL whose file does not exist (None otherwise)."""
+    if not db.startswith("sqlite:"):
+        return None
+    try:
+        path, _ = parse_sqlite_url(db)
+    except WaypostError:
+        return None  # the engine says what is wrong with the URL
+    return None if os.path.exists(path) else path
+
+
+@contextmanager
+def open_engine(db: str, *, must_exist: bool = False, **options: Any) -> Iterator[Engine]:
+    """An engine on `db`; its errors become clean command-line errors.
+
+    A command that reads, or acts on runs, approvals or definitions that must
+    already be there (`must_exist`), refuses a SQLite file that does not exist,
+    instead of creating an empty database and showing nothing.
+    """
+    missing = _missing_sqlite_file(db) if must_exist else None
+    if missing is not None:
+        folder = os.path.dirname(os.path.abspath(missing))
+        why = "" if os.path.isdir(folder) else f" (its folder {folder} does not exist)"
+        raise click.ClickException(
+            f"there is no database at {missing}{why}: give --db or WAYPOST_DB; a worker or "
+            "`waypost db migrate` creates one"
+        )
+    try:
+        engine = Engine(db, **options)
+    except WaypostError as exc:
+        raise click.ClickException(str(exc)) from exc
+    try:
+        yield engine
+    except WaypostError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        engine.close()
+
+
+def dump(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+def check_http_allow(
+    ctx: click.Context, param: click.Parameter, hosts: tuple[str, ...]
+) -> tuple[str, ...]:
+    """--http-allow entries, each checked as the http steps will read it."""
+    from waypost.features.http import make_http_activity
+
+    try:
+        make_http_activity(allow=list(hosts))  # refuses a malformed entry
+    except WaypostError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+    return hosts
+
+
+def sender_from_spec(spec: str) -> Any:
+    """The notification sender --notify (or WAYPOST_NOTIFY) names."""
+    from waypost.features.senders import senders_from_url
+
+    try:
+        return senders_from_url(spec)
+    except WaypostError as exc:
+        raise click.BadParameter(str(exc), param_hint="--notify") from exc
+
+
+def check_cancel_grace(ctx: click.Context, param: click.Parameter, value: str) -> float | None:
+    """--cancel-grace: seconds (0 or more), or 'none'."""
+    if value.strip().lower() == "none":
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise click.BadParameter(
+            f"{value!r} is not a number of seconds (0 or more) or 'none'", ctx=ctx, param=param
+        )
+    return seconds
+
+
+def worker_options(command: F) -> F:
+    """The options of a process that serves work: `waypost worker` and `waypost server`."""
+    for option in reversed(
+        [
+            click.option(
+                "--lease", type=float, default=30.0, show_default=True, help="Task lease (s)."
+            ),
+            click.option(
+                "--grace", type=float, default=30.0, show_default=True, help="Shutdown grace (s)."
+            ),
+            click.option(
+                "--cancel-grace",
+                "cancel_grace",
+                default="30",
+                show_default=True,
+                callback=check_cancel_grace,
+                help="Seconds a cancelled run's clean-up may take before the run ends "
+                "cancelled anyway, or 'none' for no limit.",
+            ),
+            click.option("--max-activities", type=int, default=100, show_default=True),
+            click.option(
+                "--notify",
+                default="log",
+                show_default=True,
+                envvar="WAYPOST_NOTIFY",
+                help="Where approval notifications go: log, file:PATH, "
+                "smtp://host:port?sender=..., webhook+https://host/path?secret=... (or set "
+                "WAYPOST_NOTIFY, which keeps a password or secret out of the process list).",
+            ),
+            click.option(
+                "--approval-url",
+                default=None,
+                help="Base URL of the approval pages that notification links open (the "
+                "address of `waypost server` as approvers reach it).",
+            ),
+            click.option(
+                "--http-allow",
+                "http_allow",
+                multiple=True,
+                metavar="HOST",
+                callback=check_http_allow,
+                help="A host that `http` steps of tenant-defined workflows may call "
+                "(repeatable): 'api.example.com', '*.example.com' for its subdomains, "
+                "'host:port', '*' for any public address, or an address or network "
+                "('10.1.2.3', '10.0.0.0/8') to allow loopback or private addresses. Only "
+                "these; without the option this process runs no `http` step.",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command

@@ -1,0 +1,78 @@
+"""`waypost runs re-encrypt`: stored payloads moved to the current encryption key.
+
+The keys come from the environment (`WAYPOST_ENCRYPTION_KEYS=k2:base64,k1:base64`,
+the first is current, or `WAYPOST_ENCRYPTION_KEYS_FILE`). `--all` walks the
+tenant's runs in batches (one transaction per run), printing a progress line per
+batch on stderr and the totals on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from waypost.model.operations import ReEncryptReport
+
+from .common import db_option, open_engine, tenant_option
+
+BATCH = 200
+
+
+def _words(report: ReEncryptReport, runs: int, values: int, resealed: int) -> str:
+    verb = "would re-encrypt" if report.dry_run else "re-encrypted"
+    return (
+        f"{verb} {resealed} of {values} payloads in {runs} runs of tenant {report.tenant} "
+        f"under key {report.key!r}"
+    )
+
+
+@click.command("re-encrypt")
+@click.option("--run", "run_id", default=None, metavar="RUN_ID", help="Only this run.")
+@click.option("--all", "all_runs", is_flag=True, help="Every run of the tenant.")
+@click.option("--dry-run", is_flag=True, help="Count what would be re-encrypted; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the totals as JSON.")
+@db_option
+@tenant_option
+def runs_reencrypt(
+    run_id: str | None, all_runs: bool, dry_run: bool, as_json: bool, db: str, tenant: str
+) -> None:
+    """Re-encrypt stored payloads (inputs, results, signals, activity arguments and
+    results) under the current key of WAYPOST_ENCRYPTION_KEYS, so that older keys can
+    be retired. The history's hashes do not change: `runs verify` still passes."""
+    if (run_id is None) == (not all_runs):
+        raise click.UsageError("give --run RUN_ID or --all")
+    with open_engine(db, must_exist=True) as engine:
+        if run_id is not None:
+            report = engine.reencrypt(run_id, dry_run=dry_run, tenant=tenant)
+            runs, values, resealed = report.runs, report.values, report.resealed
+        else:
+            runs = values = resealed = 0
+            after: str | None = None
+            batch = 0
+            while True:
+                report = engine.reencrypt(after=after, limit=BATCH, dry_run=dry_run, tenant=tenant)
+                batch += 1
+                runs += report.runs
+                values += report.values
+                resealed += report.resealed
+                click.echo(
+                    f"batch {batch}: {report.runs} runs, {report.resealed} payloads "
+                    f"({runs} runs so far)",
+                    err=True,
+                )
+                after = report.next_after
+                if after is None:
+                    break
+    if as_json:
+        totals = {
+            "tenant": report.tenant,
+            "key": report.key,
+            "dry_run": report.dry_run,
+            "runs": runs,
+            "values": values,
+            "resealed": resealed,
+        }
+        click.echo(json.dumps(totals, sort_keys=True))
+    else:
+        click.echo(_words(report, runs, values, resealed))

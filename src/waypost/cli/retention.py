@@ -1,0 +1,117 @@
+"""`waypost runs purge` and `waypost runs purged`: retention of finished runs.
+
+`runs purge` purges in batches of 500 runs (one transaction each, so the engines
+serving the database are never held up long), printing a progress line per batch
+on stderr and the totals on stdout.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import click
+
+from waypost.model.operations import MAX_RETENTION_SECONDS, PURGE_BATCH
+from waypost.model.records import PurgedRun
+
+from .common import db_option, dump, open_engine, tenant_option
+
+_AGE = re.compile(r"([0-9]{1,9})([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> int:
+    """`--older-than`: a whole number and a unit (`90m`, `12h`, `30d`, `2w`), in seconds."""
+    match = _AGE.fullmatch(text.strip())
+    if match is None:
+        raise click.BadParameter(
+            "give a duration: a whole number and a unit s, m, h, d or w (30d, 12h, 2w)",
+            param_hint="--older-than",
+        )
+    seconds = int(match.group(1)) * _UNITS[match.group(2)]
+    if seconds > MAX_RETENTION_SECONDS:
+        raise click.BadParameter("at most a century (36600d)", param_hint="--older-than")
+    return seconds
+
+
+def _age(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    return parse_age(value)
+
+
+def purged_json(p: PurgedRun) -> dict[str, Any]:
+    return {
+        "tenant": p.tenant,
+        "run_id": p.run_id,
+        "workflow": p.workflow,
+        "version": p.version,
+        "status": p.status.value,
+        "created_at": p.created_at.isoformat(),
+        "finished_at": p.finished_at.isoformat() if p.finished_at else None,
+        "events": p.last_seq,
+        "last_hash": p.last_hash,
+        "purged_at": p.purged_at.isoformat(),
+        "purged_by": p.purged_by,
+        "reason": p.reason,
+    }
+
+
+@click.command("purge")
+@click.option(
+    "--older-than",
+    "older_than",
+    required=True,
+    callback=_age,
+    metavar="AGE",
+    help="Purge runs that finished longer ago than this (30d, 12h, 2w).",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be purged; write nothing.")
+@click.option(
+    "--limit", type=click.IntRange(1, 1_000_000), default=None, help="At most this many runs."
+)
+@click.option("--reason", default=None, help="Kept with each purged run's summary.")
+@db_option
+@tenant_option
+def runs_purge(
+    older_than: int, dry_run: bool, limit: int | None, reason: str | None, db: str, tenant: str
+) -> None:
+    """Purge the tenant's finished runs (completed, failed, cancelled, terminated) older
+    than AGE: each leaves a summary (`waypost runs purged`), everything else of it goes."""
+    with open_engine(db, must_exist=True) as engine:
+        if dry_run:
+            report = engine.purge_runs(older_than, dry_run=True, limit=limit, tenant=tenant)
+            click.echo(
+                f"would purge {report.runs} runs ({report.events} events) of tenant {tenant} "
+                f"that finished before {report.cutoff.isoformat()}"
+            )
+            return
+        totals = {"runs": 0, "events": 0, "approvals": 0, "outbox": 0}
+        batch = 0
+        while limit is None or totals["runs"] < limit:
+            size = PURGE_BATCH if limit is None else min(PURGE_BATCH, limit - totals["runs"])
+            report = engine.purge_runs(older_than, limit=size, reason=reason, tenant=tenant)
+            batch += 1
+            for name in totals:
+                totals[name] += getattr(report, name)
+            click.echo(f"batch {batch}: {report.runs} runs, {report.events} events", err=True)
+            if report.runs < size:
+                break
+    click.echo(
+        f"purged {totals['runs']} runs ({totals['events']} events, {totals['approvals']} "
+        f"approvals, {totals['outbox']} outbox messages) of tenant {tenant}"
+    )
+
+
+@click.command("purged")
+@click.argument("run_id", required=False)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@db_option
+@tenant_option
+def runs_purged(run_id: str | None, limit: int, db: str, tenant: str) -> None:
+    """Show, as JSON, the summary a purged run left (RUN_ID), or the latest summaries."""
+    with open_engine(db, must_exist=True) as engine:
+        if run_id is not None:
+            found = [engine.purged_run(run_id, tenant=tenant)]
+        else:
+            found = engine.purged_runs(limit=limit, tenant=tenant)
+    click.echo(dump([purged_json(p) for p in found] if run_id is None else purged_json(found[0])))

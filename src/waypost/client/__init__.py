@@ -1,0 +1,1 @@
+"""The public client: `AsyncEngine`, the derived `Engine`, and the one door."""

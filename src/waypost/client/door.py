@@ -1,0 +1,68 @@
+"""The one door: every operation enters here, with the principal who asks for it.
+
+`Door.execute(request, principal)` does, for every operation and every caller
+(the embedded API, the CLI, the HTTP server), what no operation should do on
+its own: it finds the operation's handler, checks the principal's roles and
+tenant, checks and normalises the request's fields (`Request.checked`), then
+runs the handler. Every refusal is a `WaypostError` with a bounded message.
+
+Adding an operation: a request class in `waypost.model.operations` (its fields,
+their checks, its roles), a handler in the room that owns it (taking the
+checked request and the principal), one line in the engine's handler table
+(`AsyncEngine._handlers`), and a thin method on `AsyncEngine` that builds the
+request; the sync `Engine` derives its method from that one.
+
+A request marked `open_to_anonymous` needs no role, and is the only kind the
+unauthenticated principal (`Principal.anonymous()`) may send: what it carries
+(an approval link's token) is what authenticates the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar, cast
+
+from waypost.errors import InvalidRequest, PermissionDenied
+from waypost.model.identity import Principal, check_id, preview
+from waypost.model.logs import logger
+from waypost.model.operations import Request
+
+T = TypeVar("T")
+Handler = Callable[[Any, Principal], Awaitable[Any]]
+
+log = logger("waypost.door")
+
+
+class Door:
+    """Runs operations for principals: roles, bounds and identities checked once, here."""
+
+    def __init__(self, handlers: Mapping[type[Request[Any]], Handler]) -> None:
+        self._handlers = dict(handlers)
+
+    def serves(self, kind: type[Request[Any]]) -> bool:
+        return kind in self._handlers
+
+    async def execute(self, request: Request[T], principal: Principal) -> T:
+        """Check `request` for `principal` and carry it out; answers what the operation does."""
+        handler = self._handlers.get(type(request))
+        if handler is None:
+            raise InvalidRequest(f"{preview(request)} is not an operation waypost serves")
+        if not principal.authenticated:
+            # Nobody signed in: only what authenticates itself (an approval link's token).
+            if not request.open_to_anonymous:
+                raise PermissionDenied(
+                    f"{request.name or type(request).__name__} needs a signed-in caller"
+                )
+        else:
+            check_id(principal.tenant, "tenant")
+            allowed = type(request).roles  # the class's: a request's field may be called roles
+            if not request.open_to_anonymous and not principal.may(allowed):
+                needed = ", ".join(sorted(r.value for r in allowed)) or "admin"
+                raise PermissionDenied(
+                    f"{preview(principal.subject)} may not "
+                    f"{request.name or type(request).__name__} in tenant "
+                    f"{preview(principal.tenant)}: that needs one of the roles {needed}"
+                )
+        checked = request.checked(principal)
+        log.debug("%s by %s in %s", request.name, principal.subject, principal.tenant)
+        return cast(T, await handler(checked, principal))

@@ -1,0 +1,33 @@
+"""The operator commands of `AsyncEngine` that take only a reason: terminate, pause and
+resume (a mixin of thin methods over the one door)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from waypost.model import operations as ops
+
+T = TypeVar("T")
+
+
+class OperatorCalls:
+    """Terminate, pause and resume runs, as the embedded API's local principal."""
+
+    async def _local(self, request: ops.Request[T], tenant: str) -> T:
+        raise NotImplementedError
+
+    async def terminate(self, run_id: str, reason: str, *, tenant: str = "default") -> None:
+        """End a run now, `terminated`: no compensation runs, its timers and approval
+        links die, an attempt still running is kept only as audit. Operator."""
+        await self._local(ops.Terminate(run_id=run_id, reason=reason), tenant)
+
+    async def pause(self, run_id: str, reason: str, *, tenant: str = "default") -> None:
+        """Pause a run: no new work starts; signals and timers are held until `resume`.
+        Refused (`InvalidState`) if it is already paused. Operator."""
+        await self._local(ops.Pause(run_id=run_id, reason=reason), tenant)
+
+    async def resume(self, run_id: str, reason: str, *, tenant: str = "default") -> None:
+        """Resume a paused run (what arrived meanwhile takes effect now) or a suspended one
+        (replayed with this engine's code, after a fix). Refused (`InvalidState`) if it
+        is neither. Operator."""
+        await self._local(ops.Resume(run_id=run_id, reason=reason), tenant)

@@ -1,0 +1,343 @@
+"""`Client` and `AsyncClient`: start and follow runs on a `waypost server`, over HTTP.
+
+For an application in another process or on another host: the same calls as the
+embedded engine's (`start`, `signal`, `signal_with_start`, `get`, `result`,
+`history`, `cancel`, and the operator calls of `remote_operations`), the same
+records (`RunInfo`, `Event`, `Started`, `Forked`, `PurgeReport`, ...) and the same
+errors (`RunNotFound`, `PermissionDenied`, `InvalidState`, `WorkflowFailed`, ...),
+rebuilt from the API's error codes.
+Values are JSON: a result comes back as the JSON the run stored.
+
+`AsyncClient` is written once; `Client` is its blocking face, derived as
+`Engine` is from `AsyncEngine` (its own event loop in a background thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import datetime
+from typing import Any
+
+from waypost import errors as e
+from waypost.model.definitions import DefinitionError, InputError
+from waypost.model.definitions.format import Problem
+from waypost.model.events import Event
+from waypost.model.identity import preview
+from waypost.model.records import RunInfo, Started
+from waypost.model.status import RunStatus
+
+from .remote_operations import OperatorRequests, run_path, segment
+from .sync import Blocking, LoopThread, blocking
+
+try:
+    import httpx
+except ImportError as exc:  # pragma: no cover - the dependency is declared
+    raise e.ConfigurationError(
+        "the HTTP client needs httpx: pip install 'waypost[client]'"
+    ) from exc
+
+_WAIT = 30.0  # seconds one result request waits on the server
+
+
+def _errors_by_code() -> dict[str, type[Exception]]:
+    import re
+
+    found: dict[str, type[Exception]] = {}
+    for value in [*vars(e).values(), DefinitionError, InputError]:
+        if isinstance(value, type) and issubclass(value, e.WaypostError):
+            found[re.sub(r"(?<!^)(?=[A-Z])", "_", value.__name__).lower()] = value
+    return found
+
+
+_BY_CODE = _errors_by_code()
+_ENDED = {
+    RunStatus.FAILED: e.WorkflowFailed,
+    RunStatus.CANCELLED: e.WorkflowCancelled,
+    RunStatus.TERMINATED: e.WorkflowTerminated,
+}
+
+
+def error_from(status: int, body: Any) -> Exception:
+    """The waypost error an API error answer stands for."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return e.WaypostError(f"the server answered {status} without an error body")
+    code = str(error.get("code", ""))
+    message = str(error.get("message", ""))
+    found = error.get("details")
+    details: dict[str, Any] = found if isinstance(found, dict) else {}
+    kind = _BY_CODE.get(code)
+    problems = [
+        Problem(str(p.get("path", "")), str(p.get("message", "")))
+        for p in details.get("problems", [])
+        if isinstance(p, dict)
+    ]
+    if kind is e.Unauthenticated:
+        return e.Unauthenticated()
+    if kind is e.InvalidCredential:
+        return e.InvalidCredential()
+    if kind is e.QuotaExceeded:
+        retry = details.get("retry_after")
+        return e.QuotaExceeded(
+            str(details.get("quota", "")),
+            message,
+            retry_after=float(retry) if isinstance(retry, int | float) else None,
+        )
+    if kind is e.InvalidRequest:
+        field = details.get("field") or (problems[0].path if problems else "")
+        if problems and not details.get("field"):  # the API's own check of the body
+            said = [f"{p.path}: {p.message}" if p.path else p.message for p in problems[:5]]
+            message = f"{message}: " + "; ".join(said)
+        return e.InvalidRequest(message, field=str(field))
+    if kind is DefinitionError:
+        return DefinitionError(problems)
+    if kind is InputError:
+        return InputError(str(details.get("definition", "")), problems)
+    if code == "too_large":  # the server's bound on a request body
+        return e.QuotaExceeded("max_request_bytes", message)
+    if kind is not None:
+        try:
+            return kind(message)
+        except TypeError:
+            pass
+    if status >= 500 or code == "store_unavailable":
+        return e.StoreError(f"the server could not answer ({status}): {message}")
+    return e.WaypostError(f"{code or status}: {message}")
+
+
+def run_info(data: dict[str, Any]) -> RunInfo:
+    """A `RunInfo` from its JSON form."""
+
+    def when(text: Any) -> datetime | None:
+        return datetime.fromisoformat(text) if isinstance(text, str) else None
+
+    created = datetime.fromisoformat(data["created_at"])
+    updated = datetime.fromisoformat(data["updated_at"])
+    return RunInfo(
+        tenant=data["tenant"],
+        run_id=data["run_id"],
+        workflow=data["workflow"],
+        version=data["version"],
+        status=RunStatus(data["status"]),
+        input=data.get("input"),
+        result=data.get("result"),
+        error=data.get("error"),
+        waiting_for=list(data.get("waiting_for") or []),
+        last_seq=int(data.get("last_seq", 0)),
+        created_at=created,
+        updated_at=updated,
+        finished_at=when(data.get("finished_at")),
+    )
+
+
+def event(data: dict[str, Any]) -> Event:
+    """An `Event` from its JSON form."""
+    ts = datetime.fromisoformat(data["time"]).timestamp()
+    return Event(
+        int(data["seq"]),
+        str(data["type"]),
+        dict(data.get("data") or {}),
+        ts,
+        str(data.get("hash", "")),
+        undecodable=bool(data.get("undecodable", False)),
+    )
+
+
+def _json_body(body: Any) -> bytes:
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise e.PayloadError(f"the request cannot be sent as JSON: {preview(str(exc))}") from None
+    return text.encode()
+
+
+class AsyncClient(OperatorRequests):
+    """Runs on a `waypost server`, as the API key's principal sees them.
+
+    `AsyncClient(url, api_key)`; use it as `async with` or call `close()`.
+    """
+
+    def __init__(self, url: str, api_key: str, *, timeout: float = 30.0) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise e.ConfigurationError(f"a server URL is http(s)://..., not {preview(url)}")
+        self.url = url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {api_key}"},
+            timeout=httpx.Timeout(timeout + _WAIT),
+        )
+
+    def __repr__(self) -> str:  # never the key
+        return f"AsyncClient({self.url!r})"
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        if "json" in kwargs:  # refused here as the engine refuses it: PayloadError
+            kwargs["content"] = _json_body(kwargs.pop("json"))
+            kwargs["headers"] = {"Content-Type": "application/json"}
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise e.StoreError(f"cannot reach the waypost server at {self.url}: {exc}") from exc
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+            except ValueError:
+                body = None
+            raise error_from(response.status_code, body)
+        return response
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> Any:
+        return (await self._request(method, path, **kwargs)).json()
+
+    # == runs ============================================================================
+    async def start(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        version: str | int | None = None,
+    ) -> str:
+        """Start a run of a workflow the server's workers serve, or of a published
+        definition; its run id (the same run_id and input again find the same run)."""
+        body: dict[str, Any] = {"workflow": workflow, "input": input}
+        if run_id is not None:
+            body["run_id"] = run_id
+        if version is not None:
+            body["version"] = version
+        answer = await self._request("POST", "/v1/runs", json=body)
+        return str(answer.json()["run_id"])
+
+    async def signal(self, run_id: str, name: str, payload: Any = None) -> None:
+        """Deliver a signal; the run takes it in at its next wait for `name`."""
+        await self._request(
+            "POST", run_path(run_id, f"/signals/{segment(name)}"), json={"payload": payload}
+        )
+
+    async def signal_with_start(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        run_id: str,
+        signal: str,
+        payload: Any = None,
+        version: str | int | None = None,
+    ) -> Started:
+        """Start run `run_id` and deliver `signal`, or deliver it to the run of that id (its
+        input is not compared), atomically; `Started.created` says which."""
+        body: dict[str, Any] = {
+            "workflow": workflow,
+            "input": input,
+            "run_id": run_id,
+            "signal": signal,
+            "payload": payload,
+        }
+        if version is not None:
+            body["version"] = version
+        answer = await self._request("POST", "/v1/runs/signal-with-start", json=body)
+        return Started(str(answer.json()["run_id"]), created=answer.status_code == 201)
+
+    async def cancel(self, run_id: str, reason: str) -> None:
+        """Ask a run to stop; it ends `cancelled`."""
+        await self._request("POST", run_path(run_id, "/cancel"), json={"reason": reason})
+
+    async def get(self, run_id: str) -> RunInfo:
+        """A run as it stands."""
+        return run_info((await self._request("GET", run_path(run_id))).json())
+
+    async def history(self, run_id: str) -> list[Event]:
+        """A run's history, oldest event first."""
+        answer = await self._request("GET", run_path(run_id, "/history"))
+        return [event(item) for item in answer.json()["events"]]
+
+    async def result(self, run_id: str, timeout: float | None = None) -> Any:
+        """Wait for the run to end: its result, or its end as an error (`WorkflowFailed`,
+        `WorkflowCancelled`, `WorkflowTerminated`); `ResultTimeout` after `timeout` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = _WAIT if deadline is None else max(0.0, min(_WAIT, deadline - time.monotonic()))
+            answer = await self._request(
+                "GET", run_path(run_id, "/result"), params={"wait": f"{wait:.3f}"}
+            )
+            info = run_info(answer.json())
+            if info.finished:
+                if info.status is RunStatus.COMPLETED:
+                    return info.result
+                raise _ENDED.get(info.status, e.WorkflowFailed)(
+                    info.run_id, info.status.value, info.error
+                )
+            if deadline is not None and time.monotonic() >= deadline:
+                raise e.ResultTimeout(
+                    f"run {preview(run_id)} is still {info.status.value} after {timeout}s"
+                )
+            await asyncio.sleep(0)
+
+
+class Client(Blocking):
+    """The blocking face of `AsyncClient`: `Client(url, api_key)`, then `close()` (or `with`)."""
+
+    aio: AsyncClient
+
+    def __init__(self, url: str, api_key: str, *, timeout: float = 30.0) -> None:
+        self._loop = LoopThread("asyncio", "waypost-client")
+        try:
+            self.aio = self._loop.call(_make(url, api_key, timeout))
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    def __repr__(self) -> str:
+        return f"Client({self.aio.url!r})"
+
+    def _call(self, coro: Any) -> Any:
+        return self._loop.call(coro, "the client is closed")
+
+    def close(self) -> None:
+        """Close the connections to the server."""
+        if self._loop.closed:
+            return
+        try:
+            self._call(self.aio.close())
+        finally:
+            self._loop.stop()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    start = blocking(AsyncClient.start)
+    signal = blocking(AsyncClient.signal)
+    cancel = blocking(AsyncClient.cancel)
+    get = blocking(AsyncClient.get)
+    history = blocking(AsyncClient.history)
+    result = blocking(AsyncClient.result)
+    signal_with_start = blocking(AsyncClient.signal_with_start)
+    terminate = blocking(AsyncClient.terminate)
+    pause = blocking(AsyncClient.pause)
+    resume = blocking(AsyncClient.resume)
+    retry = blocking(AsyncClient.retry)
+    skip = blocking(AsyncClient.skip)
+    update_input = blocking(AsyncClient.update_input)
+    fork = blocking(AsyncClient.fork)
+    purge_runs = blocking(AsyncClient.purge_runs)
+    purged_run = blocking(AsyncClient.purged_run)
+    purged_runs = blocking(AsyncClient.purged_runs)
+    verify = blocking(AsyncClient.verify)
+
+
+async def _make(url: str, api_key: str, timeout: float) -> AsyncClient:
+    return AsyncClient(url, api_key, timeout=timeout)  # made on the loop it will run on

@@ -1,0 +1,211 @@
+"""The operator calls of `AsyncClient`: terminate, pause, resume, retry, skip,
+update-input, fork, purge, purged runs and verify, over the server's routes.
+
+Each has the name, parameters and answer of the embedded engine's call, without
+`tenant=` (the API key decides it), so code moves between `wp.Engine` and
+`wp.Client` unchanged; a refusal comes back as the same error class (see
+`remote.error_from`). A mixin, kept apart from `remote.py` for its size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from waypost import errors as e
+from waypost.model import operations as ops
+from waypost.model.events import ChainProblem
+from waypost.model.fork import Forked
+from waypost.model.identity import Principal, check_id
+from waypost.model.records import PurgedRun, PurgeReport
+
+R = TypeVar("R")
+Q = TypeVar("Q", bound=ops.Request[Any])
+
+
+class OperatorRequests:
+    """Operator and retention calls of a remote client (role operator or admin)."""
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The JSON answer of a request (an error answer raised as its waypost error)."""
+        raise NotImplementedError
+
+    async def _command(self, run_id: str, command: str, body: dict[str, Any]) -> None:
+        await self._send("POST", run_path(run_id, f"/{command}"), json=body)
+
+    # == operator commands ===============================================================
+    async def terminate(self, run_id: str, reason: str) -> None:
+        """End a run now, `terminated`: no compensation runs, its timers and approval
+        links die, an attempt still running is kept only as audit. Operator."""
+        asked = _checked(ops.Terminate(run_id=run_id, reason=reason))
+        await self._command(asked.run_id, "terminate", {"reason": asked.reason})
+
+    async def pause(self, run_id: str, reason: str) -> None:
+        """Pause a run: no new work starts; signals and timers are held until `resume`.
+        Refused (`InvalidState`) if it is already paused. Operator."""
+        asked = _checked(ops.Pause(run_id=run_id, reason=reason))
+        await self._command(asked.run_id, "pause", {"reason": asked.reason})
+
+    async def resume(self, run_id: str, reason: str) -> None:
+        """Resume a paused run (what arrived meanwhile takes effect now) or a suspended one
+        (replayed with the server's workers' code, after a fix). Refused (`InvalidState`)
+        if it is neither. Operator."""
+        asked = _checked(ops.Resume(run_id=run_id, reason=reason))
+        await self._command(asked.run_id, "resume", {"reason": asked.reason})
+
+    # == repairs =========================================================================
+    async def retry(self, run_id: str, reason: str, *, step: str | None = None) -> None:
+        """Re-run a failed run from its failed step: earlier steps' results are kept (not
+        run again), the step gets a fresh attempt and the run is `running` again. `step`
+        (its id, or a definition step's name) must be the step that failed the run.
+        Refused (`InvalidState`) when the run has not failed, or its code acted on the
+        failure (compensations ran): fork it instead. Operator."""
+        asked = _checked(ops.Retry(run_id=run_id, reason=reason, step=step))
+        await self._command(asked.run_id, "retry", {"reason": asked.reason, "step": asked.step})
+
+    async def skip(self, run_id: str, step: str, reason: str, *, output: Any = None) -> None:
+        """Mark an activity step skipped: the run goes on as if it had returned `output`
+        (JSON). The step is the one that failed a failed run, or one waiting or running.
+        A definition step marked `skippable: true` needs `operator`, any other `admin`."""
+        asked = _checked(ops.Skip(run_id=run_id, step=step, reason=reason, output=output))
+        body = {"reason": asked.reason, "step": asked.step, "output": asked.output}
+        await self._command(asked.run_id, "skip", body)
+
+    async def update_input(self, run_id: str, data: Mapping[str, Any], reason: str) -> None:
+        """Replace fields of the data a waiting definition run's next steps use; checked
+        against the definition's input schema (`InputError`). Refused for workflow code
+        and for runs not waiting. Operator."""
+        asked = _checked(ops.UpdateInput(run_id=run_id, reason=reason, data=dict(data)))
+        body = {"reason": asked.reason, "data": asked.data}
+        await self._command(asked.run_id, "update-input", body)
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        reason: str,
+        at_step: str | None = None,
+        up_to_seq: int | None = None,
+        new_run_id: str | None = None,
+    ) -> Forked:
+        """Start a new run from run `run_id`'s history up to a cut (`at_step`: before that
+        step; `up_to_seq`: after that event; neither: after the last event that can be
+        copied): the copied steps' results are reused, the rest runs anew. The answer's
+        `run_id` is the new run; the same id, source and cut again answer the same run
+        (`created=False`). A source with an activity step in flight is `InvalidState`.
+        Operator."""
+        asked = _checked(
+            ops.Fork(
+                run_id=run_id,
+                reason=reason,
+                at_step=at_step,
+                up_to_seq=up_to_seq,
+                new_run_id=new_run_id,
+            )
+        )
+        body = {
+            "reason": asked.reason,
+            "step": asked.at_step,
+            "seq": asked.up_to_seq,
+            "run_id": asked.new_run_id,
+        }
+        data = await self._send("POST", run_path(asked.run_id, "/fork"), json=body)
+        return Forked(
+            run_id=str(data["run_id"]),
+            forked_from=dict(data.get("forked_from") or {}),
+            created=bool(data.get("created", True)),
+        )
+
+    # == retention and audit =============================================================
+    async def purge_runs(
+        self,
+        older_than: timedelta | float,
+        *,
+        dry_run: bool = False,
+        limit: int | None = None,
+        reason: str | None = None,
+    ) -> PurgeReport:
+        """Purge the tenant's finished runs that finished more than `older_than` (a
+        timedelta, or seconds) ago, oldest first, at most `limit` (None: all). Each
+        leaves a summary (`purged_run`, `purged_runs`); its id then answers
+        `RunNotFound`. `dry_run` counts what would go and writes nothing. Operator."""
+        seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
+        asked = _checked(
+            ops.PurgeRuns(older_than_seconds=seconds, dry_run=dry_run, limit=limit, reason=reason)
+        )
+        body = {
+            "older_than": asked.older_than_seconds,
+            "dry_run": asked.dry_run,
+            "limit": asked.limit,
+            "reason": asked.reason,
+        }
+        return _record(PurgeReport, await self._send("POST", "/v1/runs/purge", json=body))
+
+    async def purged_run(self, run_id: str) -> PurgedRun:
+        """The summary the purged run `run_id` left; `RunNotFound` if it has none."""
+        asked = _checked(ops.GetPurged(run_id=run_id))
+        data = await self._send("GET", f"/v1/purged-runs/{segment(asked.run_id)}")
+        return _record(PurgedRun, data)
+
+    async def purged_runs(self, *, limit: int = 100) -> list[PurgedRun]:
+        """The tenant's purged runs, most recently purged first."""
+        asked = _checked(ops.ListPurged(limit=limit))
+        data = await self._send("GET", "/v1/purged-runs", params={"limit": asked.limit})
+        return [_record(PurgedRun, item) for item in data["purged_runs"]]
+
+    async def verify(self, run_id: str) -> list[ChainProblem]:
+        """Problems in the run's hash chain (empty when the history is intact), as the
+        server checks the history it stores."""
+        asked = _checked(ops.Verify(run_id=run_id))
+        data = await self._send("GET", run_path(asked.run_id, "/verify"))
+        return [ChainProblem(int(p["seq"]), str(p["problem"])) for p in data["problems"]]
+
+
+def _checked(request: Q) -> Q:
+    """`request` checked as the server's door will check its fields (ids, reasons, counts,
+    JSON values): a bad one is refused here, with the engine's error, before anything is
+    sent (and NaN, which has no JSON form, never reaches the server as something else).
+    The server checks it again, with the caller's roles."""
+    done: Q = request.checked(Principal.anonymous())  # type: ignore[assignment]
+    return done
+
+
+def segment(text: str) -> str:
+    """`text` as one path segment of a URL."""
+    return quote(text, safe="")
+
+
+def run_path(run_id: str, tail: str = "") -> str:
+    """The path of run `run_id` (checked as the engine checks an id: `InvalidRequest` for
+    an empty, overlong or control-character id, before anything is sent), then `tail`."""
+    return f"/v1/runs/{segment(check_id(run_id, 'run_id'))}{tail}"
+
+
+def _record(cls: type[R], data: Any) -> R:
+    """A record dataclass from its JSON form (`to_wire`): datetimes from ISO text, enums
+    from their values; keys the record does not have are left out (a newer server)."""
+    if not isinstance(data, dict):
+        raise e.WaypostError(f"the server answered {type(data).__name__}, not a {cls.__name__}")
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if field.name in data:
+            values[field.name] = _value(hints[field.name], data[field.name])
+    return cls(**values)
+
+
+def _value(hint: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    kinds = typing.get_args(hint) or (hint,)
+    if datetime in kinds and isinstance(value, str):
+        return datetime.fromisoformat(value)
+    for kind in kinds:
+        if isinstance(kind, type) and issubclass(kind, Enum):
+            return kind(value)
+    return value

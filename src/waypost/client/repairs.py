@@ -1,0 +1,47 @@
+"""The repair commands of `AsyncEngine`: retry, skip, update-input (a mixin of thin
+methods over the one door, kept apart for its size)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from waypost.model import operations as ops
+
+T = TypeVar("T")
+
+
+class RepairCalls:
+    """Repairing runs, as the embedded API's local principal."""
+
+    async def _local(self, request: ops.Request[T], tenant: str) -> T:
+        raise NotImplementedError
+
+    async def retry(
+        self, run_id: str, reason: str, *, step: str | None = None, tenant: str = "default"
+    ) -> None:
+        """Re-run a failed run from its failed step: earlier steps' results are kept (not
+        run again), the step gets a fresh attempt (numbering goes on) and the run is
+        `running` again. `step` (its id, or a definition step's name) must be the step
+        that failed the run. Refused (`InvalidState`) when the run has not failed, or its
+        code acted on the failure (compensations ran): fork it instead. Operator."""
+        await self._local(ops.Retry(run_id=run_id, reason=reason, step=step), tenant)
+
+    async def skip(
+        self, run_id: str, step: str, reason: str, *, output: Any = None, tenant: str = "default"
+    ) -> None:
+        """Mark an activity step skipped: the run goes on as if it had returned `output`.
+
+        The step is the one that failed a failed run (the run goes on, `running`), or one
+        waiting or running (its task is removed; a late result is kept only as audit).
+        A definition step marked `skippable: true` needs `operator`, any other `admin`."""
+        await self._local(ops.Skip(run_id=run_id, step=step, reason=reason, output=output), tenant)
+
+    async def update_input(
+        self, run_id: str, data: Mapping[str, Any], reason: str, *, tenant: str = "default"
+    ) -> None:
+        """Replace fields of the data a waiting definition run's next steps use (the run
+        waits at an approval or wait step). Checked against the definition's input
+        schema; the old and new values are recorded. Refused for workflow code and for
+        runs not waiting. Operator."""
+        await self._local(ops.UpdateInput(run_id=run_id, reason=reason, data=dict(data)), tenant)

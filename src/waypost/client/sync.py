@@ -1,0 +1,279 @@
+"""`Engine`: the synchronous face of `AsyncEngine`, derived from it.
+
+The engine runs on its own event loop in a background thread; each method
+here hands a coroutine to that loop and waits for its answer. Workflow code
+and async activities run on that loop; sync activities in its thread pool.
+
+The methods are not written twice: `blocking(AsyncEngine.x)` makes the
+blocking `x` from the coroutine method, with its signature (which mypy sees
+through `ParamSpec`) and docstring. Only what differs in kind — the
+lifecycle (a context manager, signal handling, closing the loop) — is
+written here; a test checks that every public coroutine method of
+`AsyncEngine` has its blocking twin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import signal
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
+
+from waypost.errors import ConfigurationError
+from waypost.model.definitions import Limits
+
+from .engine import AsyncEngine, AsyncRunHandle
+
+P = ParamSpec("P")
+T = TypeVar("T")
+U = TypeVar("U")
+A = TypeVar("A")
+
+
+class Blocking:
+    """A synchronous face of an async object `aio`, run on an engine's loop."""
+
+    aio: Any
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        raise NotImplementedError
+
+
+@overload
+def blocking(
+    method: Callable[Concatenate[A, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[Any, P], T]: ...
+@overload
+def blocking(
+    method: Callable[Concatenate[A, P], Coroutine[Any, Any, T]],
+    wrap: Callable[[Any, T], U],
+) -> Callable[Concatenate[Any, P], U]: ...
+def blocking(
+    method: Callable[Concatenate[A, P], Coroutine[Any, Any, T]],
+    wrap: Callable[[Any, T], Any] | None = None,
+) -> Callable[Concatenate[Any, P], Any]:
+    """The blocking twin of a coroutine method: same parameters, same docstring.
+
+    `wrap(self, answer)` turns the coroutine's answer into what the blocking
+    method returns (an async handle into a blocking one).
+    """
+
+    def call(self: Blocking, /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        answer = self._call(method(self.aio, *args, **kwargs))
+        return answer if wrap is None else wrap(self, answer)
+
+    functools.update_wrapper(call, method)
+    return call
+
+
+def new_event_loop(kind: str = "auto") -> asyncio.AbstractEventLoop:
+    """An event loop for the engine: uvloop if installed (and asked for), else asyncio's."""
+    if kind not in ("auto", "uvloop", "asyncio"):
+        raise ConfigurationError(f"event_loop={kind!r}: use 'auto', 'uvloop' or 'asyncio'")
+    if kind != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if kind == "uvloop":
+                raise ConfigurationError(
+                    "event_loop='uvloop' needs uvloop: pip install 'waypost[uvloop]'"
+                ) from None
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+class LoopThread:
+    """An event loop running in a daemon thread of its own; `call` waits for a coroutine's
+    answer there (what a blocking face of an async object runs on)."""
+
+    def __init__(self, kind: str = "auto", name: str = "waypost") -> None:
+        self.loop = new_event_loop(kind)
+        self.closed = False
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T], closed: str = "closed") -> T:
+        if self.closed:
+            coro.close()
+            raise RuntimeError(closed)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self) -> None:
+        self.closed = True
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+def _handle(engine: Engine, handle: AsyncRunHandle) -> RunHandle:
+    return RunHandle(engine, handle.run_id, handle.tenant)
+
+
+class Engine(Blocking):
+    """The waypost engine for ordinary (synchronous) Python code.
+
+    `Engine(url)` opens (and if needed creates) the database; `url` defaults
+    to `sqlite:///waypost.db`. Options are those of `AsyncEngine`, and
+    `event_loop`: the engine's own loop runs on uvloop when it is installed
+    ("auto", the default), or always on "asyncio", or requires "uvloop".
+    """
+
+    aio: AsyncEngine
+
+    def __init__(self, url: str | None = None, *, event_loop: str = "auto", **options: Any) -> None:
+        self._loop = LoopThread(event_loop, "waypost-engine")
+        try:
+            self.aio = AsyncEngine(url, **options)
+            self._call(self.aio.open())
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    # -- plumbing -------------------------------------------------------------
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._loop.call(coro, "the engine is closed")
+
+    @property
+    def url(self) -> str:
+        return self.aio.url
+
+    # -- lifecycle ------------------------------------------------------------
+    def register(self, *items: Any) -> Engine:
+        """Make workflows and activities (decorated functions) known to this engine."""
+        self.aio.register(*items)
+        return self
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Engine]:
+        """Run workers and the scheduler in this process for the block.
+
+        Leaving the block stops taking work and lets running activities finish
+        (up to `shutdown_grace`), so a clean stop never re-runs a step.
+        """
+        self._call(self.aio.start_serving())
+        try:
+            yield self
+        finally:
+            self._call(self.aio.stop_serving())
+
+    def run_forever(self, *, grace: timedelta | float | None = None) -> None:
+        """Serve until SIGTERM or SIGINT, then stop gracefully (for worker processes)."""
+        stop = threading.Event()
+        previous: dict[signal.Signals, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, lambda *_: stop.set())
+        self._call(self.aio.start_serving())
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            seconds = grace.total_seconds() if isinstance(grace, timedelta) else grace
+            self._call(self.aio.stop_serving(seconds))
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def close(self) -> None:
+        """Stop serving (gracefully) and close the database."""
+        if self._loop.closed:
+            return
+        try:
+            self._call(self.aio.close())
+        finally:
+            self._loop.stop()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def limits_for(self, tenant: str) -> Limits:
+        """What `tenant`'s definitions may contain (the engine's `limits` option)."""
+        return self.aio.limits_for(tenant)
+
+    # -- every operation, derived from AsyncEngine ------------------------------
+    execute = blocking(AsyncEngine.execute)
+    start = blocking(AsyncEngine.start, _handle)
+    signal = blocking(AsyncEngine.signal)
+    cancel = blocking(AsyncEngine.cancel)
+    terminate = blocking(AsyncEngine.terminate)
+    pause = blocking(AsyncEngine.pause)
+    resume = blocking(AsyncEngine.resume)
+    fork = blocking(AsyncEngine.fork)
+    retry = blocking(AsyncEngine.retry)
+    skip = blocking(AsyncEngine.skip)
+    update_input = blocking(AsyncEngine.update_input)
+    get = blocking(AsyncEngine.get)
+    list_runs = blocking(AsyncEngine.list_runs)
+    history = blocking(AsyncEngine.history)
+    verify = blocking(AsyncEngine.verify)
+    result = blocking(AsyncEngine.result)
+    approvals = blocking(AsyncEngine.approvals)
+    approval = blocking(AsyncEngine.approval)
+    decide = blocking(AsyncEngine.decide)
+    revoke = blocking(AsyncEngine.revoke)
+    reassign = blocking(AsyncEngine.reassign)
+    add_to_group = blocking(AsyncEngine.add_to_group)
+    remove_from_group = blocking(AsyncEngine.remove_from_group)
+    groups = blocking(AsyncEngine.groups)
+    publish = blocking(AsyncEngine.publish)
+    definitions = blocking(AsyncEngine.definitions)
+    definition = blocking(AsyncEngine.definition)
+    migrate = blocking(AsyncEngine.migrate)
+    migrate_all = blocking(AsyncEngine.migrate_all)
+    stats = blocking(AsyncEngine.stats)
+    check_store = blocking(AsyncEngine.check_store)
+    authenticate = blocking(AsyncEngine.authenticate)
+    create_tenant = blocking(AsyncEngine.create_tenant)
+    list_tenants = blocking(AsyncEngine.list_tenants)
+    create_key = blocking(AsyncEngine.create_key)
+    list_keys = blocking(AsyncEngine.list_keys)
+    revoke_key = blocking(AsyncEngine.revoke_key)
+    # the approval page
+    resolve_credential = blocking(AsyncEngine.resolve_credential)
+    start_run = blocking(AsyncEngine.start_run)
+    page_runs = blocking(AsyncEngine.page_runs)
+    # signal-with-start and webhooks by correlation
+    signal_with_start = blocking(AsyncEngine.signal_with_start)
+    create_webhook_source = blocking(AsyncEngine.create_webhook_source)
+    webhook_sources = blocking(AsyncEngine.webhook_sources)
+    delete_webhook_source = blocking(AsyncEngine.delete_webhook_source)
+    deliver_webhook = blocking(AsyncEngine.deliver_webhook)
+    # quotas and fair scheduling
+    get_tenant = blocking(AsyncEngine.get_tenant)
+    set_quotas = blocking(AsyncEngine.set_quotas)
+    # retention: purged runs
+    purge_runs = blocking(AsyncEngine.purge_runs)
+    purged_run = blocking(AsyncEngine.purged_run)
+    purged_runs = blocking(AsyncEngine.purged_runs)
+    # payload encryption
+    reencrypt = blocking(AsyncEngine.reencrypt)
+
+
+@dataclass(frozen=True)
+class RunHandle(Blocking):
+    """A started run, for the synchronous `Engine`."""
+
+    engine: Engine
+    run_id: str
+    tenant: str = "default"
+
+    @property
+    def aio(self) -> AsyncRunHandle:
+        return AsyncRunHandle(self.engine.aio, self.run_id, self.tenant)
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.engine._call(coro)
+
+    get = blocking(AsyncRunHandle.get)
+    result = blocking(AsyncRunHandle.result)
+    signal = blocking(AsyncRunHandle.signal)
+    cancel = blocking(AsyncRunHandle.cancel)
+    history = blocking(AsyncRunHandle.history)

@@ -1,0 +1,167 @@
+"""Attempts of activity steps, and how they ended.
+
+An attempt is leased to one engine under a fence; its outcome is reported under
+that fence and accepted only if it is still the task's fence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from waypost.model.logs import logger
+from waypost.model.retry import Retry
+from waypost.runtime.context import ActivityContext
+from waypost.store.base import ClaimedTask, TaskRef
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One attempt of one activity step, leased to this engine under `fence`."""
+
+    tenant: str
+    run_id: str
+    step: str
+    activity: str
+    fence: int
+    attempt: int
+    spec: dict[str, Any]
+    deadline: float
+    previous_details: Any = None
+    ctx: ActivityContext | None = None
+    task: asyncio.Task[Any] | None = field(default=None, repr=False)
+
+    @property
+    def ref(self) -> TaskRef:
+        return TaskRef(self.tenant, self.run_id, "activity", self.step, self.fence)
+
+    @classmethod
+    def from_claim(cls, t: ClaimedTask) -> Attempt:
+        spec = t.spec or {}
+        return cls(
+            tenant=t.tenant,
+            run_id=t.run_id,
+            step=t.step,
+            activity=t.queue,
+            fence=t.fence,
+            attempt=t.attempt,
+            spec=spec,
+            deadline=t.deadline if t.deadline is not None else 0.0,
+            previous_details=t.heartbeat_details,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How an attempt ended: a result, or an error and whether to retry."""
+
+    ok: bool
+    result: Any = None
+    error: dict[str, Any] | None = None
+    retrying: bool = False
+    retry_at: float | None = None
+    heartbeat_details: str | None = None
+    # Made by a scheduler for an attempt that timed out, not reported by the attempt.
+    synthetic: bool = False
+    # The attempt lost its engine (its lease lapsed): the step's lapses, this one counted.
+    lapses: int = 0
+
+    def event_data(self, a: Attempt) -> dict[str, Any]:
+        data: dict[str, Any] = {"step": a.step, "attempt": a.attempt}
+        if self.ok:
+            data["result"] = self.result
+        else:
+            data["error"] = self.error
+            data["retrying"] = self.retrying
+            if self.retry_at is not None:
+                data["retry_at"] = self.retry_at
+        return data
+
+
+def failure(
+    a: Attempt, error: dict[str, Any], now: float, *, retryable: bool, details: str | None = None
+) -> Outcome:
+    policy = Retry.from_json(a.spec["retry"]) if "retry" in a.spec else Retry()
+    retrying = retryable and a.attempt < policy.max_attempts
+    retry_at = now + policy.delay(a.attempt, random.random()) if retrying else None
+    return Outcome(
+        False, error=error, retrying=retrying, retry_at=retry_at, heartbeat_details=details
+    )
+
+
+# == the log of claims, finishes and retries ============================================
+tasks_log = logger("waypost.tasks")
+"""One INFO line per workflow task claimed and finished, and per activity attempt claimed,
+finished or retried; each record carries `tenant`, `run_id`, `task`, `step`, `attempt` (a
+workflow task: `fence`) and `event` for a structured (JSON) formatter. Nothing is built
+unless INFO is enabled."""
+
+
+def log_attempt_claimed(a: Attempt) -> None:
+    if tasks_log.isEnabledFor(logging.INFO):
+        tasks_log.info(
+            "claimed run %s step %s (%s) attempt %d",
+            a.run_id,
+            a.step,
+            a.activity,
+            a.attempt,
+            extra=_extra("claimed", "activity", a.tenant, a.run_id, a.step, a.attempt),
+        )
+
+
+def log_attempt_outcome(a: Attempt, outcome: Outcome) -> None:
+    if not tasks_log.isEnabledFor(logging.INFO):
+        return
+    args: tuple[str, ...] = ()
+    if outcome.ok:
+        event, how = "finished", "completed"
+    else:
+        error = outcome.error or {}
+        why = f"{error.get('type', 'error')}: {error.get('message', '')}"
+        if outcome.retrying:
+            at = "-" if outcome.retry_at is None else _iso(outcome.retry_at)
+            event, how, args = "retry", "failed (%s); retry at %s", (why, at)
+        else:
+            event, how, args = "finished", "failed (%s); no retry", (why,)
+    tasks_log.info(
+        "finished run %s step %s (%s) attempt %d: " + how,
+        a.run_id,
+        a.step,
+        a.activity,
+        a.attempt,
+        *args,
+        extra=_extra(event, "activity", a.tenant, a.run_id, a.step, a.attempt),
+    )
+
+
+def log_workflow_task(event: str, tenant: str, run_id: str, fence: int, status: str = "") -> None:
+    if tasks_log.isEnabledFor(logging.INFO):
+        tasks_log.info(
+            "%s workflow task of run %s (fence %d)%s",
+            event,
+            run_id,
+            fence,
+            f": {status}" if status else "",
+            extra={**_extra(event, "workflow", tenant, run_id, None, None), "fence": fence},
+        )
+
+
+def _extra(
+    event: str, task: str, tenant: str, run_id: str, step: str | None, attempt: int | None
+) -> dict[str, Any]:
+    return {
+        "event": event,
+        "task": task,
+        "tenant": tenant,
+        "run_id": run_id,
+        "step": step,
+        "attempt": attempt,
+    }
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")

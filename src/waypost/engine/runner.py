@@ -1,0 +1,791 @@
+"""The machinery that moves runs: turns events into decisions and commits them.
+
+A workflow task is processed under a per-run lock: take the live instance
+from the cache if it has seen the run's whole history, else replay; feed it
+the new events; commit its commands, the snapshot and the side rows (tasks,
+timers) in one transaction conditioned on the last sequence number and the
+workflow task's fence. A failed condition means something arrived meanwhile:
+drop the instance and do it again from the store; never merge blindly.
+
+The happy path costs one commit per step: when an attempt this engine ran
+finishes and the run's instance is cached, its result and the workflow's
+next decisions go into the same commit, and the next activity is inserted
+already leased to this engine, so it starts without a poll.
+
+`Runner` is what features see as `Machinery` (`ports.py`); the worker and the
+scheduler see it through their own small host protocols.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from waypost.errors import (
+    BrokenHistory,
+    StoreCorrupted,
+    StoreError,
+)
+from waypost.model.codec import Codec
+from waypost.model.events import Event, EventType, NewEvent
+from waypost.model.logs import logger
+from waypost.model.quotas import Quotas
+from waypost.model.status import RunStatus
+from waypost.runtime.cancellation import CANCEL_GRACE_STEP
+from waypost.runtime.instance import WorkflowInstance
+from waypost.runtime.registry import Registry, WorkflowDefn
+from waypost.store.base import (
+    ActivityTaskOp,
+    ActivityUpdate,
+    ClaimedTask,
+    CommitResult,
+    Conflict,
+    CreateRunResult,
+    NewRun,
+    RunCommit,
+    RunRecord,
+    Snapshot,
+    Store,
+    WorkflowTaskOp,
+)
+
+from .attempts import Attempt, Outcome, log_attempt_outcome, log_workflow_task
+from .cache import Live, LiveRuns, RunKey, RunLocks
+from .decisions import decision_commit
+from .faults import Crash
+from .ports import WorkflowSource
+from .quotas import QUOTA_RETRY, QuotaBook, deferral, over_quota
+from .scheduler import Scheduler
+from .settings import Settings
+from .starts import Starts
+from .suspensions import hold_poisoned_step, poisoned_workflow_task, suspension
+from .worker import Worker
+
+log = logger("waypost")
+_E = EventType
+# Runs whose code an operator holds: only `resume` lets it run again.
+_HELD = (RunStatus.PAUSED, RunStatus.SUSPENDED)
+
+
+class Runner(Starts):
+    """Processes runs, runs their activities and timers, and commits what they decide."""
+
+    def __init__(self, store: Store, registry: Registry, codec: Codec, settings: Settings) -> None:
+        self.store = store
+        self.registry = registry
+        self.codec = codec
+        self.settings = settings
+        self.quotas = QuotaBook(store, settings.quotas, settings.clock)
+        self.sources: list[WorkflowSource] = []
+        self.worker = Worker(self)
+        self.scheduler = Scheduler(self)
+        self.accepting = False  # serving: take new work into this process
+        self._cache = LiveRuns(settings.cache_size)
+        self._locks = RunLocks()
+        self._waiters: dict[RunKey, list[asyncio.Future[None]]] = {}
+        self._spawned: set[asyncio.Task[Any]] = set()
+        self._on_commit_hooks: list[Callable[[], None]] = []
+        self._next_store_warning = 0.0
+        if hasattr(store, "inline_probe"):
+            store.inline_probe = self._nearly_idle
+
+    def _nearly_idle(self) -> bool:
+        return self.worker.started <= 1 and len(self.scheduler.processing) <= 1
+
+    def add_source(self, source: WorkflowSource) -> None:
+        """Let `source` supply the code of runs no registered workflow runs."""
+        self.sources.append(source)
+
+    # == lifecycle ============================================================
+    async def start_serving(self) -> None:
+        if self.accepting:
+            return
+        self.accepting = True
+        self.scheduler.start()
+
+    async def stop_serving(self, grace: float | None = None) -> None:
+        """Stop taking work; let running attempts finish for up to `grace` seconds."""
+        if not self.accepting:
+            return
+        self.accepting = False
+        await self.scheduler.stop_polling()
+        grace = self.settings.shutdown_grace if grace is None else grace
+        pending = [t for t in self._spawned if not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace)
+            if still:
+                log.warning(
+                    "%d task(s) still running after the %.1fs shutdown grace; "
+                    "their leases will lapse",
+                    len(still),
+                    grace,
+                )
+        await self.scheduler.stop()
+
+    async def close(self) -> None:
+        """Stop serving gracefully, cancel what is left, drop every live run."""
+        if self.accepting:
+            await self.stop_serving()
+        for task in list(self._spawned):
+            task.cancel()
+        if self._spawned:
+            await asyncio.gather(*self._spawned, return_exceptions=True)
+        self._cache.clear()
+        self.worker.shutdown()
+
+    async def abandon(self) -> None:
+        """Stop at once, as a crashed process would: nothing released or written."""
+        self.accepting = False
+        tasks = [*self.scheduler.abandon(), *self._spawned]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._cache.clear()
+        self.worker.shutdown()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._spawned.add(task)
+        task.add_done_callback(self._reap)
+        return task
+
+    def _reap(self, task: asyncio.Task[Any]) -> None:
+        self._spawned.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, Crash):
+            log.debug("task ended by a simulated crash: %s", exc)
+        elif isinstance(exc, StoreError):
+            # The database failed (a restart, a lost connection): the task's lease
+            # lapses and the work is taken up again; no traceback needed.
+            log.warning("work put off by a database error: %s", exc)
+        elif exc is not None:
+            log.error("background task failed", exc_info=exc)
+
+    def serves_workflow(self, queue: str) -> bool:
+        return self.accepting and queue in self.scheduler.workflow_queues
+
+    def wake_scheduler(self) -> None:
+        self.scheduler.wake()
+
+    def slot_freed(self) -> None:
+        if self.scheduler.activities_waiting:
+            self.scheduler.wake()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "cached_runs": len(self._cache),
+            "running_activities": len(self.worker.inflight),
+            "store": getattr(self.store, "stats", {}),
+        }
+
+    # == commits ==============================================================
+    async def commit(self, commit: RunCommit) -> CommitResult:
+        faults = self.settings.faults
+        faults.hit("commit:before")
+        res = await self.store.commit_run(commit)
+        faults.hit("commit:after")
+        return res
+
+    async def _create(self, new: NewRun) -> CreateRunResult:
+        faults = self.settings.faults
+        faults.hit("commit:before")
+        res = await self.store.create_run(new)
+        faults.hit("commit:after")
+        return res
+
+    async def commit_and_wake(self, commit: RunCommit) -> CommitResult:
+        """Commit events from outside the workflow code and have the run process them.
+
+        The run's workflow task is leased to this engine at once if it serves the
+        workflow (and processed here); otherwise it becomes claimable.
+        """
+        res = await self.commit(self.waking(commit))
+        self.woken(commit.tenant, commit.run_id, res)
+        return res
+
+    def waking(self, commit: RunCommit) -> RunCommit:
+        settings = self.settings
+        commit.workflow_op = WorkflowTaskOp.CLAIM if self.accepting else WorkflowTaskOp.WAKE
+        commit.owner = settings.owner
+        commit.lease = settings.lease
+        commit.claim_queues = self.scheduler.workflow_queues
+        return commit
+
+    def woken(self, tenant: str, run_id: str, res: CommitResult) -> None:
+        if res.workflow_fence is not None:
+            self.spawn(self.process(tenant, run_id, res.workflow_fence, res.workflow_queue))
+        elif res.ok:
+            self.scheduler.wake()
+
+    # == runs that end, and who waits for them ================================
+    def forget(self, tenant: str, run_id: str) -> None:
+        self._cache.evict((tenant, run_id))
+
+    def run_ended(self, tenant: str, run_id: str) -> None:
+        for fut in self._waiters.pop((tenant, run_id), []):
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait_for_end(self, tenant: str, run_id: str, seconds: float) -> None:
+        key = (tenant, run_id)
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(key, []).append(fut)
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(seconds):  # not wait_for: see Scheduler._sleep
+                    await fut
+        finally:
+            waiters = self._waiters.get(key)
+            if waiters is not None and fut in waiters:
+                waiters.remove(fut)
+                if not waiters:
+                    del self._waiters[key]
+
+    def new_instance(self, defn: WorkflowDefn, tenant: str, run_id: str) -> WorkflowInstance:
+        return WorkflowInstance(
+            workflow=defn,
+            activities=self.registry.activities(),
+            codec=self.codec,
+            tenant=tenant,
+            run_id=run_id,
+            clock=self.settings.clock,
+        )
+
+    # == workflow tasks =======================================================
+    async def process(
+        self,
+        tenant: str,
+        run_id: str,
+        fence: int,
+        queue: str,
+        preloaded: tuple[RunRecord, list[Event]] | None = None,
+    ) -> None:
+        """Process a run whose workflow task this engine holds under `fence`.
+
+        A store error (a full disk, a database restart) is retried, backing off to every
+        5 s, while this engine serves: the run moves on as soon as the store answers,
+        not when the task's lease lapses.
+        """
+        key = (tenant, run_id)
+        delays = itertools.chain((0.1, 0.5, 1.0, 2.0, 4.0), itertools.repeat(5.0))
+        while True:
+            await self._locks.acquire(key)
+            try:
+                await self._process_locked(key, fence, preloaded)
+                return
+            except StoreError as exc:
+                if isinstance(exc, StoreCorrupted) or not self.accepting:
+                    raise
+                preloaded = None
+                self._store_trouble(exc)
+            finally:
+                self._locks.release(key)
+            await asyncio.sleep(next(delays))
+
+    def _store_trouble(self, exc: StoreError) -> None:
+        now = time.monotonic()
+        if now >= self._next_store_warning:  # one line per 30 s, not one per run or attempt
+            self._next_store_warning = now + 30.0
+            log.warning(
+                "writing to the store fails (%s); each step is retried, backing off to "
+                "every 5 s, until it is recorded",
+                exc,
+            )
+
+    async def _process_locked(
+        self,
+        key: RunKey,
+        fence: int,
+        preloaded: tuple[RunRecord, list[Event]] | None = None,
+    ) -> None:
+        tenant, run_id = key
+        self.scheduler.processing[key] = fence
+        log_workflow_task("claimed", tenant, run_id, fence)
+        try:
+            quotas = await self.quotas.get(tenant)
+            for _ in range(8):
+                live = self._cache.get(key)
+                extra: list[NewEvent] = []
+                if live is not None and live.fence in (fence, fence - 1) and not live.inst.closed:
+                    # Nobody else held the task since this instance was built.
+                    live.fence = fence
+                    run, new = await self.store.load_run(tenant, run_id, live.inst.last_seq)
+                    if run is None or RunStatus(run.status).finished:
+                        self._cache.evict(key)
+                        return
+                    if run.status in _HELD:
+                        if await self._park(run, fence):
+                            return
+                        continue
+                    if any(ev.type == _E.RUN_MIGRATED for ev in new) or self._broken(
+                        run, new, after=live.inst
+                    ):
+                        # Replay loads the version the run moves to, or finds what is broken.
+                        self._cache.evict(key)
+                        continue
+                    try:
+                        for ev in new:
+                            live.inst.apply_new(ev)
+                    except Exception:
+                        self._cache.evict(key)  # replay from the store decides what it was
+                        continue
+                else:
+                    self._cache.evict(key)
+                    if preloaded is not None:
+                        run, history = preloaded
+                        preloaded = None
+                    else:
+                        run, history = await self.store.load_run(tenant, run_id)
+                    if run is None or RunStatus(run.status).finished:
+                        return
+                    if run.status in _HELD:
+                        if await self._park(run, fence):
+                            return
+                        continue
+                    replayed = await self._replay(run, history, fence)
+                    if replayed is None:
+                        return
+                    live = Live(replayed, fence)
+                inst = live.inst
+                commit, reserved = self._decide(
+                    key, live, extra, inst.last_seq, inst.last_hash, inst.last_seq, quotas=quotas
+                )
+                res = await self._commit_decisions(key, commit, reserved)
+                if res.ok:
+                    self._committed(key, live, commit, res, reserved)
+                    status = commit.snapshot.status if commit.snapshot is not None else ""
+                    log_workflow_task("finished", tenant, run_id, fence, status)
+                    return
+                self.worker.unreserve(reserved)
+                self._cache.evict(key)
+                if res.conflict is Conflict.TIMERS:
+                    await self._defer(run, live, extra, quotas)
+                    return
+                if res.conflict is not Conflict.SEQ:
+                    return
+            log.warning(
+                "run %s/%s: gave up after repeated conflicts; it will be retried", tenant, run_id
+            )
+        finally:
+            if self.scheduler.processing.get(key) == fence:
+                del self.scheduler.processing[key]
+
+    async def _park(self, run: RunRecord, fence: int) -> bool:
+        """A paused or suspended run's workflow task set idle, its code not run: what
+        arrives meanwhile waits in the history until an operator resumes it. False if
+        something was appended meanwhile (the caller looks at the run again)."""
+        now = self.settings.clock()
+        res = await self.commit(
+            RunCommit(
+                tenant=run.tenant,
+                run_id=run.run_id,
+                events=[],
+                now=now,
+                expect_seq=run.last_seq,
+                expect_hash=run.last_hash,
+                workflow_fence=fence,
+                workflow_op=WorkflowTaskOp.IDLE,
+            )
+        )
+        return res.conflict is not Conflict.SEQ
+
+    def _broken(
+        self, run: RunRecord, events: Sequence[Event], after: WorkflowInstance | None = None
+    ) -> str | None:
+        """Why `events` (the whole history, or those after `after`'s) cannot be trusted."""
+        after_seq, prev_hash = (after.last_seq, after.last_hash) if after else (0, "")
+        problems = self.settings.chain.verify(events, after_seq=after_seq, prev_hash=prev_hash)
+        if problems:
+            first = problems[0]
+            return f"event {first.seq}: {first.problem}"
+        last_seq, last_hash = (
+            (events[-1].seq, events[-1].hash) if events else (after_seq, prev_hash)
+        )
+        if (run.last_seq, run.last_hash) != (last_seq, last_hash):
+            return "the run's snapshot does not point at the last event of its history"
+        return None
+
+    async def _replay(
+        self, run: RunRecord, history: list[Event], fence: int
+    ) -> WorkflowInstance | None:
+        """The run's code rebuilt from its history; None if it cannot be (then suspended).
+
+        A history that fails its integrity check is never replayed: the run is
+        suspended with the reason.
+        """
+        broken = self._broken(run, history)
+        if broken is not None:
+            await self._suspend(
+                run,
+                fence,
+                BrokenHistory(f"the run's history fails its integrity check at {broken}"),
+            )
+            return None
+        defn = self.registry.find_workflow(run.workflow, run.version)
+        if defn is None:
+            for source in self.sources:
+                try:
+                    defn = await source.workflow_for(run, history)
+                except Exception as err:
+                    if isinstance(err, StoreError) and not isinstance(err, StoreCorrupted):
+                        raise
+                    # Code that no longer loads: an operator must look.
+                    await self._suspend(run, fence, err)
+                    return None
+                if defn is not None:
+                    break
+        if defn is None:
+            return None
+        inst = self.new_instance(defn, run.tenant, run.run_id)
+        try:
+            inst.replay(history, run.processed_seq)
+        except Exception as err:
+            # Non-determinism, or a failure the workflow code cannot see
+            # (a broken codec, a bug): an operator must look.
+            inst.close()
+            await self._suspend(run, fence, err)
+            return None
+        return inst
+
+    async def suspend_poisoned(self, task: ClaimedTask) -> None:
+        key = (task.tenant, task.run_id)
+        await self._locks.acquire(key)
+        try:
+            self._cache.evict(key)
+            for _ in range(8):
+                run = await self.store.get_run(task.tenant, task.run_id)
+                if run is None or RunStatus(run.status).finished:
+                    return
+                if await self._suspend(run, task.fence, poisoned_workflow_task(task)):
+                    return
+        finally:
+            self._locks.release(key)
+
+    async def _suspend(self, run: RunRecord, fence: int, err: Exception) -> bool:
+        """Suspend the run, holding its workflow task under `fence`; False if something
+        was appended meanwhile."""
+        error, detail = suspension(err)
+        now = self.settings.clock()
+        same = (run.error or {}).get("message") == error["message"]
+        if run.status == RunStatus.SUSPENDED and same:
+            events: list[NewEvent] = []
+        else:
+            log.error("suspending run %s/%s: %s", run.tenant, run.run_id, error["message"])
+            events = [NewEvent(_E.RUN_SUSPENDED, {"error": error}, now)]
+        res = await self.commit(
+            RunCommit(
+                tenant=run.tenant,
+                run_id=run.run_id,
+                events=events,
+                now=now,
+                expect_seq=run.last_seq,
+                expect_hash=run.last_hash,
+                workflow_fence=fence,
+                workflow_op=WorkflowTaskOp.IDLE,
+                snapshot=Snapshot(
+                    RunStatus.SUSPENDED.value,
+                    [{"kind": "operator", "detail": detail}],
+                    run.processed_seq,
+                    error=error,
+                ),
+            )
+        )
+        return res.conflict is not Conflict.SEQ
+
+    def _decide(
+        self,
+        key: RunKey,
+        live: Live,
+        fed: Sequence[NewEvent],
+        expect_seq: int,
+        expect_hash: str,
+        processed_seq: int,
+        activity: ActivityUpdate | None = None,
+        quotas: Quotas | None = None,
+    ) -> tuple[RunCommit, int]:
+        """The commit for what the instance decided; also how many local slots it took.
+
+        Under the tenant's `quotas`: a decision that would take the history past
+        `max_events_per_run`, or continue as new with an input over `max_payload_bytes`,
+        suspends the run instead (`over_quota`); the store checks the tenant's pending
+        timers and activities in flight.
+        """
+        reserved = 0
+        served = self.scheduler.activity_queues
+        accepting = self.accepting
+
+        def take_locally(name: str) -> bool:
+            nonlocal reserved
+            local = accepting and name in served and self.worker.reserve()
+            reserved += local
+            return local
+
+        settings = self.settings
+        commit = decision_commit(
+            live.inst,
+            tenant=key[0],
+            run_id=key[1],
+            fence=live.fence,
+            fed=fed,
+            expect_seq=expect_seq,
+            expect_hash=expect_hash,
+            processed_seq=processed_seq,
+            now=settings.clock(),
+            owner=settings.owner,
+            lease=settings.lease,
+            take_locally=take_locally,
+            activity=activity,
+        )
+        if commit.continue_as is not None and not accepting:
+            commit.owner = None  # a stopping engine leaves the next generation to others
+        if quotas is not None:
+            held = over_quota(commit, len(fed), quotas, live.inst.processed_seq)
+            if held is not None:
+                self.worker.unreserve(reserved)
+                return held, 0
+            if not any(t.step == CANCEL_GRACE_STEP for t in commit.new_timers):
+                commit.max_pending_timers = quotas.max_pending_timers  # never holds a cancel
+            commit.max_concurrent_activities = quotas.max_concurrent_activities
+        return commit, reserved
+
+    async def _defer(
+        self, run: RunRecord, live: Live, extra: Sequence[NewEvent], quotas: Quotas
+    ) -> None:
+        """The run's decision starts timers over the tenant's `max_pending_timers`: record
+        why it waits and make it decide again in `QUOTA_RETRY` seconds (nothing dropped)."""
+        now = self.settings.clock()
+        detail = (
+            f"the run's next step starts a timer and tenant {run.tenant!r} has "
+            f"{quotas.max_pending_timers} pending, the most it may have: the step is decided "
+            "again when one has fired or been cancelled"
+        )
+        inst = live.inst
+        commit = deferral(run, live.fence, inst.last_seq, inst.last_hash, extra, now, detail)
+        if (await self.commit(commit)).ok:
+            self.scheduler.wake_at(now + QUOTA_RETRY)
+
+    def _committed(
+        self, key: RunKey, live: Live, commit: RunCommit, res: CommitResult, reserved: int
+    ) -> None:
+        inst = live.inst
+        inst.last_seq, inst.last_hash = res.last_seq, res.last_hash
+        snap = commit.snapshot
+        if snap is not None and snap.status == RunStatus.SUSPENDED and not snap.finished:
+            self._cache.evict(key)  # what it decided was not recorded (history full)
+            inst.close()
+        elif inst.finished or (snap is not None and snap.finished):
+            self._cache.evict(key)
+            inst.close()
+            self.run_ended(*key)
+        else:
+            self._cache.put(key, live)
+        started = 0
+        queued = frozenset(res.queued_steps)
+        if queued:
+            self.scheduler.activities_waiting = True  # a slot that frees takes them
+        for na in commit.new_activities:
+            if na.owner is None or na.step in queued:
+                continue
+            started += 1
+            attempt = Attempt(
+                tenant=key[0],
+                run_id=key[1],
+                step=na.step,
+                activity=na.activity,
+                fence=1,
+                attempt=1,
+                spec=na.spec,
+                deadline=commit.now + na.timeout,
+            )
+            self.worker.start(attempt)
+        if started < reserved:
+            self.worker.unreserve(reserved - started)
+        if started < len(commit.new_activities):
+            self.scheduler.wake()  # some went to the queue: a free worker may take them
+        for timer in commit.new_timers:
+            self.scheduler.note_timer(timer.fire_at)
+        if commit.continue_as is not None:
+            self.woken(*key, res)  # the next generation: processed here if this engine took it
+        if commit.new_approvals or commit.escalate_approvals:
+            for hook in self._on_commit_hooks:
+                hook()
+
+    def on_approvals(self, hook: Callable[[], None]) -> None:
+        """Call `hook()` after a commit that asked for (or escalated) approvals."""
+        self._on_commit_hooks.append(hook)
+
+    # == activity outcomes ====================================================
+    async def _commit_decisions(
+        self, key: RunKey, commit: RunCommit, reserved: int
+    ) -> CommitResult:
+        """Commit what an instance decided; if the commit fails, the instance is stale."""
+        try:
+            return await self.commit(commit)
+        except BaseException:
+            self.worker.unreserve(reserved)
+            self._cache.evict(key)
+            raise
+
+    async def report(self, a: Attempt, outcome: Outcome) -> None:
+        """Record an attempt's outcome; if final, let the workflow decide in the same commit.
+
+        A store error (a full disk, a database restart) is retried, backing off to
+        every 5 s, for as long as this engine serves: the attempt stays in flight, so
+        its lease is renewed as soon as the store answers again, and the outcome is
+        recorded then. A stopping engine tries a few times; then, or if the store is
+        damaged, the outcome is lost, the lease lapses and the step runs again.
+        """
+        key = (a.tenant, a.run_id)
+        delays = itertools.chain((0.1, 0.5, 1.0, 2.0, 4.0), itertools.repeat(5.0))
+        failures = 0
+        while True:
+            await self._locks.acquire(key)
+            try:
+                await self._report_locked(key, a, outcome)
+                log_attempt_outcome(a, outcome)
+                return
+            except StoreError as exc:
+                failures += 1
+                if isinstance(exc, StoreCorrupted) or (not self.accepting and failures > 5):
+                    log.error(
+                        "could not record the outcome of %s step %s attempt %d (%s); "
+                        "the step will run again once its lease lapses",
+                        a.run_id,
+                        a.step,
+                        a.attempt,
+                        exc,
+                    )
+                    return
+                delay = next(delays)
+                self._store_trouble(exc)
+            finally:
+                self._locks.release(key)
+            await asyncio.sleep(delay)
+
+    async def _report_locked(self, key: RunKey, a: Attempt, outcome: Outcome) -> None:
+        settings = self.settings
+        now = settings.clock()
+        if outcome.lapses and (not outcome.retrying or outcome.lapses >= settings.max_lapses):
+            # A lost engine never fails a step for good: the run waits for an operator.
+            self._cache.evict(key)
+            await hold_poisoned_step(self, a, outcome, now, self._late)
+            return
+        if not outcome.ok and outcome.retrying:
+            res = await self.commit(
+                RunCommit(
+                    tenant=a.tenant,
+                    run_id=a.run_id,
+                    events=[NewEvent(_E.ACTIVITY_FAILED, outcome.event_data(a), now)],
+                    now=now,
+                    activity=ActivityUpdate(
+                        a.step,
+                        a.fence,
+                        ActivityTaskOp.RETRY,
+                        outcome.retry_at,
+                        outcome.heartbeat_details,
+                        lapsed=outcome.lapses > 0,
+                    ),
+                )
+            )
+            if res.conflict is Conflict.ACTIVITY_FENCE:
+                await self._late(a, outcome)
+            elif res.ok:
+                self._advance_cached(key, res)
+                if outcome.retry_at is not None:
+                    self.scheduler.wake_at(outcome.retry_at)
+            return
+
+        type_ = _E.ACTIVITY_COMPLETED if outcome.ok else _E.ACTIVITY_FAILED
+        fed = NewEvent(type_, outcome.event_data(a), now)
+        done = ActivityUpdate(a.step, a.fence, ActivityTaskOp.DONE)
+        live = self._cache.get(key)
+        quotas = await self.quotas.get(a.tenant) if live is not None else None
+        if live is not None and not live.inst.closed:
+            inst = live.inst
+            expect_seq, expect_hash = inst.last_seq, inst.last_hash
+            try:
+                inst.apply_new(Event(expect_seq + 1, type_, fed.data, now, ""))
+            except Exception:
+                self._cache.evict(key)  # the slow path replays it and suspends if it must
+            else:
+                commit, reserved = self._decide(
+                    key,
+                    live,
+                    [fed],
+                    expect_seq,
+                    expect_hash,
+                    expect_seq + 1,
+                    activity=done,
+                    quotas=quotas,
+                )
+                res = await self._commit_decisions(key, commit, reserved)
+                if res.ok:
+                    self._committed(key, live, commit, res, reserved)
+                    return
+                self.worker.unreserve(reserved)
+                self._cache.evict(key)
+                if res.conflict is Conflict.ACTIVITY_FENCE:
+                    await self._late(a, outcome)
+                    return
+        res = await self.commit(
+            RunCommit(
+                tenant=a.tenant,
+                run_id=a.run_id,
+                events=[fed],
+                now=now,
+                activity=done,
+                workflow_op=WorkflowTaskOp.CLAIM if self.accepting else WorkflowTaskOp.WAKE,
+                owner=settings.owner,
+                lease=settings.lease,
+                claim_queues=self.scheduler.workflow_queues,
+            )
+        )
+        if res.conflict is Conflict.ACTIVITY_FENCE:
+            await self._late(a, outcome)
+            return
+        if res.workflow_fence is not None:
+            await self._process_locked(key, res.workflow_fence)
+        elif res.ok:
+            self.scheduler.wake()
+
+    def _advance_cached(self, key: RunKey, res: CommitResult) -> None:
+        """Let a cached instance see events appended by this engine that need no decision."""
+        live = self._cache.peek(key)
+        if live is None or res.prev_seq != live.inst.last_seq:
+            return
+        for ev in res.events:
+            live.inst.apply_new(ev)
+
+    async def _late(self, a: Attempt, outcome: Outcome) -> None:
+        """An outcome from an attempt that no longer holds its task: audit it, change nothing."""
+        if outcome.synthetic:
+            return  # a timeout another scheduler (or the attempt itself) already settled
+        data: dict[str, Any] = {
+            "step": a.step,
+            "attempt": a.attempt,
+            "fence": a.fence,
+            "outcome": "completed" if outcome.ok else "failed",
+            "reason": "the attempt no longer holds the task (its lease lapsed, it was retried, "
+            "cancelled or the run ended)",
+        }
+        if outcome.ok:
+            data["result"] = outcome.result
+        else:
+            data["error"] = outcome.error
+        clock = self.settings.clock
+        res = await self.commit(
+            RunCommit(
+                tenant=a.tenant,
+                run_id=a.run_id,
+                events=[NewEvent(_E.LATE_RESULT_IGNORED, data, clock())],
+                now=clock(),
+            )
+        )
+        if res.ok:
+            self._advance_cached((a.tenant, a.run_id), res)

@@ -1,0 +1,168 @@
+"""Starting runs: a new run with its RunStarted event (or the same run found again), and
+signal-with-start. A part of `Runner` (a mixin), kept apart for its size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+from waypost.errors import QuotaExceeded, RunIdConflict, RunNotActive
+from waypost.model.events import Event, EventType, NewEvent, canonical_json
+from waypost.model.identity import preview
+from waypost.model.records import Started
+from waypost.store.base import (
+    CommitResult,
+    Conflict,
+    CreateRunResult,
+    NewRun,
+    RunCommit,
+    RunRecord,
+    Store,
+)
+
+from .ports import StartSignal
+from .settings import Settings
+
+_E = EventType
+
+
+def new_run_id() -> str:
+    """Time-ordered and unguessable: 12 hex digits of milliseconds, 16 random."""
+    return f"{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
+
+
+class Starts:
+    """What `Runner` does to start runs (it provides the parts declared here)."""
+
+    settings: Settings
+    store: Store
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        raise NotImplementedError
+
+    def serves_workflow(self, queue: str) -> bool:
+        raise NotImplementedError
+
+    def waking(self, commit: RunCommit) -> RunCommit:
+        raise NotImplementedError
+
+    def woken(self, tenant: str, run_id: str, res: CommitResult) -> None:
+        raise NotImplementedError
+
+    async def _create(self, new: NewRun) -> CreateRunResult:
+        raise NotImplementedError
+
+    async def process(
+        self,
+        tenant: str,
+        run_id: str,
+        fence: int,
+        queue: str,
+        preloaded: tuple[RunRecord, list[Event]] | None = None,
+    ) -> None:
+        raise NotImplementedError
+
+    async def start_run(
+        self,
+        *,
+        tenant: str,
+        run_id: str | None,
+        workflow: str,
+        version: str,
+        payload: Any,
+        started_data: dict[str, Any],
+        queue: str,
+        signal: StartSignal | None = None,
+        priority: int = 0,
+        history: Sequence[NewEvent] = (),
+        processed_seq: int = 0,
+    ) -> Started:
+        """Create a run with its RunStarted event, or find the same run again.
+
+        Whether this call created the run is decided by the store's insert, so of
+        concurrent starts of one run exactly one answers `created`. A new run whose
+        workflow this engine serves is processed here at once. With `signal`, the new
+        run gets it right after RunStarted, and a run that has the id gets it instead
+        (signal-with-start), in the same transaction. The store admits a new run under
+        the tenant's quotas (`QuotaExceeded`, nothing written, if not). `history` is
+        appended after RunStarted in the same transaction (a fork's copied events), and
+        the run's code is taken to have seen it up to `processed_seq`.
+        """
+        settings = self.settings
+        run_id = run_id if run_id is not None else new_run_id()
+        now = settings.clock()
+        started = NewEvent(_E.RUN_STARTED, started_data, now)
+        new = NewRun(
+            tenant=tenant,
+            run_id=run_id,
+            workflow=workflow,
+            version=version,
+            input=payload,
+            ts=now,
+            started=started,
+            claim_owner=settings.owner if self.serves_workflow(queue) else None,
+            lease=settings.lease,
+            queue=queue,
+            signals=tuple(history) if signal is None else (signal.event,),
+            priority=priority,
+            quotas=settings.quotas,
+            processed_seq=processed_seq,
+        )
+        if signal is not None:
+            return await self._signal_with_start(new, signal)
+        result = await self._create(new)
+        run = result.run
+        if not result.created:
+            if run.workflow != workflow or run.input_json != canonical_json(payload):
+                raise RunIdConflict(
+                    f"run {preview(run_id)} exists already (workflow {preview(run.workflow)}) "
+                    "with a different workflow or input; use another run_id"
+                )
+            return Started(run_id, created=False)
+        if result.workflow_fence is not None:
+            first = Event(1, _E.RUN_STARTED, started.data, now, run.last_hash, started.encode())
+            preloaded = None if history else (run, [first])
+            self.spawn(self.process(tenant, run_id, result.workflow_fence, queue, preloaded))
+        return Started(run_id, created=True)
+
+    async def _signal_with_start(self, new: NewRun, signal: StartSignal) -> Started:
+        tenant, run_id = new.tenant, new.run_id
+        commit = self.waking(
+            RunCommit(
+                tenant=tenant,
+                run_id=run_id,
+                events=[signal.event],
+                now=new.ts,
+                require_active=True,
+                max_pending_signals=signal.max_pending_signals,
+            )
+        )
+        faults = self.settings.faults
+        faults.hit("commit:before")
+        result, res = await self.store.signal_with_start(new, commit)
+        faults.hit("commit:after")
+        if result.created:
+            if result.workflow_fence is not None:
+                self.spawn(self.process(tenant, run_id, result.workflow_fence, new.queue or ""))
+            return Started(run_id, created=True)
+        if res is None:
+            raise RunIdConflict(
+                f"run {preview(run_id)} exists already as a run of workflow "
+                f"{preview(result.run.workflow)}, not {preview(new.workflow)}; use another run_id"
+            )
+        what = f"signal {preview(str(signal.event.data.get('name')))}"
+        if res.conflict is Conflict.BACKLOG:
+            raise QuotaExceeded(
+                "max_pending_signals",
+                f"cannot {what}: run {preview(run_id)} has {signal.max_pending_signals} signals "
+                "it has not taken in yet, the most its tenant allows; try again once it has",
+            )
+        if res.conflict is not None:
+            status = res.status or result.run.status
+            raise RunNotActive(f"cannot {what}: run {preview(run_id)} has finished ({status})")
+        self.woken(tenant, run_id, res)
+        return Started(run_id, created=False)

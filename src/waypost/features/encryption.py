@@ -1,0 +1,73 @@
+"""Payload encryption's command: re-encrypting stored runs under the current key.
+
+Encryption itself happens in the store (`waypost.model.encryption`, decision
+0009); this room only walks the tenant's runs for `ReEncrypt`, one transaction
+per run, so that a rotation of a large database never holds the tables long.
+"""
+
+from __future__ import annotations
+
+from waypost.engine.ports import Machinery
+from waypost.errors import ConfigurationError, RunNotFound
+from waypost.model import operations as ops
+from waypost.model.identity import Principal, preview
+from waypost.model.logs import logger
+
+log = logger("waypost.encryption")
+
+
+class Encryption:
+    """Re-encrypts the stored payloads of runs under the engine's current key."""
+
+    def __init__(self, machinery: Machinery):
+        self.machinery = machinery
+        if machinery.store.keys is not None and not machinery.settings.chain.keyed:
+            # Plain SHA-256 over the plaintext lets whoever reads the database test a
+            # guess of a payload against its event's hash; HMAC under a chain key does not.
+            log.warning(
+                "payloads are encrypted but the history's hashes are plain SHA-256 of the "
+                "plaintext, which lets a reader of the database confirm a guessed payload: "
+                "set a chain key too (WAYPOST_CHAIN_KEYS)"
+            )
+
+    async def reencrypt(self, req: ops.ReEncrypt, principal: Principal) -> ops.ReEncryptReport:
+        store = self.machinery.store
+        keys = store.keys
+        if keys is None:
+            raise ConfigurationError(
+                "re-encrypting needs encryption keys: set WAYPOST_ENCRYPTION_KEYS "
+                "(id:base64,..., the first is current) or pass encryption=Keys(...)"
+            )
+        tenant = principal.tenant
+        if req.run_id is not None:
+            run_ids = [req.run_id]
+        else:
+            run_ids = await store.run_ids_after(tenant, req.after or "", req.limit)
+        runs = values = resealed = 0
+        for run_id in run_ids:
+            counts = await store.reencrypt_run(tenant, run_id, req.dry_run)
+            if counts is None:
+                if req.run_id is not None:
+                    raise RunNotFound(f"no run {preview(run_id)} in tenant {preview(tenant)}")
+                continue  # purged since it was listed
+            runs += 1
+            values += counts.values
+            resealed += counts.resealed
+        more = req.run_id is None and len(run_ids) == req.limit
+        if resealed and not req.dry_run:
+            log.info(
+                "re-encrypted %d payloads of %d runs of tenant %s under key %s",
+                resealed,
+                runs,
+                tenant,
+                keys.current,
+            )
+        return ops.ReEncryptReport(
+            tenant=tenant,
+            key=keys.current,
+            dry_run=req.dry_run,
+            runs=runs,
+            values=values,
+            resealed=resealed,
+            next_after=run_ids[-1] if more else None,
+        )

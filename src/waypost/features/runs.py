@@ -1,0 +1,521 @@
+"""The run operations: start, signal, cancel, and reading runs back.
+
+Each handler takes a request the door has checked (`waypost.model.operations`)
+and the principal who sent it; the tenant is the principal's. A start by a name
+that no registered workflow has is a start of the tenant's published
+definition of that name (`Definitions.start`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from waypost.engine.ports import Machinery, StartSignal
+from waypost.engine.scheduler import WORKER_TTL
+from waypost.errors import (
+    QuotaExceeded,
+    ResultTimeout,
+    RunNotActive,
+    RunNotFound,
+    StoreError,
+    UnknownWorkflow,
+    WorkflowCancelled,
+    WorkflowFailed,
+    WorkflowTerminated,
+)
+from waypost.model import operations as ops
+from waypost.model.events import ChainProblem, Event, EventType, NewEvent
+from waypost.model.identity import Principal, preview
+from waypost.model.logs import logger
+from waypost.model.paging import RunCursor, decode_cursor
+from waypost.model.records import RunInfo, RunPage, Started
+from waypost.model.status import RunStatus
+from waypost.runtime.interpreter import DEFINITIONS_QUEUE
+from waypost.runtime.registry import version_key, workflow_queue
+from waypost.store.base import Conflict, RunCommit, RunOutlook, RunRecord, Snapshot
+
+from .definitions import Definitions
+from .next_action import next_action
+
+log = logger("waypost")
+_E = EventType
+
+
+def run_not_found(run_id: str, tenant: str) -> RunNotFound:
+    return RunNotFound(f"no run {preview(run_id)} in tenant {preview(tenant)}")
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+class Runs:
+    """The run operations of one engine."""
+
+    def __init__(self, machinery: Machinery, definitions: Definitions) -> None:
+        self.machinery = machinery
+        self.definitions = definitions
+
+    # == changing runs ===========================================================
+    async def start(self, req: ops.Start, principal: Principal) -> str:
+        """Start a run of a registered workflow, or of a published definition; its id."""
+        return (await self.start_run(req, principal)).run_id
+
+    async def start_run(
+        self,
+        req: ops.Start | ops.StartRun | ops.SignalWithStart,
+        principal: Principal,
+        signal: StartSignal | None = None,
+    ) -> Started:
+        """Start a run, or find the same run again; its id and whether this call created it.
+
+        The workflow is, in this order: one registered in this engine, the tenant's
+        published definition of that name, or one a running worker serves. With
+        `signal`, a run that has the id gets the signal instead of being found again.
+        """
+        m = self.machinery
+        tenant = principal.tenant
+        if isinstance(req.workflow, str) and not m.registry.has_workflow(req.workflow):
+            of_definition = await self.definitions.start(req, principal, signal)
+            if of_definition is not None:
+                return of_definition
+            return await self._start_served_elsewhere(req, principal, signal)
+        defn = m.registry.workflow(req.workflow, None if req.version is None else str(req.version))
+        payload = m.codec.encode(req.input)
+        await self.definitions.bounded(tenant, "input", payload)
+        started: dict[str, Any] = {"workflow": defn.name, "version": defn.version, "input": payload}
+        if req.started_by is not None:
+            started["started_by"] = req.started_by
+        return await m.start_run(
+            tenant=tenant,
+            run_id=req.run_id,
+            workflow=defn.name,
+            version=defn.version,
+            payload=payload,
+            started_data=started,
+            queue=defn.queue,
+            signal=signal,
+            priority=req.priority,
+        )
+
+    async def signal_with_start(self, req: ops.SignalWithStart, principal: Principal) -> Started:
+        """Start the run `req.run_id` and deliver the signal, or deliver it to the run that
+        has that id: one transaction, so of concurrent calls one creates the run and every
+        signal arrives. A run of that id of another workflow is `RunIdConflict`; a finished
+        one `RunNotActive`."""
+        m = self.machinery
+        tenant = principal.tenant
+        payload = m.codec.encode(req.payload)
+        await self.definitions.bounded(tenant, "signal's payload", payload)
+        event = NewEvent(
+            _E.SIGNAL_RECEIVED, {"name": req.signal, "payload": payload}, m.settings.clock()
+        )
+        pending = self.definitions.limits_for(tenant).max_pending_signals
+        return await self.start_run(req, principal, StartSignal(event, pending))
+
+    async def _start_served_elsewhere(
+        self,
+        req: ops.Start | ops.StartRun | ops.SignalWithStart,
+        principal: Principal,
+        signal: StartSignal | None = None,
+    ) -> Started:
+        """Start a run of a workflow this process does not have, by name, for the running
+        workers that serve it: the newest version they serve, or the one asked for. Its
+        input is stored as given (JSON), for the worker's code to read."""
+        m = self.machinery
+        tenant, name = principal.tenant, str(req.workflow)
+        versions = await self._served_versions(name)
+        if req.version is not None and str(req.version) not in versions:
+            served = ", ".join(sorted(versions, key=version_key)[-5:]) or "none"
+            raise UnknownWorkflow(
+                f"no running worker serves workflow {preview(name)} version "
+                f"{preview(str(req.version))} (versions served: {served}), and it is not "
+                "registered here"
+            )
+        if not versions:
+            known = ", ".join(m.registry.workflow_names()) or "none"
+            raise UnknownWorkflow(
+                f"no workflow named {preview(name)} is registered (registered: {known}), "
+                f"tenant {preview(tenant)} has published no definition of that name, and "
+                "no running worker serves it"
+            )
+        version = str(req.version) if req.version is not None else max(versions, key=version_key)
+        payload = m.codec.encode(req.input)
+        await self.definitions.bounded(tenant, "input", payload)
+        started: dict[str, Any] = {"workflow": name, "version": version, "input": payload}
+        if req.started_by is not None:
+            started["started_by"] = req.started_by
+        return await m.start_run(
+            tenant=tenant,
+            run_id=req.run_id,
+            workflow=name,
+            version=version,
+            payload=payload,
+            started_data=started,
+            queue=workflow_queue(name, version),
+            signal=signal,
+            priority=req.priority,
+        )
+
+    async def _served_versions(self, name: str) -> set[str]:
+        """The versions of workflow `name` that running workers serve (their queues)."""
+        m = self.machinery
+        versions: set[str] = set()
+        for worker in await m.store.live_workers(m.settings.clock() - WORKER_TTL):
+            for queue in worker.queues:
+                # Workflow queues are "<name>@<version>"; names and versions hold no "@".
+                queue_name, at, version = queue.partition("@")
+                if at and queue_name == name and version:
+                    versions.add(version)
+        return versions
+
+    async def signal(self, req: ops.Signal, principal: Principal) -> None:
+        """Deliver a signal; the run sees it at its next wait for the signal's name."""
+        m = self.machinery
+        tenant = principal.tenant
+        payload = m.codec.encode(req.payload)
+        await self.definitions.bounded(tenant, "signal's payload", payload)
+        data = {"name": req.signal, "payload": payload}
+        event = NewEvent(_E.SIGNAL_RECEIVED, data, m.settings.clock())
+        pending = self.definitions.limits_for(tenant).max_pending_signals
+        await self._external(
+            tenant,
+            req.run_id,
+            [event],
+            f"signal {req.signal!r}",
+            max_pending_signals=pending,
+            max_events=(await m.quotas.get(tenant)).max_events_per_run,
+        )
+
+    async def cancel(self, req: ops.Cancel, principal: Principal) -> None:
+        """Ask a run to stop: work not started is dropped, the run ends `cancelled`."""
+        m = self.machinery
+        tenant, run_id, reason = principal.tenant, req.run_id, req.reason
+        run = await m.store.get_run(tenant, run_id)
+        if run is None:
+            raise run_not_found(run_id, tenant)
+        now = m.settings.clock()
+        data: dict[str, Any] = {"reason": reason}
+        if m.settings.cancel_grace is not None:
+            data["grace"] = m.settings.cancel_grace  # then the run ends, whatever its code does
+        requested = NewEvent(_E.CANCEL_REQUESTED, data, now)
+        if run.status == RunStatus.SUSPENDED:
+            # Suspended code cannot run its cancellation; end the run directly.
+            ended = NewEvent(_E.RUN_CANCELLED, {"reason": reason}, now)
+            res = await m.commit(
+                RunCommit(
+                    tenant=tenant,
+                    run_id=run_id,
+                    events=[requested, ended],
+                    now=now,
+                    expect_seq=run.last_seq,
+                    expect_hash=run.last_hash,
+                    snapshot=Snapshot(
+                        RunStatus.CANCELLED.value,
+                        [],
+                        run.processed_seq,
+                        error={"type": "Cancelled", "message": reason},
+                        finished=True,
+                    ),
+                    close_run_approvals="cancelled",
+                )
+            )
+            if res.ok:
+                m.forget(tenant, run_id)
+                m.run_ended(tenant, run_id)
+                return
+            if res.conflict is not Conflict.SEQ:
+                raise run_not_found(run_id, tenant)
+        # Outstanding approval credentials die with the request, before the code runs.
+        await self._external(tenant, run_id, [requested], "cancel", close_approvals="cancelled")
+
+    async def _external(
+        self,
+        tenant: str,
+        run_id: str,
+        events: list[NewEvent],
+        what: str,
+        close_approvals: str | None = None,
+        max_pending_signals: int | None = None,
+        max_events: int | None = None,
+    ) -> None:
+        """Append events from outside the workflow and wake the run."""
+        res = await self.machinery.commit_and_wake(
+            RunCommit(
+                tenant=tenant,
+                run_id=run_id,
+                events=events,
+                now=self.machinery.settings.clock(),
+                require_active=True,
+                close_run_approvals=close_approvals,
+                max_pending_signals=max_pending_signals,
+                max_events=max_events,
+            )
+        )
+        if res.conflict is Conflict.BACKLOG:
+            raise QuotaExceeded(
+                "max_pending_signals",
+                f"cannot {what}: run {preview(run_id)} has {max_pending_signals} signals it "
+                "has not taken in yet, the most its tenant allows; try again once it has",
+            )
+        if res.conflict is Conflict.HISTORY_FULL:
+            raise QuotaExceeded(
+                "max_events_per_run",
+                f"cannot {what}: run {preview(run_id)}'s history has {max_events} events, the "
+                "most its tenant allows",
+            )
+        if res.conflict is Conflict.RUN_NOT_FOUND:
+            raise run_not_found(run_id, tenant)
+        if res.conflict is Conflict.RUN_FINISHED:
+            raise RunNotActive(f"cannot {what}: run {preview(run_id)} has finished ({res.status})")
+
+    # == reading runs ============================================================
+    async def get(self, req: ops.GetRun, principal: Principal) -> RunInfo:
+        run = await self.machinery.store.get_run(principal.tenant, req.run_id)
+        if run is None:
+            raise run_not_found(req.run_id, principal.tenant)
+        return (await self._infos([run]))[0]
+
+    async def list_runs(self, req: ops.ListRuns, principal: Principal) -> list[RunInfo]:
+        status = None if req.status is None else RunStatus(req.status).value
+        if not req.all_tenants:
+            page = await self._page(principal.tenant, status, req.workflow, req.cursor, req.limit)
+            return page.runs
+        runs = await self.machinery.store.list_runs(None, status, req.workflow, req.limit)
+        return await self._infos(runs)
+
+    async def page_runs(self, req: ops.PageRuns, principal: Principal) -> RunPage:
+        """One page of the tenant's runs, newest first, and the cursor of the next."""
+        status = None if req.status is None else RunStatus(req.status).value
+        return await self._page(principal.tenant, status, req.workflow, req.cursor, req.limit)
+
+    async def _page(
+        self, tenant: str, status: str | None, workflow: str | None, cursor: str | None, limit: int
+    ) -> RunPage:
+        # Keyset paging: a page starts strictly after the last run of the one before, so
+        # runs created meanwhile (newer, so before the first page) never shift it.
+        after = None if cursor is None else decode_cursor(cursor)
+        position = None if after is None else (after.created_at, after.run_id)
+        runs = await self.machinery.store.page_runs(tenant, status, workflow, position, limit + 1)
+        next_cursor = None
+        if len(runs) > limit:
+            runs = runs[:limit]
+            next_cursor = RunCursor(runs[-1].created_at, runs[-1].run_id).encode()
+        return RunPage(await self._infos(runs), next_cursor)
+
+    async def history(self, req: ops.GetHistory, principal: Principal) -> list[Event]:
+        run, events = await self.machinery.store.load_run(principal.tenant, req.run_id)
+        if run is None:
+            raise run_not_found(req.run_id, principal.tenant)
+        return events
+
+    async def verify(self, req: ops.Verify, principal: Principal) -> list[ChainProblem]:
+        """Problems in the run's hash chain (empty when the history is intact)."""
+        store = self.machinery.store
+        run, events = await store.load_run(principal.tenant, req.run_id)
+        if run is None:
+            raise run_not_found(req.run_id, principal.tenant)
+        problems = self.machinery.settings.chain.verify(events)
+        if events and (run.last_seq, run.last_hash) != (events[-1].seq, events[-1].hash):
+            problems.append(
+                ChainProblem(run.last_seq, "the run's snapshot does not point at its last event")
+            )
+        return problems
+
+    async def result(self, req: ops.AwaitResult, principal: Principal) -> Any:
+        """Wait for the run to end; return its result or raise its error.
+
+        A database that is briefly unreachable does not end the wait: it is
+        retried until the timeout.
+        """
+        m = self.machinery
+        tenant, run_id, timeout = principal.tenant, req.run_id, req.timeout
+        poll = m.settings.poll_interval
+        deadline = None if timeout is None else time.monotonic() + timeout
+        backoff = 0.01
+        state = "unknown"
+        while True:
+            try:
+                run = await m.store.get_run(tenant, run_id)
+            except StoreError as exc:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                log.warning("reading run %s failed, retrying: %s", run_id, exc)
+                run, backoff = None, max(backoff, 0.2)
+            else:
+                if run is None:
+                    raise run_not_found(run_id, tenant)
+                status = RunStatus(run.status)
+                if status.finished:
+                    return self._outcome(run, status)
+                state = status.value
+                if m.serves_workflow(f"{run.workflow}@{run.version}"):
+                    # This engine will most likely finish it and wake us; polling
+                    # is only the fallback for another process finishing it.
+                    backoff = poll
+            wait = min(backoff, poll) if run is not None else backoff
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ResultTimeout(f"run {preview(run_id)} is still {state} after {timeout}s")
+                wait = min(wait, remaining)
+            await m.wait_for_end(tenant, run_id, wait)
+            backoff = min(backoff * 1.5, poll)
+
+    async def _unserved(
+        self,
+        run: RunRecord,
+        code_elsewhere: bool,
+        waiting: list[dict[str, Any]],
+        queues: _ServedQueues,
+    ) -> list[dict[str, Any]]:
+        """What the run waits on that no running worker serves, in words."""
+        activities = {w["activity"] for w in waiting if w.get("kind") == "activity"}
+        if not code_elsewhere and not activities:
+            return []
+        served = await queues.get()
+        m = self.machinery
+        out: list[dict[str, Any]] = []
+        if code_elsewhere:
+            queue = f"{run.workflow}@{run.version}"
+            if run.version.isdigit() and await m.store.get_definition(
+                run.tenant, run.workflow, int(run.version)
+            ):
+                queue = DEFINITIONS_QUEUE
+            if queue not in served:
+                detail = (
+                    "no running worker serves definition runs"
+                    if queue == DEFINITIONS_QUEUE
+                    else f"workflow {run.workflow!r} version {run.version!r} is not "
+                    "registered by any running worker"
+                )
+                out.append({"kind": "code", "detail": detail})
+        for name in sorted(activities - served):
+            detail = f"no running worker serves activity {name!r}"
+            out.append({"kind": "code", "activity": name, "detail": detail})
+        return out
+
+    def _outcome(self, run: RunRecord, status: RunStatus) -> Any:
+        if status is RunStatus.COMPLETED:
+            defn = self.machinery.registry.find_workflow(run.workflow, run.version)
+            return self.machinery.codec.decode(run.result, defn.result_hint if defn else Any)
+        if status is RunStatus.FAILED:
+            raise WorkflowFailed(run.run_id, status.value, run.error)
+        if status is RunStatus.CANCELLED:
+            raise WorkflowCancelled(run.run_id, status.value, run.error)
+        raise WorkflowTerminated(run.run_id, status.value, run.error)
+
+    async def _infos(self, runs: list[RunRecord]) -> list[RunInfo]:
+        """Runs as callers see them, with what happens next: a few reads for the lot."""
+        m = self.machinery
+        moving: dict[str, list[str]] = {}
+        for run in runs:
+            if RunStatus(run.status) in _MOVING:
+                moving.setdefault(run.tenant, []).append(run.run_id)
+        outlooks: dict[tuple[str, str], RunOutlook] = {}
+        for tenant, run_ids in moving.items():
+            found = await m.store.run_outlooks(tenant, run_ids)
+            outlooks.update({(tenant, run_id): o for run_id, o in found.items()})
+        queues = _ServedQueues(m)
+        limits = _ActivityLimits(m)
+        return [
+            await self._info(r, outlooks.get((r.tenant, r.run_id)), queues, limits) for r in runs
+        ]
+
+    async def _info(
+        self,
+        run: RunRecord,
+        outlook: RunOutlook | None,
+        queues: _ServedQueues,
+        limits: _ActivityLimits,
+    ) -> RunInfo:
+        m = self.machinery
+        status = RunStatus(run.status)
+        defn = m.registry.find_workflow(run.workflow, run.version)
+        waiting = list(run.waiting_for)
+        if not status.finished and status is not RunStatus.SUSPENDED:
+            waiting.extend(await self._unserved(run, defn is None, waiting, queues))
+            waiting.extend(await limits.waiting(run.tenant, outlook))
+        result = run.result
+        if defn is not None and status is RunStatus.COMPLETED:
+            with contextlib.suppress(Exception):
+                result = m.codec.decode(run.result, defn.result_hint)
+        return RunInfo(
+            tenant=run.tenant,
+            run_id=run.run_id,
+            workflow=run.workflow,
+            version=run.version,
+            status=status,
+            input=run.input,
+            result=result,
+            error=run.error,
+            waiting_for=waiting,
+            last_seq=run.last_seq,
+            created_at=_dt(run.created_at),
+            updated_at=_dt(run.updated_at),
+            finished_at=_dt(run.finished_at) if run.finished_at is not None else None,
+            next_action=next_action(run, waiting, outlook, m.settings.clock()),
+            priority=run.priority,
+        )
+
+
+# Statuses in which a run has tasks and approvals in motion worth reading.
+_MOVING = frozenset({RunStatus.RUNNING, RunStatus.WAITING})
+
+
+class _ServedQueues:
+    """The queues running workers serve, read once for however many runs ask."""
+
+    def __init__(self, machinery: Machinery) -> None:
+        self.machinery = machinery
+        self.served: set[str] | None = None
+
+    async def get(self) -> set[str]:
+        if self.served is None:
+            m = self.machinery
+            self.served = set()
+            for worker in await m.store.live_workers(m.settings.clock() - WORKER_TTL):
+                self.served.update(worker.queues)
+        return self.served
+
+
+class _ActivityLimits:
+    """Whether a tenant's due activities wait for its `max_concurrent_activities`: read at
+    most once per tenant for however many runs ask, and only for runs with one due."""
+
+    def __init__(self, machinery: Machinery) -> None:
+        self.machinery = machinery
+        self.now = machinery.settings.clock()
+        self.entries: dict[str, list[dict[str, Any]]] = {}
+
+    async def waiting(self, tenant: str, outlook: RunOutlook | None) -> list[dict[str, Any]]:
+        """The quota entry of `waiting_for`, if the run has an activity due that waits for
+        the tenant's activities in flight to drop under its quota."""
+        if outlook is None or not any(
+            t.kind == "activity"
+            and t.state == "ready"
+            and (t.visible_at is None or t.visible_at <= self.now)
+            for t in outlook.tasks
+        ):
+            return []
+        if tenant not in self.entries:
+            self.entries[tenant] = await self._entries(tenant)
+        return self.entries[tenant]
+
+    async def _entries(self, tenant: str) -> list[dict[str, Any]]:
+        m = self.machinery
+        most = (await m.quotas.get(tenant)).max_concurrent_activities
+        if most is None:
+            return []
+        _, usage = await m.store.tenant_state(tenant)
+        running = usage["activities_in_flight"]
+        if running < most:
+            return []
+        detail = (
+            f"tenant {tenant!r} has {running} activities running, the most it may have at "
+            "once (max_concurrent_activities): it starts when one of them ends"
+        )
+        return [{"kind": "quota", "quota": "max_concurrent_activities", "detail": detail}]

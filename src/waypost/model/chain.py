@@ -1,0 +1,219 @@
+"""The hash chain of a history, keyed or plain.
+
+Each event's hash covers the hash of the event before it, its own number, type,
+time and data text, so changing, removing or reordering a stored event breaks
+every later hash.
+
+- **Keyed** (a chain key is configured): the hash is an HMAC-SHA256 under a
+  secret the database does not hold, written `<key id>:<hex>`. Someone who can
+  edit the database but does not have the key cannot make an edited history
+  verify: they can neither recompute the HMACs nor fall back to plain hashes
+  (a verifier with a key reports every unkeyed event). Keys rotate: new events
+  are signed with the first key, every listed key still verifies.
+- **Plain** (no key): the hash is SHA-256 of the same text. It finds damage and
+  edits made by anyone who does not recompute the hashes afterwards; someone who
+  can write the database and knows this format can rewrite a history so that it
+  verifies.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from waypost.errors import ConfigurationError
+
+from .events import ChainProblem, Event, NewEvent
+
+_KEY_ID = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
+MIN_SECRET = 16  # bytes
+
+
+@dataclass(frozen=True)
+class ChainKey:
+    """A key for the chain: its id (stored in every hash it makes) and its secret."""
+
+    key_id: str
+    secret: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not _KEY_ID.match(self.key_id):
+            raise ConfigurationError(
+                f"chain key id {self.key_id[:40]!r} is not allowed: use 1-32 letters, digits, "
+                "'_', '-' or '.'"
+            )
+        if len(self.secret) < MIN_SECRET:
+            raise ConfigurationError(
+                f"chain key {self.key_id!r} is too short: at least {MIN_SECRET} bytes "
+                "(generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+
+
+def _message(prev_hash: str, seq: int, type_: str, ts: float, data_json: str) -> bytes:
+    return prev_hash.encode() + f"\x1e{seq}\x1f{type_}\x1f{ts!r}\x1f".encode() + data_json.encode()
+
+
+def plain_hash(prev_hash: str, seq: int, type_: str, ts: float, data_json: str) -> str:
+    """The unkeyed hash of an event, chained to the hash of the event before it."""
+    return hashlib.sha256(_message(prev_hash, seq, type_, ts, data_json)).hexdigest()
+
+
+def keyed_hash(key: ChainKey, prev_hash: str, seq: int, type_: str, ts: float, text: str) -> str:
+    """The keyed hash of an event: `<key id>:` and the HMAC-SHA256 of the same text."""
+    mac = hmac.new(key.secret, _message(prev_hash, seq, type_, ts, text), hashlib.sha256)
+    return f"{key.key_id}:{mac.hexdigest()}"
+
+
+class Chain:
+    """Seals new events and verifies histories, with these keys (none: plain hashes)."""
+
+    def __init__(self, keys: Sequence[ChainKey] = (), *, accept_plain: bool = False) -> None:
+        ids = [k.key_id for k in keys]
+        if len(set(ids)) != len(ids):
+            raise ConfigurationError(f"chain key ids must differ: {', '.join(ids)}")
+        self.keys = tuple(keys)
+        # While a key is being introduced, events written before it (plain hashes) may
+        # be accepted; an editor without the key could then rewrite a whole history.
+        self.accept_plain = accept_plain or not keys
+        self._by_id = {k.key_id: k for k in keys}
+
+    @property
+    def keyed(self) -> bool:
+        return bool(self.keys)
+
+    def __repr__(self) -> str:
+        return f"Chain(keys={[k.key_id for k in self.keys]}, accept_plain={self.accept_plain})"
+
+    def describe(self) -> str:
+        """What this chain proves, in a few words (for `runs verify`)."""
+        if not self.keys:
+            return "plain hashes: no chain key configured"
+        plain = ", and plain hashes from before the key" if self.accept_plain else ""
+        return f"keyed with {self.keys[0].key_id!r}{plain}"
+
+    def hash(self, prev_hash: str, seq: int, type_: str, ts: float, data_json: str) -> str:
+        """The hash a new event gets: keyed with the first key, else plain."""
+        if self.keys:
+            return keyed_hash(self.keys[0], prev_hash, seq, type_, ts, data_json)
+        return plain_hash(prev_hash, seq, type_, ts, data_json)
+
+    def seal(self, prev_seq: int, prev_hash: str, events: Iterable[NewEvent]) -> list[Event]:
+        """Number and hash new events that follow (prev_seq, prev_hash)."""
+        sealed = []
+        seq, h = prev_seq, prev_hash
+        for ev in events:
+            seq += 1
+            text = ev.encode()
+            h = self.hash(h, seq, ev.type, ev.ts, text)
+            sealed.append(Event(seq, ev.type, ev.data, ev.ts, h, text))
+        return sealed
+
+    def check(self, prev_hash: str, ev: Event, text: str) -> str | None:
+        """Why `ev` (whose data text is `text`) does not follow `prev_hash`, or None."""
+        stored = ev.hash
+        key_id, sep, _ = stored.partition(":")
+        if sep:
+            key = self._by_id.get(key_id)
+            if key is None:
+                known = ", ".join(self._by_id) or "none"
+                return f"signed with chain key {key_id!r}, which this process was not given " + (
+                    f"(it has: {known})"
+                )
+            expected = keyed_hash(key, prev_hash, ev.seq, ev.type, ev.ts, text)
+        else:
+            if not self.accept_plain:
+                return (
+                    "not signed with a chain key: anyone who can edit the database could "
+                    "have written it"
+                )
+            expected = plain_hash(prev_hash, ev.seq, ev.type, ev.ts, text)
+        if not hmac.compare_digest(expected.encode(), stored.encode()):
+            return "hash does not match the event and its predecessor"
+        return None
+
+    def verify(
+        self, events: Sequence[Event], *, after_seq: int = 0, prev_hash: str = ""
+    ) -> list[ChainProblem]:
+        """Check that `events` are numbered from `after_seq + 1` without gaps and chain.
+
+        Each event's hash is recomputed from the stored data text, so an edit to
+        the data, a removed event or two swapped events all show up. An event
+        whose stored data is not JSON is reported (`Event.undecodable`).
+        """
+        problems: list[ChainProblem] = []
+        prev = prev_hash
+        for expected, ev in enumerate(events, start=after_seq + 1):
+            if ev.seq != expected:
+                problems.append(ChainProblem(ev.seq, f"expected event {expected}, found {ev.seq}"))
+                break
+            if ev.undecodable:
+                problems.append(ChainProblem(ev.seq, "its stored data is not valid JSON"))
+            text = ev.data_json if ev.data_json or ev.undecodable else ev.encode_data()
+            why = self.check(prev, ev, text)
+            if why is not None:
+                problems.append(ChainProblem(ev.seq, why))
+            prev = ev.hash
+        return problems
+
+
+def parse_keys(spec: str) -> list[ChainKey]:
+    """Keys from `id:base64url-secret[,id:secret...]` (the first signs new events)."""
+    keys = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key_id, sep, encoded = part.partition(":")
+        if not sep:
+            raise ConfigurationError(
+                "a chain key is written id:secret (the secret in URL-safe base64), "
+                f"not {part[:8]!r}..."
+            )
+        try:
+            secret = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        except (binascii.Error, ValueError):
+            raise ConfigurationError(
+                f"chain key {key_id[:32]!r}: the secret is not URL-safe base64"
+            ) from None
+        keys.append(ChainKey(key_id, secret))
+    return keys
+
+
+def chain_from_environment(env: Mapping[str, str]) -> Chain:
+    """The chain the environment configures (plain when it names no key)."""
+    accept = env.get("WAYPOST_CHAIN_ACCEPT_PLAIN", "").strip().lower() in ("1", "true", "yes")
+    return Chain(keys_from_environment(env), accept_plain=accept)
+
+
+def keys_from_environment(env: Mapping[str, str]) -> list[ChainKey]:
+    """`WAYPOST_CHAIN_KEYS` (id:secret,...), or the file `WAYPOST_CHAIN_KEYS_FILE` names."""
+    spec = env.get("WAYPOST_CHAIN_KEYS")
+    path = env.get("WAYPOST_CHAIN_KEYS_FILE")
+    if spec and path:
+        raise ConfigurationError("set WAYPOST_CHAIN_KEYS or WAYPOST_CHAIN_KEYS_FILE, not both")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                spec = f.read()
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read WAYPOST_CHAIN_KEYS_FILE: {exc}") from None
+    return parse_keys(spec or "")
+
+
+def seal(prev_seq: int, prev_hash: str, events: Iterable[NewEvent]) -> list[Event]:
+    """Number and hash new events with plain hashes (`Chain().seal`)."""
+    return PLAIN.seal(prev_seq, prev_hash, events)
+
+
+def verify_chain(events: Sequence[Event]) -> list[ChainProblem]:
+    """Problems in a plain-hashed history (`Chain().verify`)."""
+    return PLAIN.verify(events)
+
+
+PLAIN = Chain()
+"""The chain without keys."""

@@ -1,0 +1,792 @@
+"""Every public operation as a typed request: what it takes, who may ask, how it is bounded.
+
+A request is a frozen dataclass. Its class says which roles may send it
+(`roles`; `admin` may send anything) and what it answers (`Request[T]`). Each
+field that carries outside input names its check in the field's metadata;
+`Request.checked(principal)` applies them all (ids exact and bounded,
+identities in their normal form, texts bounded, counts in range) and returns
+the request as the engine will see it, or raises `InvalidRequest` /
+`PermissionDenied`. The one door (`waypost.client.door`) calls it once for
+every operation, whoever the caller is; nothing below the door checks again.
+
+Fields that name a person acting (`by`, the approver who decides, who started
+a run) must name the caller itself unless the caller is a local principal (the
+embedded API and the CLI), which may act for anyone in its tenant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from waypost.errors import InvalidRequest, PermissionDenied
+from waypost.model.identity import (
+    Principal,
+    Role,
+    check_id,
+    check_identity,
+    preview,
+)
+from waypost.model.operations_encryption import (
+    ReEncrypt as ReEncrypt,
+    ReEncryptReport as ReEncryptReport,
+)
+from waypost.model.operations_fork import Fork as Fork
+from waypost.model.operations_repair import (
+    REPAIR_OPERATIONS,
+    Retry as Retry,
+    Skip as Skip,
+    UpdateInput as UpdateInput,
+)
+from waypost.model.quotas import check_overrides
+from waypost.model.records import RunPage, Started
+from waypost.model.requests import (
+    APPROVAL_READERS as APPROVAL_READERS,
+    MAX_LIMIT as MAX_LIMIT,
+    MAX_MAPPING as MAX_MAPPING,
+    MAX_MEMBERS as MAX_MEMBERS,
+    MAX_TOKEN as MAX_TOKEN,
+    MAX_VERSION as MAX_VERSION,
+    READERS as READERS,
+    TOKENLESS_AUTH as TOKENLESS_AUTH,
+    Check as Check,
+    Request as Request,
+    acting as acting,
+    check_roles as check_roles,
+    checked as checked,
+)
+from waypost.model.status import RunStatus
+
+T = TypeVar("T")
+
+
+# == runs ==============================================================================
+@dataclass(frozen=True)
+class Start(Request[str]):
+    """Start a run of a workflow (a `@workflow` function or a name); answers its run id."""
+
+    roles = frozenset({Role.STARTER, Role.OPERATOR})
+    name = "start"
+    workflow: Any
+    input: Any = None
+    run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
+    version: str | int | None = checked(Check.VERSION, default=None)
+    started_by: str | None = checked(Check.ON_BEHALF, what="started_by", default=None)
+    priority: int = 0
+
+    def checked(self, principal: Principal) -> Request[str]:
+        if isinstance(self.workflow, str):
+            check_id(self.workflow, "workflow")
+        check_priority(self.priority)
+        return super().checked(principal)
+
+
+@dataclass(frozen=True)
+class Signal(Request[None]):
+    """Deliver a signal to a run."""
+
+    roles = frozenset({Role.STARTER, Role.OPERATOR})
+    name = "signal"
+    run_id: str = checked(Check.ID, what="run_id")
+    signal: str = checked(Check.ID, what="signal name")
+    payload: Any = None
+
+
+@dataclass(frozen=True)
+class Cancel(Request[None]):
+    """Ask a run to stop."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "cancel"
+    run_id: str = checked(Check.ID, what="run_id")
+    reason: str = checked(Check.REASON, what="cancel's reason")
+
+
+@dataclass(frozen=True)
+class GetRun(Request[Any]):
+    """One run as it stands (`RunInfo`)."""
+
+    roles = READERS
+    name = "get"
+    run_id: str = checked(Check.ID, what="run_id")
+
+
+@dataclass(frozen=True)
+class ListRuns(Request[Any]):
+    """Runs, newest first (`list[RunInfo]`); `all_tenants` for local callers only."""
+
+    roles = READERS
+    name = "list runs"
+    status: str | RunStatus | None = None
+    workflow: str | None = checked(Check.OPTIONAL_ID, what="workflow", default=None)
+    limit: int = checked(Check.LIMIT, default=100)
+    all_tenants: bool = False
+    cursor: str | None = checked(Check.CURSOR, default=None)
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        if self.all_tenants and not principal.local:
+            raise PermissionDenied("only the embedded API may list every tenant's runs")
+        if self.all_tenants and self.cursor is not None:
+            raise InvalidRequest(
+                "a cursor pages one tenant's runs, not all_tenants", field="cursor"
+            )
+        if self.status is not None:
+            try:
+                RunStatus(self.status)
+            except ValueError:
+                known = ", ".join(s.value for s in RunStatus)
+                raise InvalidRequest(
+                    f"unknown run status {preview(self.status)} (known: {known})", field="status"
+                ) from None
+        return super().checked(principal)
+
+
+@dataclass(frozen=True)
+class GetHistory(Request[Any]):
+    """A run's history (`list[Event]`)."""
+
+    roles = READERS
+    name = "history"
+    run_id: str = checked(Check.ID, what="run_id")
+
+
+@dataclass(frozen=True)
+class Verify(Request[Any]):
+    """Problems in a run's hash chain (`list[ChainProblem]`, empty when intact)."""
+
+    roles = frozenset({Role.AUDITOR, Role.OPERATOR, Role.VIEWER})
+    name = "verify"
+    run_id: str = checked(Check.ID, what="run_id")
+
+
+@dataclass(frozen=True)
+class AwaitResult(Request[Any]):
+    """Wait for a run to end; answer its result or raise its error."""
+
+    roles = READERS
+    name = "result"
+    run_id: str = checked(Check.ID, what="run_id")
+    timeout: float | None = None
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        if self.timeout is not None and (
+            isinstance(self.timeout, bool) or not isinstance(self.timeout, int | float)
+        ):
+            raise InvalidRequest(
+                f"timeout must be seconds, not {preview(self.timeout)}", field="timeout"
+            )
+        return super().checked(principal)
+
+
+# == approvals =========================================================================
+@dataclass(frozen=True)
+class ListApprovals(Request[Any]):
+    """Approvals (`list[ApprovalInfo]`); with `approver`, those they may decide now."""
+
+    roles = frozenset({Role.APPROVER, Role.OPERATOR, Role.AUDITOR, Role.VIEWER})
+    name = "list approvals"
+    approver: str | None = checked(Check.OPTIONAL_IDENTITY, what="principal", default=None)
+    status: str | None = checked(Check.OPTIONAL_ID, what="status", default="pending")
+    run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
+    limit: int = checked(Check.LIMIT, default=100)
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        done = super().checked(principal)
+        assert isinstance(done, ListApprovals)
+        if principal.local or principal.may(APPROVAL_READERS):
+            return done
+        # An approver and nothing more (an API key's inbox): the approvals it may
+        # decide now, and no one else's.
+        if done.approver is not None and not principal.is_subject(done.approver):
+            raise PermissionDenied(
+                f"an approver lists its own approvals ({preview(principal.subject)}), "
+                f"not {preview(done.approver)}'s"
+            )
+        if done.status not in (None, "pending"):
+            raise PermissionDenied(
+                f"an approver lists the approvals it may decide now (pending), "
+                f"not {preview(done.status)} ones"
+            )
+        return dataclasses.replace(
+            done, approver=check_identity(principal.subject, "principal"), status="pending"
+        )
+
+
+@dataclass(frozen=True)
+class GetApproval(Request[Any]):
+    """One approval (`ApprovalInfo`)."""
+
+    roles = frozenset({Role.APPROVER, Role.OPERATOR, Role.AUDITOR, Role.VIEWER})
+    name = "approval"
+    approval_id: str = checked(Check.ID, what="approval_id")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decide(Request[Any]):
+    """Approve or reject (`DecisionReceipt`), with a credential or as an approver signed in.
+
+    With `token` (an approval link's credential) the decision is the credential's.
+    Without one, a principal that is not local (authenticated by an API key)
+    decides as itself, under every rule a credential's decision obeys; the embedded
+    API and the CLI always present the approver's credential.
+    """
+
+    roles = frozenset({Role.APPROVER})
+    name = "decide"
+    approval_id: str = checked(Check.ID, what="approval_id")
+    token: str | None = checked(Check.OPTIONAL_TOKEN, default=None)
+    approver: str | None = checked(Check.ON_BEHALF, what="principal", default=None)
+    decision: str = checked(Check.ID, what="decision")
+    comment: str = checked(Check.COMMENT, default="")
+    auth: str = checked(Check.ID, what="auth", default="api")
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        if self.decision not in ("approve", "reject"):
+            raise InvalidRequest(
+                f"decision must be 'approve' or 'reject', not {preview(self.decision)}",
+                field="decision",
+            )
+        if self.token is None and principal.local:
+            raise InvalidRequest(
+                "a decision by the embedded API or the CLI needs the approver's credential "
+                "(the token of their approval link)",
+                field="token",
+            )
+        done = super().checked(principal)
+        if getattr(done, "approver", None) is None:
+            raise InvalidRequest("a decision needs the principal who makes it", field="principal")
+        if self.token is None:
+            # Authenticated by the caller's own key, and recorded as such.
+            return dataclasses.replace(done, auth=TOKENLESS_AUTH)  # type: ignore[type-var]
+        return done
+
+
+@dataclass(frozen=True)
+class Revoke(Request[None]):
+    """Take an approver off a pending approval; their credentials stop working."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "revoke"
+    approval_id: str = checked(Check.ID, what="approval_id")
+    approver: str = checked(Check.IDENTITY, what="principal")
+    by: str | None = checked(Check.ACTOR, what="by", default=None)
+    reason: str = checked(Check.REASON, what="reason", default="")
+
+
+@dataclass(frozen=True)
+class Reassign(Request[None]):
+    """Replace an approver of a pending approval; the new one is notified."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "reassign"
+    approval_id: str = checked(Check.ID, what="approval_id")
+    from_approver: str = checked(Check.IDENTITY, what="from_principal")
+    to_approver: str = checked(Check.IDENTITY, what="to_principal")
+    by: str | None = checked(Check.ACTOR, what="by", default=None)
+    reason: str = checked(Check.REASON, what="reason", default="")
+
+
+@dataclass(frozen=True)
+class AddToGroup(Request[int]):
+    """Add members to a group of the built-in directory; answers how many were new."""
+
+    roles = frozenset({Role.ADMIN})
+    name = "add to group"
+    group: str = checked(Check.ID, what="group")
+    members: list[str] = checked(Check.IDENTITIES, what="principal")
+
+
+@dataclass(frozen=True)
+class RemoveFromGroup(Request[int]):
+    """Remove members from a group of the built-in directory; answers how many were."""
+
+    roles = frozenset({Role.ADMIN})
+    name = "remove from group"
+    group: str = checked(Check.ID, what="group")
+    members: list[str] = checked(Check.IDENTITIES, what="principal")
+
+
+@dataclass(frozen=True)
+class ListGroups(Request[dict[str, list[str]]]):
+    """The built-in directory's groups and their members."""
+
+    roles = frozenset({Role.OPERATOR, Role.AUDITOR, Role.VIEWER})
+    name = "groups"
+
+
+# == definitions =======================================================================
+@dataclass(frozen=True)
+class Publish(Request[Any]):
+    """Validate a definition and freeze it as a version (`DefinitionInfo`)."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "publish"
+    definition: str | bytes | dict[str, Any]
+    by: str | None = checked(Check.ON_BEHALF, what="by", default=None)
+    limits: Any = checked(Check.LOCAL_ONLY, what="limits", default=None)
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        if not isinstance(self.definition, str | bytes | dict):
+            raise InvalidRequest(
+                "a definition is YAML or JSON text, or a dict, not "
+                f"{type(self.definition).__name__}",
+                field="definition",
+            )
+        return super().checked(principal)
+
+
+@dataclass(frozen=True)
+class ListDefinitions(Request[Any]):
+    """Every published version of every definition (`list[DefinitionInfo]`)."""
+
+    roles = READERS
+    name = "definitions"
+
+
+@dataclass(frozen=True)
+class GetDefinition(Request[Any]):
+    """One published version, the newest by default (`DefinitionInfo`)."""
+
+    roles = READERS
+    name = "definition"
+    definition: str = checked(Check.ID, what="definition name")
+    version: int | None = checked(Check.VERSION, default=None)
+
+
+@dataclass(frozen=True)
+class Migrate(Request[Any]):
+    """Check, and unless `dry_run` move, a waiting definition run (`MigrationReport`)."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "migrate"
+    run_id: str = checked(Check.ID, what="run_id")
+    to_version: int | str = checked(Check.VERSION, what="to_version")
+    mapping: Mapping[str, str] = checked(Check.MAPPING, default=None)
+    reason: str = checked(Check.OPTIONAL_REASON, what="migrate's reason", default="")
+    dry_run: bool = False
+    by: str | None = checked(Check.ACTOR, what="by", default=None)
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        if not self.dry_run and not str(self.reason or "").strip():
+            raise InvalidRequest(
+                "migrate needs a reason (it is recorded in the run's history)", field="reason"
+            )
+        return super().checked(principal)
+
+
+@dataclass(frozen=True)
+class MigrateAll(Request[Any]):
+    """`Migrate` every unfinished run of one version (`list[MigrationReport]`)."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "migrate all"
+    definition: str = checked(Check.ID, what="definition name")
+    from_version: int | str = checked(Check.VERSION, what="from_version")
+    to_version: int | str = checked(Check.VERSION, what="to_version")
+    mapping: Mapping[str, str] = checked(Check.MAPPING, default=None)
+    reason: str = checked(Check.OPTIONAL_REASON, what="migrate's reason", default="")
+    dry_run: bool = False
+    by: str | None = checked(Check.ACTOR, what="by", default=None)
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        if not self.dry_run and not str(self.reason or "").strip():
+            raise InvalidRequest(
+                "migrate needs a reason (it is recorded in the run's history)", field="reason"
+            )
+        return super().checked(principal)
+
+
+# == tenants and keys ==================================================================
+MAX_QUOTAS = 50
+
+
+def _platform_only(principal: Principal, what: str) -> None:
+    """Tenants are the platform operator's: the CLI and the embedded API, never a key."""
+    if not principal.local:
+        raise PermissionDenied(
+            f"only the platform operator (the command line or the embedded API) may {what}"
+        )
+
+
+def _check_quotas(value: Any) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidRequest("quotas must map quota names to whole numbers", field="quotas")
+    if len(value) > MAX_QUOTAS:
+        raise InvalidRequest(f"quotas: {len(value)} entries, at most {MAX_QUOTAS}", field="quotas")
+    out: dict[str, int] = {}
+    for name, limit in value.items():
+        check_id(name, "quota name")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit < 2**53:
+            raise InvalidRequest(
+                f"quota {preview(name)} must be a whole number from 0, not {preview(limit)}",
+                field="quotas",
+            )
+        out[name] = limit
+    return out
+
+
+@dataclass(frozen=True)
+class CreateTenant(Request[Any]):
+    """Create a tenant, so that API keys can be made for it (`TenantInfo`); platform only."""
+
+    roles = frozenset({Role.ADMIN})
+    name = "create tenant"
+    tenant: str = checked(Check.ID, what="tenant")
+    quotas: Mapping[str, int] | None = None
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        _platform_only(principal, "create tenants")
+        done = super().checked(principal)
+        return dataclasses.replace(done, quotas=_check_quotas(self.quotas))  # type: ignore[type-var]
+
+
+@dataclass(frozen=True)
+class ListTenants(Request[Any]):
+    """Every tenant (`list[TenantInfo]`); platform only."""
+
+    roles = frozenset({Role.ADMIN})
+    name = "list tenants"
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        _platform_only(principal, "list tenants")
+        return super().checked(principal)
+
+
+@dataclass(frozen=True)
+class CreateKey(Request[Any]):
+    """Make an API key for a principal of the caller's tenant (`NewKey`: the only time its
+    secret is shown). Admin only.
+
+    `roles` are what the key may do (role names, at least one); `expires_at` (a datetime
+    with a time zone) must be in the future, and None never expires.
+    """
+
+    # The key's `roles` field shadows the class attribute `Request.roles` on instances,
+    # so the door reads who may send a request from its class: CreateKey keeps the
+    # default there (no role listed: admin only).
+    name = "create key"
+    principal: str = checked(Check.IDENTITY, what="principal")
+    roles: Sequence[Role | str] = checked(Check.ROLES)  # type: ignore[assignment,misc]
+    expires_at: datetime | None = None
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        if self.expires_at is not None and (
+            not isinstance(self.expires_at, datetime) or self.expires_at.utcoffset() is None
+        ):
+            raise InvalidRequest(
+                f"expires_at must be a datetime with a time zone, not {preview(self.expires_at)}",
+                field="expires_at",
+            )
+        return super().checked(principal)
+
+
+@dataclass(frozen=True)
+class ListKeys(Request[Any]):
+    """The API keys of the caller's tenant (`list[KeyInfo]`: never a secret or a hash)."""
+
+    roles = frozenset({Role.ADMIN})
+    name = "list keys"
+
+
+@dataclass(frozen=True)
+class RevokeKey(Request[None]):
+    """Revoke an API key of the caller's tenant: it stops working at once."""
+
+    roles = frozenset({Role.ADMIN})
+    name = "revoke key"
+    key_id: str = checked(Check.ID, what="key_id")
+
+
+# == the approval page =================================================================
+@dataclass(frozen=True)
+class ResolveCredential(Request[Any]):
+    """What an approval link's credential may decide now (`CredentialView`).
+
+    Open to anyone, the unauthenticated principal included: the token
+    authenticates. It changes nothing (opening a link is not deciding; mail
+    scanners follow links). Any token that cannot decide now raises the one
+    `InvalidCredential`.
+    """
+
+    open_to_anonymous = True
+    name = "resolve credential"
+    token: str = checked(Check.TOKEN)
+
+
+# == runs for the HTTP API ==============================================================
+@dataclass(frozen=True)
+class StartRun(Request[Started]):
+    """`Start`, answering whether this start created the run (`Started`): a start of the
+    same run (same run_id, workflow and input) again answers `created=False`."""
+
+    roles = frozenset({Role.STARTER, Role.OPERATOR})
+    name = "start run"
+    workflow: Any
+    input: Any = None
+    run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
+    version: str | int | None = checked(Check.VERSION, default=None)
+    started_by: str | None = checked(Check.ON_BEHALF, what="started_by", default=None)
+    priority: int = 0
+
+    def checked(self, principal: Principal) -> Request[Started]:
+        if isinstance(self.workflow, str):
+            check_id(self.workflow, "workflow")
+        check_priority(self.priority)
+        return super().checked(principal)
+
+
+@dataclass(frozen=True)
+class PageRuns(Request[RunPage]):
+    """One page of the tenant's runs, newest first (`RunPage`); its `next_cursor` asks for
+    the next. Runs created after the first page do not shift later pages."""
+
+    roles = READERS
+    name = "page runs"
+    status: str | RunStatus | None = None
+    workflow: str | None = checked(Check.OPTIONAL_ID, what="workflow", default=None)
+    cursor: str | None = checked(Check.CURSOR, default=None)
+    limit: int = checked(Check.LIMIT, default=100)
+
+    def checked(self, principal: Principal) -> Request[RunPage]:
+        _check_status(self.status)
+        return super().checked(principal)
+
+
+def _check_status(status: str | RunStatus | None) -> None:
+    if status is not None:
+        try:
+            RunStatus(status)
+        except ValueError:
+            known = ", ".join(s.value for s in RunStatus)
+            raise InvalidRequest(
+                f"unknown run status {preview(status)} (known: {known})", field="status"
+            ) from None
+
+
+# == signal-with-start and webhooks by correlation =====================================
+@dataclass(frozen=True)
+class SignalWithStart(Request[Started]):
+    """Start the run `run_id` and deliver `signal` to it, or deliver `signal` to the run that
+    has that id (its input is then not compared), atomically (`Started`: `created` says
+    which). A run of that id of another workflow is `RunIdConflict`, a finished one
+    `RunNotActive`."""
+
+    roles = frozenset({Role.STARTER, Role.OPERATOR})
+    name = "signal with start"
+    workflow: Any
+    input: Any
+    run_id: str = checked(Check.ID, what="run_id")
+    signal: str = checked(Check.ID, what="signal name")
+    payload: Any = None
+    version: str | int | None = checked(Check.VERSION, default=None)
+    started_by: str | None = checked(Check.ON_BEHALF, what="started_by", default=None)
+    priority: int = 0
+
+    def checked(self, principal: Principal) -> Request[Started]:
+        if isinstance(self.workflow, str):
+            check_id(self.workflow, "workflow")
+        check_priority(self.priority)
+        return super().checked(principal)
+
+
+# == quotas and fair scheduling ==========================================================
+MAX_PRIORITY = 1_000
+
+
+def check_priority(priority: Any) -> None:
+    """A run's priority: a whole number from -MAX_PRIORITY to MAX_PRIORITY (higher first)."""
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not -MAX_PRIORITY <= priority <= MAX_PRIORITY
+    ):
+        raise InvalidRequest(
+            f"priority must be a whole number from {-MAX_PRIORITY} to {MAX_PRIORITY}, "
+            f"not {preview(priority)}",
+            field="priority",
+        )
+
+
+@dataclass(frozen=True)
+class GetTenant(Request[Any]):
+    """The caller's own tenant (`TenantInfo`): its effective quotas and what it holds now."""
+
+    roles = frozenset(Role)
+    name = "tenant"
+
+
+@dataclass(frozen=True)
+class SetQuotas(Request[Any]):
+    """Change a tenant's quota overrides (`TenantInfo` as `GetTenant` answers); platform only.
+
+    `quotas` maps quota names (`waypost.model.quotas.Quotas`) to a number, None (or
+    "unlimited") for no limit, or "default" to take the engine's default again;
+    names not given keep their override.
+    """
+
+    roles = frozenset({Role.ADMIN})
+    name = "set quotas"
+    tenant: str = checked(Check.ID, what="tenant")
+    quotas: Mapping[str, Any] | None = None
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        _platform_only(principal, "change quotas")
+        done = super().checked(principal)
+        changes = check_overrides(self.quotas)
+        if not changes:
+            raise InvalidRequest("give at least one quota to set", field="quotas")
+        return dataclasses.replace(done, quotas=changes)  # type: ignore[type-var]
+
+
+# == retention: purged runs =============================================================
+MAX_RETENTION_SECONDS = 100 * 366 * 86400  # a century: longer is surely a mistake
+PURGE_BATCH = 500  # runs purged per transaction
+MAX_PURGE = 1_000_000  # runs one purge removes at most
+
+
+def check_seconds(value: Any, what: str) -> float:
+    """A duration in seconds: a finite number from 0 to a century (not a bool)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value != value
+        or not 0 <= value <= MAX_RETENTION_SECONDS
+    ):
+        raise InvalidRequest(
+            f"{what} must be a number of seconds from 0 to {MAX_RETENTION_SECONDS}, "
+            f"not {preview(value)}",
+            field=what,
+        )
+    return float(value)
+
+
+@dataclass(frozen=True)
+class PurgeRuns(Request[Any]):
+    """Purge the tenant's finished runs (completed, failed, cancelled, terminated) that
+    finished more than `older_than_seconds` ago, oldest first, at most `limit` (None: all),
+    in transactions of `batch` runs (`PurgeReport`). Each leaves a `PurgedRun` summary;
+    its history, payloads, tasks, timers, approvals, credentials and outbox messages are
+    deleted, and its id then answers `RunNotFound`. `dry_run` counts and writes nothing."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "purge runs"
+    older_than_seconds: float
+    dry_run: bool = False
+    limit: int | None = None
+    reason: str | None = checked(Check.COMMENT, what="purge's reason", default=None)
+    batch: int = PURGE_BATCH
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        seconds = check_seconds(self.older_than_seconds, "older_than_seconds")
+        for what, value, top in (("limit", self.limit, MAX_PURGE), ("batch", self.batch, 5_000)):
+            if value is None and what == "limit":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+                raise InvalidRequest(
+                    f"{what} must be a whole number from 1 to {top}, not {preview(value)}",
+                    field=what,
+                )
+        if not isinstance(self.dry_run, bool):
+            raise InvalidRequest("dry_run must be true or false", field="dry_run")
+        done = super().checked(principal)
+        return dataclasses.replace(done, older_than_seconds=seconds)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True)
+class GetPurged(Request[Any]):
+    """The summary a purged run of the tenant left (`PurgedRun`); `RunNotFound` if none."""
+
+    roles = READERS
+    name = "get purged"
+    run_id: str = checked(Check.ID, what="run_id")
+
+
+@dataclass(frozen=True)
+class ListPurged(Request[Any]):
+    """The tenant's purged runs, most recently purged first (`list[PurgedRun]`)."""
+
+    roles = READERS
+    name = "list purged"
+    limit: int = checked(Check.LIMIT, default=100)
+
+
+# == operator commands ==================================================================
+@dataclass(frozen=True)
+class Terminate(Request[None]):
+    """End a run now, `terminated`: no compensation, its timers and credentials die."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "terminate"
+    run_id: str = checked(Check.ID, what="run_id")
+    reason: str = checked(Check.REASON, what="terminate's reason")
+
+
+@dataclass(frozen=True)
+class Pause(Request[None]):
+    """Hold a run: nothing new starts; signals and timers wait for `Resume`."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "pause"
+    run_id: str = checked(Check.ID, what="run_id")
+    reason: str = checked(Check.REASON, what="pause's reason")
+
+
+@dataclass(frozen=True)
+class Resume(Request[None]):
+    """Let a paused run go on, or a suspended one replay with the engine's current code."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "resume"
+    run_id: str = checked(Check.ID, what="run_id")
+    reason: str = checked(Check.REASON, what="resume's reason")
+
+
+OPERATIONS: tuple[type[Request[Any]], ...] = (
+    Start,
+    Signal,
+    Cancel,
+    GetRun,
+    ListRuns,
+    GetHistory,
+    Verify,
+    AwaitResult,
+    ListApprovals,
+    GetApproval,
+    Decide,
+    Revoke,
+    Reassign,
+    AddToGroup,
+    RemoveFromGroup,
+    ListGroups,
+    Publish,
+    ListDefinitions,
+    GetDefinition,
+    Migrate,
+    MigrateAll,
+    CreateTenant,
+    ListTenants,
+    CreateKey,
+    ListKeys,
+    RevokeKey,
+    ResolveCredential,
+    StartRun,
+    PageRuns,
+    SignalWithStart,
+    GetTenant,
+    SetQuotas,
+    PurgeRuns,
+    GetPurged,
+    ListPurged,
+    Terminate,
+    Pause,
+    Resume,
+    Fork,
+    ReEncrypt,
+    *REPAIR_OPERATIONS,
+)
+"""Every operation the door serves (a test checks each has a handler and an engine method)."""

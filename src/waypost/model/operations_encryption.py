@@ -1,0 +1,70 @@
+"""Payload encryption's operation: moving stored payloads to the current key.
+
+`ReEncrypt` re-encrypts one run, or the next batch of the tenant's runs in run id
+order, under the engine's current encryption key (payloads stored as plaintext
+before encryption was turned on are encrypted too). The plaintext, and so the
+hash chain, does not change (decision 0009). Re-exported by
+`waypost.model.operations`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from waypost.errors import InvalidRequest
+from waypost.model.identity import Principal, Role, preview
+from waypost.model.requests import Check, Request, checked
+
+MAX_REENCRYPT_BATCH = 1_000  # runs per request (each in its own transaction)
+
+
+@dataclass(frozen=True)
+class ReEncryptReport:
+    """What one `ReEncrypt` did (or, with `dry_run`, would do).
+
+    `runs`: runs looked at; `values`: encrypted or plaintext payloads found in them;
+    `resealed`: those (re-)encrypted under `key` (with `dry_run`: that would be);
+    `next_after`: the run id to continue after, None when no run is left.
+    """
+
+    tenant: str
+    key: str
+    dry_run: bool
+    runs: int
+    values: int
+    resealed: int
+    next_after: str | None
+
+
+@dataclass(frozen=True)
+class ReEncrypt(Request[ReEncryptReport]):
+    """Re-encrypt stored payloads under the current encryption key (`ReEncryptReport`).
+
+    With `run_id`: that run (`RunNotFound` if the tenant has none). Without: up to
+    `limit` of the tenant's runs whose ids sort after `after` (None: from the first);
+    call again with the report's `next_after` until it is None. `dry_run` counts and
+    writes nothing. Needs the engine to have encryption keys (`ConfigurationError`).
+    """
+
+    roles = frozenset({Role.ADMIN})
+    name = "re-encrypt"
+    run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
+    after: str | None = checked(Check.OPTIONAL_ID, what="after", default=None)
+    limit: int = 100
+    dry_run: bool = False
+
+    def checked(self, principal: Principal) -> Request[ReEncryptReport]:
+        limit = self.limit
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise InvalidRequest(
+                f"limit must be a whole number, not {preview(limit)}", field="limit"
+            )
+        if not 1 <= limit <= MAX_REENCRYPT_BATCH:
+            raise InvalidRequest(
+                f"limit must be from 1 to {MAX_REENCRYPT_BATCH}, not {limit}", field="limit"
+            )
+        if not isinstance(self.dry_run, bool):
+            raise InvalidRequest("dry_run must be true or false", field="dry_run")
+        if self.run_id is not None and self.after is not None:
+            raise InvalidRequest("give run_id or after, not both", field="after")
+        return super().checked(principal)

@@ -1,0 +1,43 @@
+"""The `Fork` request (re-exported by `waypost.model.operations`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from waypost.errors import InvalidRequest
+from waypost.model.fork import Forked
+from waypost.model.identity import Principal, Role, preview
+from waypost.model.requests import Check, Request, checked
+
+MAX_SEQ = 2**31 - 1  # an event number any store keeps as an integer
+
+
+@dataclass(frozen=True)
+class Fork(Request[Forked]):
+    """Start a new run from a run's history up to a step (`Forked`): the copied steps'
+    results are reused, not executed again; the cut step and what follows run anew.
+
+    `at_step` cuts before that step (a step id, or a definition step's name);
+    `up_to_seq` after that event of the source; neither: after the last event that
+    can be copied. `new_run_id` names the new run (one is made if None); the same id,
+    source and cut again answer the same run (`created=False`)."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "fork"
+    run_id: str = checked(Check.ID, what="run_id")
+    reason: str = checked(Check.REASON, what="fork's reason")
+    at_step: str | None = checked(Check.OPTIONAL_ID, what="step", default=None)
+    up_to_seq: int | None = None
+    new_run_id: str | None = checked(Check.OPTIONAL_ID, what="new run_id", default=None)
+
+    def checked(self, principal: Principal) -> Request[Forked]:
+        if self.at_step is not None and self.up_to_seq is not None:
+            raise InvalidRequest("give a step or an event number to fork at, not both")
+        seq = self.up_to_seq
+        if seq is not None and (
+            isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= MAX_SEQ
+        ):
+            raise InvalidRequest(
+                f"seq must be a whole number from 1 to {MAX_SEQ}, not {preview(seq)}", field="seq"
+            )
+        return super().checked(principal)

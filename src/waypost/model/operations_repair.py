@@ -1,0 +1,89 @@
+"""The repair commands as requests: retry, skip, update-input.
+
+Declared beside `operations.py` in the same form (and re-exported from it) so that the
+catalogue there stays within its size. Each needs `operator` (or `admin`) and a
+reason; what the run's state allows is decided by the handler (`features/repairs.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from waypost.errors import InvalidRequest
+from waypost.model.definitions.format import nesting_problem, unstorable_problem
+from waypost.model.identity import Principal, Role, check_id
+from waypost.model.requests import Check, Request, checked
+
+MAX_FIELDS = 100
+"""How many fields of a run's data one update-input may replace."""
+
+
+def _json_value(value: Any, what: str) -> None:
+    """Refuse a value nested too deep or holding text that cannot be stored (the size is
+    the tenant's `max_payload_bytes`, checked by the handler)."""
+    problem = nesting_problem(value, "$") or unstorable_problem(value, "$")
+    if problem is not None:
+        raise InvalidRequest(f"{what}: {problem}", field=what)
+
+
+@dataclass(frozen=True)
+class Retry(Request[None]):
+    """Re-run a failed run from its failed step (earlier results kept, not re-executed).
+
+    `step` names the step to re-run (its step id, or a definition step's name); it must
+    be the step whose failure failed the run. None: that step, whichever it is.
+    """
+
+    roles = frozenset({Role.OPERATOR})
+    name = "retry"
+    run_id: str = checked(Check.ID, what="run_id")
+    reason: str = checked(Check.REASON, what="retry's reason")
+    step: str | None = checked(Check.OPTIONAL_ID, what="step", default=None)
+
+
+@dataclass(frozen=True)
+class Skip(Request[None]):
+    """Mark an activity step skipped, with the output the run uses instead of its result.
+
+    The step is the failed step of a failed run, or a step whose attempt is waiting or
+    running. A definition step marked `skippable` needs `operator`; any other step `admin`.
+    """
+
+    roles = frozenset({Role.OPERATOR})
+    name = "skip"
+    run_id: str = checked(Check.ID, what="run_id")
+    step: str = checked(Check.ID, what="step")
+    reason: str = checked(Check.REASON, what="skip's reason")
+    output: Any = None
+
+    def checked(self, principal: Principal) -> Request[None]:
+        _json_value(self.output, "skip's output")
+        return super().checked(principal)
+
+
+@dataclass(frozen=True)
+class UpdateInput(Request[None]):
+    """Replace fields of the data a waiting definition run's next steps use."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "update_input"
+    run_id: str = checked(Check.ID, what="run_id")
+    reason: str = checked(Check.REASON, what="update-input's reason")
+    data: dict[str, Any] | None = None
+
+    def checked(self, principal: Principal) -> Request[None]:
+        data = self.data
+        if not isinstance(data, dict) or not data:
+            raise InvalidRequest("update-input's data: a JSON object naming at least one field")
+        if len(data) > MAX_FIELDS:
+            raise InvalidRequest(f"update-input's data: at most {MAX_FIELDS} fields")
+        for name in data:
+            if not isinstance(name, str):
+                raise InvalidRequest("update-input's data: field names are strings")
+            check_id(name, "update-input's field name")
+        _json_value(data, "update-input's data")
+        return super().checked(principal)
+
+
+REPAIR_OPERATIONS: tuple[type[Request[Any]], ...] = (Retry, Skip, UpdateInput)

@@ -1,0 +1,204 @@
+"""Requests in general: the checks a field may declare, and the base class of requests.
+
+Every operation is a frozen dataclass deriving from `Request` (see
+`waypost.model.operations` for them all): its class says which roles may send it
+and what it answers; each field that carries outside input names its `Check` in
+the field's metadata, and `Request.checked(principal)` applies them once, at the
+one door.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import field
+from enum import StrEnum
+from typing import Any, ClassVar, Generic, TypeVar
+
+from waypost.errors import InvalidRequest, PermissionDenied
+from waypost.model.identity import (
+    MAX_COMMENT,
+    MAX_REASON,
+    Principal,
+    Role,
+    check_id,
+    check_identity,
+    check_text,
+    preview,
+)
+from waypost.model.paging import decode_cursor
+
+T = TypeVar("T")
+
+MAX_LIMIT = 10_000
+MAX_MEMBERS = 1_000
+MAX_MAPPING = 200
+MAX_TOKEN = 512
+MAX_VERSION = 2**31 - 1  # a version number any store keeps as an integer
+
+READERS = frozenset({Role.VIEWER, Role.AUDITOR, Role.OPERATOR, Role.STARTER})
+# Who lists approvals as today, every approval of the tenant; an approver and nothing
+# more that is not local sees only the approvals it may decide now.
+APPROVAL_READERS = frozenset({Role.OPERATOR, Role.AUDITOR, Role.VIEWER})
+# How a decision without a credential was authenticated, in the audit: the caller's key.
+TOKENLESS_AUTH = "api-key"
+
+
+class Check(StrEnum):
+    """How a field of a request is checked at the door."""
+
+    ID = "id"  # exact, bounded, no control or invisible characters
+    OPTIONAL_ID = "optional id"
+    IDENTITY = "identity"  # a person, in normal form
+    OPTIONAL_IDENTITY = "optional identity"
+    IDENTITIES = "identities"  # a list of persons
+    ACTOR = "actor"  # the person acting: the caller (by default, or unless local)
+    ON_BEHALF = "on behalf"  # a person the caller acts as: itself unless local
+    REASON = "reason"  # a required text
+    OPTIONAL_REASON = "optional reason"
+    COMMENT = "comment"  # an optional text
+    LIMIT = "limit"  # 1..MAX_LIMIT
+    TOKEN = "token"  # a credential: bounded, never quoted
+    OPTIONAL_TOKEN = "optional token"  # a credential, or None for none at all
+    MAPPING = "mapping"  # step id -> step id
+    LOCAL_ONLY = "local only"  # only the embedded API and the CLI may set it
+    VERSION = "version"  # a number, or a version's name; None for the newest
+    ROLES = "roles"  # role names, at least one: a tuple of `Role`
+    CURSOR = "cursor"  # a page's cursor as `waypost.model.paging` makes it; None for the first
+
+
+def checked(kind: Check, *, what: str = "", default: Any = dataclasses.MISSING) -> Any:
+    """A request field with its door check (and `what` to call it in errors).
+
+    A credential (`Check.TOKEN`) is left out of the request's repr, so that no log line
+    or error message that shows a request can show it.
+    """
+    secret = kind in (Check.TOKEN, Check.OPTIONAL_TOKEN)
+    return field(default=default, metadata={"check": kind, "what": what}, repr=not secret)
+
+
+class Request(Generic[T]):
+    """An operation; `T` is what it answers."""
+
+    roles: ClassVar[frozenset[Role]] = frozenset()
+    name: ClassVar[str] = ""
+    # Open to anyone, the unauthenticated principal included, and needing no role: for
+    # requests where what the caller presents (an approval link's token) authenticates it.
+    open_to_anonymous: ClassVar[bool] = False
+
+    def checked(self, principal: Principal) -> Request[T]:
+        """This request with every field checked and normalised for `principal`."""
+        changes: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            kind = f.metadata.get("check")
+            if kind is None:
+                continue
+            what = f.metadata.get("what") or f.name.replace("_", " ")
+            value = getattr(self, f.name)
+            new = _check(Check(kind), value, what, principal)
+            if new is not value:
+                changes[f.name] = new
+        return dataclasses.replace(self, **changes) if changes else self  # type: ignore[type-var]
+
+
+def _check(kind: Check, value: Any, what: str, principal: Principal) -> Any:
+    if kind is Check.ID:
+        return check_id(value, what)
+    if kind is Check.OPTIONAL_ID:
+        return None if value is None else check_id(value, what)
+    if kind is Check.IDENTITY:
+        return check_identity(value, what)
+    if kind is Check.OPTIONAL_IDENTITY:
+        return None if value is None else check_identity(value, what)
+    if kind is Check.IDENTITIES:
+        if isinstance(value, str) or not isinstance(value, list | tuple):
+            raise InvalidRequest(f"{what} must be a list of names", field=what)
+        if len(value) > MAX_MEMBERS:
+            raise InvalidRequest(
+                f"{what}: {len(value)} names, at most {MAX_MEMBERS} at once", field=what
+            )
+        return [check_identity(v, what) for v in value]
+    if kind is Check.ACTOR:
+        if value is None:
+            return check_identity(principal.subject, what)
+        return acting(check_identity(value, what), what, principal)
+    if kind is Check.ON_BEHALF:
+        if value is None:
+            return None if principal.local else check_identity(principal.subject, what)
+        return acting(check_identity(value, what), what, principal)
+    if kind is Check.REASON:
+        return check_text(value, what, limit=MAX_REASON, required=True)
+    if kind is Check.OPTIONAL_REASON:
+        return check_text(value, what, limit=MAX_REASON)
+    if kind is Check.COMMENT:
+        return check_text(value, what, limit=MAX_COMMENT)
+    if kind is Check.LIMIT:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+            raise InvalidRequest(
+                f"{what} must be a whole number from 1 to {MAX_LIMIT}, not {preview(value)}",
+                field=what,
+            )
+        return value
+    if kind is Check.OPTIONAL_TOKEN and value is None:
+        return None
+    if kind in (Check.TOKEN, Check.OPTIONAL_TOKEN):
+        if not isinstance(value, str) or len(value) > MAX_TOKEN:
+            return ""  # never quoted, never stored: an unusable credential is just invalid
+        return value
+    if kind is Check.MAPPING:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise InvalidRequest(f"{what} must map step ids to step ids", field=what)
+        if len(value) > MAX_MAPPING:
+            raise InvalidRequest(f"{what}: {len(value)} entries, at most {MAX_MAPPING}", field=what)
+        return {check_id(k, f"{what} key"): check_id(v, f"{what} value") for k, v in value.items()}
+    if kind is Check.VERSION:
+        if value is None:
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not 0 <= value <= MAX_VERSION:
+                raise InvalidRequest(
+                    f"a version number is from 0 to {MAX_VERSION}, not {preview(value)}",
+                    field="version",
+                )
+            return value
+        return check_id(value, what)
+    if kind is Check.ROLES:
+        return check_roles(value)
+    if kind is Check.CURSOR:
+        if value is not None:
+            decode_cursor(value)
+        return value
+    if kind is Check.LOCAL_ONLY:
+        if value is not None and not principal.local:
+            raise PermissionDenied(f"only the embedded API may set {what}")
+        return value
+    raise AssertionError(kind)  # pragma: no cover - every Check is handled above
+
+
+def acting(identity: str, what: str, principal: Principal) -> str:
+    if not principal.local and not principal.is_subject(identity):
+        raise PermissionDenied(
+            f"{what} must be the caller ({preview(principal.subject)}), not {preview(identity)}"
+        )
+    return identity
+
+
+def check_roles(value: Any) -> tuple[Role, ...]:
+    known = ", ".join(r.value for r in Role)
+    if isinstance(value, str) or not isinstance(value, list | tuple | set | frozenset):
+        raise InvalidRequest(f"roles must be a list of role names ({known})", field="roles")
+    if len(value) > len(Role):
+        raise InvalidRequest(f"roles: {len(value)} given, there are {len(Role)}", field="roles")
+    roles: set[Role] = set()
+    for name in value:
+        try:
+            roles.add(Role(name))
+        except (ValueError, TypeError):
+            raise InvalidRequest(
+                f"unknown role {preview(name)} (known: {known})", field="roles"
+            ) from None
+    if not roles:
+        raise InvalidRequest(f"an API key needs at least one role ({known})", field="roles")
+    return tuple(r for r in Role if r in roles)  # in the order Role declares them

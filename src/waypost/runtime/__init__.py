@@ -1,0 +1,1 @@
+"""The deterministic workflow runtime: history and time in, commands out; no I/O."""

@@ -1,0 +1,139 @@
+"""Cancellation as a workflow instance records it: how the run ends, and the grace.
+
+`CancelGrace` is the part of `instance.WorkflowInstance` that ends a cancelled run.
+Cancelling is cooperative: CancelRequested cancels the code's root task, and the
+code may catch `asyncio.CancelledError` and clean up (run activities, wait) before
+it ends. So that a run whose clean-up never ends (an activity that ignores its
+cancellation and never returns, a wait nobody answers) still ends, a cancel request
+made with a grace (`CancelRequested.grace`, the engine's `cancel_grace`) is followed,
+once the code has taken it in without ending, by a durable timer at the fixed step
+`cancel-grace`. If that timer fires before the run ended, the run ends `cancelled`
+at once (`RunCancelled{forced: true, after: grace}`); whatever it still awaits is
+abandoned, and a late result of an attempt is only an audit fact.
+
+Decisions:
+- The timer is a command of the instance, issued after the code has handled the
+  request and not ended: it is in the history (so replay and `waypost replay`
+  check it like any timer), it does not exist for the common run that ends at
+  once, and the grace counts from when the code learnt of the cancellation (a
+  paused run learns of it on resume), not from the request.
+- Its step is not a positional step id (those are digits and dots), so adding it
+  shifts no step of the code, and histories made before it replay unchanged: a
+  CancelRequested without `grace` starts no timer, and one with a grace that an
+  engine without this code took in (no timer recorded) is replayed without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from waypost.model.events import Event, EventType, NewEvent
+
+from .recorded import Recorded
+
+_E = EventType
+
+CANCEL_GRACE_STEP = "cancel-grace"
+"""The step of the timer after which a cancelled run ends whatever its code does."""
+GRACE_KIND = "cancel-grace"
+
+
+class CancelGrace:
+    """How a cancelled run ends (mixed into `WorkflowInstance`)."""
+
+    # Kept by the instance.
+    closed: bool
+    replaying: bool
+    outcome: NewEvent | None
+    _recorded: Recorded
+    _cancel_reason: str
+    _clock: Callable[[], float]
+
+    cancel_details: dict[str, Any] | None = None
+    """What the code reports of its clean-up (a definition run: what it compensated)."""
+    cancel_grace: float | None = None
+    """The grace the cancel request gave (seconds), if any."""
+    grace_until: float | None = None
+    """When the grace ends (its timer is due), once the timer is started."""
+
+    def _match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
+        raise NotImplementedError
+
+    def _command(self, type_: EventType, data: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _event(self, type_: EventType, data: dict[str, Any]) -> NewEvent:
+        raise NotImplementedError
+
+    def _close_open_work(self) -> None:
+        raise NotImplementedError
+
+    def cancelled_data(self, **extra: Any) -> dict[str, Any]:
+        """The data of the RunCancelled that ends the run."""
+        data: dict[str, Any] = {"reason": self._cancel_reason, **extra}
+        if self.cancel_details:
+            data["details"] = dict(self.cancel_details)
+        return data
+
+    def start_grace(self) -> None:
+        """The code took in the cancel request and goes on: start the grace's timer."""
+        if self.outcome is not None or self.closed or self.cancel_grace is None:
+            return
+        if self.replaying and self._recorded.command(CANCEL_GRACE_STEP) is None:
+            # An engine without the grace took the request in (a rolling upgrade): the
+            # run goes on without one rather than be suspended for it.
+            return
+        grace = self.cancel_grace
+        site = "cancel requested"
+        ev = self._match(CANCEL_GRACE_STEP, _E.TIMER_STARTED, GRACE_KIND, "the cancel grace", site)
+        if ev is None:
+            fire_at = self._clock() + grace
+            self._command(
+                _E.TIMER_STARTED,
+                {
+                    "step": CANCEL_GRACE_STEP,
+                    "kind": GRACE_KIND,
+                    "fire_at": fire_at,
+                    "duration": grace,
+                    "site": site,
+                },
+            )
+        else:
+            fire_at = float(ev.data["fire_at"])
+        self.grace_until = fire_at
+
+    def grace_over(self) -> None:
+        """The grace's timer fired: a run still going ends `cancelled` now."""
+        if self.outcome is not None or self.closed:
+            return
+        self.outcome = self._event(
+            _E.RUN_CANCELLED, self.cancelled_data(forced=True, after=self.cancel_grace)
+        )
+        self._close_open_work()
+
+    def grace_waits(self) -> list[dict[str, Any]]:
+        """The grace's timer as the run's `waiting_for` shows it."""
+        if self.grace_until is None or self.outcome is not None:
+            return []
+        return [
+            {
+                "kind": "timer",
+                "step": CANCEL_GRACE_STEP,
+                "until": datetime.fromtimestamp(self.grace_until, UTC).isoformat(),
+                "site": "cancel requested",
+                "purpose": "the cancel grace ends: the run ends cancelled whatever its code does",
+            }
+        ]
+
+
+def cancelled_error(data: dict[str, Any]) -> dict[str, Any]:
+    """The run's `error` after RunCancelled `data`: its reason, and what the ending did."""
+    error: dict[str, Any] = {"type": "Cancelled", "message": data.get("reason", "")}
+    details = dict(data.get("details") or {})
+    if data.get("forced"):
+        details.update(forced=True, after=data.get("after"))
+    if details:
+        error["details"] = details
+    return error

@@ -1,0 +1,672 @@
+"""Runs workflows defined as data: one deterministic interpreter for every definition.
+
+A definition run is an ordinary workflow run whose code is this interpreter,
+bound to the definition version(s) the run's history names. It keeps the
+run's data (its input plus what steps store at their `output` locations),
+walks the steps, and does every side effect through the workflow context, so
+replay, leases, retries, timers and approvals behave as for code workflows.
+
+- An `activity` step schedules the registered activity with the step's input
+  mapping as keyword arguments; an `http` step schedules the built-in
+  `waypost.http` activity. The step's retry policy and timeout travel in the
+  scheduled event; an activity no process here registers is still scheduled
+  (a worker elsewhere may serve it).
+- A step that ends the run badly (a `fail` step, an activity that failed for
+  good, a rejection or expiry without `on_reject`/`on_expiry`, a wait that
+  timed out without `on_timeout`, a choice passed more than `max_iterations`
+  times, an expression that cannot be evaluated or goes over its budget, the
+  definition's total `timeout` or the tenant's maximum run time) first runs
+  the compensations of the activity steps that completed, newest first, each
+  recorded as an activity of its own; then the run fails with the error's
+  name as its type.
+- A cancelled run ends `cancelled`. With `on_cancel: compensate` it first
+  runs the same compensations, newest first, and its RunCancelled (and its
+  error's `details`) says what was `compensated` and what
+  `compensation_failed`. A cancel that comes while a failure is being
+  compensated stops that compensation; with `on_cancel: compensate` the rest
+  are still run, and the interrupted one is listed as failed.
+- What the tenant's `Limits` allow a run (its maximum run time, the budget of
+  each expression) is what its RunStarted recorded (`definition.limits`), never
+  the limits in force when it replays: a replay must decide as the first
+  execution did, and a tenant's limits may change in between. Runs started
+  before RunStarted recorded limits have no maximum run time beyond their own
+  `timeout` (adding a timer would change their history) and evaluate with the
+  default budget: an expression over it would have stalled the engine.
+- A `parallel` step runs each branch in its own task on a copy of the data;
+  when all have ended, each branch's writes are copied back by path, in the
+  order of the branches: a branch that stored at `$.order.payment` brings
+  back `order.payment`, and another that stored at `$.order.shipping` keeps
+  its field too. Publishing refuses branches that write overlapping paths, so
+  the order never decides a value. Runs that joined before this rule (their
+  history has no `join-by-paths` patch marker) keep the old one on replay:
+  the top-level fields each branch changed, a later branch winning. The first
+  branch to fail cancels the others.
+- A RunMigrated event (written by `engine.migrate`) arrives while the run
+  waits at a top-level step: the interpreter withdraws the step's open
+  approval, stops the wait, and goes on at the mapped step of the new version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from waypost.errors import (
+    ActivityError,
+    Failure,
+    InvalidRequest,
+    NondeterminismError,
+    WaitTimeout,
+    WorkflowError,
+)
+from waypost.model import approvals as ap
+from waypost.model.definitions import Definition
+from waypost.model.definitions.expressions import (
+    DEFAULT_BUDGET,
+    Budget,
+    ExpressionError,
+    assign,
+    evaluate_mapping,
+    parse_output_path,
+)
+from waypost.model.definitions.format import describe_duration
+from waypost.model.identity import check_id
+
+from .context import ContextHost, instance_of
+from .loop import StepFuture
+
+if TYPE_CHECKING:
+    from .context import WorkflowContext
+
+__all__ = ["DEFINITIONS_QUEUE", "HTTP_ACTIVITY", "DefinitionFailed", "Interpreter"]
+
+DEFINITIONS_QUEUE = "waypost:definitions"
+"""The workflow queue of every definition run: any engine can interpret any definition."""
+
+HTTP_ACTIVITY = "waypost.http"
+"""The built-in activity that carries out `http` steps (engines given `http_allow` serve it)."""
+
+JOIN_BY_PATHS = "waypost:join-by-paths"
+"""The patch marker of runs whose parallel joins merge by the paths each branch wrote."""
+
+
+class DefinitionFailed(Failure):
+    """A definition run failed (a business failure); `error_type` is the error's name
+    (`rejected`, ...)."""
+
+    def __init__(self, error: str, message: str, details: dict[str, Any]) -> None:
+        super().__init__(message, type=error, details=details)
+
+
+class _Failure(Exception):
+    """A step ended the run badly (inside the interpreter, before compensation)."""
+
+    def __init__(self, error: str, message: str, step: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+        self.step = step
+
+
+def _policy(approvers: Mapping[str, Any]) -> ap.Policy:
+    users = tuple(approvers.get("users", ()))
+    groups = tuple(approvers.get("groups", ()))
+    veto = bool(approvers.get("veto", True))
+    if approvers.get("all"):
+        return ap.Policy("all", users, groups, len(users), veto)
+    quorum = int(approvers.get("quorum", 1))
+    return ap.Policy("quorum" if quorum > 1 else "any", users, groups, quorum, veto)
+
+
+_RETRY_FIELDS: dict[str, type] = {
+    "max_attempts": int,
+    "initial_interval": float,
+    "backoff": float,
+    "max_interval": float,
+}
+
+
+def _retry(spec: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The retry fields a step sets (seconds); the activity's policy supplies the rest."""
+    if not spec:
+        return None
+    return {name: cast(spec[name]) for name, cast in _RETRY_FIELDS.items() if name in spec}
+
+
+def _instant(value: Any, step: str) -> float:
+    """Seconds since the epoch of an ISO-8601 date-time (UTC when it names no zone)."""
+    if not isinstance(value, str):
+        raise _Failure(
+            "expression_failed",
+            f"step {step!r}: 'until' gave {value!r}, not an ISO-8601 date-time",
+            step,
+        )
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise _Failure(
+            "expression_failed",
+            f"step {step!r}: 'until' gave {value!r}, not an ISO-8601 date-time",
+            step,
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+class Interpreter:
+    """The code of one definition run. `definitions` holds every version the run uses."""
+
+    def __init__(
+        self,
+        definitions: Mapping[int, Definition],
+        version: int,
+        limits: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.definitions = dict(definitions)
+        self.version = version
+        recorded = dict(limits or {})
+        self.budget = (
+            Budget(int(recorded["max_expression_steps"]), int(recorded["max_expression_size"]))
+            if "max_expression_steps" in recorded and "max_expression_size" in recorded
+            else DEFAULT_BUDGET
+        )
+        self.max_run_seconds: float | None = (
+            float(recorded["max_run_seconds"]) if "max_run_seconds" in recorded else None
+        )
+        self.data: dict[str, Any] = {}
+        self.position: dict[str, str] = {}
+        """Where each walk is: "" for the top level, "<parallel step>[i]/" for a branch."""
+        self.waiting = False
+        """Whether the top-level walk is blocked in an approval or wait step."""
+        self.compensations: list[dict[str, Any]] = []
+        self._undone: list[str] = []  # steps compensated, in order
+        self._undo_failed: list[dict[str, Any]] = []
+        self._undoing: dict[str, Any] | None = None  # the compensation running now
+        self.iterations: dict[str, int] = {}
+        self._ctx: WorkflowContext | None = None
+        self._walk: asyncio.Task[Any] | None = None
+        self._migration: dict[str, Any] | None = None
+        self._timed_out: str | None = None  # the step the run was at when its time ran out
+        # The output paths stored into each walk's data (by the id of that dict), in order.
+        self._writes: dict[int, list[tuple[str, ...]]] = {}
+
+    @property
+    def definition(self) -> Definition:
+        return self.definitions[self.version]
+
+    @property
+    def _inst(self) -> ContextHost:
+        assert self._ctx is not None
+        return instance_of(self._ctx)
+
+    # == the run ================================================================
+    async def run(self, ctx: WorkflowContext, input: Any) -> Any:
+        self._ctx = ctx
+        instance_of(ctx).on_migrate(self._on_migrated)
+        instance_of(ctx).on_input_updated(self._on_input_updated)
+        self.data = self._initial_data(input)
+        deadline: asyncio.Future[None] | None = None
+        limit = self._time_limit()
+        if limit is not None:
+            instance_of(ctx).site_label = f"{self.definition.name} v{self.version} timeout"
+            deadline = ctx.sleep(limit[0])
+            deadline.add_done_callback(self._on_deadline)
+        step_id: str | None = self.definition.start
+        try:
+            try:
+                while True:
+                    self._walk = asyncio.get_running_loop().create_task(
+                        self._walk_from(step_id, self.data, "")
+                    )
+                    try:
+                        return await self._walk
+                    except asyncio.CancelledError:
+                        this = asyncio.current_task()
+                        if this is not None and this.cancelling():
+                            raise  # the run itself is being cancelled
+                        if self._timed_out is not None and limit is not None:
+                            seconds, error, what = limit
+                            raise _Failure(
+                                error,
+                                f"the run did not finish within {what} of "
+                                f"{describe_duration(seconds)} "
+                                f"(it was at step {self._timed_out!r})",
+                                self._timed_out,
+                            ) from None
+                        if self._migration is None:
+                            raise
+                        moved, self._migration = self._migration, None
+                        self.version = int(moved["to_version"])
+                        step_id = str(moved["to_step"])
+            except _Failure as failure:
+                details = await self._compensate(failure)
+                raise DefinitionFailed(failure.error, failure.message, details) from None
+        except asyncio.CancelledError:
+            if ctx.cancel_requested and self.definition.on_cancel == "compensate":
+                await self._compensate_cancelled()
+            raise
+        finally:
+            if deadline is not None and not deadline.done():
+                deadline.cancel()
+
+    def _time_limit(self) -> tuple[float, str, str] | None:
+        """(seconds, error type, what it is) of the run's deadline, if it has one."""
+        own = self.definition.timeout
+        ceiling = self.max_run_seconds
+        if ceiling is not None and (own is None or ceiling < own):
+            return ceiling, "run_time_limit", "the maximum run time of its tenant"
+        if own is not None:
+            return own, "timeout", "its timeout"
+        return None
+
+    def _initial_data(self, input: Any) -> dict[str, Any]:
+        data = dict(input) if isinstance(input, Mapping) else {}
+        schema = self.definition.input_schema
+        if isinstance(schema, Mapping):
+            for name, prop in (schema.get("properties") or {}).items():
+                if name not in data and isinstance(prop, Mapping) and "default" in prop:
+                    data[name] = prop["default"]
+        return data
+
+    def _on_deadline(self, fut: asyncio.Future[None]) -> None:
+        if fut.cancelled() or self._walk is None or self._walk.done():
+            return
+        self._timed_out = self.position.get("", "")
+        self._walk.cancel()
+
+    def _on_migrated(self, event: Mapping[str, Any]) -> None:
+        at = self.position.get("")
+        if at != event.get("from_step") or len(self.position) != 1 or not self.waiting:
+            raise NondeterminismError(
+                f"the run was migrated from step {event.get('from_step')!r}, but its "
+                f"definition run is at {at!r}"
+            )
+        version = int(event["to_version"])
+        if version not in self.definitions:
+            raise WorkflowError(f"definition version {version} of the run is not loaded")
+        assert self._ctx is not None
+        assert self._walk is not None
+        self._inst.withdraw_approvals(ap.REVOKED)
+        self._migration = dict(event)
+        self._walk.cancel()
+
+    def _on_input_updated(self, event: Mapping[str, Any]) -> None:
+        """An operator replaced fields of the run's data while it waited (update-input):
+        the next steps read the new values; replay applies them at the same event."""
+        if len(self.position) != 1 or not self.waiting:
+            raise NondeterminismError(
+                "the run's data was updated, but its definition run is not waiting at a "
+                f"top-level step (it is at {sorted(self.position.values())})"
+            )
+        self.data.update(dict(event["new"]))
+
+    # == walking ================================================================
+    async def _walk_from(self, step_id: str | None, data: dict[str, Any], path: str) -> Any:
+        """Run steps from `step_id` until one ends the walk; the run's result at top level."""
+        try:
+            while step_id is not None:
+                self.position[path] = step_id
+                self._label(step_id)
+                step = self.definition.all_steps[step_id]
+                kind = step["type"]
+                if kind == "succeed":
+                    if "output" in step:
+                        return self._evaluate(step["output"], data, step_id, "output")
+                    return data
+                if kind == "fail":
+                    raise _Failure(
+                        step["error"],
+                        step.get("message") or f"the run failed at step {step_id!r}",
+                        step_id,
+                    )
+                if kind == "activity":
+                    step_id = await self._activity(step_id, step, data)
+                elif kind == "approval":
+                    step_id = await self._waiting(self._approval(step_id, step, data), path)
+                elif kind == "wait":
+                    step_id = await self._waiting(self._wait(step_id, step, data), path)
+                elif kind == "choice":
+                    step_id = self._choice(step_id, step, data)
+                elif kind == "parallel":
+                    step_id = await self._parallel(step_id, step, data, path)
+                else:  # validation makes this unreachable
+                    raise WorkflowError(f"step {step_id!r} has unknown type {kind!r}")
+            return data
+        finally:
+            self.position.pop(path, None)
+
+    def _label(self, step_id: str) -> None:
+        """Name the definition step in the history's `site` fields (what code has as file:line)."""
+        assert self._ctx is not None
+        label = f"{self.definition.name} v{self.version} step {step_id}"
+        self._inst.site_label = label
+
+    async def _waiting(self, step: Any, path: str) -> str | None:
+        self.waiting = path == ""
+        try:
+            result: str | None = await step
+            return result
+        finally:
+            self.waiting = False
+
+    def _evaluate(self, text: str, data: Mapping[str, Any], step: str, where: str) -> Any:
+        try:
+            return self.definition.expression(text).evaluate(data, self.budget)
+        except ExpressionError as exc:
+            raise _Failure("expression_failed", f"step {step!r} {where}: {exc}", step) from None
+
+    def _mapping(
+        self, mapping: Mapping[str, Any] | None, data: Mapping[str, Any], step: str, where: str
+    ) -> dict[str, Any]:
+        if not mapping:
+            return {}
+        try:
+            return evaluate_mapping(mapping, data, self.budget)
+        except ExpressionError as exc:
+            raise _Failure("expression_failed", f"step {step!r} {where}: {exc}", step) from None
+
+    def _store(self, step: Mapping[str, Any], data: dict[str, Any], value: Any) -> None:
+        location = step.get("output")
+        if location:
+            self._assign(data, parse_output_path(location), value)
+
+    def _assign(self, data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+        """Store `value` at `path` in a walk's data (in place), remembering the write."""
+        updated = assign(data, "$." + ".".join(path), value)
+        data.clear()
+        data.update(updated)
+        writes = self._writes.get(id(data))
+        if writes is not None:  # the data of a parallel branch
+            writes.append(path)
+
+    # == steps ==================================================================
+    def _spec(self, step_id: str, step: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "definition_step": step_id,
+            "definition_version": self.version,
+            **extra,
+        }
+        if "timeout" in step:
+            spec["timeout"] = float(step["timeout"])
+        retry = _retry(step.get("retry"))
+        if retry is not None:
+            spec["retry"] = retry
+        return spec
+
+    async def _call(
+        self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any
+    ) -> Any:
+        assert self._ctx is not None
+        return await self._inst.schedule_activity(name, args, kwargs, spec)
+
+    async def _activity(
+        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
+    ) -> str | None:
+        args: tuple[Any, ...]
+        if "http" in step:
+            http = step["http"]
+            body = self._mapping(http.get("body"), data, step_id, "body")
+            request: dict[str, Any] = {
+                "url": http["url"],
+                "method": http.get("method") or ("POST" if "body" in http else "GET"),
+                "headers": dict(http.get("headers") or {}),
+                "timeout": float(step.get("timeout", 30)),
+            }
+            if "body" in http:
+                request["body"] = body
+            if "signature" in http:
+                request["signature"] = dict(http["signature"])
+            name, args, kwargs = HTTP_ACTIVITY, (request,), {}
+        else:
+            name, args = step["activity"], ()
+            kwargs = self._mapping(step.get("input"), data, step_id, "input")
+        call = self._inst.schedule_activity(name, args, kwargs, self._spec(step_id, step))
+        try:
+            result = await call
+        except ActivityError as exc:
+            message = exc.error.get("message") or str(exc)
+            raise _Failure(
+                "activity_failed",
+                f"step {step_id!r} ({name}) failed after {exc.attempts} attempt(s): {message}",
+                step_id,
+            ) from None
+        self._store(step, data, result)
+        compensate = step.get("compensate")
+        # A step an operator skipped did nothing here: there is nothing of it to undo.
+        if compensate is not None and not (isinstance(call, StepFuture) and call.skipped):
+            self.compensations.append(
+                {
+                    "step": step_id,
+                    "version": self.version,
+                    "activity": compensate["activity"],
+                    "input": self._mapping(compensate.get("input"), data, step_id, "compensate"),
+                }
+            )
+        next_step: str | None = step.get("next")
+        return next_step
+
+    async def _approval(
+        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
+    ) -> str | None:
+        assert self._ctx is not None
+        shown = self._mapping(step.get("input"), data, step_id, "input") or None
+        try:
+            policy = _policy(step["approvers"])
+        except Exception as exc:  # a policy the model refuses (e.g. `all` with groups)
+            raise _Failure("invalid_approvers", f"step {step_id!r}: {exc}", step_id) from None
+        decision = await self._ctx.approval(
+            step_id, approvers=policy, expires_in=step.get("expires_in"), data=shown
+        )
+        self._store(
+            step,
+            data,
+            {
+                "outcome": decision.outcome,
+                "approval_id": decision.approval_id,
+                "votes": [
+                    {"principal": v.principal, "decision": v.decision, "comment": v.comment}
+                    for v in decision.votes
+                ],
+            },
+        )
+        if decision.outcome == ap.APPROVED:
+            approved: str | None = step.get("next")
+            return approved
+        field = "on_reject" if decision.outcome == ap.REJECTED else "on_expiry"
+        if field in step:
+            handled: str = step[field]
+            return handled
+        what = "rejected" if decision.outcome == ap.REJECTED else "expired"
+        raise _Failure(what, f"the approval of step {step_id!r} was {what}", step_id)
+
+    async def _wait(
+        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
+    ) -> str | None:
+        assert self._ctx is not None
+        timeout = step.get("timeout")
+        if "signal" in step:
+            correlate = self._correlation(step_id, step, data)
+            try:
+                payload = await self._ctx.wait_signal(step["signal"], timeout, correlate=correlate)
+            except WaitTimeout:
+                return self._timed_out_at(step_id, step)
+            self._store(step, data, payload)
+            signalled: str | None = step.get("next")
+            return signalled
+        if "duration" in step:
+            delay = float(step["duration"])
+            if timeout is not None and float(timeout) < delay:
+                await self._ctx.sleep(float(timeout))
+                return self._timed_out_at(step_id, step)
+            await self._ctx.sleep(delay)
+        else:
+            at = _instant(self._evaluate(step["until"], data, step_id, "until"), step_id)
+            now = asyncio.get_running_loop().time()  # the time of the event being handled
+            if timeout is not None and now + float(timeout) < at:
+                await self._ctx.sleep(float(timeout))
+                return self._timed_out_at(step_id, step)
+            await self._inst.sleep_until(at)
+        waited: str | None = step.get("next")
+        return waited
+
+    def _correlation(
+        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
+    ) -> tuple[str, str] | None:
+        """A wait's `correlate` pair: its key, and its value expression's text or number."""
+        correlate = step.get("correlate")
+        if not isinstance(correlate, Mapping):
+            return None
+        value = self._evaluate(correlate["value"], data, step_id, "correlate.value")
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        try:
+            return str(correlate["key"]), check_id(value, "correlate.value")
+        except InvalidRequest as exc:
+            raise _Failure(
+                "expression_failed",
+                f"step {step_id!r} correlate.value must give a string or a whole number: {exc}",
+                step_id,
+            ) from None
+
+    @staticmethod
+    def _timed_out_at(step_id: str, step: Mapping[str, Any]) -> str:
+        if "on_timeout" in step:
+            target: str = step["on_timeout"]
+            return target
+        raise _Failure(
+            "timeout", f"step {step_id!r} waited {float(step['timeout']):g} s in vain", step_id
+        )
+
+    def _choice(self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]) -> str:
+        passes = self.iterations.get(step_id, 0) + 1
+        self.iterations[step_id] = passes
+        bound = step.get("max_iterations")
+        if bound is not None and passes > int(bound):
+            raise _Failure(
+                "too_many_iterations",
+                f"the run passed choice {step_id!r} more than {bound} times",
+                step_id,
+            )
+        for i, choice in enumerate(step["choices"]):
+            try:
+                holds = self.definition.expression(choice["when"]).holds(data, self.budget)
+            except ExpressionError as exc:
+                raise _Failure(
+                    "expression_failed", f"step {step_id!r} choices[{i}]: {exc}", step_id
+                ) from None
+            if holds:
+                chosen: str = choice["next"]
+                return chosen
+        default: str = step["default"]
+        return default
+
+    async def _parallel(
+        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any], path: str
+    ) -> str | None:
+        loop = asyncio.get_running_loop()
+        copies = [dict(data) for _ in step["branches"]]
+        for copy in copies:
+            self._writes[id(copy)] = []
+        tasks = [
+            loop.create_task(self._walk_from(branch["start"], copy, f"{path}{step_id}[{i}]/"))
+            for i, (branch, copy) in enumerate(zip(step["branches"], copies, strict=True))
+        ]
+        try:
+            _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            for copy in copies:
+                self._writes.pop(id(copy), None)
+            raise
+        failed = next(
+            (t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None),
+            None,
+        )
+        if failed is not None:
+            for task in pending:
+                task.cancel()
+            error = failed.exception()
+            assert error is not None
+            raise error
+        assert self._ctx is not None
+        if self._ctx.patched(JOIN_BY_PATHS):
+            for copy in copies:
+                for written in dict.fromkeys(self._writes.pop(id(copy), [])):
+                    self._assign(data, written, _value_at(copy, written))
+        else:  # how runs that joined before paths were merged did it (see the module's doc)
+            before = dict(data)
+            for copy in copies:
+                self._writes.pop(id(copy), None)
+                for name, value in copy.items():
+                    if name not in before or before[name] != value:
+                        data[name] = value
+        joined: str | None = step.get("next")
+        return joined
+
+    # == compensation ===========================================================
+    async def _compensate(self, failure: _Failure) -> dict[str, Any]:
+        """Undo completed steps newest first; what was undone (and what could not be)."""
+        details: dict[str, Any] = {"step": failure.step, "version": self.version}
+        await self._undo()
+        details.update(self._undo_report())
+        return details
+
+    async def _compensate_cancelled(self) -> None:
+        """The run is cancelled and its definition says `on_cancel: compensate`: undo the
+        completed steps newest first, telling the instance as it goes (a run that the
+        cancel grace ends meanwhile reports what was done by then)."""
+        interrupted = self._undoing
+        if interrupted is not None:  # the cancel came while a failure was compensating
+            self._undoing = None
+            message = "interrupted: the run was cancelled while the compensation ran"
+            self._undo_failed.append({"step": interrupted["step"], "message": message})
+        self._inst.cancel_details = self._undo_report(full=True)
+        await self._undo(report=True)
+
+    async def _undo(self, report: bool = False) -> None:
+        while self.compensations:
+            entry = self._undoing = self.compensations.pop()
+            spec = {
+                "compensates": entry["step"],
+                "definition_version": entry["version"],
+            }
+            self._label(f"{entry['step']} (compensation)")
+            try:
+                await self._call(entry["activity"], (), entry["input"], spec)
+            except ActivityError as exc:
+                self._undo_failed.append(
+                    {"step": entry["step"], "message": exc.error.get("message") or str(exc)}
+                )
+            else:
+                self._undone.append(entry["step"])
+            self._undoing = None
+            if report:
+                self._inst.cancel_details = self._undo_report(full=True)
+
+    def _undo_report(self, full: bool = False) -> dict[str, Any]:
+        """What the compensations undid (`compensated`) and what they could not (`full`:
+        both lists, even empty, as a cancelled run reports them)."""
+        details: dict[str, Any] = {}
+        if self._undone or full:
+            details["compensated"] = list(self._undone)
+        if self._undo_failed or full:
+            details["compensation_failed"] = list(self._undo_failed)
+        return details
+
+
+def _value_at(data: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    """The value a walk stored at `path` (its branch wrote it, so it is there)."""
+    value: Any = data
+    for name in path:
+        value = value.get(name) if isinstance(value, Mapping) else None
+    return value
+
+
+def definition_of(fn: Any) -> Interpreter | None:
+    """The interpreter behind a workflow function, if it is one."""
+    owner = getattr(fn, "__self__", None)
+    return owner if isinstance(owner, Interpreter) else None

@@ -1,0 +1,321 @@
+"""The `@workflow` and `@activity` decorators and what they register."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import os
+import re
+import sys
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TypeVar, overload
+
+from waypost.errors import ConfigurationError, UnknownActivity, UnknownWorkflow
+from waypost.model.identity import preview
+from waypost.model.retry import Retry
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_ACTIVITY_TIMEOUT = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class WorkflowDefn:
+    name: str
+    version: str
+    fn: Callable[..., Any]
+    input_hint: Any = Any
+    result_hint: Any = Any
+    takes_input: bool = True
+    # Exceptions that fail the run (besides waypost.Failure and an uncaught
+    # ActivityError); any other exception from the code suspends it as a bug.
+    failure_types: tuple[type[BaseException], ...] = ()
+
+    @property
+    def queue(self) -> str:
+        return workflow_queue(self.name, self.version)
+
+
+@dataclass(frozen=True)
+class ActivityDefn:
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    retry: Retry = field(default_factory=Retry)
+    timeout: timedelta = DEFAULT_ACTIVITY_TIMEOUT
+    heartbeat_timeout: timedelta | None = None
+    param_hints: tuple[Any, ...] = ()
+    kwarg_hints: dict[str, Any] = field(default_factory=dict)
+    result_hint: Any = Any
+
+    @functools.cached_property
+    def spec(self) -> dict[str, Any]:
+        """The parts of an ActivityScheduled event that are the same for every call."""
+        spec: dict[str, Any] = {
+            "activity": self.name,
+            "retry": self.retry.to_json(),
+            "timeout": self.timeout.total_seconds(),
+        }
+        if self.heartbeat_timeout is not None:
+            spec["heartbeat_timeout"] = self.heartbeat_timeout.total_seconds()
+        return spec
+
+
+def workflow_queue(name: str, version: str) -> str:
+    return f"{name}@{version}"
+
+
+def _hints(fn: Callable[..., Any]) -> tuple[list[Any], dict[str, Any], Any]:
+    """Positional parameter hints after the context, keyword hints, and the return hint."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    params = list(inspect.signature(fn).parameters.values())[1:]
+    positional = [
+        hints.get(p.name, Any)
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    keywords = {p.name: hints.get(p.name, Any) for p in params}
+    return positional, keywords, hints.get("return", Any)
+
+
+_NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
+
+
+def _check_name(kind: str, name: str) -> str:
+    if not _NAME.match(name):
+        raise ConfigurationError(
+            f"{kind} name {name!r} is not allowed: use 1-200 letters, digits, '_', '-', '.', ':'"
+        )
+    return name
+
+
+@overload
+def workflow(fn: F, /) -> F: ...
+@overload
+def workflow(
+    *,
+    name: str | None = None,
+    version: str = "1",
+    failure_types: tuple[type[BaseException], ...] = (),
+) -> Callable[[F], F]: ...
+def workflow(
+    fn: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    version: str = "1",
+    failure_types: tuple[type[BaseException], ...] = (),
+) -> F | Callable[[F], F]:
+    """Mark `async def f(ctx: WorkflowContext, input)` as a workflow.
+
+    `version` tells versions of one workflow apart: a run replays on the
+    version it started with, new runs take the newest registered one.
+
+    An exception that escapes the code fails the run only if it is a
+    `waypost.Failure`, an `ActivityError` the code did not catch, or an
+    instance of one of `failure_types`; any other (a `KeyError`, a
+    `TypeError`...) is a bug and suspends the run until the code is fixed and
+    the run resumed.
+    """
+    for kind in failure_types:
+        if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+            raise ConfigurationError(
+                f"failure_types must hold exception classes, not {preview(kind)}"
+            )
+
+    def decorate(f: F) -> F:
+        if not inspect.iscoroutinefunction(f):
+            raise ConfigurationError(f"workflow {f.__qualname__} must be an 'async def' function")
+        positional, _, result = _hints(f)
+        if len(positional) > 1:
+            raise ConfigurationError(
+                f"workflow {f.__qualname__} must take (ctx, input): one input parameter at most"
+            )
+        defn = WorkflowDefn(
+            name=_check_name("workflow", name or f.__name__),
+            version=_check_name("version", str(version)),
+            fn=f,
+            input_hint=positional[0] if positional else Any,
+            result_hint=result,
+            takes_input=bool(positional),
+            failure_types=tuple(failure_types),
+        )
+        f.__waypost_workflow__ = defn  # type: ignore[attr-defined]
+        return f
+
+    return decorate(fn) if fn is not None else decorate
+
+
+@overload
+def activity(fn: F, /) -> F: ...
+@overload
+def activity(
+    *,
+    name: str | None = None,
+    retry: Retry | None = None,
+    timeout: timedelta | None = None,
+    heartbeat_timeout: timedelta | None = None,
+) -> Callable[[F], F]: ...
+def activity(
+    fn: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    retry: Retry | None = None,
+    timeout: timedelta | None = None,
+    heartbeat_timeout: timedelta | None = None,
+) -> F | Callable[[F], F]:
+    """Mark a function taking `ActivityContext` first as an activity.
+
+    Activities hold the side effects; they run at least once. `timeout` bounds
+    one attempt (start to close, default 5 minutes); `heartbeat_timeout`, if
+    set, fails an attempt that has not called `ctx.heartbeat()` for that long.
+    """
+
+    def decorate(f: F) -> F:
+        if timeout is not None and timeout <= timedelta(0):
+            raise ConfigurationError(f"activity {f.__qualname__}: timeout must be positive")
+        if heartbeat_timeout is not None and heartbeat_timeout < timedelta(seconds=1):
+            raise ConfigurationError(
+                f"activity {f.__qualname__}: heartbeat_timeout must be at least 1 second"
+            )
+        positional, keywords, result = _hints(f)
+        defn = ActivityDefn(
+            name=_check_name("activity", name or f.__name__),
+            fn=f,
+            is_async=inspect.iscoroutinefunction(f),
+            retry=retry or Retry(),
+            timeout=timeout or DEFAULT_ACTIVITY_TIMEOUT,
+            heartbeat_timeout=heartbeat_timeout,
+            param_hints=tuple(positional),
+            kwarg_hints=keywords,
+            result_hint=result,
+        )
+        f.__waypost_activity__ = defn  # type: ignore[attr-defined]
+        return f
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+    """Order versions naturally: "2" < "10", "1.9" < "1.10", numbers before words."""
+    parts = re.findall(r"\d+|[^\d.\-_]+", version)
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts)
+
+
+class Registry:
+    """The workflows (all versions) and activities one engine can run."""
+
+    def __init__(self) -> None:
+        self._workflows: dict[str, dict[str, WorkflowDefn]] = {}
+        self._activities: dict[str, ActivityDefn] = {}
+
+    def add(self, obj: Any) -> None:
+        wf: WorkflowDefn | None = getattr(obj, "__waypost_workflow__", None)
+        act: ActivityDefn | None = getattr(obj, "__waypost_activity__", None)
+        if wf is None and act is None:
+            raise ConfigurationError(
+                f"{obj!r} is neither a @workflow nor an @activity; decorate it before registering"
+            )
+        if wf is not None:
+            versions = self._workflows.setdefault(wf.name, {})
+            known = versions.get(wf.version)
+            if known is not None and known.fn is not wf.fn:
+                raise ConfigurationError(
+                    f"workflow {wf.name!r} version {wf.version!r} is registered already "
+                    f"({known.fn.__module__}.{known.fn.__qualname__})"
+                )
+            versions[wf.version] = wf
+        if act is not None:
+            known_act = self._activities.get(act.name)
+            if known_act is not None and known_act.fn is not act.fn:
+                raise ConfigurationError(
+                    f"activity {act.name!r} is registered already "
+                    f"({known_act.fn.__module__}.{known_act.fn.__qualname__})"
+                )
+            self._activities[act.name] = act
+
+    def workflow(self, ref: Any, version: str | None = None) -> WorkflowDefn:
+        """The workflow named (or decorated) `ref`: the given version, else the newest."""
+        defn: WorkflowDefn | None = getattr(ref, "__waypost_workflow__", None)
+        name = defn.name if defn is not None else ref
+        if not isinstance(name, str):
+            raise UnknownWorkflow(
+                f"{preview(ref)} is not a workflow; pass a @workflow function or its name"
+            )
+        versions = self._workflows.get(name)
+        if not versions:
+            known = ", ".join(sorted(self._workflows)) or "none"
+            raise UnknownWorkflow(
+                f"no workflow named {preview(name)} is registered (registered: {known})"
+            )
+        if version is None:
+            if defn is not None and ref is defn.fn:
+                version = defn.version
+            else:
+                version = max(versions, key=version_key)
+        found = versions.get(version)
+        if found is None:
+            raise UnknownWorkflow(
+                f"workflow {preview(name)} has no version {preview(version)} registered "
+                f"(registered: {', '.join(sorted(versions, key=version_key))})"
+            )
+        return found
+
+    def has_workflow(self, name: str) -> bool:
+        return name in self._workflows
+
+    def workflow_names(self) -> list[str]:
+        return sorted(self._workflows)
+
+    def find_workflow(self, name: str, version: str) -> WorkflowDefn | None:
+        return self._workflows.get(name, {}).get(version)
+
+    def activity(self, ref: Any) -> ActivityDefn:
+        defn: ActivityDefn | None = getattr(ref, "__waypost_activity__", None)
+        name = defn.name if defn is not None else ref
+        found = self._activities.get(name) if isinstance(name, str) else None
+        if found is None:
+            known = ", ".join(sorted(self._activities)) or "none"
+            raise UnknownActivity(
+                f"no activity named {preview(name)} is registered (registered: {known})"
+            )
+        return found
+
+    def activities(self) -> dict[str, ActivityDefn]:
+        return self._activities
+
+    def workflow_queues(self) -> list[str]:
+        return sorted(d.queue for versions in self._workflows.values() for d in versions.values())
+
+    def activity_names(self) -> list[str]:
+        return sorted(self._activities)
+
+
+def items_in_modules(names: list[str] | tuple[str, ...]) -> list[Any]:
+    """The `@workflow` and `@activity` functions of the modules `names`, imported as
+    `python -m` would find them (the working directory first)."""
+    if names and "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    items = []
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigurationError(f"cannot import app module {name!r}: {exc}") from exc
+        found = [
+            obj
+            for obj in vars(module).values()
+            if hasattr(obj, "__waypost_workflow__") or hasattr(obj, "__waypost_activity__")
+        ]
+        if not found:
+            raise ConfigurationError(f"module {name!r} defines no @workflow or @activity")
+        items.extend(found)
+    return items

@@ -1,0 +1,247 @@
+"""Signals as workflow code sees them: waits, handlers, and waits findable by correlation.
+
+`SignalWaits` is the part of `instance.WorkflowInstance` that hands signals to the
+code: a signal goes to its `on_signal` handler, else to the oldest waiter of its
+name, else into a buffer the next wait takes it from. A wait with
+`correlate=(key, value)` is also recorded (CorrelationRegistered, a command with
+its own step, so replay checks the code asks for the same pair) and withdrawn
+when it ends (CorrelationWithdrawn, its follow-up); the store keeps the open
+pairs, by which a webhook finds the runs waiting for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from waypost.errors import (
+    InvalidRequest,
+    NondeterminismError,
+    PayloadError,
+    WaitTimeout,
+    WorkflowError,
+)
+from waypost.model.events import Event, EventType
+from waypost.model.identity import check_id, preview
+
+from .loop import Pending, WorkflowLoop, as_seconds, call_site
+from .recorded import describe
+
+_E = EventType
+
+
+def correlation_pair(correlate: Any) -> tuple[str, str]:
+    """`(key, value)` of a correlated wait, checked as ids (short, no control characters)."""
+    if (
+        not isinstance(correlate, tuple | list)
+        or len(correlate) != 2
+        or not all(isinstance(part, str) for part in correlate)
+    ):
+        raise WorkflowError(
+            f"correlate must be a (key, value) pair of strings, not {preview(correlate)}"
+        )
+    key, value = correlate
+    try:
+        return check_id(key, "correlate key"), check_id(value, "correlate value")
+    except InvalidRequest as exc:
+        raise WorkflowError(str(exc)) from None
+
+
+class SignalWaits:
+    """The signal side of a workflow instance (mixed into `WorkflowInstance`)."""
+
+    # Kept by the instance.
+    closed: bool
+    site_label: str | None
+    _loop: WorkflowLoop
+    _signal_waiters: dict[str, deque[Pending]]
+    _signal_buffer: dict[str, deque[Any]]
+    _handlers: dict[str, tuple[Callable[[Any], Any], Any]]
+    _correlations: dict[str, tuple[str, str, str]]  # step -> (signal name, key, value)
+
+    # What the instance does for every kind of step.
+    def next_step(self) -> str:
+        raise NotImplementedError
+
+    def start_timer(
+        self, duration: float, site: str, *, internal: str | None = None, at: float | None = None
+    ) -> tuple[str, asyncio.Future[None]]:
+        raise NotImplementedError
+
+    def fail_from_callback(self, exc: BaseException) -> None:
+        raise NotImplementedError
+
+    def _check_usable(self) -> None:
+        raise NotImplementedError
+
+    def _decode(self, data: Any, hint: Any) -> Any:
+        raise NotImplementedError
+
+    def _match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
+        raise NotImplementedError
+
+    def _command(self, type_: EventType, data: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _follow_up(self, step: str, type_: EventType, data: dict[str, Any], happened: str) -> None:
+        raise NotImplementedError
+
+    def _nondeterministic(
+        self,
+        message: str,
+        *,
+        expected: Event | None = None,
+        code_did: str = "",
+        site: str = "",
+        step: str | None = None,
+    ) -> NondeterminismError:
+        raise NotImplementedError
+
+    def unread_signals(self) -> list[dict[str, Any]]:
+        """Signals received and not taken in by the code, oldest first within a name."""
+        return [
+            {"name": name, "payload": payload}
+            for name, payloads in self._signal_buffer.items()
+            for payload in payloads
+        ]
+
+    def deliver_signal(self, name: str, payload: Any) -> None:
+        """Hand a received signal to its handler, else its oldest waiter, else the buffer."""
+        handler = self._handlers.get(name)
+        if handler is not None:
+            self._call_handler(handler, payload)
+            return
+        waiters = self._signal_waiters.get(name)
+        while waiters:
+            p = waiters.popleft()
+            if p.future.done():
+                continue
+            try:
+                p.future.set_result(self._decode(payload, p.hint))
+            except PayloadError as exc:
+                p.future.set_exception(exc)
+            return
+        self._signal_buffer.setdefault(name, deque()).append(payload)
+
+    def _call_handler(self, handler: tuple[Callable[[Any], Any], Any], payload: Any) -> None:
+        fn, hint = handler
+        try:
+            fn(self._decode(payload, hint))
+        except BaseException as exc:
+            self.fail_from_callback(exc)
+
+    def wait_signal(
+        self,
+        name: str,
+        timeout: timedelta | float | None,
+        hint: Any,
+        correlate: tuple[str, str] | None = None,
+    ) -> asyncio.Future[Any]:
+        self._check_usable()
+        site = self.site_label or call_site()
+        pair = None if correlate is None else correlation_pair(correlate)
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        buffered = self._signal_buffer.get(name)
+        if buffered:
+            payload = buffered.popleft()
+            try:
+                fut.set_result(self._decode(payload, hint))
+            except PayloadError as exc:
+                fut.set_exception(exc)
+            return fut
+        pending = Pending(fut, name, hint, site)
+        self._signal_waiters.setdefault(name, deque()).append(pending)
+        if pair is not None:
+            self._correlate(name, pair, site, fut)
+        if timeout is not None:
+            seconds = as_seconds(timeout)
+            _, timer = self.start_timer(seconds, site, internal=f"wait_signal({name}) timeout")
+
+            def on_timeout(_: asyncio.Future[None]) -> None:
+                if timer.cancelled() or fut.done():
+                    return
+                fut.set_exception(
+                    WaitTimeout(f"no signal {name!r} within {timedelta(seconds=seconds)}")
+                )
+
+            timer.add_done_callback(on_timeout)
+            fut.add_done_callback(lambda _: timer.cancel() if not timer.done() else None)
+        fut.add_done_callback(lambda _: self._forget_waiter(name, pending))
+        return fut
+
+    def _correlate(
+        self, name: str, pair: tuple[str, str], site: str, fut: asyncio.Future[Any]
+    ) -> None:
+        """Record that this wait is findable by `pair`; withdraw it when the wait ends.
+
+        The registration is a command (CorrelationRegistered, its own step), so replay
+        checks the code asks for the same pair; the withdrawal is its follow-up. A run
+        that ends withdraws what it left open in the commit that ends it.
+        """
+        key, value = pair
+        step = self.next_step()
+        op = f"ctx.wait_signal({name!r}, correlate=({key!r}, {value!r}))"
+        ev = self._match(step, _E.CORRELATION_REGISTERED, "correlation", op, site)
+        if ev is None:
+            self._command(
+                _E.CORRELATION_REGISTERED,
+                {
+                    "step": step,
+                    "kind": "correlation",
+                    "signal": name,
+                    "key": key,
+                    "value": value,
+                    "site": site,
+                },
+            )
+        elif (ev.data.get("signal"), ev.data.get("key"), ev.data.get("value")) != (
+            name,
+            key,
+            value,
+        ):
+            raise self._nondeterministic(
+                f"history {describe(ev)} does not match the code: the code called {op} at "
+                f"{site} (step {step}), the history waited for signal "
+                f"{ev.data.get('signal')!r} correlated by "
+                f"({ev.data.get('key')!r}, {ev.data.get('value')!r})",
+                expected=ev,
+                code_did=op,
+                site=site,
+            )
+        self._correlations[step] = (name, key, value)
+
+        def withdraw(_: asyncio.Future[Any]) -> None:
+            self._correlations.pop(step, None)
+            if self.closed:
+                return  # the run ended: its commit withdraws everything it left
+            self._follow_up(
+                step,
+                _E.CORRELATION_WITHDRAWN,
+                {"site": site},
+                f"the wait for signal {name!r} of step {step} ({site}) ended",
+            )
+
+        fut.add_done_callback(withdraw)
+
+    def _forget_waiter(self, name: str, pending: Pending) -> None:
+        waiters = self._signal_waiters.get(name)
+        if waiters and pending in waiters:
+            waiters.remove(pending)
+
+    def on_signal(self, name: str, handler: Callable[[Any], Any]) -> None:
+        self._check_usable()
+        import typing
+
+        try:
+            hints = typing.get_type_hints(handler)
+            params = [p for p in hints if p != "return"]
+            hint = hints[params[0]] if params else Any
+        except Exception:
+            hint = Any
+        self._handlers[name] = (handler, hint)
+        buffered = self._signal_buffer.pop(name, None)
+        while buffered:
+            self._call_handler((handler, hint), buffered.popleft())

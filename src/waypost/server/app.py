@@ -1,0 +1,201 @@
+"""waypost's HTTP server: the API (v1), the approval page, health checks.
+
+A thin adapter over the one door. Each route authenticates the caller (an API key
+becomes a `Principal`), parses the request into an operation, executes it with
+`AsyncEngine.execute`, and answers JSON; a `WaypostError` becomes its status
+(`server/errors.py`). No route decides anything the engine does not: the same
+operations answer the embedded API and the CLI.
+
+`create_app(engine)` serves an engine the caller opens and closes;
+`app_from_settings(settings)` opens one for the app's lifetime (what
+`waypost server` runs, in each of its processes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from waypost.client.engine import AsyncEngine
+from waypost.errors import WaypostError
+from waypost.features.senders import senders_from_url
+from waypost.model.logs import logger
+from waypost.runtime.registry import items_in_modules
+
+from . import approval_page, routes
+from .errors import answer, error_body
+
+log = logger("waypost.server")
+
+MAX_BODY = 4 * 1024 * 1024  # bytes of request body a route reads at most
+SETTINGS_VARIABLE = "WAYPOST_SERVER_SETTINGS"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """How `waypost server` opens its engine (passed to each server process as JSON)."""
+
+    db: str
+    apps: list[str] = field(default_factory=list)
+    serve: bool = True  # run workers and the scheduler in the server processes
+    engine_options: dict[str, Any] = field(default_factory=dict)
+    max_body: int = MAX_BODY
+    notify: str = "log"  # where approval notifications go (see `senders_from_url`)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ServerSettings:
+        return cls(**json.loads(text))
+
+
+def create_app(
+    engine: AsyncEngine | None = None,
+    *,
+    max_body: int = MAX_BODY,
+    lifespan: Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]] | None = None,
+) -> FastAPI:
+    """The ASGI application serving `engine` (or the one `lifespan` opens)."""
+    app = FastAPI(
+        title="waypost",
+        version="1",
+        summary="Durable workflows: runs, definitions and approvals of one tenant per API key.",
+        lifespan=lifespan,
+        docs_url=None,  # the interactive pages load scripts from elsewhere
+        redoc_url=None,
+    )
+    if engine is not None:
+        app.state.engine = engine
+    app.include_router(routes.router)
+    app.include_router(approval_page.router)
+    app.add_exception_handler(WaypostError, _waypost_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+    app.add_middleware(BodyLimit, limit=max_body)
+    return app
+
+
+def app_from_settings(settings: ServerSettings) -> FastAPI:
+    """An app that opens (and serves, unless told not to) its own engine while it lives."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        notifier = senders_from_url(settings.notify)
+        engine = AsyncEngine(settings.db, notifier=notifier, **settings.engine_options)
+        for item in _load(settings.apps):
+            engine.register(item)
+        async with engine:
+            app.state.engine = engine
+            if settings.serve:
+                async with engine.running():
+                    yield
+            else:
+                yield
+
+    return create_app(max_body=settings.max_body, lifespan=lifespan)
+
+
+def app_from_environment() -> FastAPI:
+    """The app of the settings `waypost server` put in the environment (uvicorn's factory)."""
+    return app_from_settings(ServerSettings.from_json(os.environ[SETTINGS_VARIABLE]))
+
+
+def _load(apps: list[str]) -> list[Any]:
+    return items_in_modules(apps)
+
+
+# == errors ============================================================================
+async def _waypost_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, WaypostError)
+    status, body, headers = answer(exc)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    problems = [
+        {
+            "path": ".".join(str(p) for p in err.get("loc", ()) if p != "body"),
+            "message": str(err.get("msg", ""))[:200],
+        }
+        for err in exc.errors()[:50]
+    ]
+    if any(err.get("type") == "json_invalid" for err in exc.errors()):
+        what = "the request body is not valid JSON"
+        return JSONResponse(error_body("bad_json", what, {"problems": problems}), status_code=400)
+    what = "the request is not as the API expects"
+    body = error_body("invalid_request", what, {"problems": problems})
+    return JSONResponse(body, status_code=422)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    codes = {400: "bad_json", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+    code = codes.get(exc.status_code, "http_error")
+    message = str(exc.detail) if exc.status_code != 404 else "no such route"
+    if exc.status_code == 400:
+        # The framework's answer to a body its JSON parser gave up on: bytes that are not
+        # UTF-8, or nesting deeper than the parser goes (a RecursionError caught there).
+        message = "the request body is not JSON the API can read: UTF-8 text, not nested too deep"
+    return JSONResponse(error_body(code, message), status_code=exc.status_code, headers=exc.headers)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.error("unexpected %s answering %s %s", type(exc).__name__, request.method, request.url.path)
+    return JSONResponse(error_body("internal", "internal error"), status_code=500)
+
+
+# == request bodies are bounded =========================================================
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class BodyLimit:
+    """Refuses a request body over `limit` bytes with 413: at once by its Content-Length,
+    or as soon as a streamed body passes the limit (the route never holds more)."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            response = JSONResponse(
+                error_body("too_large", f"the request body is over {self.limit} bytes"),
+                status_code=413,
+                headers={"Connection": "close"},
+            )
+            await response(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise StarletteHTTPException(
+                        413, f"the request body is over {self.limit} bytes"
+                    )
+            return message
+
+        await self.app(scope, counted, send)

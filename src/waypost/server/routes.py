@@ -1,0 +1,669 @@
+"""The API's routes (v1): each one parses, calls the one door, and answers JSON.
+
+Every route but the health checks and the webhooks' (signed by their senders)
+needs `Authorization: Bearer <API key>`; the key's principal (its tenant, name and
+roles) is who asks, and the door checks what that principal may do. Objects of
+another tenant are not found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+from waypost.client.engine import AsyncEngine
+from waypost.errors import InvalidRequest, ResultTimeout, RunEndedError, Unauthenticated
+from waypost.model import operations as ops, webhooks as wh
+from waypost.model.identity import Principal, preview
+from waypost.model.wire import event_wire, problems_wire, to_wire
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="The error's kind, stable for clients (snake case).")
+    message: str
+    details: dict[str, Any] = Field(
+        description="What a client acts on: `problems` (each with `path` and `message`), "
+        "`field`, `quota`."
+    )
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": what}
+    for status, what in {
+        400: "The body is not JSON.",
+        401: "No valid API key.",
+        403: "The key's roles do not allow it.",
+        404: "Not found in the key's tenant.",
+        409: "Conflicts with the current state.",
+        413: "The body is too large.",
+        422: "The request is not valid.",
+        429: "A tenant quota; see Retry-After.",
+        503: "The database does not answer.",
+    }.items()
+}
+
+router = APIRouter(responses=_ERRORS)
+_bearer = HTTPBearer(auto_error=False, description="An API key: `waypost keys create`.")
+
+MAX_WAIT = 60.0  # seconds a result request may wait for the run to end
+
+
+def engine_of(request: Request) -> AsyncEngine:
+    engine: AsyncEngine = request.app.state.engine
+    return engine
+
+
+async def caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The principal of the request's API key (401 without a valid one)."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise Unauthenticated()
+    return await engine_of(request).authenticate(credentials.credentials)
+
+
+Caller = Annotated[Principal, Depends(caller)]
+
+
+async def door(request: Request, operation: ops.Request[Any], principal: Principal) -> Any:
+    return await engine_of(request).execute(operation, principal)
+
+
+# == bodies ==============================================================================
+class _Body(BaseModel):
+    # Numbers and flags of operator commands are strict (StrictInt, StrictBool): `true`
+    # or "1" is no event number or batch size, and is refused rather than read as 1.
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartBody(_Body):
+    workflow: str = Field(description="A workflow's name (code or a published definition).")
+    input: Any = Field(default=None, description="The run's input (JSON).")
+    version: str | int | None = Field(default=None, description="Default: the newest.")
+    run_id: str | None = Field(
+        default=None, description="The run's id; the same id with the same input finds it again."
+    )
+    priority: int = Field(
+        default=0, description="-1000..1000: claimed before the tenant's lower priorities."
+    )
+
+
+class SignalBody(_Body):
+    payload: Any = Field(default=None, description="What the run receives with the signal.")
+
+
+class CancelBody(_Body):
+    reason: str = Field(description="Why (recorded in the run's history).")
+
+
+class RetryBody(CancelBody):
+    step: str | None = Field(default=None, description="The failed step (id or step name).")
+
+
+class SkipBody(CancelBody):
+    step: str = Field(description="The step to skip (its id or definition step name).")
+    output: Any = Field(default=None, description="What the run uses as the step's output.")
+
+
+class UpdateInputBody(CancelBody):
+    data: dict[str, Any] = Field(description="The fields of the run's data to replace.")
+
+
+class DecisionBody(_Body):
+    decision: str = Field(description="'approve' or 'reject'.")
+    comment: str = Field(default="", description="Recorded with the decision.")
+    token: str | None = Field(
+        default=None,
+        description="A credential from a notification; an approver signed in with an API key "
+        "needs none.",
+    )
+
+
+# == health ==============================================================================
+@router.get("/healthz", tags=["health"], summary="The process is up.")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", tags=["health"], summary="The database answers.")
+async def readyz(request: Request) -> dict[str, str]:
+    await engine_of(request).check_store()
+    return {"status": "ready"}
+
+
+# == definitions =========================================================================
+@router.post(
+    "/v1/definitions",
+    tags=["definitions"],
+    status_code=201,
+    summary="Publish a definition (YAML or JSON body) as its next version.",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/yaml": {"schema": {"type": "string"}},
+                "application/json": {"schema": {"type": "object"}},
+            },
+        }
+    },
+    responses={200: {"description": "Identical content: the version published before."}},
+)
+async def publish(request: Request, response: Response, principal: Caller) -> dict[str, Any]:
+    body = await request.body()
+    info = await door(request, ops.Publish(definition=body), principal)
+    if not info.created:
+        response.status_code = 200
+    return {
+        "name": info.name,
+        "version": info.version,
+        "digest": info.digest,
+        "created": info.created,
+        "warnings": list(info.warnings),
+    }
+
+
+@router.get("/v1/definitions", tags=["definitions"], summary="Every version of every definition.")
+async def list_definitions(request: Request, principal: Caller) -> dict[str, Any]:
+    found = await door(request, ops.ListDefinitions(), principal)
+    return {"definitions": [_definition(d) for d in found]}
+
+
+@router.get("/v1/definitions/{name}", tags=["definitions"], summary="A definition's versions.")
+async def definition_versions(request: Request, name: str, principal: Caller) -> dict[str, Any]:
+    newest = await door(request, ops.GetDefinition(definition=name), principal)
+    found = await door(request, ops.ListDefinitions(), principal)
+    versions = [_definition(d) for d in found if d.name == newest.name]
+    return {"name": newest.name, "versions": versions}
+
+
+@router.get(
+    "/v1/definitions/{name}/{version}", tags=["definitions"], summary="One published version."
+)
+async def definition_version(
+    request: Request, name: str, version: int, principal: Caller
+) -> dict[str, Any]:
+    info = await door(request, ops.GetDefinition(definition=name, version=version), principal)
+    return _definition(info, with_body=True)
+
+
+def _definition(info: Any, with_body: bool = False) -> dict[str, Any]:
+    out = {
+        "name": info.name,
+        "version": info.version,
+        "digest": info.digest,
+        "published_at": info.published_at.isoformat(),
+        "published_by": info.published_by,
+    }
+    if with_body:
+        out["definition"] = info.body
+        out["source"] = info.source
+    return out
+
+
+# == runs ================================================================================
+@router.post(
+    "/v1/runs",
+    tags=["runs"],
+    status_code=201,
+    summary="Start a run (the same run_id and input again: the same run, 200).",
+    responses={200: {"description": "A run with this id and input existed already."}},
+)
+async def start(
+    request: Request, response: Response, body: StartBody, principal: Caller
+) -> dict[str, Any]:
+    started = await door(
+        request,
+        ops.StartRun(
+            workflow=body.workflow,
+            input=body.input,
+            run_id=body.run_id,
+            version=body.version,
+            priority=body.priority,
+        ),
+        principal,
+    )
+    if not started.created:
+        response.status_code = 200
+    info = await door(request, ops.GetRun(run_id=started.run_id), principal)
+    return _run(info)
+
+
+@router.get("/v1/runs", tags=["runs"], summary="Runs, newest first, a page at a time.")
+async def list_runs(
+    request: Request,
+    principal: Caller,
+    status: str | None = None,
+    workflow: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    page = await door(
+        request,
+        ops.PageRuns(status=status, workflow=workflow, limit=limit, cursor=cursor),
+        principal,
+    )
+    return {"runs": [_run(r) for r in page.runs], "next_cursor": page.next_cursor}
+
+
+@router.get("/v1/runs/{run_id}", tags=["runs"], summary="A run as it stands.")
+async def get_run(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
+    return _run(await door(request, ops.GetRun(run_id=run_id), principal))
+
+
+@router.get(
+    "/v1/runs/{run_id}/result",
+    tags=["runs"],
+    summary="Wait (up to `wait` seconds) for the run to end; 202 if it has not.",
+    responses={202: {"description": "The run has not ended yet."}},
+)
+async def run_result(
+    request: Request,
+    response: Response,
+    run_id: str,
+    principal: Caller,
+    wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0,
+) -> dict[str, Any]:
+    info = await door(request, ops.GetRun(run_id=run_id), principal)  # 404 at once if none
+    if wait > 0 and not info.finished:
+        with contextlib.suppress(RunEndedError, ResultTimeout):
+            await door(request, ops.AwaitResult(run_id=run_id, timeout=wait), principal)
+        info = await door(request, ops.GetRun(run_id=run_id), principal)
+    if not info.finished:
+        response.status_code = 202
+    return _run(info)
+
+
+@router.get("/v1/runs/{run_id}/history", tags=["runs"], summary="A run's history.")
+async def history(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
+    events = await door(request, ops.GetHistory(run_id=run_id), principal)
+    return {"run_id": run_id, "events": [event_wire(e) for e in events]}
+
+
+@router.get("/v1/runs/{run_id}/verify", tags=["runs"], summary="Check a run's hash chain.")
+async def verify(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
+    problems = await door(request, ops.Verify(run_id=run_id), principal)
+    return {"run_id": run_id, **problems_wire(problems)}
+
+
+@router.post(
+    "/v1/runs/{run_id}/signals/{name}",
+    tags=["runs"],
+    status_code=202,
+    summary="Deliver a signal; the run takes it in at its next wait for it.",
+)
+async def signal(
+    request: Request,
+    run_id: str,
+    name: str,
+    principal: Caller,
+    body: SignalBody | None = None,
+) -> dict[str, Any]:
+    payload = body.payload if body is not None else None
+    await door(request, ops.Signal(run_id=run_id, signal=name, payload=payload), principal)
+    return {"run_id": run_id, "signal": name, "accepted": True}
+
+
+# Commands on a run with a reason, one route each: `POST /v1/runs/{run_id}/<command>`.
+RUN_COMMANDS: list[tuple[str, Callable[..., ops.Request[Any]], str]] = [
+    ("cancel", ops.Cancel, "Ask a run to stop; it ends `cancelled`."),
+    ("terminate", ops.Terminate, "End a run now; it ends `terminated`, no compensation."),
+    ("pause", ops.Pause, "Pause a run: nothing new starts; signals and timers are held."),
+    ("resume", ops.Resume, "Resume a paused run, or a suspended one after a fix."),
+]
+
+
+def _command_route(command: str, kind: Callable[..., ops.Request[Any]], summary: str) -> None:
+    async def route(
+        request: Request, run_id: str, body: CancelBody, principal: Caller
+    ) -> dict[str, Any]:
+        await door(request, kind(run_id=run_id, reason=body.reason), principal)
+        return {"run_id": run_id, "accepted": True}
+
+    route.__name__ = route.__qualname__ = command
+    router.post(f"/v1/runs/{{run_id}}/{command}", tags=["runs"], status_code=202, summary=summary)(
+        route
+    )
+
+
+for _command, _kind, _summary in RUN_COMMANDS:
+    _command_route(_command, _kind, _summary)
+
+
+class ForkBody(_Body):
+    reason: str = Field(description="Why (recorded in both runs' histories).")
+    step: str | None = Field(
+        default=None, description="Fork before this step (a step id or definition step name)."
+    )
+    seq: StrictInt | None = Field(default=None, description="Fork after this event of the source.")
+    run_id: str | None = Field(
+        default=None, description="The new run's id; the same id, source and cut find it again."
+    )
+
+
+@router.post(
+    "/v1/runs/{run_id}/fork",
+    tags=["runs"],
+    status_code=201,
+    summary="Start a new run from this run's history up to a step; its results are reused.",
+    responses={200: {"description": "This fork (same new id, source and cut) existed already."}},
+)
+async def fork(
+    request: Request, response: Response, run_id: str, body: ForkBody, principal: Caller
+) -> dict[str, Any]:
+    forked = await door(
+        request,
+        ops.Fork(
+            run_id=run_id,
+            reason=body.reason,
+            at_step=body.step,
+            up_to_seq=body.seq,
+            new_run_id=body.run_id,
+        ),
+        principal,
+    )
+    if not forked.created:
+        response.status_code = 200
+    return {"run_id": forked.run_id, "forked_from": forked.forked_from, "created": forked.created}
+
+
+# == retention ===========================================================================
+_AGE = re.compile(r"([0-9]{1,9})([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class PurgeBody(_Body):
+    older_than: StrictInt | StrictFloat | StrictStr = Field(
+        description="Purge runs that finished more than this long ago: seconds, or a whole "
+        "number and a unit (`90m`, `12h`, `30d`, `2w`)."
+    )
+    dry_run: StrictBool = Field(default=False, description="Count what would go; write nothing.")
+    limit: StrictInt | None = Field(
+        default=None, description="At most this many runs (oldest first)."
+    )
+    reason: str | None = Field(default=None, description="Recorded in each run's summary.")
+
+
+def _older_than(value: float | str) -> float:
+    if isinstance(value, str):
+        match = _AGE.fullmatch(value)
+        if match is None:
+            raise InvalidRequest(
+                f"older_than is seconds or a whole number and a unit (90m, 12h, 30d, 2w), "
+                f"not {preview(value)}",
+                field="older_than",
+            )
+        return float(int(match.group(1)) * _UNIT[match.group(2)])
+    return value  # a number as sent: the request's check bounds it (10**400 is no float)
+
+
+@router.post(
+    "/v1/runs/purge",
+    tags=["retention"],
+    summary="Purge the tenant's runs that finished before a cutoff (operator, admin).",
+)
+async def purge_runs(request: Request, body: PurgeBody, principal: Caller) -> dict[str, Any]:
+    purge = ops.PurgeRuns(
+        older_than_seconds=_older_than(body.older_than),
+        dry_run=body.dry_run,
+        limit=body.limit,
+        reason=body.reason,
+    )
+    out: dict[str, Any] = to_wire(await door(request, purge, principal))
+    return out
+
+
+@router.get(
+    "/v1/purged-runs", tags=["retention"], summary="Purged runs' summaries, newest purge first."
+)
+async def list_purged(
+    request: Request, principal: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> dict[str, Any]:
+    found = await door(request, ops.ListPurged(limit=limit), principal)
+    return {"purged_runs": [to_wire(p) for p in found]}
+
+
+@router.get(
+    "/v1/purged-runs/{run_id}", tags=["retention"], summary="The summary a purged run left."
+)
+async def get_purged(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
+    out: dict[str, Any] = to_wire(await door(request, ops.GetPurged(run_id=run_id), principal))
+    return out
+
+
+class ReEncryptBody(_Body):
+    run_id: str | None = Field(default=None, description="Only this run.")
+    after: str | None = Field(
+        default=None, description="Without run_id: continue after this run id (`next_after`)."
+    )
+    limit: StrictInt = Field(
+        default=100, description="Without run_id: runs in this batch, 1..1000."
+    )
+    dry_run: StrictBool = Field(
+        default=False, description="Count what would change; write nothing."
+    )
+
+
+@router.post(
+    "/v1/encryption/re-encrypt",
+    tags=["runs"],
+    summary="Re-encrypt stored payloads under the current key: one run, or the next batch.",
+)
+async def reencrypt(
+    request: Request, principal: Caller, body: ReEncryptBody | None = None
+) -> dict[str, Any]:
+    b = body if body is not None else ReEncryptBody()
+    asked = ops.ReEncrypt(run_id=b.run_id, after=b.after, limit=b.limit, dry_run=b.dry_run)
+    out: dict[str, Any] = to_wire(await door(request, asked, principal))
+    return out
+
+
+# Repairs: commands with fields besides the reason.
+@router.post(
+    "/v1/runs/{run_id}/retry",
+    tags=["runs"],
+    status_code=202,
+    summary="Re-run a failed run from its failed step; earlier results are kept.",
+)
+async def retry(
+    request: Request, run_id: str, body: RetryBody, principal: Caller
+) -> dict[str, Any]:
+    await door(request, ops.Retry(run_id=run_id, reason=body.reason, step=body.step), principal)
+    return {"run_id": run_id, "accepted": True}
+
+
+@router.post(
+    "/v1/runs/{run_id}/skip",
+    tags=["runs"],
+    status_code=202,
+    summary="Mark a step skipped, with the output the run uses instead.",
+)
+async def skip(request: Request, run_id: str, body: SkipBody, principal: Caller) -> dict[str, Any]:
+    req = ops.Skip(run_id=run_id, step=body.step, reason=body.reason, output=body.output)
+    await door(request, req, principal)
+    return {"run_id": run_id, "accepted": True}
+
+
+@router.post(
+    "/v1/runs/{run_id}/update-input",
+    tags=["runs"],
+    status_code=202,
+    summary="Replace fields of a waiting definition run's data (old and new recorded).",
+)
+async def update_input(
+    request: Request, run_id: str, body: UpdateInputBody, principal: Caller
+) -> dict[str, Any]:
+    req = ops.UpdateInput(run_id=run_id, reason=body.reason, data=body.data)
+    await door(request, req, principal)
+    return {"run_id": run_id, "accepted": True}
+
+
+def _run(info: Any) -> dict[str, Any]:
+    out: dict[str, Any] = to_wire(info)
+    out["finished"] = info.finished
+    return out
+
+
+# == approvals ===========================================================================
+@router.get(
+    "/v1/approvals",
+    tags=["approvals"],
+    summary="Pending approvals: an approver's own inbox, or the tenant's for other roles.",
+)
+async def list_approvals(
+    request: Request,
+    principal: Caller,
+    run_id: str | None = None,
+    status: str = "pending",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    found = await door(
+        request, ops.ListApprovals(run_id=run_id, status=status, limit=limit), principal
+    )
+    return {"approvals": [to_wire(a) for a in found]}
+
+
+@router.get("/v1/approvals/{approval_id}", tags=["approvals"], summary="One approval.")
+async def get_approval(request: Request, approval_id: str, principal: Caller) -> dict[str, Any]:
+    info = await door(request, ops.GetApproval(approval_id=approval_id), principal)
+    out: dict[str, Any] = to_wire(info)
+    return out
+
+
+@router.post(
+    "/v1/approvals/{approval_id}/decision",
+    tags=["approvals"],
+    summary="Approve or reject as the signed-in approver.",
+)
+async def decide(
+    request: Request, approval_id: str, body: DecisionBody, principal: Caller
+) -> dict[str, Any]:
+    receipt = await door(
+        request,
+        ops.Decide(
+            approval_id=approval_id,
+            token=body.token,
+            approver=principal.subject,
+            decision=body.decision,
+            comment=body.comment,
+            auth="api",
+        ),
+        principal,
+    )
+    out: dict[str, Any] = to_wire(receipt)
+    return out
+
+
+# == signal-with-start and webhooks by correlation =======================================
+# `POST /v1/webhooks/{source}` is the one route of the API that takes no API key: the
+# sender signs the delivery with the source's secret (Standard Webhooks), and the door
+# runs it for the unauthenticated principal. Its refusals never say which tenant owns a
+# source: an unknown source and a wrong signature are one answer.
+class SignalWithStartBody(_Body):
+    workflow: str = Field(description="A workflow's name (code or a published definition).")
+    input: Any = Field(default=None, description="The input, if this call starts the run.")
+    run_id: str = Field(description="The run to signal, started first if no run has this id.")
+    signal: str = Field(description="The signal's name.")
+    payload: Any = Field(default=None, description="What the run receives with the signal.")
+    version: str | int | None = Field(default=None, description="Default: the newest.")
+
+
+class WebhookSourceBody(_Body):
+    source: str = Field(description="The source's id: its URL is /v1/webhooks/{source}.")
+    signal: str = Field(description="The signal its deliveries send.")
+    correlate_key: str = Field(description="The key of `correlate=(key, value)` runs wait with.")
+    correlate_path: str = Field(description="Where the value is in the JSON body: `data.id`.")
+    tolerance_seconds: int = Field(default=300, description="How old a delivery may be.")
+
+
+@router.post(
+    "/v1/runs/signal-with-start",
+    tags=["runs"],
+    status_code=201,
+    summary="Start the run and signal it, or signal the run of that id (200).",
+    responses={200: {"description": "The run existed; it got the signal."}},
+)
+async def signal_with_start(
+    request: Request, response: Response, body: SignalWithStartBody, principal: Caller
+) -> dict[str, Any]:
+    started = await door(
+        request,
+        ops.SignalWithStart(
+            body.workflow, body.input, body.run_id, body.signal, body.payload, body.version
+        ),
+        principal,
+    )
+    if not started.created:
+        response.status_code = 200
+    info = await door(request, ops.GetRun(run_id=started.run_id), principal)
+    return _run(info)
+
+
+@router.post(
+    "/v1/webhooks/{source}",
+    tags=["webhooks"],
+    summary="A signed webhook: its signal goes to the runs waiting with its correlation value.",
+    responses={
+        401: {"description": "Unknown source, wrong signature, or a stale timestamp."},
+        404: {"description": "No run waits for it (nothing kept: a retry may deliver)."},
+    },
+)
+async def deliver_webhook(request: Request, source: str) -> dict[str, Any]:
+    sent = request.headers
+    headers = {name: sent[name] for name in wh.WEBHOOK_HEADERS if name in sent}
+    body = await request.body()
+    delivered = await door(request, wh.DeliverWebhook(source, headers, body), Principal.anonymous())
+    out: dict[str, Any] = to_wire(delivered)
+    return out
+
+
+@router.post(
+    "/v1/webhook-sources",
+    tags=["webhooks"],
+    status_code=201,
+    summary="Register a webhook source (admin); its secret is in this answer only.",
+)
+async def create_webhook_source(
+    request: Request, body: WebhookSourceBody, principal: Caller
+) -> dict[str, Any]:
+    request_ = wh.CreateWebhookSource(
+        body.source, body.signal, body.correlate_key, body.correlate_path, body.tolerance_seconds
+    )
+    made = await door(request, request_, principal)
+    out: dict[str, Any] = to_wire(made)  # with the secret: shown this once
+    return out
+
+
+@router.get("/v1/webhook-sources", tags=["webhooks"], summary="The tenant's webhook sources.")
+async def list_webhook_sources(request: Request, principal: Caller) -> dict[str, Any]:
+    found = await door(request, wh.ListWebhookSources(), principal)
+    return {"sources": [to_wire(s) for s in found]}
+
+
+@router.delete(
+    "/v1/webhook-sources/{source}", tags=["webhooks"], summary="Delete a webhook source."
+)
+async def delete_webhook_source(request: Request, source: str, principal: Caller) -> dict[str, Any]:
+    await door(request, wh.DeleteWebhookSource(source), principal)
+    return {"source": source, "deleted": True}
+
+
+# == the caller's tenant ===================================================================
+@router.get(
+    "/v1/tenant",
+    tags=["tenant"],
+    summary="The key's tenant: its effective quotas, its overrides and what it holds now.",
+)
+async def tenant(request: Request, principal: Caller) -> dict[str, Any]:
+    out: dict[str, Any] = to_wire(await door(request, ops.GetTenant(), principal))
+    return out

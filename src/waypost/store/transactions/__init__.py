@@ -1,0 +1,159 @@
+"""The store's transactions, written once for every SQL dialect.
+
+Each function runs inside one database transaction given as a `Tx` (see
+`store/tx.py`: the connection and the dialect's named queries; the dialect's
+store begins and commits the transaction). A failed condition raises `Abort`,
+which the store turns into a rollback of just that request and an answer that
+names the failed condition (a `CommitResult` with its `Conflict`, say).
+
+By domain, each module importing only those listed before it:
+
+    records.py        rows into records, by column name
+    quotas.py         a tenant's quotas in admissions, and what it holds
+    outbox.py         messages to send after the commit
+    approval_rows.py  the approval rows a run's commit writes
+    runs.py           create, commit and read runs; history; a run's tasks; pages
+    tasks.py          claim and lease tasks, fire due timers, workers
+    approvals.py      decide, change approvers, credentials, votes
+    directory.py      the built-in groups, and what membership changes do to credentials
+    refusals.py       refused decisions, counted and bounded
+    definitions.py    published workflow definitions
+    access.py         tenants and their API keys
+    webhooks.py       signal-with-start; webhook sources and deliveries by correlation
+    retention.py      finished runs purged, and the summaries they leave
+    encryption.py     a run's payloads re-encrypted under the current key
+
+The functions `SqlStore` calls are re-exported here.
+"""
+
+from __future__ import annotations
+
+from .access import (
+    api_key_to_authenticate,
+    create_api_key,
+    create_tenant,
+    list_api_keys,
+    list_tenants,
+    revoke_api_key,
+    touch_api_key,
+)
+from .approvals import (
+    approval_votes,
+    change_approvers,
+    decide_approval,
+    get_approval,
+    get_credential,
+    group_members,
+    issue_credentials,
+    list_approvals,
+    look_up_credential,
+)
+from .definitions import get_definition, list_definitions, publish_definition
+from .directory import add_group_members, list_groups, remove_group_members
+from .encryption import reencrypt_run, run_ids_after
+from .outbox import add_outbox, claim_outbox, finish_outbox
+from .quotas import set_quotas, tenant_quotas, tenant_state
+from .refusals import approval_refusals, record_refusal
+from .retention import (
+    count_purgeable,
+    finished_run_tenants,
+    get_purged_run,
+    list_purged_runs,
+    purge_runs,
+)
+from .runs import (
+    commit_run,
+    create_run,
+    get_run,
+    list_runs,
+    load_history,
+    load_run,
+    page_runs,
+    run_outlooks,
+    run_tasks,
+)
+from .tasks import (
+    beat_worker,
+    claim_tasks,
+    expired_activities,
+    fire_due_timers,
+    live_workers,
+    next_timer_at,
+    release_owner,
+    release_tasks,
+    remove_worker,
+    renew_leases,
+)
+from .webhooks import (
+    create_webhook_source,
+    delete_webhook_source,
+    deliver_correlated,
+    list_webhook_sources,
+    signal_with_start,
+    webhook_source,
+)
+
+__all__ = [
+    "add_group_members",
+    "add_outbox",
+    "api_key_to_authenticate",
+    "approval_refusals",
+    "approval_votes",
+    "beat_worker",
+    "change_approvers",
+    "claim_outbox",
+    "claim_tasks",
+    "commit_run",
+    "count_purgeable",
+    "create_api_key",
+    "create_run",
+    "create_tenant",
+    "create_webhook_source",
+    "decide_approval",
+    "delete_webhook_source",
+    "deliver_correlated",
+    "expired_activities",
+    "finish_outbox",
+    "finished_run_tenants",
+    "fire_due_timers",
+    "get_approval",
+    "get_credential",
+    "get_definition",
+    "get_purged_run",
+    "get_run",
+    "group_members",
+    "issue_credentials",
+    "list_api_keys",
+    "list_approvals",
+    "list_definitions",
+    "list_groups",
+    "list_purged_runs",
+    "list_runs",
+    "list_tenants",
+    "list_webhook_sources",
+    "live_workers",
+    "load_history",
+    "load_run",
+    "look_up_credential",
+    "next_timer_at",
+    "page_runs",
+    "publish_definition",
+    "purge_runs",
+    "record_refusal",
+    "reencrypt_run",
+    "release_owner",
+    "release_tasks",
+    "remove_group_members",
+    "remove_worker",
+    "renew_leases",
+    "revoke_api_key",
+    "run_ids_after",
+    "run_outlooks",
+    "run_tasks",
+    "set_quotas",
+    "signal_with_start",
+    "tenant_quotas",
+    "tenant_state",
+    "touch_api_key",
+    "webhook_source",
+]

@@ -1,0 +1,113 @@
+"""Tenants and their API keys.
+
+A key is stored as its public id and the SHA-256 of its secret, never the
+secret. Every read and change is scoped by the tenant, except the lookup that
+authenticates a key: that is how its tenant is learnt, and it finds only keys
+whose tenant still exists. Duplicates are decided by the primary keys
+(`INSERT ... ON CONFLICT DO NOTHING`), so concurrent creations of one tenant
+leave one row and every other creator is told it exists.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from waypost.model.events import canonical_json
+
+from ..base import ApiKeyRecord, KeyCreation, NewApiKey, TenantRecord
+from ..tx import Row, Tx
+
+
+def create_tenant(tx: Tx, tenant: str, quotas: Mapping[str, Any], by: str, now: float) -> bool:
+    params = {"tenant": tenant, "now": now, "by": by, "quotas": canonical_json(dict(quotas))}
+    return tx.run("insert_tenant", params) == 1
+
+
+def list_tenants(tx: Tx) -> list[TenantRecord]:
+    return [
+        TenantRecord(
+            tenant=row["tenant"],
+            created_at=row["created_at"],
+            created_by=row["created_by"],
+            quotas=_json_object(row["quotas"]),
+        )
+        for row in tx.all("list_tenants", {})
+    ]
+
+
+def create_api_key(tx: Tx, key: NewApiKey) -> KeyCreation:
+    if tx.one("tenant_exists", {"tenant": key.tenant}) is None:
+        return KeyCreation.NO_TENANT
+    inserted = tx.run(
+        "insert_api_key",
+        {
+            "key_id": key.key_id,
+            "tenant": key.tenant,
+            "principal": key.principal,
+            "roles": canonical_json(list(key.roles)),
+            "secret_hash": key.secret_hash,
+            "now": key.now,
+            "by": key.created_by,
+            "expires_at": key.expires_at,
+        },
+    )
+    return KeyCreation.CREATED if inserted == 1 else KeyCreation.DUPLICATE_ID
+
+
+def list_api_keys(tx: Tx, tenant: str) -> list[ApiKeyRecord]:
+    return [api_key_from_row(row) for row in tx.all("list_api_keys", {"tenant": tenant})]
+
+
+def revoke_api_key(tx: Tx, tenant: str, key_id: str, by: str, now: float) -> bool:
+    key = {"tenant": tenant, "key_id": key_id}
+    if tx.run("revoke_api_key", {**key, "by": by, "now": now}) == 1:
+        return True
+    return tx.one("get_api_key", key) is not None  # revoked before: it stays as it was
+
+
+def api_key_to_authenticate(tx: Tx, key_id: str) -> tuple[ApiKeyRecord | None, float]:
+    row = tx.one("api_key_to_authenticate", {"key_id": key_id})
+    clock = tx.one("clock", {})
+    assert clock is not None
+    return (api_key_from_row(row) if row is not None else None), float(clock["now"])
+
+
+def touch_api_key(tx: Tx, tenant: str, key_id: str, now: float, every: float) -> None:
+    tx.run("touch_api_key", {"tenant": tenant, "key_id": key_id, "now": now, "stale": now - every})
+
+
+def api_key_from_row(row: Row) -> ApiKeyRecord:
+    return ApiKeyRecord(
+        key_id=row["key_id"],
+        tenant=row["tenant"],
+        principal=row["principal"],
+        roles=_roles(row["roles"]),
+        secret_hash=row["secret_hash"],
+        created_at=row["created_at"],
+        created_by=row["created_by"],
+        expires_at=row["expires_at"],
+        revoked_at=row["revoked_at"],
+        revoked_by=row["revoked_by"],
+        last_used_at=row["last_used_at"],
+    )
+
+
+def _roles(text: str) -> tuple[str, ...]:
+    """The stored roles; a damaged value grants nothing."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return ()
+    if not isinstance(value, list):
+        return ()
+    return tuple(r for r in value if isinstance(r, str))
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,84 @@
+"""Continue-as-new in the store: a run's generation ends and the next begins, at once.
+
+In the transaction of the decision that ends a generation (its last event is
+RunContinuedAsNew), `begin_generation` deletes that generation's history, tasks, timers
+and correlated waits, and writes the next one: a history of its own numbered from 1 (its
+RunStarted records the ended generation's number, length and last hash, so the chains are
+linked inside the hashed history), the run's snapshot reset to `running` with the new
+input, and the workflow task with its fence moved on (leased to the committing engine if
+it claims it). The run id, its creation time and its priority stay. Nothing of the ended
+generation outlives the commit but that link: a loop-forever workflow keeps a bounded
+history (decision 0010).
+"""
+
+from __future__ import annotations
+
+from waypost.model.events import NewEvent, canonical_json
+from waypost.model.status import RunStatus
+
+from ..base import RunCommit
+from ..tx import TASKS, Row, Tx
+from .records import run_from_row
+
+
+def begin_generation(tx: Tx, c: RunCommit, wt: Row | None, last_seq: int, last_hash: str) -> int:
+    """Start the run's next generation (`c.continue_as`); the workflow task's new fence
+    if this commit claims it (`c.owner`), else 0 (the task is ready)."""
+    nxt = c.continue_as
+    assert nxt is not None  # the caller checked
+    key = {"tenant": c.tenant, "run_id": c.run_id}
+    row = tx.one("get_run", key)
+    if row is None or wt is None:
+        return 0  # cannot happen: the commit checked both
+    run = run_from_row(row)
+    link = {"generation": nxt.generation - 1, "last_seq": last_seq, "last_hash": last_hash}
+    started = NewEvent(
+        nxt.started.type, {**nxt.started.data, "continued_from": link}, nxt.started.ts
+    )
+    for query in ("purge_run_events", "delete_run_tasks", "delete_run_timers"):
+        tx.run(query, key)
+    tx.run("delete_run_correlations", key)
+    events = tx.chain.seal(0, "", [started, *nxt.signals])
+    tx.many(
+        "insert_event",
+        [
+            {
+                **key,
+                "seq": ev.seq,
+                "type": str(ev.type),
+                "data": ev.data_json,
+                "ts": ev.ts,
+                "hash": ev.hash,
+            }
+            for ev in events
+        ],
+    )
+    tx.run(
+        "continue_run_row",
+        {
+            **key,
+            "input": canonical_json(nxt.input),
+            "status": RunStatus.RUNNING.value,
+            "last_seq": events[-1].seq,
+            "last_hash": events[-1].hash,
+            "now": c.now,
+        },
+    )
+    claimed = c.owner is not None and (c.claim_queues is None or wt["queue"] in c.claim_queues)
+    fence = int(wt["fence"]) + 1
+    if not claimed:
+        tx.notify(TASKS)
+    tx.run(
+        "insert_workflow_task",
+        {
+            **key,
+            "queue": wt["queue"],
+            "state": "leased" if claimed else "ready",
+            "visible_at": c.now + c.lease if claimed else c.now,
+            "owner": c.owner if claimed else None,
+            "fence": fence,
+            "now": c.now,
+            "priority": run.priority,
+        },
+    )
+    return fence if claimed else 0

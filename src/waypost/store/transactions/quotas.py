@@ -1,0 +1,169 @@
+"""A tenant's quotas in the transactions that need them: admissions and counts.
+
+Every admission of a tenant that compares a count with a quota (a start under
+`max_concurrent_runs` or `starts_per_second`, a publish under `max_definitions`,
+a lease under `max_concurrent_activities`, a timer under `max_pending_timers`)
+first locks the tenant's `tenant_admission` row. On PostgreSQL that orders them
+across processes: each counts after the one before it committed (READ COMMITTED
+gives every statement a fresh snapshot), so two engines never both take the
+last place. The row also holds the start-rate bucket, so the bucket is shared by
+every engine. SQLite has one writer at a time; the lock is a plain read there.
+
+Quotas come from the engine's defaults merged with the tenant's row, read in the
+same transaction (`Quotas.effective`), so a change by `SetQuotas` applies to the
+next admission whatever engine makes it. A refusal raises `QuotaExceeded`, which
+rolls back everything the request wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from waypost.errors import QuotaExceeded
+from waypost.model.events import canonical_json
+from waypost.model.identity import preview
+from waypost.model.quotas import Quotas, apply_overrides
+
+from ..base import TenantRecord
+from ..tx import Row, Tx
+
+USAGE_CAP = 1_000_000  # counts of usage stop here ("at least")
+RUNS_RETRY_AFTER = 1.0  # runs end at no known time: a start over the limit may try in a second
+
+
+def json_object(text: str | None) -> dict[str, Any]:
+    """A stored JSON object; anything else (damaged) is empty."""
+    try:
+        value = json.loads(text or "")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def tenant_overrides(tx: Tx, tenant: str) -> dict[str, Any]:
+    row = tx.one("tenant_row", {"tenant": tenant})
+    return json_object(row["quotas"]) if row is not None else {}
+
+
+def lock_admission(tx: Tx, tenant: str, burst: int, now: float) -> Row:
+    """The tenant's admission row, locked (made, with a full bucket, if it is new)."""
+    key = {"tenant": tenant}
+    row = tx.one("lock_admission", key)
+    if row is None:
+        tx.run("ensure_admission", {**key, "tokens": float(burst), "now": now})
+        row = tx.one("lock_admission", key)
+    assert row is not None  # made just now, or by a concurrent admission
+    return row
+
+
+def count(tx: Tx, what: str, tenant: str, cap: int) -> int:
+    row = tx.one(f"count_{what}", {"tenant": tenant, "limit": cap})
+    return int(row["n"]) if row is not None else 0
+
+
+def admit_run(tx: Tx, tenant: str, defaults: Quotas, now: float) -> None:
+    """Refuse the run just inserted if the tenant is over a start quota; else take a token.
+
+    Called after the insert, so the count includes the new run.
+    """
+    quotas = defaults.effective(tenant_overrides(tx, tenant))
+    most, rate = quotas.max_concurrent_runs, quotas.starts_per_second
+    if most is None and rate is None:
+        return
+    row = lock_admission(tx, tenant, quotas.start_burst, now)
+    if most is not None and count(tx, "active_runs", tenant, most + 1) > most:
+        raise QuotaExceeded(
+            "max_concurrent_runs",
+            f"tenant {preview(tenant)} has {most} runs not yet finished, the most it may "
+            "have at once; nothing was started: try again when one has ended",
+            retry_after=RUNS_RETRY_AFTER,
+        )
+    if rate is None:
+        return
+    burst = float(quotas.start_burst)
+    refilled_at = float(row["refilled_at"])
+    tokens = min(burst, float(row["tokens"]) + max(0.0, now - refilled_at) * rate)
+    if tokens < 1.0:
+        wait = (1.0 - tokens) / rate
+        raise QuotaExceeded(
+            "starts_per_second",
+            f"tenant {preview(tenant)} may start {rate:g} runs a second (bursts of "
+            f"{quotas.start_burst}); nothing was started: try again in {math.ceil(wait)}s",
+            retry_after=wait,
+        )
+    tx.run(
+        "set_admission",
+        {"tenant": tenant, "tokens": tokens - 1.0, "refilled_at": max(refilled_at, now)},
+    )
+
+
+def admit_definition(tx: Tx, tenant: str, defaults: Quotas, now: float) -> None:
+    """Refuse a new definition version if the tenant has `max_definitions` already."""
+    quotas = defaults.effective(tenant_overrides(tx, tenant))
+    most = quotas.max_definitions
+    if most is None:
+        return
+    lock_admission(tx, tenant, quotas.start_burst, now)
+    if count(tx, "definitions", tenant, most + 1) >= most:
+        raise QuotaExceeded(
+            "max_definitions",
+            f"tenant {preview(tenant)} has published {most} definition versions, the most it "
+            "may keep; nothing was published",
+        )
+
+
+def activity_room(tx: Tx, tenant: str, most: int, now: float) -> int:
+    """How many more activity attempts the tenant may have in flight (`most` at once)."""
+    lock_admission(tx, tenant, 1, now)
+    return max(0, most - count(tx, "leased_activities", tenant, most))
+
+
+def timer_room(tx: Tx, tenant: str, most: int, now: float) -> int:
+    """How many more timers the tenant may have pending (`most` at once)."""
+    lock_admission(tx, tenant, 1, now)
+    return max(0, most - count(tx, "pending_timers", tenant, most))
+
+
+def tenant_state(tx: Tx, tenant: str) -> tuple[TenantRecord | None, dict[str, int]]:
+    """The tenant's row (None if it was never created) and what it holds now (each count
+    stops at `USAGE_CAP`)."""
+    row = tx.one("tenant_row", {"tenant": tenant})
+    usage = {
+        "running_runs": count(tx, "active_runs", tenant, USAGE_CAP),
+        "activities_in_flight": count(tx, "leased_activities", tenant, USAGE_CAP),
+        "pending_timers": count(tx, "pending_timers", tenant, USAGE_CAP),
+        "definitions": count(tx, "definitions", tenant, USAGE_CAP),
+    }
+    return (tenant_record(row) if row is not None else None), usage
+
+
+def tenant_quotas(tx: Tx, tenant: str) -> dict[str, Any]:
+    """The tenant's stored quota overrides (none for a tenant without a row)."""
+    return tenant_overrides(tx, tenant)
+
+
+def set_quotas(tx: Tx, tenant: str, changes: Mapping[str, Any]) -> TenantRecord | None:
+    """Apply checked changes to the tenant's overrides; None if the tenant does not exist."""
+    row = tx.one("lock_tenant_row", {"tenant": tenant})
+    if row is None:
+        return None
+    quotas = apply_overrides(json_object(row["quotas"]), changes)
+    tx.run("set_tenant_quotas", {"tenant": tenant, "quotas": canonical_json(quotas)})
+    return TenantRecord(
+        tenant=row["tenant"],
+        created_at=row["created_at"],
+        created_by=row["created_by"],
+        quotas=quotas,
+    )
+
+
+def tenant_record(row: Row) -> TenantRecord:
+    return TenantRecord(
+        tenant=row["tenant"],
+        created_at=row["created_at"],
+        created_by=row["created_by"],
+        quotas=json_object(row["quotas"]),
+    )

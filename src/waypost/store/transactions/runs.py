@@ -1,0 +1,540 @@
+"""Runs: create, commit, read; the history; a run's tasks.
+
+`commit_run` is the only way a run changes: in one transaction it checks the
+request's conditions (activity fence, workflow fence, sequence number, "still
+active"), appends the events, writes the snapshot, and adds or removes the
+run's tasks, timers, approvals, outbox messages and correlated signal waits. A
+failed condition raises `Abort` with the `CommitResult` that names it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from waypost.model.encryption import event_place, run_place, task_place
+from waypost.model.events import Event, canonical_json
+from waypost.model.status import FINISHED, RunStatus
+
+from ..base import (
+    ActivityTaskOp,
+    ApprovalRecord,
+    ClaimedTask,
+    CommitResult,
+    Conflict,
+    CreateRunResult,
+    NewRun,
+    RunCommit,
+    RunOutlook,
+    RunRecord,
+    TaskState,
+    WorkflowTaskOp,
+)
+from ..tx import TASKS, TIMERS, Abort, Row, Tx
+from .approval_rows import close_approval, escalate_approval, insert_approval
+from .generations import begin_generation
+from .quotas import activity_room, admit_run, timer_room
+from .records import approval_from_row, event_from_row, run_from_row, sealed, task_from_row
+
+_FINISHED = frozenset(s.value for s in FINISHED)
+
+
+def get_run(tx: Tx, tenant: str, run_id: str) -> RunRecord | None:
+    row = tx.one("get_run", {"tenant": tenant, "run_id": run_id})
+    return run_from_row(row, tx.keys) if row is not None else None
+
+
+def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
+    key = {"tenant": new.tenant, "run_id": new.run_id}
+    existing = get_run(tx, new.tenant, new.run_id)
+    if existing is not None:
+        return CreateRunResult(created=False, run=existing)
+    events = tx.chain.seal(0, "", [new.started, *new.signals])
+    input_json = canonical_json(new.input)
+    inserted = tx.run(
+        "insert_run",
+        {
+            **key,
+            "workflow": new.workflow,
+            "version": new.version,
+            "input": sealed(tx.keys, input_json, run_place(new.tenant, new.run_id, "input")),
+            "last_seq": events[-1].seq,
+            "last_hash": events[-1].hash,
+            "now": new.ts,
+            "priority": new.priority,
+            "processed_seq": new.processed_seq,
+        },
+    )
+    if inserted == 0:
+        # A concurrent start of the same run committed first (PostgreSQL: the insert
+        # waited for it); that run is the one both starts answer.
+        existing = get_run(tx, new.tenant, new.run_id)
+        if existing is not None:
+            return CreateRunResult(created=False, run=existing)
+    if new.quotas is not None:
+        # After the insert: finding the same run again is free, and the count includes it.
+        admit_run(tx, new.tenant, new.quotas, new.ts)
+    tx.many("insert_event", _event_rows(tx, new.tenant, new.run_id, events))
+    claimed = new.claim_owner is not None
+    fence = 1 if claimed else 0
+    if not claimed:
+        tx.notify(TASKS)
+    tx.run(
+        "insert_workflow_task",
+        {
+            **key,
+            "queue": new.queue or f"{new.workflow}@{new.version}",
+            "state": "leased" if claimed else "ready",
+            "visible_at": new.ts + new.lease if claimed else new.ts,
+            "owner": new.claim_owner,
+            "fence": fence,
+            "now": new.ts,
+            "priority": new.priority,
+        },
+    )
+    run = RunRecord(
+        tenant=new.tenant,
+        run_id=new.run_id,
+        workflow=new.workflow,
+        version=new.version,
+        status=RunStatus.RUNNING.value,
+        input=new.input,
+        input_json=input_json,
+        result=None,
+        error=None,
+        waiting_for=[],
+        last_seq=events[-1].seq,
+        last_hash=events[-1].hash,
+        processed_seq=new.processed_seq,
+        created_at=new.ts,
+        updated_at=new.ts,
+        finished_at=None,
+        priority=new.priority,
+    )
+    return CreateRunResult(created=True, run=run, workflow_fence=fence if claimed else None)
+
+
+def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
+    key = {"tenant": c.tenant, "run_id": c.run_id}
+    now = c.now
+
+    if c.activity is not None:
+        a = c.activity
+        if a.op is ActivityTaskOp.DONE:
+            n = tx.run("finish_activity_task", {**key, "step": a.step, "fence": a.fence})
+        else:
+            n = tx.run(
+                "retry_activity_task",
+                {
+                    **key,
+                    "step": a.step,
+                    "fence": a.fence,
+                    "retry_at": a.retry_at,
+                    "heartbeat_details": sealed(
+                        tx.keys,
+                        a.heartbeat_details,
+                        task_place(c.tenant, c.run_id, a.step, "heartbeat_details"),
+                    ),
+                    "lapsed": int(a.lapsed),
+                },
+            )
+        if n != 1:
+            raise Abort(CommitResult(Conflict.ACTIVITY_FENCE))
+
+    wt: Row | None = None
+    needs_task = c.workflow_fence is not None or c.workflow_op in (
+        WorkflowTaskOp.WAKE,
+        WorkflowTaskOp.CLAIM,
+        WorkflowTaskOp.IDLE,
+        WorkflowTaskOp.DEFER,
+    )
+    if needs_task:
+        wt = tx.one("workflow_task", key)
+        if c.workflow_fence is not None and (wt is None or wt["fence"] != c.workflow_fence):
+            raise Abort(CommitResult(Conflict.WORKFLOW_FENCE))
+
+    status = ""
+    snap = c.snapshot
+    if c.expect_seq is not None:
+        prev_seq, prev_hash = c.expect_seq, c.expect_hash
+        if c.require_active:
+            head = tx.one("run_head", key)
+            if head is None:
+                raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
+            if head["status"] in _FINISHED:
+                raise Abort(CommitResult(Conflict.RUN_FINISHED, status=head["status"]))
+    else:
+        head = tx.one("run_head", key)
+        if head is None:
+            raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
+        prev_seq = head["last_seq"]
+        prev_hash = head["last_hash"]
+        status = head["status"]
+        if c.require_active and status in _FINISHED:
+            raise Abort(CommitResult(Conflict.RUN_FINISHED, status=status))
+        if c.max_pending_signals is not None:
+            pending = tx.one("pending_signals", {**key, "after": head["processed_seq"]})
+            if pending is not None and pending["pending"] >= c.max_pending_signals:
+                raise Abort(CommitResult(Conflict.BACKLOG, status=status))
+        if c.max_events is not None and prev_seq + len(c.events) > c.max_events:
+            raise Abort(CommitResult(Conflict.HISTORY_FULL, status=status))
+    events = tx.chain.seal(prev_seq, prev_hash, c.events)
+    last_seq, last_hash = (events[-1].seq, events[-1].hash) if events else (prev_seq, prev_hash)
+    head_params = {
+        **key,
+        "last_seq": last_seq,
+        "last_hash": last_hash,
+        "now": now,
+        "expect_seq": prev_seq,
+        "expect_hash": prev_hash,
+    }
+    if snap is not None:
+        status = snap.status
+        n = tx.run(
+            "advance_run_snapshot",
+            {
+                **head_params,
+                "status": snap.status,
+                "waiting_for": canonical_json(snap.waiting_for),
+                "processed_seq": snap.processed_seq,
+                "result": sealed(
+                    tx.keys,
+                    None if snap.result is None else canonical_json(snap.result),
+                    run_place(c.tenant, c.run_id, "result"),
+                ),
+                "error": sealed(
+                    tx.keys,
+                    None if snap.error is None else canonical_json(snap.error),
+                    run_place(c.tenant, c.run_id, "error"),
+                ),
+                "finished_at": now if snap.finished else None,
+            },
+        )
+    elif events or c.expect_seq is not None:
+        n = tx.run("advance_run_checked", head_params)
+    else:
+        n = 1
+    if n != 1:
+        head = tx.one("run_head", key)
+        raise Abort(CommitResult(Conflict.RUN_NOT_FOUND if head is None else Conflict.SEQ))
+    if events:
+        tx.many("insert_event", _event_rows(tx, c.tenant, c.run_id, events))
+    if c.set_version is not None:
+        tx.run("set_run_version", {**key, "version": c.set_version})
+
+    if c.reopen_queue is not None:
+        row = tx.one("get_run", key)
+        tx.run(
+            "insert_workflow_task",
+            {
+                **key,
+                "queue": c.reopen_queue,
+                "state": "ready",
+                "visible_at": now,
+                "owner": None,
+                "fence": 0,
+                "now": now,
+                "priority": row["priority"] if row is not None else 0,
+            },
+        )
+        tx.notify(TASKS)
+    fence_after = _workflow_task_op(tx, c, wt)
+    if c.reset_lapses:
+        tx.run("reset_run_lapses", key)
+    texts = {id(ev.data): ev.data_json for ev in events}  # a task's spec is often an event's data
+
+    room: int | None = None  # leases the tenant's max_concurrent_activities leaves
+    if c.max_concurrent_activities is not None and any(na.owner for na in c.new_activities):
+        room = activity_room(tx, c.tenant, c.max_concurrent_activities, now)
+    queued: list[str] = []
+    for na in c.new_activities:
+        leased = na.owner is not None
+        if leased and room is not None:
+            if room <= 0:
+                leased = False
+                queued.append(na.step)
+            room -= 1
+        if not leased:
+            tx.notify(TASKS)
+        deadline = now + na.timeout
+        hb_deadline = now + na.heartbeat_timeout if na.heartbeat_timeout is not None else None
+        tx.run(
+            "insert_activity_task",
+            {
+                **key,
+                "step": na.step,
+                "queue": na.activity,
+                "state": "leased" if leased else "ready",
+                "visible_at": min(now + na.lease, deadline, hb_deadline or deadline)
+                if leased
+                else now,
+                "owner": na.owner if leased else None,
+                "fence": 1 if leased else 0,
+                "attempt": na.attempts + (1 if leased else 0),
+                "started_at": now if leased else None,
+                "deadline": deadline if leased else None,
+                "heartbeat_deadline": hb_deadline if leased else None,
+                "timeout": na.timeout,
+                "heartbeat_timeout": na.heartbeat_timeout,
+                "spec": sealed(
+                    tx.keys,
+                    texts.get(id(na.spec)) or canonical_json(na.spec),
+                    task_place(c.tenant, c.run_id, na.step, "spec"),
+                ),
+                "now": now,
+            },
+        )
+    for step in c.drop_activities:
+        tx.run("delete_activity_task", {**key, "step": step})
+    for step in c.cancel_activities:
+        if tx.run("delete_ready_activity", {**key, "step": step}) == 0:
+            tx.run("request_activity_cancel", {**key, "step": step})
+    for step in c.cancel_timers:
+        tx.run("cancel_timer", {**key, "step": step})
+    if (
+        c.new_timers
+        and c.max_pending_timers is not None
+        and timer_room(tx, c.tenant, c.max_pending_timers, now) < len(c.new_timers)
+    ):
+        raise Abort(CommitResult(Conflict.TIMERS, status=status))
+    for timer in c.new_timers:
+        tx.run("insert_timer", {**key, "step": timer.step, "fire_at": timer.fire_at})
+        tx.notify(TIMERS)
+    for ap in c.new_approvals:
+        insert_approval(tx, c, ap)
+    for approval_id, ap_status in c.close_approvals:
+        close_approval(tx, c.tenant, approval_id, ap_status, now)
+    for approval_id, group in c.escalate_approvals:
+        escalate_approval(tx, c.tenant, approval_id, group, now)
+    if c.close_run_approvals is not None:
+        tx.run("close_run_approvals", {**key, "status": c.close_run_approvals, "now": now})
+        tx.run("revoke_run_credentials", {**key, "now": now})
+    for corr in c.new_correlations:
+        tx.run(
+            "insert_correlation",
+            {
+                **key,
+                "step": corr.step,
+                "signal": corr.signal,
+                "corr_key": corr.key,
+                "corr_value": corr.value,
+                "now": now,
+            },
+        )
+    for step in c.withdraw_correlations:
+        tx.run("delete_correlation", {**key, "step": step})
+    if snap is not None and snap.finished:
+        tx.run("delete_run_tasks", key)
+        tx.run("delete_run_timers", key)
+        tx.run("delete_run_correlations", key)
+    if c.continue_as is not None:
+        fence_after = begin_generation(tx, c, wt, last_seq, last_hash) or None
+
+    return CommitResult(
+        conflict=None,
+        events=events,
+        prev_seq=prev_seq,
+        last_seq=last_seq,
+        last_hash=last_hash,
+        status=status,
+        workflow_fence=fence_after,
+        workflow_queue=wt["queue"] if wt is not None else "",
+        queued_steps=tuple(queued),
+    )
+
+
+def _workflow_task_op(tx: Tx, c: RunCommit, wt: Row | None) -> int | None:
+    op = c.workflow_op
+    if op is WorkflowTaskOp.LEAVE:
+        return None
+    if op is WorkflowTaskOp.DELETE:
+        tx.run("delete_workflow_task", {"tenant": c.tenant, "run_id": c.run_id})
+        return None
+    if wt is None:
+        return None
+    if op is WorkflowTaskOp.DEFER:
+        tx.run(
+            "set_workflow_task",
+            {
+                "tenant": c.tenant,
+                "run_id": c.run_id,
+                "state": "ready",
+                "visible_at": c.defer_until if c.defer_until is not None else c.now,
+                "owner": None,
+                "fence": wt["fence"],
+                "lapses": wt["lapses"],
+            },
+        )
+        return None
+    state = wt["state"]
+    visible_at = wt["visible_at"]
+    owner = wt["owner"]
+    fence = wt["fence"]
+    key = {"tenant": c.tenant, "run_id": c.run_id}
+    if op is WorkflowTaskOp.IDLE:
+        # The holder got through: its lapses are forgotten.
+        if state != "idle" or wt["lapses"]:  # a busy run's step leaves the row untouched
+            tx.run(
+                "set_workflow_task",
+                {
+                    **key,
+                    "state": "idle",
+                    "visible_at": None,
+                    "owner": owner,
+                    "fence": fence,
+                    "lapses": 0,
+                },
+            )
+        return None
+    held_by_other = state == "leased" and visible_at is not None and visible_at > c.now
+    if held_by_other:
+        # Its holder's commit will fail the sequence check and take this event in.
+        return None
+    # Taking over a lease that lapsed counts a lapse, as the claim of a lapsed task does.
+    lapses = wt["lapses"] + (1 if state == "leased" else 0)
+    if (
+        op is WorkflowTaskOp.CLAIM
+        and c.owner is not None
+        and (c.claim_queues is None or wt["queue"] in c.claim_queues)
+    ):
+        tx.run(
+            "set_workflow_task",
+            {
+                **key,
+                "state": "leased",
+                "visible_at": c.now + c.lease,
+                "owner": c.owner,
+                "fence": fence + 1,
+                "lapses": lapses,
+            },
+        )
+        return int(fence + 1)
+    if state != "ready" or (visible_at is not None and visible_at > c.now):
+        tx.run(
+            "set_workflow_task",
+            {
+                **key,
+                "state": "ready",
+                "visible_at": c.now,
+                "owner": owner,
+                "fence": fence,
+                "lapses": lapses,
+            },
+        )
+    tx.notify(TASKS)
+    return None
+
+
+def load_run(
+    tx: Tx, tenant: str, run_id: str, after_seq: int = 0
+) -> tuple[RunRecord | None, list[Event]]:
+    """The snapshot and the events after `after_seq`; run in one (snapshot) transaction."""
+    run = get_run(tx, tenant, run_id)
+    if run is None:
+        return None, []
+    return run, load_history(tx, tenant, run_id, after_seq)
+
+
+def load_history(tx: Tx, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]:
+    rows = tx.all("load_history", {"tenant": tenant, "run_id": run_id, "after_seq": after_seq})
+    return [event_from_row(r, tx.keys, tenant, run_id) for r in rows]
+
+
+def list_runs(
+    tx: Tx,
+    tenant: str | None = None,
+    status: str | None = None,
+    workflow: str | None = None,
+    limit: int = 100,
+) -> list[RunRecord]:
+    params = {"tenant": tenant, "status": status, "workflow": workflow, "limit": limit}
+    return [run_from_row(r, tx.keys) for r in tx.all("list_runs", params)]
+
+
+def run_tasks(tx: Tx, tenant: str, run_id: str) -> list[ClaimedTask]:
+    return [
+        task_from_row(r, tx.keys) for r in tx.all("run_tasks", {"tenant": tenant, "run_id": run_id})
+    ]
+
+
+# == pages of runs, and what is in motion for them ===================================
+_PAGE_QUERIES = {
+    (False, False): "page_runs",
+    (True, False): "page_runs_by_status",
+    (False, True): "page_runs_by_workflow",
+    (True, True): "page_runs_by_status_workflow",
+}
+
+
+def page_runs(
+    tx: Tx,
+    tenant: str,
+    status: str | None,
+    workflow: str | None,
+    after: tuple[float, str] | None,
+    limit: int,
+) -> list[RunRecord]:
+    """Up to `limit` of the tenant's runs, newest first (by created_at, then run_id),
+    after the position `after` (or from the newest); read through an index."""
+    # One statement per combination of filters, so each has a plan on its index (an
+    # "x IS NULL OR" condition would leave a generic plan scanning and sorting).
+    name = _PAGE_QUERIES[(status is not None, workflow is not None)]
+    after_at, after_id = after if after is not None else (math.inf, "")
+    params = {
+        "tenant": tenant,
+        "status": status,
+        "workflow": workflow,
+        "after_at": after_at,
+        "after_id": after_id,
+        "limit": limit,
+    }
+    return [run_from_row(r, tx.keys) for r in tx.all(name, params)]
+
+
+def run_outlooks(tx: Tx, tenant: str, run_ids: Sequence[str]) -> dict[str, RunOutlook]:
+    """The tasks and pending approvals of some of the tenant's runs, by run id."""
+    if not run_ids:
+        return {}
+    params = {"tenant": tenant, "run_ids": json.dumps(list(run_ids))}
+    tasks: dict[str, list[TaskState]] = {}
+    for r in tx.all("outlook_tasks", params):
+        tasks.setdefault(r["run_id"], []).append(
+            TaskState(
+                run_id=r["run_id"],
+                kind=r["kind"],
+                step=r["step"],
+                queue=r["queue"],
+                state=r["state"],
+                visible_at=r["visible_at"],
+                owner=r["owner"],
+                attempt=r["attempt"],
+                deadline=r["deadline"],
+            )
+        )
+    approvals: dict[str, list[ApprovalRecord]] = {}
+    for r in tx.all("outlook_approvals", params):
+        approvals.setdefault(r["run_id"], []).append(approval_from_row(r, tx.keys))
+    return {
+        run_id: RunOutlook(tasks.get(run_id, []), approvals.get(run_id, [])) for run_id in run_ids
+    }
+
+
+def _event_rows(tx: Tx, tenant: str, run_id: str, events: list[Event]) -> list[dict[str, Any]]:
+    keys = tx.keys
+    return [
+        {
+            "tenant": tenant,
+            "run_id": run_id,
+            "seq": ev.seq,
+            "type": str(ev.type),
+            # The chain hashed the plaintext; the store keeps it encrypted (decision 0009).
+            "data": ev.data_json
+            if keys is None
+            else keys.seal(ev.data_json, event_place(tenant, run_id, ev.seq)),
+            "ts": ev.ts,
+            "hash": ev.hash,
+        }
+        for ev in events
+    ]

@@ -1,0 +1,283 @@
+"""Tasks, timers and workers: claiming and leasing work, firing due timers.
+
+A claim takes due tasks and bumps each one's fence, so a holder whose lease
+ran out is refused when it reports. A timer fires once per generation; the
+event it adds to its run goes through `commit_run`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from waypost.model.encryption import task_place
+from waypost.model.events import EventType, NewEvent
+from waypost.model.quotas import Quotas
+
+from ..base import (
+    ClaimedTask,
+    FiredTimer,
+    LeaseRenewal,
+    LeaseState,
+    RunCommit,
+    TaskRef,
+    WorkerRecord,
+    WorkflowTaskOp,
+)
+from ..tx import TASKS, Abort, Tx
+from .quotas import activity_room, json_object
+from .records import sealed, task_from_row, worker_from_row
+from .runs import commit_run
+
+MAX_TENANTS_PER_CLAIM = 64
+LAPSE_BACKOFF = 1.0
+"""A workflow task whose lease lapsed n times waits n² seconds more before it is claimed..."""
+LAPSE_BACKOFF_MOST = 60.0
+"""...at most this many: a run that keeps killing engines is not taken up in a tight loop."""
+
+
+def claim_tasks(
+    tx: Tx,
+    owner: str,
+    workflow_queues: Sequence[str],
+    activity_queues: Sequence[str],
+    workflow_limit: int,
+    activity_limit: int,
+    lease: float,
+    now: float,
+    quotas: Quotas | None = None,
+    after_tenant: str = "",
+    lapsed: bool = True,
+) -> list[ClaimedTask]:
+    claimed: list[ClaimedTask] = []
+    params = {"owner": owner, "now": now, "lease_until": now + lease}
+    if workflow_queues and workflow_limit > 0:
+        queues = json.dumps(list(workflow_queues))
+        if lapsed:
+            # A crashed engine's runs first: their lease lapsed, they were due long ago.
+            rows = tx.all(
+                "claim_lapsed_workflow_tasks",
+                {
+                    **params,
+                    "queues": queues,
+                    "limit": workflow_limit,
+                    "backoff": LAPSE_BACKOFF,
+                    "backoff_most": LAPSE_BACKOFF_MOST,
+                },
+            )
+            claimed.extend(task_from_row(r, tx.keys) for r in rows)
+        claimed.extend(
+            _claim_fairly(
+                tx,
+                "workflow",
+                {**params, "queues": queues},
+                workflow_limit - len(claimed),
+                after_tenant,
+                None,
+            )
+        )
+    if activity_queues and activity_limit > 0:
+        claimed.extend(
+            _claim_fairly(
+                tx,
+                "activity",
+                {**params, "queues": json.dumps(list(activity_queues))},
+                activity_limit,
+                after_tenant,
+                quotas,
+            )
+        )
+    return claimed
+
+
+def _claim_fairly(
+    tx: Tx,
+    kind: str,
+    params: dict[str, Any],
+    limit: int,
+    after_tenant: str,
+    quotas: Quotas | None,
+) -> list[ClaimedTask]:
+    """Up to `limit` ready tasks of `kind`, shared among the tenants that have some.
+
+    Tenants are visited in name order from the one after `after_tenant`, wrapping
+    round, at most `MAX_TENANTS_PER_CLAIM` of them; each takes an equal share of
+    what is left (its own by priority, then oldest first), so a tenant with a long
+    queue takes no more than a tenant with a short one. A tenant's activities are
+    further bounded by its `max_concurrent_activities`.
+    """
+    if limit <= 0:
+        return []
+    found = _tenants_with_ready(tx, kind, after_tenant)
+    if not found:
+        return []
+    tenants = list(found)
+    room: dict[str, int] = {}
+    if quotas is not None:
+        for tenant in sorted(tenants):  # admission rows are locked in one order everywhere
+            most = quotas.effective(found[tenant]).max_concurrent_activities
+            if most is not None:
+                room[tenant] = activity_room(tx, tenant, most, params["now"])
+    claimed: list[ClaimedTask] = []
+    for i, tenant in enumerate(tenants):
+        left = limit - len(claimed)
+        if left <= 0:
+            break
+        share = -(-left // (len(tenants) - i))  # ceil: what is left, shared by who is left
+        share = min(share, room.get(tenant, share))
+        if share <= 0:
+            continue
+        rows = tx.all(f"claim_{kind}_tasks_of_tenant", {**params, "tenant": tenant, "limit": share})
+        claimed.extend(task_from_row(r, tx.keys) for r in rows)
+    return claimed
+
+
+def _tenants_with_ready(tx: Tx, kind: str, after_tenant: str) -> dict[str, dict[str, Any]]:
+    """Tenants with ready tasks of `kind` and their quota overrides, in the order to serve
+    them: after `after_tenant`, then from the first (one scan while they are few)."""
+    cap = MAX_TENANTS_PER_CLAIM
+    rows = tx.all("fair_tenants", {"kind": kind, "after": "", "tenants": cap})
+    if len(rows) == cap and after_tenant:
+        # More than one claim takes: go on from the one served last, then wrap round.
+        later = tx.all("fair_tenants", {"kind": kind, "after": after_tenant, "tenants": cap})
+        rows = [*later, *(r for r in rows if r["tenant"] <= after_tenant)][:cap]
+    else:
+        rows = [
+            *(r for r in rows if r["tenant"] > after_tenant),
+            *(r for r in rows if r["tenant"] <= after_tenant),
+        ]
+    return {r["tenant"]: json_object(r["quotas"]) for r in rows}
+
+
+def renew_leases(
+    tx: Tx, owner: str, renewals: Sequence[LeaseRenewal], lease: float, now: float
+) -> list[LeaseState]:
+    states = []
+    for r in renewals:
+        t = r.task
+        row = tx.one(
+            "renew_lease",
+            {
+                "tenant": t.tenant,
+                "run_id": t.run_id,
+                "kind": t.kind,
+                "step": t.step,
+                "fence": t.fence,
+                "owner": owner,
+                "lease_until": now + lease,
+                "heartbeat_at": r.heartbeat_at,
+                "heartbeat_details": sealed(
+                    tx.keys,
+                    r.heartbeat_details,
+                    task_place(t.tenant, t.run_id, t.step, "heartbeat_details"),
+                ),
+            },
+        )
+        if row is None:
+            states.append(LeaseState(t, held=False, cancel_requested=False))
+        else:
+            states.append(LeaseState(t, held=True, cancel_requested=bool(row["cancel_requested"])))
+    return states
+
+
+def release_tasks(tx: Tx, owner: str, tasks: Sequence[TaskRef], now: float) -> None:
+    if tasks:
+        tx.notify(TASKS)
+    for t in tasks:
+        tx.run(
+            "release_task",
+            {
+                "tenant": t.tenant,
+                "run_id": t.run_id,
+                "kind": t.kind,
+                "step": t.step,
+                "fence": t.fence,
+                "owner": owner,
+                "now": now,
+            },
+        )
+
+
+def expired_activities(tx: Tx, now: float, limit: int) -> list[ClaimedTask]:
+    return [
+        task_from_row(r, tx.keys)
+        for r in tx.all("expired_activities", {"now": now, "limit": limit})
+    ]
+
+
+def fire_due_timers(
+    tx: Tx, now: float, limit: int, owner: str | None, queues: Sequence[str], lease: float
+) -> list[FiredTimer]:
+    fired: list[FiredTimer] = []
+    claim_queues = frozenset(queues)
+    for due in tx.all("due_timers", {"now": now, "limit": limit}):
+        tenant = due["tenant"]
+        run_id = due["run_id"]
+        step = due["step"]
+        generation = due["generation"]
+        key = {"tenant": tenant, "run_id": run_id, "step": step}
+        if tx.run("fire_timer", {**key, "generation": generation}) != 1:
+            continue
+        commit = RunCommit(
+            tenant=tenant,
+            run_id=run_id,
+            events=[NewEvent(EventType.TIMER_FIRED, {"step": step, "generation": generation}, now)],
+            now=now,
+            workflow_op=WorkflowTaskOp.CLAIM if owner else WorkflowTaskOp.WAKE,
+            owner=owner,
+            lease=lease,
+            claim_queues=claim_queues,
+        )
+        try:
+            with tx.savepoint():
+                result = commit_run(tx, commit)
+        except Abort:
+            continue  # the run is gone; the timer stays fired
+        fired.append(
+            FiredTimer(
+                tenant=tenant,
+                run_id=run_id,
+                step=step,
+                queue=result.workflow_queue,
+                event=result.events[0],
+                workflow_fence=result.workflow_fence,
+            )
+        )
+    return fired
+
+
+def next_timer_at(tx: Tx) -> float | None:
+    row = tx.one("next_timer_at", {})
+    return None if row is None or row["next_fire_at"] is None else float(row["next_fire_at"])
+
+
+def beat_worker(tx: Tx, worker: WorkerRecord) -> None:
+    tx.run(
+        "beat_worker",
+        {
+            "worker_id": worker.worker_id,
+            "host": worker.host,
+            "pid": worker.pid,
+            "queues": json.dumps(worker.queues),
+            "started_at": worker.started_at,
+            "heartbeat_at": worker.heartbeat_at,
+        },
+    )
+
+
+def remove_worker(tx: Tx, worker_id: str) -> None:
+    tx.run("remove_worker", {"worker_id": worker_id})
+
+
+def release_owner(tx: Tx, worker_id: str, now: float) -> int:
+    """A dead engine's leases lapse now, and its worker row goes; how many were released."""
+    released = tx.run("release_owner_tasks", {"owner": worker_id, "now": now})
+    tx.run("remove_worker", {"worker_id": worker_id})
+    if released:
+        tx.notify(TASKS)
+    return released
+
+
+def live_workers(tx: Tx, since: float) -> list[WorkerRecord]:
+    return [worker_from_row(r) for r in tx.all("live_workers", {"since": since})]

@@ -1,0 +1,136 @@
+"""Signals from outside that find their run: signal-with-start, and webhooks by correlation.
+
+`signal_with_start` creates a run with its signal after RunStarted, or, when a run
+has that id, commits the signal to it: one transaction, so of concurrent calls for
+one run id exactly one creates it and every signal arrives (PostgreSQL makes a
+second insert wait for the first).
+
+`deliver_correlated` keeps the delivery id first (`INSERT ... ON CONFLICT DO
+NOTHING`: a concurrent delivery of the same id waits for the first and then finds
+it), then takes each waiting run's correlation row and appends the signal with
+`commit_run`. Each run's workflow task is locked before its correlation row, the
+order every commit of that run follows, so a delivery and the run's own commits
+do not deadlock; a row the run withdrew meanwhile is skipped. A delivery that
+reaches no run is rolled back whole, delivery id included: the sender's retry
+may find a run waiting by then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from waypost.model.events import canonical_json
+
+from ..base import (
+    CommitResult,
+    CorrelatedDelivery,
+    CreateRunResult,
+    DeliveryResult,
+    NewRun,
+    RunCommit,
+    WebhookSourceRecord,
+)
+from ..tx import Abort, Row, Tx, loads_nullable
+from .runs import commit_run, create_run
+
+
+def signal_with_start(
+    tx: Tx, new: NewRun, signal: RunCommit
+) -> tuple[CreateRunResult, CommitResult | None]:
+    created = create_run(tx, new)
+    if created.created or created.run.workflow != new.workflow:
+        return created, None  # created with its signal; or refused by the caller, unwritten
+    try:
+        committed = commit_run(tx, signal)
+    except Abort as abort:
+        result: CommitResult = abort.result
+        raise Abort((created, result)) from None
+    return created, committed
+
+
+# == webhook sources ===================================================================
+def create_webhook_source(tx: Tx, source: WebhookSourceRecord) -> bool:
+    params = {
+        "source": source.source,
+        "tenant": source.tenant,
+        "signal": source.signal,
+        "corr_key": source.correlate_key,
+        "corr_path": source.correlate_path,
+        "tolerance": source.tolerance_seconds,
+        "secret": source.secret,
+        "now": source.created_at,
+        "by": source.created_by,
+    }
+    return tx.run("insert_webhook_source", params) == 1
+
+
+def list_webhook_sources(tx: Tx, tenant: str) -> list[WebhookSourceRecord]:
+    return [_source(row) for row in tx.all("list_webhook_sources", {"tenant": tenant})]
+
+
+def delete_webhook_source(tx: Tx, tenant: str, source: str) -> bool:
+    if tx.run("delete_webhook_source", {"tenant": tenant, "source": source}) == 0:
+        return False
+    tx.run("delete_source_deliveries", {"source": source})
+    return True
+
+
+def webhook_source(tx: Tx, source: str) -> WebhookSourceRecord | None:
+    row = tx.one("webhook_source_by_id", {"source": source})
+    return _source(row) if row is not None else None
+
+
+def _source(row: Row) -> WebhookSourceRecord:
+    return WebhookSourceRecord(
+        source=row["source"],
+        tenant=row["tenant"],
+        signal=row["signal"],
+        correlate_key=row["corr_key"],
+        correlate_path=row["corr_path"],
+        tolerance_seconds=int(row["tolerance"]),
+        secret=row["secret"],
+        created_at=row["created_at"],
+        created_by=row["created_by"],
+    )
+
+
+# == deliveries ========================================================================
+def deliver_correlated(tx: Tx, d: CorrelatedDelivery) -> DeliveryResult:
+    ids = {"source": d.source, "delivery_id": d.delivery_id}
+    tx.run("prune_webhook_deliveries", {"source": d.source, "before": d.keep_since})
+    if tx.run("insert_webhook_delivery", {**ids, "tenant": d.tenant, "now": d.now}) == 0:
+        row = tx.one("webhook_delivery", ids)
+        outcome = loads_nullable(row["outcome"]) if row is not None else None
+        return DeliveryResult(duplicate=True, outcome=outcome if isinstance(outcome, dict) else {})
+    waits = tx.all(
+        "correlated_waits",
+        {
+            "tenant": d.tenant,
+            "corr_key": d.key,
+            "corr_value": d.value,
+            "signal": d.signal,
+            "limit": d.max_runs,
+        },
+    )
+    delivered: list[tuple[str, CommitResult]] = []
+    seen: set[str] = set()
+    for wait in waits:
+        run_id = wait["run_id"]
+        if run_id in seen:
+            continue  # one signal per run: its first wait takes it
+        key = {"tenant": d.tenant, "run_id": run_id}
+        tx.one("workflow_task", key)  # lock order: the run's task, then its correlation row
+        if tx.run("delete_correlation", {**key, "step": wait["step"]}) == 0:
+            continue  # the wait ended meanwhile
+        seen.add(run_id)
+        commit = dataclasses.replace(d.wake, run_id=run_id, events=[d.event])
+        try:
+            delivered.append((run_id, commit_run(tx, commit)))
+        except Abort as abort:
+            conflict = abort.result.conflict
+            raise Abort(DeliveryResult(conflict=conflict, run_id=run_id)) from None
+    if not delivered:
+        raise Abort(DeliveryResult())
+    outcome = {"runs": [run_id for run_id, _ in delivered]}
+    tx.run("set_webhook_delivery_outcome", {**ids, "outcome": canonical_json(outcome)})
+    return DeliveryResult(outcome=outcome, delivered=delivered)

@@ -1,0 +1,93 @@
+"""`waypost webhooks` as real processes on a SQLite file."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import waypost as wp
+
+WAYPOST = Path(sys.executable).with_name("waypost")
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def waypost(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(WAYPOST), *args, "--db", f"sqlite:///{tmp_path / 'waypost.db'}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k not in ("WAYPOST_DB", "WAYPOST_DEBUG")},
+        check=False,
+    )
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def failed(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr
+    return proc.stderr
+
+
+def test_a_source_made_listed_used_and_deleted(tmp_path: Path) -> None:
+    assert "no database at" in failed(waypost(tmp_path, "webhooks", "list", "--tenant", "acme"))
+    ok(waypost(tmp_path, "db", "migrate"))
+    args = ("--signal", "paid", "--key", "order", "--path", "data.id")
+    made = ok(waypost(tmp_path, "webhooks", "create", "--tenant", "acme", "stripe", *args))
+    secret = made.stdout.strip()
+    assert made.stdout == secret + "\n"  # the secret alone: SECRET=$(waypost webhooks create ...)
+    assert secret.startswith("whsec_") and len(base64.b64decode(secret[6:])) == 32
+    assert "shown this once" in made.stderr and secret not in made.stderr
+    again = waypost(tmp_path, "webhooks", "create", "--tenant", "globex", "stripe", *args)
+    assert "exists already" in failed(again) and "acme" not in again.stderr
+    bad = waypost(tmp_path, "webhooks", "create", "--tenant", "acme", "a b", *args)
+    assert "source id" in failed(bad)
+
+    [info] = json.loads(
+        ok(waypost(tmp_path, "webhooks", "list", "--tenant", "acme", "--json")).stdout
+    )
+    assert info["source"] == "stripe" and info["correlate_path"] == "data.id"
+    assert info["url_path"] == "/v1/webhooks/stripe"
+    assert secret not in json.dumps(info)
+    assert (
+        "no webhook sources" in waypost(tmp_path, "webhooks", "list", "--tenant", "globex").stderr
+    )
+
+    # The secret the command printed signs a delivery the engine accepts.
+    body = b'{"data": {"id": "o-1"}}'
+    ts = int(time.time())
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    signature = base64.b64encode(
+        hmac.new(key, f"e1.{ts}.".encode() + body, hashlib.sha256).digest()
+    )
+    headers = {
+        "webhook-id": "e1",
+        "webhook-timestamp": str(ts),
+        "webhook-signature": "v1," + signature.decode(),
+    }
+    with (
+        wp.Engine(f"sqlite:///{tmp_path / 'waypost.db'}") as engine,
+        pytest.raises(wp.NoRunWaiting),
+    ):
+        engine.deliver_webhook("stripe", headers, body)
+
+    assert "no webhook source" in failed(
+        waypost(tmp_path, "webhooks", "delete", "stripe", "--tenant", "globex")
+    )
+    ok(waypost(tmp_path, "webhooks", "delete", "stripe", "--tenant", "acme"))
+    assert "no webhook sources" in waypost(tmp_path, "webhooks", "list", "--tenant", "acme").stderr

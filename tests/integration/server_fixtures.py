@@ -1,0 +1,83 @@
+"""An engine's HTTP server on a real socket, on the engine's own event loop, for tests."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+import waypost as wp
+from tests.helpers import eventually
+from waypost.model import operations as ops
+from waypost.server.app import create_app
+
+
+class Api:
+    """An HTTP client of the server, as one API key's principal.
+
+    Every client made during a test is closed when its `serve` fixture ends, even when
+    the test failed before closing it (an unclosed socket would otherwise surface as an
+    error in whichever later test the garbage collector happens to run in).
+    """
+
+    opened: list[Api] = []
+
+    def __init__(self, base: str, key: str | None) -> None:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.http = httpx.Client(base_url=base, headers=headers, timeout=30)
+        Api.opened.append(self)
+        self.base = base
+        self.key = key
+
+    def __getattr__(self, name: str) -> Any:  # get, post, ...
+        return getattr(self.http, name)
+
+    def __enter__(self) -> Api:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.close()
+
+
+def make_key(engine: wp.Engine, tenant: str, principal: str, *roles: str) -> str:
+    """A new API key of `principal` in `tenant` (the tenant created if need be)."""
+    local = engine.aio.local(tenant)
+    known = {t.tenant for t in engine.execute(ops.ListTenants(), local)}
+    if tenant not in known:
+        engine.execute(ops.CreateTenant(tenant=tenant), local)
+    new = engine.execute(ops.CreateKey(principal=principal, roles=list(roles)), local)
+    key: str = new.key
+    return key
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., str]]:
+    """`serve(engine)` starts the engine's HTTP server on a free port; its base URL."""
+    running: list[tuple[uvicorn.Server, Any, socket.socket]] = []
+
+    def start(engine: wp.Engine, **options: Any) -> str:
+        app = create_app(engine.aio, **options)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        done = asyncio.run_coroutine_threadsafe(
+            server.serve(sockets=[sock]),
+            engine._loop.loop,
+        )
+        eventually(lambda: server.started or done.done(), "the server to start")
+        running.append((server, done, sock))
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    while Api.opened:
+        Api.opened.pop().http.close()
+    for server, done, sock in running:
+        server.should_exit = True
+        done.result(30)
+        sock.close()

@@ -1,0 +1,168 @@
+"""Secrets in the headers of `http` steps: named in the definition, resolved at call time.
+
+The definition, its stored versions and the run's history hold only the secret's
+name; the value goes out in the request and nowhere else, even when the receiver
+echoes it back.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import waypost as wp
+from tests.helpers import db_query
+
+pytestmark = pytest.mark.timeout(120)
+
+CRM_TOKEN = "crm-tok-6f1d0a9b3c7e4d2a8f5b0c1e9d7a3b6f"
+SECRETS = {("acme", "crm_token"): CRM_TOKEN, ("acme", "short"): "s3cr"}
+
+
+def lookup(tenant: str, name: str) -> str | None:
+    return SECRETS.get((tenant, name))
+
+
+class EchoServer:
+    """Echoes the request's Authorization header: with a 503 on /flaky the first time."""
+
+    def __init__(self) -> None:
+        self.authorizations: list[str] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                auth = self.headers.get("Authorization", "")
+                server.authorizations.append(auth)
+                flaky = self.path == "/flaky" and len(server.authorizations) == 1
+                body = json.dumps({"you_sent": auth, "echo": {auth: [auth]}}).encode()
+                self.send_response(503 if flaky else 200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join()
+
+
+@pytest.fixture
+def echo() -> Iterator[EchoServer]:
+    server = EchoServer()
+    yield server
+    server.close()
+
+
+def definition(url: str, authorization: Any) -> str:
+    return json.dumps(
+        {
+            "name": "crm_sync",
+            "start": "push",
+            "steps": {
+                "push": {
+                    "type": "activity",
+                    "http": {
+                        "url": url,
+                        "method": "POST",
+                        "headers": {"Authorization": authorization, "X-Plain": "visible"},
+                        "body": {"id": "id"},
+                    },
+                    "retry": {"max_attempts": 2, "initial_interval": 0},
+                    "output": "$.answer",
+                }
+            },
+        }
+    )
+
+
+@pytest.fixture
+def engine(sqlite_url: str, echo: EchoServer) -> Iterator[wp.Engine]:
+    eng = wp.Engine(
+        sqlite_url,
+        lease=2.0,
+        poll_interval=0.05,
+        shutdown_grace=2.0,
+        http_allow=["127.0.0.1"],
+        http_secrets=lookup,
+    )
+    with eng.running():
+        yield eng
+    eng.close()
+
+
+def test_a_header_names_a_secret_that_goes_out_but_is_never_stored(
+    engine: wp.Engine, echo: EchoServer, sqlite_url: str
+) -> None:
+    secret_header = {"secret": "crm_token", "format": "Bearer {}"}
+    engine.publish(definition(f"{echo.base}/flaky", secret_header), tenant="acme")
+    run = engine.start("crm_sync", {"id": 7}, tenant="acme")
+    answer = run.result(timeout=30)["answer"]
+    assert echo.authorizations == [f"Bearer {CRM_TOKEN}"] * 2  # a 503, then a 200
+
+    # What the receiver echoed is kept without the secret, in the result and in the
+    # error of the first attempt.
+    assert answer == {
+        "you_sent": "Bearer [redacted]",
+        "echo": {"Bearer [redacted]": ["Bearer [redacted]"]},
+    }
+    history = json.dumps([e.data for e in engine.history(run.run_id, tenant="acme")])
+    assert "answered 503" in history and "Bearer [redacted]" in history
+    assert '"secret": "crm_token"' in history  # the request names the secret
+    stored = db_query(sqlite_url, "SELECT body, source FROM definitions")
+    files = [p.read_bytes().decode("latin-1") for p in Path(sqlite_url[10:]).parent.iterdir()]
+    for text in (history, json.dumps(stored), *files):
+        assert CRM_TOKEN not in text
+        assert CRM_TOKEN[:12] not in text and CRM_TOKEN[-12:] not in text
+
+
+def test_a_short_secret_and_the_default_format(engine: wp.Engine, echo: EchoServer) -> None:
+    engine.publish(definition(f"{echo.base}/ok", {"secret": "short"}), tenant="acme")
+    answer = engine.start("crm_sync", {"id": 1}, tenant="acme").result(timeout=30)["answer"]
+    assert echo.authorizations == ["s3cr"]
+    assert answer["you_sent"] == "[redacted]"
+
+
+def test_a_secret_is_looked_up_in_the_runs_tenant_only(engine: wp.Engine, echo: EchoServer) -> None:
+    engine.publish(definition(f"{echo.base}/ok", {"secret": "crm_token"}), tenant="globex")
+    run = engine.start("crm_sync", {"id": 1}, tenant="globex")
+    with pytest.raises(wp.WorkflowFailed, match="secret 'crm_token' of tenant 'globex' is not set"):
+        run.result(timeout=30)
+    assert echo.authorizations == []
+
+
+@pytest.mark.parametrize(
+    ("authorization", "problem"),
+    [
+        ({"secret": "crm_token", "format": "Bearer"}, "one {}"),
+        ({"secret": "crm_token", "format": "{} and {}"}, "one {}"),
+        ({"secret": "crm_token", "format": "Bearer {0}"}, "one {}"),
+        ({"secret": "crm token"}, "one {}"),
+        ({"secret": "crm_token", "extra": 1}, "one {}"),
+        ({"format": "Bearer {}"}, "one {}"),
+        (7, "one {}"),
+    ],
+)
+def test_a_malformed_secret_reference_is_refused_at_publishing(
+    engine: wp.Engine, authorization: Any, problem: str
+) -> None:
+    with pytest.raises(wp.DefinitionError) as caught:
+        engine.publish(definition("https://crm.example.com/x", authorization), tenant="acme")
+    assert "steps.push.http.headers.Authorization" in str(caught.value)
+    assert problem in str(caught.value)

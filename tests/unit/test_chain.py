@@ -1,0 +1,141 @@
+"""The hash chain, keyed and plain: known answers, what each kind finds, rotation."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+
+import pytest
+
+import waypost as wp
+from waypost.model.chain import (
+    Chain,
+    ChainKey,
+    chain_from_environment,
+    keyed_hash,
+    parse_keys,
+    plain_hash,
+)
+from waypost.model.events import Event, EventType, NewEvent
+from waypost.runtime.instance import idempotency_key
+
+DATA = '{"input":{"id":7},"version":"1","workflow":"order"}'
+K1 = ChainKey("k1", b"0123456789abcdef0123456789abcdef")
+K2 = ChainKey("k2", b"fedcba9876543210fedcba9876543210")
+
+
+def test_known_answers() -> None:
+    """Fixed vectors, computed with sha256sum and `openssl dgst -hmac` from the format:
+    prev_hash, then "\\x1e{seq}\\x1f{type}\\x1f{repr(ts)}\\x1f", then the data text."""
+    assert (
+        plain_hash("", 1, "RunStarted", 1700000000.25, DATA)
+        == "a2dffc4f70315daccc54fa72d2dbd94e6469f2829ef93f44e3e4c4ed530a1bae"
+    )
+    assert (
+        keyed_hash(K1, "", 1, "RunStarted", 1700000000.25, DATA)
+        == "k1:64b72644080af123e81089bc953483dfca53a1c9823a52c5575b3262bb0d0cf8"
+    )
+    # sha256 of "acme\\0order-7\\03", first 40 hex digits
+    assert idempotency_key("acme", "order-7", "3") == "wp-0d37934ba2f9b472e4c70c26a12369e1c84e1f3a"
+
+
+def history(chain: Chain, n: int = 4) -> list[Event]:
+    events = [
+        NewEvent(EventType.SIGNAL_RECEIVED, {"name": "s", "n": i}, 100.0 + i) for i in range(n)
+    ]
+    return chain.seal(0, "", events)
+
+
+def edited(events: list[Event], seq: int, chain: Chain | None) -> list[Event]:
+    """An editor changes event `seq`'s data and, with `chain`, recomputes the rest."""
+    out = list(events)
+    target = out[seq - 1]
+    data = {**target.data, "n": 999}
+    text = NewEvent(EventType(target.type), data, target.ts).encode()
+    out[seq - 1] = dataclasses.replace(target, data=data, data_json=text)
+    if chain is not None:
+        prev = out[seq - 2].hash if seq > 1 else ""
+        for i in range(seq - 1, len(out)):
+            ev = out[i]
+            text = ev.data_json
+            out[i] = dataclasses.replace(ev, hash=chain.hash(prev, ev.seq, ev.type, ev.ts, text))
+            prev = out[i].hash
+    return out
+
+
+def test_a_plain_chain_finds_an_edit_unless_the_editor_recomputes() -> None:
+    plain = Chain()
+    events = history(plain)
+    assert plain.verify(events) == []
+    assert [p.seq for p in plain.verify(edited(events, 2, None))] == [2]
+    assert plain.verify(edited(events, 2, plain)) == []  # what a plain chain cannot prove
+
+
+def test_a_keyed_chain_finds_an_edit_by_anyone_without_the_key() -> None:
+    keyed = Chain([K1])
+    events = history(keyed)
+    assert all(e.hash.startswith("k1:") for e in events)
+    assert keyed.verify(events) == []
+    assert [p.seq for p in keyed.verify(edited(events, 2, None))] == [2]
+    # Recomputing with plain hashes (the editor has no key) is reported, event by event.
+    forged = edited(events, 2, Chain())
+    problems = keyed.verify(forged)
+    assert [p.seq for p in problems] == [2, 3, 4]
+    assert "not signed with a chain key" in problems[0].problem
+    # Another key (guessed or of another deployment) does not verify either.
+    other = edited(events, 2, Chain([ChainKey("k1", b"x" * 32)]))
+    assert [p.seq for p in keyed.verify(other)] == [2, 3, 4]
+    # Removing or swapping events breaks the numbering or the chain.
+    assert keyed.verify([events[0], events[2], events[3]])[0].problem == "expected event 2, found 3"
+    swapped = [
+        events[0],
+        dataclasses.replace(events[2], seq=2),
+        dataclasses.replace(events[1], seq=3),
+    ]
+    assert keyed.verify(swapped) != []
+
+
+def test_keys_rotate_and_an_unknown_key_is_named() -> None:
+    old = history(Chain([K1]), 2)
+    rotated = Chain([K2, K1])  # k2 signs new events, k1 still verifies
+    new = rotated.seal(2, old[-1].hash, [NewEvent(EventType.SIGNAL_RECEIVED, {"n": 9}, 200.0)])
+    both = [*old, *new]
+    assert new[0].hash.startswith("k2:") and rotated.verify(both) == []
+    problems = Chain([K2]).verify(both)
+    assert [p.seq for p in problems] == [1, 2]
+    assert "'k1', which this process was not given" in problems[0].problem
+    assert "not given" in Chain().verify(both)[0].problem  # no key at all: cannot check
+
+
+def test_plain_events_are_accepted_only_when_asked_during_a_key_introduction() -> None:
+    before = history(Chain(), 2)
+    after = Chain([K1]).seal(2, before[-1].hash, [NewEvent(EventType.SIGNAL_RECEIVED, {}, 9.0)])
+    assert [p.seq for p in Chain([K1]).verify([*before, *after])] == [1, 2]
+    assert Chain([K1], accept_plain=True).verify([*before, *after]) == []
+
+
+def test_undecodable_data_is_reported_not_raised() -> None:
+    events = history(Chain([K1]), 3)
+    broken = dataclasses.replace(events[1], data={}, data_json='{"n": 1', undecodable=True)
+    problems = Chain([K1]).verify([events[0], broken, events[2]])
+    assert [(p.seq, p.problem) for p in problems][:2] == [
+        (2, "its stored data is not valid JSON"),
+        (2, "hash does not match the event and its predecessor"),
+    ]
+
+
+def test_keys_are_read_from_text_and_the_environment(tmp_path: object) -> None:
+    secret = base64.urlsafe_b64encode(b"s" * 32).decode().rstrip("=")
+    assert [k.key_id for k in parse_keys(f"new:{secret}, old:{secret}")] == ["new", "old"]
+    chain = chain_from_environment({"WAYPOST_CHAIN_KEYS": f"k9:{secret}"})
+    assert chain.keyed and chain.keys[0].secret == b"s" * 32 and not chain.accept_plain
+    assert "s" * 32 not in repr(chain) and secret not in repr(chain.keys[0])
+    assert not chain_from_environment({}).keyed
+    for bad, message in (
+        ("k1", "id:secret"),
+        ("k1:c2hvcnQ", "too short"),
+        ("bad id!:" + secret, "not allowed"),
+        (f"k1:{secret},k1:{secret}", "must differ"),
+    ):
+        with pytest.raises(wp.ConfigurationError, match=message):
+            Chain(parse_keys(bad))
