@@ -61,6 +61,18 @@ def write_lock(db_url: str) -> Iterator[None]:
             conn.execute("COMMIT")
             conn.close()
         return
+    import psycopg
+
     with pg_connect(db_url) as pg:
-        pg.execute("LOCK TABLE runs, events, tasks, timers IN EXCLUSIVE MODE")
+        # The engine's transactions take these tables in their own order, so taking all
+        # four can deadlock with one of them; PostgreSQL then cancels one side. When it
+        # cancels this side, take the locks again (the engine's side went on).
+        for _ in range(50):
+            try:
+                pg.execute("LOCK TABLE runs, events, tasks, timers IN EXCLUSIVE MODE")
+                break
+            except psycopg.errors.DeadlockDetected:
+                pg.rollback()
+        else:
+            raise AssertionError("could not take the write lock: every try deadlocked")
         yield

@@ -23,7 +23,7 @@ from tests.helpers import db_query, eventually, of_type
 from waypost.model.chain import verify_chain
 from waypost.store.postgres import PostgresStore
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 STEPS = 8
 LOG: dict[str, Path] = {}

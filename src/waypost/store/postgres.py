@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import re
 import threading
 import time
@@ -52,6 +53,11 @@ except ImportError as exc:  # pragma: no cover - the dependency is declared
 
 T = TypeVar("T")
 log = logger("waypost.postgres")
+
+# Errors after which PostgreSQL rolled the whole transaction back and running it again
+# is the documented remedy, and how many times `_run` tries.
+TRANSIENT_ERRORS = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+TRANSIENT_TRIES = 5
 
 _INT_OPTIONS = {"pool_size": 10}
 DEFAULT_SCHEMA = "waypost"
@@ -262,6 +268,20 @@ class PostgresStore(SqlStore):
 
     # -- plumbing -----------------------------------------------------------
     def _run(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T:
+        """Run `fn` in one transaction. A transaction PostgreSQL chose as a deadlock's
+        victim, or failed for serialization, was rolled back whole, so it runs again
+        (a few times, a little later each time) before the error reaches the caller."""
+        for attempt in range(TRANSIENT_TRIES):
+            try:
+                return self._run_once(fn, args, read)
+            except StoreError as exc:
+                transient = isinstance(exc.__cause__, TRANSIENT_ERRORS)
+                if not transient or attempt == TRANSIENT_TRIES - 1:
+                    raise
+                time.sleep(0.01 * (attempt + 1) * (1 + random.random()))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _run_once(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T:
         pool = self._pool
         if pool is None:
             raise StoreError("the store is not open")
