@@ -41,6 +41,16 @@ from waypost.model.operations_repair import (
     Skip as Skip,
     UpdateInput as UpdateInput,
 )
+from waypost.model.operations_users import (
+    USER_OPERATIONS,
+    CreateUser as CreateUser,
+    DisableUser as DisableUser,
+    ListUsers as ListUsers,
+    ResolveSession as ResolveSession,
+    SetPassword as SetPassword,
+    SignIn as SignIn,
+    SignOut as SignOut,
+)
 from waypost.model.quotas import check_overrides
 from waypost.model.records import RunPage, Started
 from waypost.model.requests import (
@@ -133,14 +143,7 @@ class ListRuns(Request[Any]):
             raise InvalidRequest(
                 "a cursor pages one tenant's runs, not all_tenants", field="cursor"
             )
-        if self.status is not None:
-            try:
-                RunStatus(self.status)
-            except ValueError:
-                known = ", ".join(s.value for s in RunStatus)
-                raise InvalidRequest(
-                    f"unknown run status {preview(self.status)} (known: {known})", field="status"
-                ) from None
+        _check_status(self.status)
         return super().checked(principal)
 
 
@@ -788,5 +791,6 @@ OPERATIONS: tuple[type[Request[Any]], ...] = (
     Fork,
     ReEncrypt,
     *REPAIR_OPERATIONS,
+    *USER_OPERATIONS,
 )
 """Every operation the door serves (a test checks each has a handler and an engine method)."""

@@ -22,6 +22,7 @@ from waypost.model.encryption import Keys
 from waypost.model.events import Event, NewEvent
 from waypost.model.quotas import Quotas
 
+from .accounts import AccountStore
 from .rows import (
     ApiKeyRecord as ApiKeyRecord,
     ApprovalRecord as ApprovalRecord,
@@ -417,7 +418,7 @@ class ResealCounts:
     resealed: int
 
 
-class Store(Protocol):
+class Store(AccountStore, Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str

@@ -817,3 +817,54 @@ WHERE tenant = :tenant AND run_id = :run_id AND seq = :seq AND data = :old;
 -- name: reseal_approval
 UPDATE approvals SET data = :new
 WHERE tenant = :tenant AND approval_id = :approval_id AND data = :old;
+
+-- == console users and sessions ========================================================
+
+-- name: insert_user
+INSERT INTO users (tenant, name, roles, password_hash, created_at, created_by,
+                   password_changed_at)
+VALUES (:tenant, :name, :roles, :password_hash, :now, :by, :now)
+ON CONFLICT DO NOTHING;
+
+-- name: get_user
+SELECT tenant, name, roles, password_hash, created_at, created_by, disabled_at, disabled_by,
+       password_changed_at, failed_sign_ins, locked_until
+FROM users WHERE tenant = :tenant AND name = :name;
+
+-- name: list_users
+SELECT tenant, name, roles, password_hash, created_at, created_by, disabled_at, disabled_by,
+       password_changed_at, failed_sign_ins, locked_until
+FROM users WHERE tenant = :tenant ORDER BY name;
+
+-- name: disable_user
+UPDATE users SET disabled_at = :now, disabled_by = :by
+WHERE tenant = :tenant AND name = :name AND disabled_at IS NULL;
+
+-- name: set_password
+UPDATE users SET password_hash = :password_hash, password_changed_at = :now,
+                 failed_sign_ins = 0, locked_until = NULL
+WHERE tenant = :tenant AND name = :name;
+
+-- name: count_sign_in_failure
+UPDATE users SET failed_sign_ins = failed_sign_ins + 1, locked_until = :locked_until
+WHERE tenant = :tenant AND name = :name;
+
+-- name: clear_sign_in_failures
+UPDATE users SET failed_sign_ins = 0, locked_until = NULL
+WHERE tenant = :tenant AND name = :name AND (failed_sign_ins <> 0 OR locked_until IS NOT NULL);
+
+-- name: end_user_sessions
+UPDATE console_sessions SET ended_at = :now
+WHERE tenant = :tenant AND kind = 'password' AND credential = :name AND ended_at IS NULL;
+
+-- name: insert_session
+INSERT INTO console_sessions (token_hash, tenant, subject, kind, credential, created_at,
+                              expires_at)
+VALUES (:token_hash, :tenant, :subject, :kind, :credential, :now, :expires_at);
+
+-- name: get_session
+SELECT token_hash, tenant, subject, kind, credential, created_at, expires_at
+FROM console_sessions WHERE token_hash = :token_hash AND ended_at IS NULL;
+
+-- name: end_session
+UPDATE console_sessions SET ended_at = :now WHERE token_hash = :token_hash AND ended_at IS NULL;
