@@ -68,7 +68,7 @@ from .fork import ForkCalls
 from .operator import OperatorCalls
 from .platform import PlatformCalls
 from .repairs import RepairCalls
-from .users import UserCalls
+from .users import RunQueryCalls, UserCalls
 
 T = TypeVar("T")
 
@@ -113,7 +113,9 @@ class AsyncRunHandle:
         return await self.engine.history(self.run_id, tenant=self.tenant)
 
 
-class AsyncEngine(PlatformCalls, OperatorCalls, ForkCalls, EncryptionCalls, RepairCalls, UserCalls):
+class AsyncEngine(
+    PlatformCalls, OperatorCalls, ForkCalls, EncryptionCalls, RepairCalls, UserCalls, RunQueryCalls
+):
     """The waypost engine for asyncio applications.
 
     `url` is `sqlite:///path.db` (default `sqlite:///waypost.db`). Options:
@@ -272,6 +274,8 @@ class AsyncEngine(PlatformCalls, OperatorCalls, ForkCalls, EncryptionCalls, Repa
             ops.ResolveCredential: approvals.resolve,
             ops.StartRun: runs.start_run,
             ops.PageRuns: runs.page_runs,
+            ops.SearchRuns: runs.search_runs,
+            ops.CountRuns: runs.count_runs,
             # signal-with-start and webhooks by correlation
             ops.SignalWithStart: runs.signal_with_start,
             wh.CreateWebhookSource: self._webhooks.create_source,

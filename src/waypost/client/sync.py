@@ -244,6 +244,8 @@ class Engine(Blocking):
     resolve_credential = blocking(AsyncEngine.resolve_credential)
     start_run = blocking(AsyncEngine.start_run)
     page_runs = blocking(AsyncEngine.page_runs)
+    search_runs = blocking(AsyncEngine.search_runs)
+    count_runs = blocking(AsyncEngine.count_runs)
     # signal-with-start and webhooks by correlation
     signal_with_start = blocking(AsyncEngine.signal_with_start)
     create_webhook_source = blocking(AsyncEngine.create_webhook_source)

@@ -1,5 +1,6 @@
-"""Console users of `AsyncEngine`: create, list and disable them, set a password (a mixin
-of thin methods over the one door; signing in is the console's, through the door too)."""
+"""Console users of `AsyncEngine` (create, list and disable them, set a password) and the
+run queries its runs page reads (search, counts): mixins of thin methods over the one
+door. Signing in is the console's, through the door too."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TypeVar
 
 from waypost.model import operations as ops
 from waypost.model.identity import Role
+from waypost.model.records import RunInfo
 from waypost.model.users import UserInfo
 
 T = TypeVar("T")
@@ -41,3 +43,23 @@ class UserCalls:
     async def set_password(self, user: str, password: str, *, tenant: str = "default") -> None:
         """Replace a console user's password; its sessions end (`UserNotFound`)."""
         await self._local(ops.SetPassword(user=user, password=password), tenant)
+
+
+class RunQueryCalls:
+    """Searching and counting runs, as the embedded API's local principal."""
+
+    async def _local(self, request: ops.Request[T], tenant: str) -> T:
+        raise NotImplementedError
+
+    async def search_runs(
+        self, text: str, *, limit: int = 50, tenant: str = "default"
+    ) -> list[RunInfo]:
+        """`tenant`'s runs that `text` finds, newest first: the run of that id, runs whose
+        id starts with it, runs waiting with it as a correlation value (or `key=value`)."""
+        found: list[RunInfo] = await self._local(ops.SearchRuns(text=text, limit=limit), tenant)
+        return found
+
+    async def count_runs(self, *, tenant: str = "default") -> dict[str, int]:
+        """How many runs `tenant` has in each status (statuses with none left out)."""
+        counts: dict[str, int] = await self._local(ops.CountRuns(), tenant)
+        return counts

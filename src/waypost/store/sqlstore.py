@@ -19,7 +19,7 @@ from waypost.model.chain import PLAIN, Chain
 from waypost.model.encryption import Keys
 
 from . import transactions as txn
-from .transactions import users
+from .transactions import search, users
 from .tx import Tx
 
 P = ParamSpec("P")
@@ -100,6 +100,8 @@ class SqlStore:
 
     # -- pages of runs and what is in motion for them ---------------------------------
     page_runs = read(txn.page_runs)
+    search_runs = read(search.search_runs)
+    count_runs = read(search.count_runs)
     run_outlooks = read(txn.run_outlooks)
 
     # -- approvals, the directory and the outbox --------------------------------

@@ -1,5 +1,10 @@
 """The runs page: filters, search, counts per status, keyset paging, live refresh.
 
+Filters (status, workflow, version) page through `PageRuns` on an index, a page
+starting after the last run of the one before (a cursor), so a deep page costs what
+the first does. A search (`q`: a run id, the start of one, or a correlation value or
+`key=value` a run waits with) answers the newest matches through `SearchRuns`.
+
 `/runs` is the page; `/runs/fragment` the same table alone, which the page's script
 fetches every few seconds, so the list moves without a reload.
 """
@@ -45,12 +50,21 @@ async def _listing(request: Request, visit: Visit) -> dict[str, Any]:
         "first_url": "/runs?" + _query(filters),
         "error": "",
         "counts": {},
+        "searched": False,
     }
     try:
+        values["counts"] = await engine.execute(ops.CountRuns(), visit.principal)
+        if filters["q"]:
+            values["runs"] = await engine.execute(
+                ops.SearchRuns(text=filters["q"], limit=PAGE_SIZE), visit.principal
+            )
+            values["searched"] = True
+            return values
         found = await engine.execute(
             ops.PageRuns(
                 status=filters["status"] or None,
                 workflow=filters["workflow"] or None,
+                version=filters["version"] or None,
                 cursor=cursor,
                 limit=PAGE_SIZE,
             ),
