@@ -908,11 +908,14 @@ SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_
 FROM runs WHERE tenant = %(tenant)s AND run_id = %(text)s;
 
 -- name: search_runs_by_prefix
--- Newest first through the tenant's index of creation, stopping at `limit` matches.
+-- A range of run ids in code point order (COLLATE "C": right under any collation of
+-- the database, and read on the primary key where the database's collation is C);
+-- substr() decides.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
 FROM runs
-WHERE tenant = %(tenant)s AND substr(run_id, 1, %(length)s) = %(text)s
+WHERE tenant = %(tenant)s AND run_id COLLATE "C" >= %(text)s AND run_id COLLATE "C" < %(after_prefix)s
+  AND substr(run_id, 1, %(length)s) = %(text)s
 ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s;
 

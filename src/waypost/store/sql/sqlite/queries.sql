@@ -896,11 +896,14 @@ SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_
 FROM runs WHERE tenant = :tenant AND run_id = :text;
 
 -- name: search_runs_by_prefix
--- Newest first through the tenant's index of creation, stopping at `limit` matches.
+-- A range of the primary key (tenant, run_id): the ids from the prefix up to the first
+-- text after every id that starts with it (code point order, which SQLite's BINARY
+-- collation keeps); substr() decides.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
 FROM runs
-WHERE tenant = :tenant AND substr(run_id, 1, :length) = :text
+WHERE tenant = :tenant AND run_id >= :text AND run_id < :after_prefix
+  AND substr(run_id, 1, :length) = :text
 ORDER BY created_at DESC, run_id DESC
 LIMIT :limit;
 
