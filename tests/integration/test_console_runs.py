@@ -318,3 +318,46 @@ def test_hostile_filters_get_a_located_message(site: dict[str, Any], query: str)
     answer = b.get(f"/runs?{query}")
     assert answer.status_code == 422, answer.text[:2000]
     assert 'class="notice bad"' in answer.text
+
+
+DELIVERY = """
+name: delivery_console
+input:
+  type: object
+  required: [order_id]
+  properties:
+    order_id: {type: string}
+start: goods
+steps:
+  goods:
+    type: wait
+    signal: goods_received
+    output: $.delivery
+    next: done
+  done:
+    type: succeed
+    output: "{order: order_id, note: delivery.note}"
+"""
+
+
+def test_replay_of_a_definition_run_shows_its_data_after_each_event(
+    site: dict[str, Any],
+) -> None:
+    engine = site["engine"]
+    engine.publish(DELIVERY, tenant="acme")
+    engine.start("delivery_console", {"order_id": "PO-7"}, tenant="acme", run_id="d-1")
+    eventually(lambda: engine.get("d-1", tenant="acme").status.value == "waiting")
+    engine.signal("d-1", "goods_received", {"note": "all there"}, tenant="acme")
+    assert engine.result("d-1", timeout=10, tenant="acme") == {"order": "PO-7", "note": "all there"}
+    events = engine.history("d-1", tenant="acme")
+    received = next(e.seq for e in events if e.type == "SignalReceived")
+    b = signed_in(site, "viewer")
+    before = b.get(f"/runs/d-1?at={received - 1}").text
+    assert "PO-7" in before
+    assert "&#34;definition&#34;" in before
+    assert "all there" not in before.split('id="replay"')[1].split("<h2>History")[0]
+    after = b.get(f"/runs/d-1?at={events[-1].seq}").text
+    replayed = after.split('id="replay"')[1].split("<h2>History")[0]
+    assert "&#34;delivery&#34;: {" in replayed
+    assert "all there" in replayed
+    assert engine.data_at("d-1", 1, tenant="acme") is not None

@@ -77,10 +77,17 @@ async def _run_page(
     replay: dict[str, Any] | None = None
     if at is not None and events:
         at = max(1, min(at, events[-1].seq))
+        known = data_after(events, at)
+        try:
+            definition = await engine.execute(ops.RunDataAt(run_id=run_id, seq=at), visit.principal)
+        except WaypostError as exc:
+            definition = {"error": refusal(exc)[1]}
+        if definition is not None:
+            known["definition"] = definition
         replay = {
             "at": at,
             "event": next((r for r in told.rows if r.seq == at), None),
-            "data": data_after(events, at),
+            "data": known,
             "previous": at - 1 if at > 1 else None,
             "next": at + 1 if at < events[-1].seq else None,
         }
