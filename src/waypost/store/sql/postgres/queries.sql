@@ -874,6 +874,10 @@ INSERT INTO console_sessions (token_hash, tenant, subject, kind, credential, cre
                               expires_at)
 VALUES (%(token_hash)s, %(tenant)s, %(subject)s, %(kind)s, %(credential)s, %(now)s, %(expires_at)s);
 
+-- name: delete_expired_sessions
+-- Sessions past their expiry are of no use, ended or not: forgotten when a new one opens.
+DELETE FROM console_sessions WHERE expires_at < %(now)s;
+
 -- name: get_session
 SELECT token_hash, tenant, subject, kind, credential, created_at, expires_at
 FROM console_sessions WHERE token_hash = %(token_hash)s AND ended_at IS NULL;

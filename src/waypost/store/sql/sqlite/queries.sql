@@ -862,6 +862,10 @@ INSERT INTO console_sessions (token_hash, tenant, subject, kind, credential, cre
                               expires_at)
 VALUES (:token_hash, :tenant, :subject, :kind, :credential, :now, :expires_at);
 
+-- name: delete_expired_sessions
+-- Sessions past their expiry are of no use, ended or not: forgotten when a new one opens.
+DELETE FROM console_sessions WHERE expires_at < :now;
+
 -- name: get_session
 SELECT token_hash, tenant, subject, kind, credential, created_at, expires_at
 FROM console_sessions WHERE token_hash = :token_hash AND ended_at IS NULL;
