@@ -18,8 +18,5 @@ from .history import Story
 
 
 async def for_run(engine: AsyncEngine, principal: Principal, info: RunInfo, told: Story) -> Any:
-    """The run's definition drawn with its steps' states, or None.
-
-    The page inserts the answer as it is only if it is `markupsafe.Markup` (an SVG built
-    with its texts escaped); any other value is escaped as text."""
+    """The run's definition drawn with its steps' states (markup), or None."""
     return None
