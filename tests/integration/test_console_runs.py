@@ -111,6 +111,7 @@ def test_filters_counts_and_search(site: dict[str, Any]) -> None:
     assert fragment.status_code == 200
     assert "<html" not in fragment.text
     assert run_links(fragment.text) == ["bug-1"]
+    assert Browser(site["base"]).get("/runs/fragment").status_code == 401  # signed out
     page = b.get("/runs?status=suspended").text
     assert 'data-refresh="/runs/fragment?status=suspended" data-every="5"' in page
 
