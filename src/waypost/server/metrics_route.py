@@ -1,0 +1,33 @@
+"""GET /metrics: the engine's series in Prometheus's text format.
+
+Open by default, like most exporters: it names tenants, workflows, activities and
+queues and counts them, but carries no run's data. With a metrics token (`waypost
+server --metrics-token`, or `WAYPOST_METRICS_TOKEN`) a scrape must bring it as a
+bearer token; an API key does not do (the token is the operator's, not a tenant's).
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from .errors import error_body
+
+router = APIRouter()
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    exporter = getattr(request.app.state, "metrics", None)
+    if exporter is None:
+        return JSONResponse(error_body("not_found", "this server exports no metrics"), 404)
+    token: str | None = getattr(request.app.state, "metrics_token", None)
+    if token:
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            refusal = error_body("unauthenticated", "/metrics needs the metrics token")
+            return JSONResponse(refusal, 401, headers={"WWW-Authenticate": "Bearer"})
+    body, content_type = await exporter.exposition()
+    return Response(body, media_type=content_type)
