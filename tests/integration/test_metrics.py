@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -20,7 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import waypost as wp
 from tests.helpers import eventually
+from waypost.model.events import EventType, NewEvent
 from waypost.observability import Metrics
+from waypost.store import open_store
+from waypost.store.base import NewRun
 
 from .server_fixtures import Api, make_key, serve
 
@@ -258,3 +262,92 @@ def test_metrics_after_a_scripted_scenario_hold_the_right_values(
     assert m.queued("busy", "activity", "waypost_queue_oldest_age_seconds") >= 0
     assert [q["tenant"] for q in m.labelled("waypost_queue_depth")] == ["busy"]
     assert not m.labelled("waypost_lease_takeovers_total")  # no engine was lost
+
+
+# == engines lost: lease expirations and takeovers ====================================
+HOLDING = threading.Event()
+RELEASE = threading.Event()
+
+
+@wp.activity(
+    name="m.hold", timeout=timedelta(minutes=5), retry=wp.Retry(initial_interval=timedelta(0))
+)
+def hold(ctx: wp.ActivityContext) -> int:
+    if ctx.attempt == 1:
+        HOLDING.set()
+        RELEASE.wait(60)
+    return ctx.attempt
+
+
+@wp.workflow(name="m_held")
+async def m_held(ctx: wp.WorkflowContext) -> int:
+    return int(await ctx.run(hold))
+
+
+def test_lost_engines_count_lease_expirations_and_takeovers(db_url: str) -> None:
+    HOLDING.clear()
+    RELEASE.clear()
+    metrics = Metrics()
+
+    def engine(name: str, observer: Metrics | None = None) -> wp.AsyncEngine:
+        options: dict[str, Any] = {"observer": observer} if observer else {}
+        made = wp.AsyncEngine(
+            db_url, lease=120, poll_interval=0.05, worker_id=name, shutdown_grace=1, **options
+        )
+        made.register(m_held, hold)
+        return made
+
+    async def vanished_engines_task() -> None:
+        """A run whose workflow task is leased to an engine that vanished."""
+        store = open_store(db_url)
+        await store.open()
+        now = time.time()
+        try:
+            started = NewEvent(
+                EventType.RUN_STARTED, {"workflow": "m_held", "version": "1", "input": None}, now
+            )
+            await store.create_run(
+                NewRun(
+                    tenant="default",
+                    run_id="orphan",
+                    workflow="m_held",
+                    version="1",
+                    input=None,
+                    ts=now,
+                    started=started,
+                    claim_owner="ghost",
+                    lease=0.2,
+                    queue="m_held@1",
+                )
+            )
+        finally:
+            await store.close()
+
+    async def scenario() -> None:
+        # An attempt whose engine crashes while it runs: its lease is found lapsed.
+        crashing = engine(f"crashing-{time.monotonic_ns()}")
+        await crashing.open()
+        await crashing.start_serving()
+        run = await crashing.start(m_held)
+        await asyncio.to_thread(HOLDING.wait, 30)
+        await crashing.abandon()  # as SIGKILL would
+        # A workflow task of a vanished engine: its lease lapses and the survivor claims it.
+        await vanished_engines_task()
+        survivor = engine(f"survivor-{time.monotonic_ns()}", metrics)
+        await survivor.open()
+        await survivor.start_serving()
+        try:
+            assert await survivor.result(run.run_id, timeout=30) == 2
+            RELEASE.set()
+            assert await survivor.result("orphan", timeout=30) in (1, 2)
+        finally:
+            RELEASE.set()
+            await survivor.close()
+
+    asyncio.run(scenario())
+    value = metrics.registry.get_sample_value
+    assert value("waypost_lease_takeovers_total", {"kind": "workflow"}) == 1
+    assert value("waypost_lease_expirations_total", {"kind": "workflow"}) == 1
+    assert value("waypost_lease_expirations_total", {"kind": "activity"}) == 1
+    assert value("waypost_activity_attempts_total", {"activity": "m.hold", "outcome": "lost"}) == 1
+    assert value("waypost_activity_retries_total", {"activity": "m.hold"}) == 1

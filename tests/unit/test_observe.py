@@ -95,10 +95,12 @@ def test_attempt_outcomes() -> None:
     watch.attempt("a", Outcome(ok=True))
     watch.attempt("a", Outcome(ok=False, error={"type": "ValueError"}, retrying=True))
     watch.attempt("a", Outcome(ok=False, error={"type": "ActivityTimeout"}))
+    watch.attempt("a", Outcome(ok=False, error={"type": "ActivityTimeout"}, lapses=1))
     assert rec.calls == [
         ("activity_attempt", "a", "completed", False),
         ("activity_attempt", "a", "failed", True),
         ("activity_attempt", "a", "timeout", False),
+        ("activity_attempt", "a", "lost", False),
     ]
 
 

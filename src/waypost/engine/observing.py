@@ -76,6 +76,8 @@ class CommitWatch:
             return
         if outcome.ok:
             how = "completed"
+        elif outcome.lapses:
+            how = "lost"  # its engine stopped renewing the lease
         elif (outcome.error or {}).get("type") == "ActivityTimeout":
             how = "timeout"
         else:

@@ -35,8 +35,8 @@ class Observer(Protocol):
         """A workflow asked for an activity step (its attempts are counted apart)."""
 
     def activity_attempt(self, activity: str, outcome: str, retrying: bool) -> None:
-        """An attempt ended: `outcome` is completed, failed or timeout; `retrying` if
-        another attempt follows."""
+        """An attempt ended: `outcome` is completed, failed, timeout, or lost (its engine
+        stopped renewing the lease); `retrying` if another attempt follows."""
 
     def committed(self, seconds: float, events: int) -> None:
         """A commit of one run landed: how long it took and how many events it appended."""

@@ -73,7 +73,7 @@ class Metrics:
         self.steps = counter("waypost_activity_steps", "Activity steps scheduled.", "activity")
         self.attempts = counter(
             "waypost_activity_attempts",
-            "Activity attempts ended, by outcome (completed, failed, timeout).",
+            "Activity attempts ended, by outcome (completed, failed, timeout, lost).",
             "activity",
             "outcome",
         )
