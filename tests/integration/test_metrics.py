@@ -351,3 +351,23 @@ def test_lost_engines_count_lease_expirations_and_takeovers(db_url: str) -> None
     assert value("waypost_lease_expirations_total", {"kind": "activity"}) == 1
     assert value("waypost_activity_attempts_total", {"activity": "m.hold", "outcome": "lost"}) == 1
     assert value("waypost_activity_retries_total", {"activity": "m.hold"}) == 1
+
+
+def test_the_compensations_of_a_cancelled_run_are_counted(make_engine: Any) -> None:
+    from .test_cancel_compensation import TRIP, book, unbook, waiting_for_signal
+
+    metrics = Metrics()
+    engine = make_engine(book, unbook, observer=metrics)
+    with engine.running():
+        engine.publish(TRIP)
+        run = engine.start("trip", {})
+        waiting_for_signal(engine, run.run_id)
+        engine.cancel(run.run_id, "the customer changed plans")
+        with pytest.raises(wp.WorkflowCancelled):
+            engine.result(run.run_id, timeout=20)
+    value = metrics.registry.get_sample_value
+    by_run = {"tenant": "default", "workflow": "trip"}
+    assert value("waypost_compensations_total", {**by_run, "outcome": "ok"}) == 1  # the hotel
+    assert value("waypost_compensations_total", {**by_run, "outcome": "failed"}) == 1
+    assert value("waypost_runs_cancelled_total", by_run) == 1
+    assert value("waypost_runs_started_total", by_run) == 1
