@@ -15,6 +15,8 @@ from waypost.store.base import ActivityTaskOp, ActivityUpdate, CommitResult, Con
 
 
 class Recorder(NoObserver):
+    """Records every observer call as (method name, *arguments)."""
+
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
 

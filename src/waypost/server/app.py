@@ -84,7 +84,9 @@ def create_app(
     if engine is not None:
         app.state.engine = engine
     app.state.metrics = metrics
-    app.state.metrics_token = metrics_token
+    app.state.metrics_token_digest = (
+        metrics_route.token_digest(metrics_token) if metrics_token else None
+    )
     app.include_router(routes.router)
     app.include_router(metrics_route.router)
     app.include_router(approval_page.router)
