@@ -44,6 +44,7 @@ from workflows import STEPS, bench20, definition, noop_async, noop_sync  # noqa:
 
 WAYPOST = Path(sys.executable).with_name("waypost")
 AS_DEFINITION = False  # --definition: run the workflow as a published definition
+METRICS = False  # --metrics: the in-process engine counts into Prometheus metrics
 
 
 async def start_one(engine: wp.AsyncEngine, kind: str) -> wp.AsyncRunHandle:
@@ -144,7 +145,12 @@ async def drive(
 
 
 async def in_process(url: str, mode: str, kind: str, n: int, concurrency: int) -> Result:
-    async with wp.AsyncEngine(url, max_activities=max(100, concurrency)) as engine:
+    options = {}
+    if METRICS:
+        from waypost.observability import Metrics
+
+        options["observer"] = Metrics()
+    async with wp.AsyncEngine(url, max_activities=max(100, concurrency), **options) as engine:
         engine.register(bench20, noop_sync, noop_async)
         await prepare(engine)
         async with engine.running():
@@ -234,9 +240,15 @@ def main() -> None:
     parser.add_argument(
         "--definition", action="store_true", help="run the 20 steps as a published definition"
     )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="the in-process engine counts into Prometheus metrics (the `metrics` extra)",
+    )
     args = parser.parse_args()
-    global AS_DEFINITION
+    global AS_DEFINITION, METRICS
     AS_DEFINITION = args.definition
+    METRICS = args.metrics
     if args.loop == "uvloop":
         import uvloop
 
@@ -252,7 +264,7 @@ def main() -> None:
     )
     print(
         f"{STEPS} no-op activities per {'definition' if args.definition else 'workflow'}, "
-        f"{where}, {engines}, {args.loop} loop "
+        f"{where}, {engines}{', metrics on' if args.metrics else ''}, {args.loop} loop "
         f"in this process, median of {args.repeat} runs per row\n"
     )
     header = (

@@ -33,6 +33,7 @@ from .common import (
 from .definitions import definitions, runs_migrate
 from .encryption import runs_reencrypt
 from .fork import runs_fork
+from .metrics import exporting, metrics_observer
 from .output import cell, configure_logging, facts_grid, run_words, runs_table, show
 from .repairs import runs_retry, runs_skip, runs_update_input
 from .replay import replay
@@ -91,11 +92,26 @@ def demo(db: str) -> None:
     help="Suspend a run whose workflow task or activity step lost its engine this many "
     "times (a poison run).",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics on this port (any path; no API key: bind it where only "
+    "Prometheus reaches it).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics port listens on.",
+)
 def worker(
     db: str,
     apps: tuple[str, ...],
     log_format: str,
     max_lapses: int,
+    metrics_port: int | None,
+    metrics_host: str,
     lease: float,
     grace: float,
     cancel_grace: float | None,
@@ -122,7 +138,14 @@ def worker(
         "http_allow": list(http_allow) or None,
         "max_lapses": max_lapses,
     }
-    with open_engine(db, **options) as engine:
+    metrics = None
+    if metrics_port is not None:
+        metrics = metrics_observer()
+        options["observer"] = metrics
+    with (
+        open_engine(db, **options) as engine,
+        exporting(metrics, engine, metrics_host, metrics_port),
+    ):
         engine.register(*items)
         calls = f"; http steps may call {', '.join(http_allow)}" if http_allow else ""
         logging.getLogger("waypost.worker").info(

@@ -46,6 +46,20 @@ from .common import db_option, sender_from_spec, worker_options
     show_default=True,
     help="Largest request body accepted, in bytes.",
 )
+@click.option(
+    "--metrics/--no-metrics",
+    default=True,
+    show_default=True,
+    help="Serve Prometheus metrics at /metrics.",
+)
+@click.option(
+    "--metrics-token",
+    envvar="WAYPOST_METRICS_TOKEN",
+    default=None,
+    help="A scrape of /metrics must bring this as a bearer token (or set "
+    "WAYPOST_METRICS_TOKEN, which keeps it out of the process list); without it /metrics "
+    "is open.",
+)
 @worker_options
 def server(
     db: str,
@@ -55,6 +69,8 @@ def server(
     processes: int,
     api_only: bool,
     max_body: int,
+    metrics: bool,
+    metrics_token: str | None,
     lease: float,
     grace: float,
     cancel_grace: float | None,
@@ -63,8 +79,9 @@ def server(
     approval_url: str | None,
     http_allow: tuple[str, ...],
 ) -> None:
-    """Serve the HTTP API (/v1, /openapi.json), the approval pages (/approve/...) and
-    health checks (/healthz, /readyz) until SIGTERM/SIGINT."""
+    """Serve the HTTP API (/v1, /openapi.json), the approval pages (/approve/...),
+    health checks (/healthz, /readyz) and Prometheus metrics (/metrics) until
+    SIGTERM/SIGINT."""
     try:
         import uvicorn
 
@@ -99,6 +116,8 @@ def server(
             "http_allow": list(http_allow) or None,
         },
         notify=notify,
+        metrics=metrics,
+        metrics_token=metrics_token or None,
     )
     os.environ[SETTINGS_VARIABLE] = settings.to_json()
     logging.basicConfig(

@@ -143,6 +143,11 @@ class Engine(Blocking):
     def url(self) -> str:
         return self.aio.url
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The engine's own event loop (for code on other threads that must await it)."""
+        return self._loop.loop
+
     # -- lifecycle ------------------------------------------------------------
     def register(self, *items: Any) -> Engine:
         """Make workflows and activities (decorated functions) known to this engine."""

@@ -57,6 +57,7 @@ from .attempts import Attempt, Outcome, log_attempt_outcome, log_workflow_task
 from .cache import Live, LiveRuns, RunKey, RunLocks
 from .decisions import decision_commit
 from .faults import Crash
+from .observing import CommitWatch
 from .ports import WorkflowSource
 from .quotas import QUOTA_RETRY, QuotaBook, deferral, over_quota
 from .scheduler import Scheduler
@@ -85,6 +86,7 @@ class Runner(Starts):
         self.scheduler = Scheduler(self)
         self.accepting = False  # serving: take new work into this process
         self._cache = LiveRuns(settings.cache_size)
+        self.watch = CommitWatch(settings.observer)
         self._locks = RunLocks()
         self._waiters: dict[RunKey, list[asyncio.Future[None]]] = {}
         self._spawned: set[asyncio.Task[Any]] = set()
@@ -188,7 +190,9 @@ class Runner(Starts):
     async def commit(self, commit: RunCommit) -> CommitResult:
         faults = self.settings.faults
         faults.hit("commit:before")
+        began = time.perf_counter()
         res = await self.store.commit_run(commit)
+        self.watch.landed(commit, res, time.perf_counter() - began)
         faults.hit("commit:after")
         return res
 
@@ -248,6 +252,7 @@ class Runner(Starts):
                     del self._waiters[key]
 
     def new_instance(self, defn: WorkflowDefn, tenant: str, run_id: str) -> WorkflowInstance:
+        self.watch.note(tenant, run_id, defn.name)
         return WorkflowInstance(
             workflow=defn,
             activities=self.registry.activities(),
@@ -471,6 +476,7 @@ class Runner(Starts):
         """Suspend the run, holding its workflow task under `fence`; False if something
         was appended meanwhile."""
         error, detail = suspension(err)
+        self.watch.note(run.tenant, run.run_id, run.workflow)
         now = self.settings.clock()
         same = (run.error or {}).get("message") == error["message"]
         if run.status == RunStatus.SUSPENDED and same:
@@ -649,6 +655,7 @@ class Runner(Starts):
             try:
                 await self._report_locked(key, a, outcome)
                 log_attempt_outcome(a, outcome)
+                self.watch.attempt(a.activity, outcome)
                 return
             except StoreError as exc:
                 failures += 1

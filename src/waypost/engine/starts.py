@@ -24,6 +24,7 @@ from waypost.store.base import (
     Store,
 )
 
+from .observing import CommitWatch
 from .ports import StartSignal
 from .settings import Settings
 
@@ -40,6 +41,7 @@ class Starts:
 
     settings: Settings
     store: Store
+    watch: CommitWatch
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         raise NotImplementedError
@@ -123,11 +125,16 @@ class Starts:
                     "with a different workflow or input; use another run_id"
                 )
             return Started(run_id, created=False)
+        self.started(tenant, run_id, workflow)
         if result.workflow_fence is not None:
             first = Event(1, _E.RUN_STARTED, started.data, now, run.last_hash, started.encode())
             preloaded = None if history else (run, [first])
             self.spawn(self.process(tenant, run_id, result.workflow_fence, queue, preloaded))
         return Started(run_id, created=True)
+
+    def started(self, tenant: str, run_id: str, workflow: str) -> None:
+        self.watch.note(tenant, run_id, workflow)
+        self.settings.observer.run_started(tenant, workflow)
 
     async def _signal_with_start(self, new: NewRun, signal: StartSignal) -> Started:
         tenant, run_id = new.tenant, new.run_id
@@ -146,6 +153,7 @@ class Starts:
         result, res = await self.store.signal_with_start(new, commit)
         faults.hit("commit:after")
         if result.created:
+            self.started(tenant, run_id, new.workflow)
             if result.workflow_fence is not None:
                 self.spawn(self.process(tenant, run_id, result.workflow_fence, new.queue or ""))
             return Started(run_id, created=True)

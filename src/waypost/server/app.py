@@ -30,9 +30,10 @@ from waypost.client.engine import AsyncEngine
 from waypost.errors import WaypostError
 from waypost.features.senders import senders_from_url
 from waypost.model.logs import logger
+from waypost.observability import Metrics
 from waypost.runtime.registry import items_in_modules
 
-from . import approval_page, routes
+from . import approval_page, metrics_route, routes
 from .errors import answer, error_body
 
 log = logger("waypost.server")
@@ -51,6 +52,8 @@ class ServerSettings:
     engine_options: dict[str, Any] = field(default_factory=dict)
     max_body: int = MAX_BODY
     notify: str = "log"  # where approval notifications go (see `senders_from_url`)
+    metrics: bool = True  # serve GET /metrics
+    metrics_token: str | None = None  # then a scrape must bring it as a bearer token
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -65,8 +68,11 @@ def create_app(
     *,
     max_body: int = MAX_BODY,
     lifespan: Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]] | None = None,
+    metrics: Metrics | None = None,
+    metrics_token: str | None = None,
 ) -> FastAPI:
-    """The ASGI application serving `engine` (or the one `lifespan` opens)."""
+    """The ASGI application serving `engine` (or the one `lifespan` opens); GET /metrics
+    answers from `metrics` (the engine's observer), with `metrics_token` if given."""
     app = FastAPI(
         title="waypost",
         version="1",
@@ -77,7 +83,12 @@ def create_app(
     )
     if engine is not None:
         app.state.engine = engine
+    app.state.metrics = metrics
+    app.state.metrics_token_digest = (
+        metrics_route.token_digest(metrics_token) if metrics_token else None
+    )
     app.include_router(routes.router)
+    app.include_router(metrics_route.router)
     app.include_router(approval_page.router)
     app.add_exception_handler(WaypostError, _waypost_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
@@ -89,13 +100,19 @@ def create_app(
 
 def app_from_settings(settings: ServerSettings) -> FastAPI:
     """An app that opens (and serves, unless told not to) its own engine while it lives."""
+    metrics = Metrics() if settings.metrics else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         notifier = senders_from_url(settings.notify)
-        engine = AsyncEngine(settings.db, notifier=notifier, **settings.engine_options)
+        options = dict(settings.engine_options)
+        if metrics is not None:
+            options["observer"] = metrics
+        engine = AsyncEngine(settings.db, notifier=notifier, **options)
         for item in _load(settings.apps):
             engine.register(item)
+        if metrics is not None:
+            metrics.watch_store(engine.store, engine.clock)
         async with engine:
             app.state.engine = engine
             if settings.serve:
@@ -104,7 +121,12 @@ def app_from_settings(settings: ServerSettings) -> FastAPI:
             else:
                 yield
 
-    return create_app(max_body=settings.max_body, lifespan=lifespan)
+    return create_app(
+        max_body=settings.max_body,
+        lifespan=lifespan,
+        metrics=metrics,
+        metrics_token=settings.metrics_token,
+    )
 
 
 def app_from_environment() -> FastAPI:
