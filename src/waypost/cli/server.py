@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import sys
@@ -10,9 +9,10 @@ import sys
 import click
 
 from waypost.errors import WaypostError
+from waypost.model.logs import configure_logging
 from waypost.store import open_store, redact_url
 
-from .common import db_option, sender_from_spec, worker_options
+from .common import db_option, log_format_option, sender_from_spec, worker_options
 
 
 @click.command("server")
@@ -47,6 +47,7 @@ from .common import db_option, sender_from_spec, worker_options
     help="Largest request body accepted, in bytes.",
 )
 @worker_options
+@log_format_option
 def server(
     db: str,
     apps: tuple[str, ...],
@@ -62,9 +63,14 @@ def server(
     notify: str,
     approval_url: str | None,
     http_allow: tuple[str, ...],
+    log_format: str,
 ) -> None:
     """Serve the HTTP API (/v1, /openapi.json), the approval pages (/approve/...) and
-    health checks (/healthz, /readyz) until SIGTERM/SIGINT."""
+    health checks (/healthz, /readyz) until SIGTERM/SIGINT.
+
+    A `traceparent` header on POST /v1/runs makes the run part of the caller's trace.
+    With OTEL_EXPORTER_OTLP_ENDPOINT set (and the otel extra and an OTLP exporter
+    installed), each process sends the runs' traces there."""
     try:
         import uvicorn
 
@@ -99,11 +105,10 @@ def server(
             "http_allow": list(http_allow) or None,
         },
         notify=notify,
+        log_format=log_format,
     )
     os.environ[SETTINGS_VARIABLE] = settings.to_json()
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(log_format)
     work = "API only" if api_only else f"serving {len(apps)} app module(s) and definitions"
     click.echo(
         f"waypost server on http://{shown_host}:{port} ({processes} process"

@@ -27,9 +27,10 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from waypost.client.engine import AsyncEngine
+from waypost.engine import tracing
 from waypost.errors import WaypostError
 from waypost.features.senders import senders_from_url
-from waypost.model.logs import logger
+from waypost.model.logs import configure_logging, logger
 from waypost.runtime.registry import items_in_modules
 
 from . import approval_page, routes
@@ -51,6 +52,7 @@ class ServerSettings:
     engine_options: dict[str, Any] = field(default_factory=dict)
     max_body: int = MAX_BODY
     notify: str = "log"  # where approval notifications go (see `senders_from_url`)
+    log_format: str = "text"  # how each process logs (`configure_logging`)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -108,8 +110,14 @@ def app_from_settings(settings: ServerSettings) -> FastAPI:
 
 
 def app_from_environment() -> FastAPI:
-    """The app of the settings `waypost server` put in the environment (uvicorn's factory)."""
-    return app_from_settings(ServerSettings.from_json(os.environ[SETTINGS_VARIABLE]))
+    """The app of the settings `waypost server` put in the environment (uvicorn's factory).
+
+    Each process (`--workers N` starts new ones) sets up its logging and, when the
+    environment names an OTLP endpoint, its tracer provider."""
+    settings = ServerSettings.from_json(os.environ[SETTINGS_VARIABLE])
+    configure_logging(settings.log_format)
+    tracing.configure_from_environment()
+    return app_from_settings(settings)
 
 
 def _load(apps: list[str]) -> list[Any]:
