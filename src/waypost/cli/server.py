@@ -9,7 +9,7 @@ import sys
 import click
 
 from waypost.errors import WaypostError
-from waypost.model.logs import configure_logging
+from waypost.model.logs import configure_logging, logger
 from waypost.store import open_store, redact_url
 
 from .common import db_option, log_format_option, sender_from_spec, worker_options
@@ -110,12 +110,15 @@ def server(
     os.environ[SETTINGS_VARIABLE] = settings.to_json()
     configure_logging(log_format)
     work = "API only" if api_only else f"serving {len(apps)} app module(s) and definitions"
-    click.echo(
+    banner = (
         f"waypost server on http://{shown_host}:{port} ({processes} process"
         f"{'es' if processes > 1 else ''}, {work}) on {redact_url(db)}; approval links "
-        f"open {base_url}/approve/...",
-        err=True,
+        f"open {base_url}/approve/..."
     )
+    if log_format == "json":  # every line on stderr is then one JSON object
+        logger("waypost.server").info("%s", banner)
+    else:
+        click.echo(banner, err=True)
     sys.stderr.flush()
     # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again to the
     # handler found before it: this one, so that a clean stop exits 0 (as a worker does).
@@ -128,6 +131,8 @@ def server(
         port=port,
         workers=processes if processes > 1 else None,
         log_level="warning",
+        # In JSON, uvicorn's own lines go through the root logger's formatter too.
+        **({"log_config": None} if log_format == "json" else {}),
         access_log=False,
         proxy_headers=False,
         server_header=False,
