@@ -132,7 +132,7 @@ def server(
         workers=processes if processes > 1 else None,
         log_level="warning",
         # In JSON, uvicorn's own lines go through the root logger's formatter too.
-        **({"log_config": None} if log_format == "json" else {}),
+        log_config=None if log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         access_log=False,
         proxy_headers=False,
         server_header=False,
