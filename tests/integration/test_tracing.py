@@ -264,6 +264,25 @@ def test_an_http_caller_s_traceparent_makes_the_run_part_of_its_trace(
         check_one_trace(list(spans.get_finished_spans()), trace_id, parent_id, run_id, supplier)
 
 
+def test_the_http_client_sends_its_caller_s_context(
+    engine_for: Callable[..., wp.Engine],
+    supplier: Supplier,
+    spans: InMemorySpanExporter,
+    serve: Callable[..., str],
+) -> None:
+    engine = engine_for()
+    key = make_key(engine, "default", "shop", "starter")
+    caller = TracerProvider().get_tracer("the caller")
+    with engine.running(), wp.Client(serve(engine), key) as client:
+        with caller.start_as_current_span("checkout") as parent:
+            run_id = client.start("traced_order", {"order_id": "F-6"})
+        assert client.result(run_id, timeout=30) == "packed F-6"
+        eventually(lambda: len(named(list(spans.get_finished_spans()), "POST")) == 1, "spans")
+    context = parent.get_span_context()
+    found = list(spans.get_finished_spans())
+    check_one_trace(found, context.trace_id, context.span_id, run_id, supplier)
+
+
 @pytest.mark.parametrize(
     "header",
     [
