@@ -652,6 +652,10 @@ class Runner(Starts):
         recorded then. A stopping engine tries a few times; then, or if the store is
         damaged, the outcome is lost, the lease lapses and the step runs again.
         """
+        with log_context(run_id=a.run_id, step=a.step, attempt=a.attempt, tenant=a.tenant):
+            await self._report(a, outcome)
+
+    async def _report(self, a: Attempt, outcome: Outcome) -> None:
         key = (a.tenant, a.run_id)
         delays = itertools.chain((0.1, 0.5, 1.0, 2.0, 4.0), itertools.repeat(5.0))
         failures = 0

@@ -65,8 +65,10 @@ def caller_context(traceparent: str | None) -> Iterator[None]:
         _caller.reset(token)
 
 
-_cached: tuple[Any, Any] = (None, None)
-_own_provider: Any = None
+_own: tuple[Any, Any] | None = None  # (provider, its tracer) of `use_tracer_provider`
+_global_tracer: Any = None  # the tracer of OpenTelemetry's global provider, once set
+_look_again_at = 0.0  # while no global provider is set: when to look for one again
+LOOK_EVERY = 1.0  # seconds; a provider set after the engine started is used this soon
 
 
 def use_tracer_provider(provider: Any) -> None:
@@ -74,21 +76,33 @@ def use_tracer_provider(provider: Any) -> None:
     (None: the global one again). OpenTelemetry sets its global provider once per
     process; this lets tests, or an application that keeps waypost's spans apart,
     choose another."""
-    global _own_provider
-    _own_provider = provider
+    global _own, _look_again_at
+    _own = None if provider is None else (provider, provider.get_tracer("waypost"))
+    _look_again_at = 0.0
 
 
 def _tracer() -> Any:
-    """The tracer of the configured provider, or None when nothing records spans."""
-    global _cached
+    """The tracer of the configured provider, or None when nothing records spans.
+
+    Looking up OpenTelemetry's global provider reads the environment, which costs more
+    than the rest of an untraced task: while there is none, it is looked for at most
+    once a second. Once set, OpenTelemetry never changes it."""
+    global _global_tracer, _look_again_at
     if not AVAILABLE:
         return None
-    provider = _own_provider if _own_provider is not None else otel.get_tracer_provider()
-    if isinstance(provider, otel.ProxyTracerProvider | otel.NoOpTracerProvider):
+    if _own is not None:
+        return _own[1]
+    if _global_tracer is not None:
+        return _global_tracer
+    now = time.monotonic()
+    if now < _look_again_at:
         return None
-    if _cached[0] is not provider:
-        _cached = (provider, provider.get_tracer("waypost"))
-    return _cached[1]
+    provider = otel.get_tracer_provider()
+    if isinstance(provider, otel.ProxyTracerProvider | otel.NoOpTracerProvider):
+        _look_again_at = now + LOOK_EVERY
+        return None
+    _global_tracer = provider.get_tracer("waypost")
+    return _global_tracer
 
 
 def enabled() -> bool:
@@ -129,8 +143,7 @@ def _attributes(fields: Mapping[str, Any]) -> dict[str, Any]:
     return {f"waypost.{k}": v for k, v in fields.items() if v is not None}
 
 
-@contextlib.contextmanager
-def start_span(**fields: Any) -> Iterator[str | None]:
+def start_span(**fields: Any) -> contextlib.AbstractContextManager[str | None]:
     """Around a run's start: the `traceparent` to keep with the run (None: none to keep).
 
     With a tracer provider, a span `waypost start` is made as a child of the active span
@@ -140,8 +153,12 @@ def start_span(**fields: Any) -> Iterator[str | None]:
     tracer = _tracer()
     caller = _caller.get()
     if tracer is None:
-        yield caller
-        return
+        return contextlib.nullcontext(caller)
+    return _traced_start(tracer, caller, fields)
+
+
+@contextlib.contextmanager
+def _traced_start(tracer: Any, caller: str | None, fields: dict[str, Any]) -> Iterator[str | None]:
     parent = _parent(caller) if caller is not None else None
     with tracer.start_as_current_span(
         "waypost start",
@@ -219,25 +236,26 @@ def attempt_trace(started: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
-@contextlib.contextmanager
-def attempt_span(spec: Mapping[str, Any], **fields: Any) -> Iterator[None]:
+def attempt_span(spec: Mapping[str, Any], **fields: Any) -> contextlib.AbstractContextManager[Any]:
     """An activity attempt's span, the active span while the attempt runs (so spans the
     activity makes, and the `traceparent` of an http step's request, are its children);
     `spec` is the activity task's (`attempt_trace` put the run's trace in it)."""
     tracer = _tracer()
     if tracer is None:
-        yield
-        return
+        return _UNTRACED
     trace = spec.get(TRACE_KEY)
     trace = trace if isinstance(trace, dict) else {}
     fields.update({k: v for k, v in trace.items() if k != "traceparent"})
-    with tracer.start_as_current_span(
+    span: contextlib.AbstractContextManager[Any] = tracer.start_as_current_span(
         "waypost activity",
         context=_parent(trace.get("traceparent")),
         kind=otel.SpanKind.CONSUMER,
         attributes=_attributes(fields),
-    ):
-        yield
+    )
+    return span
+
+
+_UNTRACED: contextlib.nullcontext[None] = contextlib.nullcontext()
 
 
 def failed(description: str) -> None:
@@ -288,8 +306,10 @@ def configure_from_environment() -> bool:
         or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     ):
         return False
-    if not AVAILABLE or _tracer() is not None:
+    if not AVAILABLE:
         return False
+    if not isinstance(otel.get_tracer_provider(), otel.ProxyTracerProvider):
+        return False  # the application set one
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[import-not-found,unused-ignore]
             OTLPSpanExporter,
@@ -308,4 +328,6 @@ def configure_from_environment() -> bool:
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     otel.set_tracer_provider(provider)
+    global _look_again_at
+    _look_again_at = 0.0
     return True

@@ -16,11 +16,10 @@ is about (`JsonLogFormatter` writes them on every line).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
@@ -62,15 +61,20 @@ RUN_FIELDS = ("run_id", "step", "attempt", "tenant")
 _run_fields: ContextVar[Mapping[str, Any] | None] = ContextVar("waypost_log_run", default=None)
 
 
-@contextlib.contextmanager
-def log_context(**fields: Any) -> Iterator[None]:
+class log_context:
     """Lines logged inside this block (in this task, and threads it hands work with its
     context) are about `fields` (run_id, step, attempt, tenant)."""
-    token = _run_fields.set(fields)
-    try:
-        yield
-    finally:
-        _run_fields.reset(token)
+
+    __slots__ = ("fields", "token")
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields = fields
+
+    def __enter__(self) -> None:
+        self.token = _run_fields.set(self.fields)
+
+    def __exit__(self, *exc: object) -> None:
+        _run_fields.reset(self.token)
 
 
 def run_fields() -> Mapping[str, Any] | None:
