@@ -19,7 +19,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 import waypost as wp
 from tests.helpers import eventually
@@ -40,6 +40,7 @@ steps:
     http:
       url: {base}/orders
       body: {{reference: order_id}}
+    retry: {{max_attempts: 3, initial_interval: 0}}
     output: $.supplier
     next: pack
   pack:
@@ -62,14 +63,18 @@ class Supplier:
 
     def __init__(self) -> None:
         self.traceparents: list[str | None] = []
+        self.busy = 0  # answer this many requests 503 first
         received = self.traceparents
+        supplier = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 received.append(self.headers.get("traceparent"))
                 body = b'{"id": "po-1"}'
-                self.send_response(200)
+                status = 503 if supplier.busy > 0 else 200
+                supplier.busy -= 1
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -205,6 +210,35 @@ def test_a_run_started_in_a_span_is_one_trace_down_to_its_http_request(
     first = engine.history(run.run_id)[0]
     (start,) = named(list(spans.get_finished_spans()), "waypost start")
     assert first.data["trace"] == tracing.traceparent_of(start)
+
+
+def test_a_retried_attempt_is_a_span_of_the_same_trace(
+    engine_for: Callable[..., wp.Engine], supplier: Supplier, spans: InMemorySpanExporter
+) -> None:
+    supplier.busy = 1
+    engine = engine_for()
+    caller = TracerProvider().get_tracer("the caller")
+    with engine.running():
+        with caller.start_as_current_span("checkout") as parent:
+            run = engine.start("traced_order", {"order_id": "R-1"})
+        assert run.result(timeout=30) == "packed R-1"
+    trace_id = parent.get_span_context().trace_id
+    found = list(spans.get_finished_spans())
+    assert {s.context.trace_id for s in found} == {trace_id}
+    tries = [
+        s for s in named(found, "waypost activity") if attrs(s)["waypost.activity"] == HTTP_ACTIVITY
+    ]
+    assert sorted(attrs(s)["waypost.attempt"] for s in tries) == [1, 2]
+    first = next(s for s in tries if attrs(s)["waypost.attempt"] == 1)
+    assert first.status.status_code is StatusCode.ERROR
+    requests = sorted(named(found, "POST"), key=lambda s: s.start_time or 0)
+    assert [attrs(r)["http.response.status_code"] for r in requests] == [503, 200]
+    assert requests[0].status.status_code is StatusCode.ERROR
+    sent = supplier.traceparents
+    assert [t[3:35] if t else None for t in sent] == [f"{trace_id:032x}"] * 2
+    assert [t[36:52] if t else None for t in sent] == [
+        f"{r.context.span_id:016x}" for r in requests
+    ]
 
 
 def test_another_engine_continues_the_trace_from_the_store(
