@@ -10,9 +10,12 @@ another engine (fresh memory) carries the run on.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -358,3 +361,45 @@ def test_without_a_tracer_provider_nothing_is_recorded_or_stored(
         assert run.result(timeout=30) == "packed E-5"
     assert "trace" not in engine.history(run.run_id)[0].data
     assert supplier.traceparents == [None]
+
+
+WITHOUT_OTEL = """
+import sys
+
+sys.modules["opentelemetry"] = None  # as if the otel extra were not installed: import fails
+import waypost as wp
+from waypost.engine import tracing
+
+assert not tracing.AVAILABLE and not tracing.enabled()
+
+
+@wp.activity
+def hello(ctx, name):
+    return "hello " + name
+
+
+@wp.workflow(name="greet")
+async def greet(ctx, name):
+    return await ctx.run(hello, name)
+
+
+with wp.Engine(sys.argv[1]) as engine:
+    engine.register(greet, hello)
+    with engine.running(), tracing.caller_context(sys.argv[2]):
+        run = engine.start(greet, "otel-less")
+        print(run.result(timeout=30), engine.history(run.run_id)[0].data.get("trace"))
+"""
+
+
+def test_the_engine_runs_without_opentelemetry_installed(tmp_path: Path) -> None:
+    good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    proc = subprocess.run(
+        [sys.executable, "-c", WITHOUT_OTEL, f"sqlite:///{tmp_path / 'w.db'}", good],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # An HTTP caller's traceparent is still kept with the run.
+    assert proc.stdout.split() == ["hello", "otel-less", good]
