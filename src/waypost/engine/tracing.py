@@ -19,6 +19,7 @@ The decisions behind it (docs/decisions/0013-trace-context-travels-with-the-run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import time
@@ -30,6 +31,7 @@ from waypost.model.logs import logger
 
 try:
     from opentelemetry import trace as otel
+    from opentelemetry.context import Context
 
     AVAILABLE = True
 except ImportError:  # the otel extra is not installed
@@ -125,18 +127,25 @@ def current_traceparent() -> str | None:
     return traceparent_of(otel.get_current_span())
 
 
-def _parent(traceparent: str | None) -> Any:
-    """An OpenTelemetry context whose span is the remote `traceparent` (None: no parent)."""
-    m = _TRACEPARENT.fullmatch(traceparent) if isinstance(traceparent, str) else None
+def _parent(traceparent: Any) -> Any:
+    """An OpenTelemetry context whose span is the remote `traceparent` (anything else: a
+    new trace, not a child of the active span). Built on an empty context, so the same
+    `traceparent` gives the same context: the run's tasks and attempts share one."""
+    return _remote_context(traceparent if isinstance(traceparent, str) else "")
+
+
+@functools.lru_cache(maxsize=1024)
+def _remote_context(traceparent: str) -> Any:
+    m = _TRACEPARENT.fullmatch(traceparent)
     if m is None:
-        return otel.set_span_in_context(otel.INVALID_SPAN)  # a new trace, not the active one
+        return otel.set_span_in_context(otel.INVALID_SPAN, Context())
     context = otel.SpanContext(
         trace_id=int(m[1], 16),
         span_id=int(m[2], 16),
         is_remote=True,
         trace_flags=otel.TraceFlags(int(m[3], 16)),
     )
-    return otel.set_span_in_context(otel.NonRecordingSpan(context))
+    return otel.set_span_in_context(otel.NonRecordingSpan(context), Context())
 
 
 def _attributes(fields: Mapping[str, Any]) -> dict[str, Any]:
