@@ -329,7 +329,7 @@ def test_the_http_client_sends_its_caller_s_context(
         "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  # unknown version
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-00",  # too long for 00
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-zz",  # not hex
-        "x" * 5000,
+        pytest.param("x" * 5000, id="huge"),
         "",
     ],
 )
