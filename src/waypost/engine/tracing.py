@@ -328,8 +328,8 @@ def configure_from_environment() -> bool:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
         log.warning(
-            "OTEL_EXPORTER_OTLP_ENDPOINT is set but no traces are sent: %s (pip install "
-            "'waypost[otel]' opentelemetry-exporter-otlp-proto-http)",
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set but no traces are sent: %s "
+            "(pip install 'waypost[otlp]')",
             exc,
         )
         return False
