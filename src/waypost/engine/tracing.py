@@ -5,7 +5,7 @@ The decisions behind it (docs/decisions/0013-trace-context-travels-with-the-run.
 - OpenTelemetry is optional (`pip install 'waypost[otel]'`) and this is the only module
   that imports it. Without the API package, or while no tracer provider is configured
   (the API's default is a proxy that records nothing), every function here returns at
-  once: no span, no context, no stored trace.
+  once: no span is made and no context stored (but for the next point).
 - A run is one trace. Its start makes a span, a child of the caller's context (the
   active span of the code that called `start`, or the W3C `traceparent` an HTTP caller
   sent), and the run keeps that span's context in its RunStarted event (`trace`). Every
