@@ -1,6 +1,6 @@
 """Traces of runs: OpenTelemetry spans, when the application asks for them.
 
-The decisions behind it (docs/decisions/0013-trace-context-travels-with-the-run.md):
+The decisions behind it (docs/decisions/0014-trace-context-travels-with-the-run.md):
 
 - OpenTelemetry is optional (`pip install 'waypost[otel]'`) and this is the only module
   that imports it. Without the API package, or while no tracer provider is configured
