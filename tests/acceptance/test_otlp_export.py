@@ -4,6 +4,7 @@ protobuf export requests)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -29,11 +30,14 @@ pytestmark = pytest.mark.timeout(120)
 WAYPOST = Path(sys.executable).with_name("waypost")
 
 APP = """
+import logging
+
 import waypost as wp
 
 
 @wp.activity(name="wrap")
 def wrap(ctx: wp.ActivityContext, gift: str) -> str:
+    logging.getLogger("gifts").info("wrapping %s", gift)
     return f"wrapped {gift}"
 
 
@@ -44,10 +48,12 @@ async def present(ctx: wp.WorkflowContext, gift: str) -> str:
 
 
 class Collector:
-    """Records the spans of every OTLP/HTTP export request: (name, trace id, attributes)."""
+    """Records the spans of every OTLP/HTTP export request: (name, trace id, attributes);
+    `span_ids` by name."""
 
     def __init__(self) -> None:
         self.spans: list[tuple[str, str, dict[str, Any]]] = []
+        self.span_ids: dict[str, list[str]] = {}
         self.resources: list[dict[str, Any]] = []
         collector = self
 
@@ -64,6 +70,7 @@ class Collector:
                         for span in ss.spans:
                             attributes = {a.key: _value(a.value) for a in span.attributes}
                             collector.spans.append((span.name, span.trace_id.hex(), attributes))
+                            collector.span_ids.setdefault(span.name, []).append(span.span_id.hex())
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
@@ -101,7 +108,7 @@ def test_a_worker_exports_its_runs_spans_to_the_otlp_endpoint(
     db = f"sqlite:///{tmp_path / 'gifts.db'}"
     traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     worker = subprocess.Popen(
-        [str(WAYPOST), "worker", "--db", db, "--app", "gift_app"],
+        [str(WAYPOST), "worker", "--db", db, "--app", "gift_app", "--log-format", "json"],
         cwd=tmp_path,
         env={
             **os.environ,
@@ -143,3 +150,16 @@ def test_a_worker_exports_its_runs_spans_to_the_otlp_endpoint(
     (attempt,) = [a for name, _, a in collector.spans if name == "waypost activity"]
     assert attempt["waypost.run_id"] == "gift-1" and attempt["waypost.attempt"] == 1
     assert all(r.get("service.name") == "gift-worker" for r in collector.resources)
+    # JSON log lines name the active span: the activity's own line, its attempt's.
+    lines = [json.loads(line) for line in err.splitlines()]
+    assert not [line for line in lines if line["level"] in ("ERROR", "CRITICAL")], err
+    (wrapping,) = [line for line in lines if line["logger"] == "gifts"]
+    assert wrapping["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert [wrapping["span_id"]] == collector.span_ids["waypost activity"]
+    assert wrapping["run_id"] == "gift-1" and wrapping["attempt"] == 1
+    finished = [
+        line for line in lines if line.get("task") == "workflow" and line.get("event") == "finished"
+    ]
+    assert finished and all(
+        line["span_id"] in collector.span_ids["waypost workflow task"] for line in finished
+    )

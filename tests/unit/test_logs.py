@@ -118,3 +118,11 @@ def test_the_run_context_reaches_a_thread_given_the_context() -> None:
 def test_an_unknown_log_format_is_refused() -> None:
     with pytest.raises(ValueError, match="yaml"):
         configure_logging("yaml")
+
+
+def test_json_lines_carry_the_fields_more_gives() -> None:
+    ids = {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7"}
+    traced = json.loads(JsonLogFormatter(lambda: ids).format(_record("x")))
+    untraced = json.loads(JsonLogFormatter(lambda: None).format(_record("x")))
+    assert {k: traced[k] for k in ids} == ids
+    assert "trace_id" not in untraced

@@ -109,7 +109,7 @@ def worker(
     OTEL_EXPORTER_OTLP_ENDPOINT set (and the otel extra and an OTLP exporter installed),
     sends the runs' traces there.
     """
-    configure_logging(log_format)
+    configure_logging(log_format, tracing.log_ids)
     tracing.configure_from_environment()
     items = _load_apps(apps)
     options = {

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from waypost.engine import tracing
 from waypost.errors import WaypostError
 from waypost.model.logs import configure_logging, logger
 from waypost.store import open_store, redact_url
@@ -108,7 +109,7 @@ def server(
         log_format=log_format,
     )
     os.environ[SETTINGS_VARIABLE] = settings.to_json()
-    configure_logging(log_format)
+    configure_logging(log_format, tracing.log_ids)
     work = "API only" if api_only else f"serving {len(apps)} app module(s) and definitions"
     banner = (
         f"waypost server on http://{shown_host}:{port} ({processes} process"

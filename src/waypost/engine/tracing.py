@@ -30,7 +30,7 @@ from typing import Any
 from waypost.model.logs import logger
 
 try:
-    from opentelemetry import trace as otel
+    from opentelemetry import context as otel_context, trace as otel
     from opentelemetry.context import Context
 
     AVAILABLE = True
@@ -120,6 +120,16 @@ def traceparent_of(span: Any) -> str | None:
     return f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{int(sc.trace_flags):02x}"
 
 
+def log_ids() -> dict[str, str] | None:
+    """The active span's `trace_id` and `span_id` (hex), for log lines; None untraced."""
+    if _tracer() is None:
+        return None
+    sc = otel.get_current_span().get_span_context()
+    if not sc.is_valid:
+        return None
+    return {"trace_id": f"{sc.trace_id:032x}", "span_id": f"{sc.span_id:016x}"}
+
+
 def current_traceparent() -> str | None:
     """The `traceparent` of the active span (what an outgoing request carries), or None."""
     if _tracer() is None:
@@ -182,12 +192,13 @@ class TaskSpan:
     """A workflow task's span. Its parent is known only once the run is read (`begin`
     with its RunStarted's data); it is dated from when the task was claimed."""
 
-    __slots__ = ("fields", "span", "started_ns")
+    __slots__ = ("active", "fields", "span", "started_ns")
 
     def __init__(self, fields: dict[str, Any]) -> None:
         self.fields = fields
         self.started_ns = time.time_ns()
         self.span: Any = None
+        self.active: Any = None  # the token that made it the active span
 
     def begin(self, started: Mapping[str, Any]) -> None:
         tracer = _tracer()
@@ -205,6 +216,8 @@ class TaskSpan:
             attributes=_attributes(fields),
             start_time=self.started_ns,
         )
+        # The active span until it ends (log lines name it), in the task that began it.
+        self.active = otel_context.attach(otel.set_span_in_context(self.span))
 
     def finished(self, status: str) -> None:
         """The task's decisions are committed; the run's status is now `status`."""
@@ -215,6 +228,9 @@ class TaskSpan:
         span, self.span = self.span, None
         if span is None:
             return
+        active, self.active = self.active, None
+        if active is not None:
+            otel_context.detach(active)
         if error is not None:
             span.record_exception(error)
             span.set_status(otel.Status(otel.StatusCode.ERROR, type(error).__name__))

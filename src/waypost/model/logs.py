@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
@@ -90,6 +90,12 @@ class JsonLogFormatter(logging.Formatter):
 
     FIELDS = ("tenant", "run_id", "task", "step", "attempt", "fence", "event")
 
+    def __init__(self, more: Callable[[], Mapping[str, Any] | None] | None = None) -> None:
+        """`more()` gives fields for every line, such as the active span's trace_id and
+        span_id."""
+        super().__init__()
+        self.more = more
+
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
@@ -104,6 +110,9 @@ class JsonLogFormatter(logging.Formatter):
         for name in self.FIELDS:
             if name in record.__dict__:
                 out[name] = record.__dict__[name]
+        more = self.more() if self.more is not None else None
+        if more:
+            out.update(more)
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str, ensure_ascii=True)
@@ -113,13 +122,17 @@ LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def configure_logging(log_format: str = "text") -> None:
-    """Log at INFO to stderr: one text line, or one JSON object (`JsonLogFormatter`), per
-    record (what `waypost worker` and `waypost server` do with `--log-format`)."""
+def configure_logging(
+    log_format: str = "text", more: Callable[[], Mapping[str, Any] | None] | None = None
+) -> None:
+    """Log at INFO to stderr: one text line, or one JSON object (`JsonLogFormatter`, with
+    the fields `more()` gives), per record (what `waypost worker` and `waypost server`
+    do with `--log-format`)."""
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format {log_format!r}: use one of {', '.join(LOG_FORMATS)}")
     handler = logging.StreamHandler(sys.stderr)
-    formatter = JsonLogFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+    text = logging.Formatter(TEXT_FORMAT)
+    formatter = JsonLogFormatter(more) if log_format == "json" else text
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -115,7 +115,7 @@ def app_from_environment() -> FastAPI:
     Each process (`--workers N` starts new ones) sets up its logging and, when the
     environment names an OTLP endpoint, its tracer provider."""
     settings = ServerSettings.from_json(os.environ[SETTINGS_VARIABLE])
-    configure_logging(settings.log_format)
+    configure_logging(settings.log_format, tracing.log_ids)
     tracing.configure_from_environment()
     return app_from_settings(settings)
 
