@@ -234,9 +234,11 @@ def test_a_retried_attempt_is_a_span_of_the_same_trace(
     assert sorted(attrs(s)["waypost.attempt"] for s in tries) == [1, 2]
     first = next(s for s in tries if attrs(s)["waypost.attempt"] == 1)
     assert first.status.status_code is StatusCode.ERROR
+    assert attrs(first)["error.type"] == "HttpStepRetryable"
     requests = sorted(named(found, "POST"), key=lambda s: s.start_time or 0)
     assert [attrs(r)["http.response.status_code"] for r in requests] == [503, 200]
     assert requests[0].status.status_code is StatusCode.ERROR
+    assert attrs(requests[0])["error.type"] == "503" and "error.type" not in attrs(requests[1])
     sent = supplier.traceparents
     assert [t[3:35] if t else None for t in sent] == [f"{trace_id:032x}"] * 2
     assert [t[36:52] if t else None for t in sent] == [

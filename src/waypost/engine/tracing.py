@@ -286,7 +286,9 @@ _UNTRACED: contextlib.nullcontext[None] = contextlib.nullcontext()
 def failed(description: str) -> None:
     """Mark the active span as failed (an attempt whose activity raised)."""
     if _tracer() is not None:
-        otel.get_current_span().set_status(otel.Status(otel.StatusCode.ERROR, description))
+        span = otel.get_current_span()
+        span.set_attribute("error.type", description)
+        span.set_status(otel.Status(otel.StatusCode.ERROR, description))
 
 
 @contextlib.contextmanager
@@ -313,7 +315,8 @@ def client_span(method: str, scheme: str, host: str, port: int) -> Iterator[Any]
 def response_status(span: Any, status: int) -> None:
     if span is not None:
         span.set_attribute("http.response.status_code", status)
-        if status >= 500:
+        if status >= 500:  # a client span's 4xx is the caller's answer, not its error
+            span.set_attribute("error.type", str(status))
             span.set_status(otel.Status(otel.StatusCode.ERROR))
 
 
