@@ -11,6 +11,7 @@ not counted).
     .venv/bin/python bench/bench.py --db postgresql://postgres@127.0.0.1/postgres
     .venv/bin/python bench/bench.py --db postgresql://postgres@127.0.0.1/postgres --workers 3
     .venv/bin/python bench/bench.py --definition      # the same 20 steps as a published definition
+    .venv/bin/python bench/bench.py --trace           # with OpenTelemetry spans recorded
 
 With `--workers 0` (the default) the engine runs in this process. With
 `--workers N`, N `waypost worker` processes serve the workflow and this process
@@ -221,6 +222,23 @@ def completed_runs(url: str) -> int:
         return int(row[0]) if row else 0
 
 
+def record_spans() -> None:
+    """Spans made and ended as with an exporter, then dropped: the cost of tracing on the
+    engine's side (an OTLP exporter's batching and sending run in a thread of their own)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class Drop(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Drop()))
+    from waypost.engine import tracing
+
+    tracing.use_tracer_provider(provider)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", default="sqlite", help="'sqlite' or a PostgreSQL server URL")
@@ -245,10 +263,17 @@ def main() -> None:
         action="store_true",
         help="the in-process engine counts into Prometheus metrics (the `metrics` extra)",
     )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="record OpenTelemetry spans (the SDK's provider; spans dropped, not exported)",
+    )
     args = parser.parse_args()
     global AS_DEFINITION, METRICS
     AS_DEFINITION = args.definition
     METRICS = args.metrics
+    if args.trace:
+        record_spans()
     if args.loop == "uvloop":
         import uvloop
 

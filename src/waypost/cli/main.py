@@ -15,7 +15,9 @@ from typing import Any
 
 import click
 
+from waypost.engine import tracing
 from waypost.errors import DecisionRefused, InvalidCredential, InvalidRequest, WaypostError
+from waypost.model.logs import configure_logging
 from waypost.runtime.registry import items_in_modules
 from waypost.store import redact_url
 
@@ -25,6 +27,7 @@ from .common import (
     check_cancel_grace,
     db_option,
     dump,
+    log_format_option,
     open_engine,
     sender_from_spec,
     tenant_option,
@@ -34,7 +37,7 @@ from .definitions import definitions, runs_migrate
 from .encryption import runs_reencrypt
 from .fork import runs_fork
 from .metrics import exporting, metrics_observer
-from .output import cell, configure_logging, facts_grid, run_words, runs_table, show
+from .output import cell, facts_grid, run_words, runs_table, show
 from .repairs import runs_retry, runs_skip, runs_update_input
 from .replay import replay
 from .retention import runs_purge, runs_purged
@@ -77,13 +80,7 @@ def demo(db: str) -> None:
     "worker serves only published definitions).",
 )
 @worker_options
-@click.option(
-    "--log-format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Log lines on stderr: text, or one JSON object per line (with run_id, step, attempt).",
-)
+@log_format_option
 @click.option(
     "--max-lapses",
     type=click.IntRange(min=1),
@@ -124,9 +121,12 @@ def worker(
     until SIGTERM/SIGINT.
 
     Logs one line per workflow task claimed and finished and per activity attempt
-    claimed, finished or retried (run id, step, attempt) on stderr.
+    claimed, finished or retried (run id, step, attempt) on stderr. With
+    OTEL_EXPORTER_OTLP_ENDPOINT set (and the otel extra and an OTLP exporter installed),
+    sends the runs' traces there.
     """
-    configure_logging(log_format)
+    configure_logging(log_format, tracing.log_ids)
+    tracing.configure_from_environment()
     items = _load_apps(apps)
     options = {
         "lease": lease,

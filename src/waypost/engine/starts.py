@@ -24,6 +24,7 @@ from waypost.store.base import (
     Store,
 )
 
+from . import tracing
 from .observing import CommitWatch
 from .ports import StartSignal
 from .settings import Settings
@@ -94,8 +95,42 @@ class Starts:
         appended after RunStarted in the same transaction (a fork's copied events), and
         the run's code is taken to have seen it up to `processed_seq`.
         """
-        settings = self.settings
         run_id = run_id if run_id is not None else new_run_id()
+        with tracing.start_span(
+            run_id=run_id, tenant=tenant, workflow=workflow, **{"workflow.version": version}
+        ) as trace:
+            if trace is not None:
+                started_data = {**started_data, tracing.TRACE_KEY: trace}
+            return await self._start_run(
+                tenant=tenant,
+                run_id=run_id,
+                workflow=workflow,
+                version=version,
+                payload=payload,
+                started_data=started_data,
+                queue=queue,
+                signal=signal,
+                priority=priority,
+                history=history,
+                processed_seq=processed_seq,
+            )
+
+    async def _start_run(
+        self,
+        *,
+        tenant: str,
+        run_id: str,
+        workflow: str,
+        version: str,
+        payload: Any,
+        started_data: dict[str, Any],
+        queue: str,
+        signal: StartSignal | None,
+        priority: int,
+        history: Sequence[NewEvent],
+        processed_seq: int,
+    ) -> Started:
+        settings = self.settings
         now = settings.clock()
         started = NewEvent(_E.RUN_STARTED, started_data, now)
         new = NewRun(

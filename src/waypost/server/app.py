@@ -27,9 +27,10 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from waypost.client.engine import AsyncEngine
+from waypost.engine import tracing
 from waypost.errors import WaypostError
 from waypost.features.senders import senders_from_url
-from waypost.model.logs import logger
+from waypost.model.logs import configure_logging, logger
 from waypost.observability import Metrics
 from waypost.runtime.registry import items_in_modules
 
@@ -54,6 +55,7 @@ class ServerSettings:
     notify: str = "log"  # where approval notifications go (see `senders_from_url`)
     metrics: bool = True  # serve GET /metrics
     metrics_token: str | None = None  # then a scrape must bring it as a bearer token
+    log_format: str = "text"  # how each process logs (`configure_logging`)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -130,8 +132,14 @@ def app_from_settings(settings: ServerSettings) -> FastAPI:
 
 
 def app_from_environment() -> FastAPI:
-    """The app of the settings `waypost server` put in the environment (uvicorn's factory)."""
-    return app_from_settings(ServerSettings.from_json(os.environ[SETTINGS_VARIABLE]))
+    """The app of the settings `waypost server` put in the environment (uvicorn's factory).
+
+    Each process (`--workers N` starts new ones) sets up its logging and, when the
+    environment names an OTLP endpoint, its tracer provider."""
+    settings = ServerSettings.from_json(os.environ[SETTINGS_VARIABLE])
+    configure_logging(settings.log_format, tracing.log_ids)
+    tracing.configure_from_environment()
+    return app_from_settings(settings)
 
 
 def _load(apps: list[str]) -> list[Any]:
