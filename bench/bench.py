@@ -11,6 +11,7 @@ not counted).
     .venv/bin/python bench/bench.py --db postgresql://postgres@127.0.0.1/postgres
     .venv/bin/python bench/bench.py --db postgresql://postgres@127.0.0.1/postgres --workers 3
     .venv/bin/python bench/bench.py --definition      # the same 20 steps as a published definition
+    .venv/bin/python bench/bench.py --trace           # with OpenTelemetry spans recorded
 
 With `--workers 0` (the default) the engine runs in this process. With
 `--workers N`, N `waypost worker` processes serve the workflow and this process
@@ -44,6 +45,7 @@ from workflows import STEPS, bench20, definition, noop_async, noop_sync  # noqa:
 
 WAYPOST = Path(sys.executable).with_name("waypost")
 AS_DEFINITION = False  # --definition: run the workflow as a published definition
+METRICS = False  # --metrics: the in-process engine counts into Prometheus metrics
 
 
 async def start_one(engine: wp.AsyncEngine, kind: str) -> wp.AsyncRunHandle:
@@ -144,7 +146,12 @@ async def drive(
 
 
 async def in_process(url: str, mode: str, kind: str, n: int, concurrency: int) -> Result:
-    async with wp.AsyncEngine(url, max_activities=max(100, concurrency)) as engine:
+    options = {}
+    if METRICS:
+        from waypost.observability import Metrics
+
+        options["observer"] = Metrics()
+    async with wp.AsyncEngine(url, max_activities=max(100, concurrency), **options) as engine:
         engine.register(bench20, noop_sync, noop_async)
         await prepare(engine)
         async with engine.running():
@@ -215,6 +222,23 @@ def completed_runs(url: str) -> int:
         return int(row[0]) if row else 0
 
 
+def record_spans() -> None:
+    """Spans made and ended as with an exporter, then dropped: the cost of tracing on the
+    engine's side (an OTLP exporter's batching and sending run in a thread of their own)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class Drop(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Drop()))
+    from waypost.engine import tracing
+
+    tracing.use_tracer_provider(provider)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", default="sqlite", help="'sqlite' or a PostgreSQL server URL")
@@ -234,9 +258,22 @@ def main() -> None:
     parser.add_argument(
         "--definition", action="store_true", help="run the 20 steps as a published definition"
     )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="the in-process engine counts into Prometheus metrics (the `metrics` extra)",
+    )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="record OpenTelemetry spans (the SDK's provider; spans dropped, not exported)",
+    )
     args = parser.parse_args()
-    global AS_DEFINITION
+    global AS_DEFINITION, METRICS
     AS_DEFINITION = args.definition
+    METRICS = args.metrics
+    if args.trace:
+        record_spans()
     if args.loop == "uvloop":
         import uvloop
 
@@ -252,7 +289,7 @@ def main() -> None:
     )
     print(
         f"{STEPS} no-op activities per {'definition' if args.definition else 'workflow'}, "
-        f"{where}, {engines}, {args.loop} loop "
+        f"{where}, {engines}{', metrics on' if args.metrics else ''}, {args.loop} loop "
         f"in this process, median of {args.repeat} runs per row\n"
     )
     header = (

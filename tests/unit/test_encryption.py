@@ -129,6 +129,7 @@ def test_keys_from_the_environment_first_is_current(tmp_path: Path) -> None:
         (f"k1:{b64(K1)},k1:{b64(K2)}", "listed twice"),
         ("k1:" + b64(b"x" * 16), "32 bytes"),
     ],
+    ids=["no secret", "not base64", "listed twice", "short"],  # the keys are random
 )
 def test_bad_key_settings_are_refused(spec: str, words: str) -> None:
     with pytest.raises(wp.ConfigurationError, match=words) as err:

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import contextvars
+import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import given, strategies as st
 
 from waypost.model.identity import printable
-from waypost.model.logs import EscapeArguments, logger
+from waypost.model.logs import (
+    RUN_FIELDS,
+    EscapeArguments,
+    JsonLogFormatter,
+    configure_logging,
+    log_context,
+    logger,
+    run_fields,
+)
 
 
 @pytest.mark.parametrize(
@@ -60,3 +71,58 @@ def test_waypost_loggers_escape_what_they_are_given(caplog: pytest.LogCaptureFix
     with caplog.at_level(logging.INFO, logger="waypost.test-logs"):
         log.info("hello %s", "eve\n2024-01-01 ERROR forged")
     assert caplog.records[-1].getMessage() == "hello eve\\n2024-01-01 ERROR forged"
+
+
+def _record(message: str, **extra: object) -> logging.LogRecord:
+    record = logging.LogRecord("waypost.test", logging.INFO, __file__, 1, message, None, None)
+    record.__dict__.update(extra)
+    return record
+
+
+def test_json_lines_name_the_run_being_worked_on() -> None:
+    formatter = JsonLogFormatter()
+    outside = json.loads(formatter.format(_record("idle")))
+    assert set(outside) == {"time", "level", "logger", "message"}
+    with log_context(run_id="r-1", step="2", attempt=3, tenant="acme"):
+        inside = json.loads(formatter.format(_record("working")))
+        # A record's own fields say more than the context: a next step claimed meanwhile.
+        claimed = json.loads(formatter.format(_record("claimed", step="3", attempt=1)))
+        with log_context(run_id="r-2", tenant="acme", step=None, attempt=None):
+            nested = json.loads(formatter.format(_record("task")))
+        after = json.loads(formatter.format(_record("again")))
+    assert {k: inside[k] for k in RUN_FIELDS} == {
+        "run_id": "r-1",
+        "step": "2",
+        "attempt": 3,
+        "tenant": "acme",
+    }
+    assert (claimed["step"], claimed["attempt"], claimed["run_id"]) == ("3", 1, "r-1")
+    assert (nested["run_id"], nested["step"], nested["attempt"]) == ("r-2", None, None)
+    assert after["run_id"] == "r-1"
+    assert run_fields() is None
+
+
+def test_a_json_line_is_one_line_whatever_the_message() -> None:
+    line = JsonLogFormatter().format(_record("a\nb\u2028c \x1b[31m"))
+    assert "\n" not in line and line.isascii()
+    assert json.loads(line)["message"] == "a\nb\u2028c \x1b[31m"
+
+
+def test_the_run_context_reaches_a_thread_given_the_context() -> None:
+    with log_context(run_id="r-9", tenant="t"), ThreadPoolExecutor(1) as pool:
+        seen = pool.submit(contextvars.copy_context().run, run_fields).result()
+        bare = pool.submit(run_fields).result()
+    assert seen == {"run_id": "r-9", "tenant": "t"} and bare is None
+
+
+def test_an_unknown_log_format_is_refused() -> None:
+    with pytest.raises(ValueError, match="yaml"):
+        configure_logging("yaml")
+
+
+def test_json_lines_carry_the_fields_more_gives() -> None:
+    ids = {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7"}
+    traced = json.loads(JsonLogFormatter(lambda: ids).format(_record("x")))
+    untraced = json.loads(JsonLogFormatter(lambda: None).format(_record("x")))
+    assert {k: traced[k] for k in ids} == ids
+    assert "trace_id" not in untraced

@@ -12,6 +12,7 @@ import click
 
 from waypost.client.sync import Engine
 from waypost.errors import WaypostError
+from waypost.model.logs import LOG_FORMATS
 from waypost.store import DEFAULT_URL
 from waypost.store.sqlite import parse_sqlite_url
 
@@ -136,6 +137,17 @@ def check_cancel_grace(ctx: click.Context, param: click.Parameter, value: str) -
             f"{value!r} is not a number of seconds (0 or more) or 'none'", ctx=ctx, param=param
         )
     return seconds
+
+
+log_format_option = click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
+    envvar="WAYPOST_LOG_FORMAT",
+    help="Log lines on stderr: text, or one JSON object per line with run_id, step, "
+    "attempt and tenant on each line about a run (env WAYPOST_LOG_FORMAT).",
+)
 
 
 def worker_options(command: F) -> F:

@@ -15,7 +15,9 @@ from typing import Any
 
 import click
 
+from waypost.engine import tracing
 from waypost.errors import DecisionRefused, InvalidCredential, InvalidRequest, WaypostError
+from waypost.model.logs import configure_logging
 from waypost.runtime.registry import items_in_modules
 from waypost.store import redact_url
 
@@ -25,6 +27,7 @@ from .common import (
     check_cancel_grace,
     db_option,
     dump,
+    log_format_option,
     open_engine,
     sender_from_spec,
     tenant_option,
@@ -33,7 +36,8 @@ from .common import (
 from .definitions import definitions, runs_migrate
 from .encryption import runs_reencrypt
 from .fork import runs_fork
-from .output import cell, configure_logging, facts_grid, run_words, runs_table, show
+from .metrics import exporting, metrics_observer
+from .output import cell, facts_grid, run_words, runs_table, show
 from .repairs import runs_retry, runs_skip, runs_update_input
 from .replay import replay
 from .retention import runs_purge, runs_purged
@@ -77,13 +81,7 @@ def demo(db: str) -> None:
     "worker serves only published definitions).",
 )
 @worker_options
-@click.option(
-    "--log-format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Log lines on stderr: text, or one JSON object per line (with run_id, step, attempt).",
-)
+@log_format_option
 @click.option(
     "--max-lapses",
     type=click.IntRange(min=1),
@@ -92,11 +90,26 @@ def demo(db: str) -> None:
     help="Suspend a run whose workflow task or activity step lost its engine this many "
     "times (a poison run).",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics on this port (any path; no API key: bind it where only "
+    "Prometheus reaches it).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics port listens on.",
+)
 def worker(
     db: str,
     apps: tuple[str, ...],
     log_format: str,
     max_lapses: int,
+    metrics_port: int | None,
+    metrics_host: str,
     lease: float,
     grace: float,
     cancel_grace: float | None,
@@ -109,9 +122,12 @@ def worker(
     until SIGTERM/SIGINT.
 
     Logs one line per workflow task claimed and finished and per activity attempt
-    claimed, finished or retried (run id, step, attempt) on stderr.
+    claimed, finished or retried (run id, step, attempt) on stderr. With
+    OTEL_EXPORTER_OTLP_ENDPOINT set (and the otel extra and an OTLP exporter installed),
+    sends the runs' traces there.
     """
-    configure_logging(log_format)
+    configure_logging(log_format, tracing.log_ids)
+    tracing.configure_from_environment()
     items = _load_apps(apps)
     options = {
         "lease": lease,
@@ -123,7 +139,14 @@ def worker(
         "http_allow": list(http_allow) or None,
         "max_lapses": max_lapses,
     }
-    with open_engine(db, **options) as engine:
+    metrics = None
+    if metrics_port is not None:
+        metrics = metrics_observer()
+        options["observer"] = metrics
+    with (
+        open_engine(db, **options) as engine,
+        exporting(metrics, engine, metrics_host, metrics_port),
+    ):
         engine.register(*items)
         calls = f"; http steps may call {', '.join(http_allow)}" if http_allow else ""
         logging.getLogger("waypost.worker").info(

@@ -11,7 +11,6 @@ a run id is shown, not obeyed.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -268,37 +267,3 @@ def timeline(events: Sequence[Event], limit: int = TIMELINE_EVENTS) -> Table:
             f"the last {len(shown)} of {len(events)} events; `waypost runs history` prints all"
         )
     return t
-
-
-# == worker logs =========================================================================
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object a line: time, level, logger, message, and run_id, step, attempt
-    when the record carries them."""
-
-    FIELDS = ("tenant", "run_id", "task", "step", "attempt", "fence", "event")
-
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        for name in self.FIELDS:
-            if name in record.__dict__:
-                out[name] = record.__dict__[name]
-        if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str, ensure_ascii=True)
-
-
-def configure_logging(log_format: str) -> None:
-    """Log at INFO to stderr: one text line or one JSON object per record."""
-    handler = logging.StreamHandler(sys.stderr)
-    if log_format == "json":
-        handler.setFormatter(JsonLogFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)

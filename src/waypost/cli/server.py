@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import sys
 
 import click
 
+from waypost.engine import tracing
 from waypost.errors import WaypostError
+from waypost.model.logs import configure_logging, logger
 from waypost.store import open_store, redact_url
 
-from .common import db_option, sender_from_spec, worker_options
+from .common import db_option, log_format_option, sender_from_spec, worker_options
 
 
 @click.command("server")
@@ -46,7 +47,22 @@ from .common import db_option, sender_from_spec, worker_options
     show_default=True,
     help="Largest request body accepted, in bytes.",
 )
+@click.option(
+    "--metrics/--no-metrics",
+    default=True,
+    show_default=True,
+    help="Serve Prometheus metrics at /metrics.",
+)
+@click.option(
+    "--metrics-token",
+    envvar="WAYPOST_METRICS_TOKEN",
+    default=None,
+    help="A scrape of /metrics must bring this as a bearer token (or set "
+    "WAYPOST_METRICS_TOKEN, which keeps it out of the process list); without it /metrics "
+    "is open.",
+)
 @worker_options
+@log_format_option
 def server(
     db: str,
     apps: tuple[str, ...],
@@ -55,6 +71,8 @@ def server(
     processes: int,
     api_only: bool,
     max_body: int,
+    metrics: bool,
+    metrics_token: str | None,
     lease: float,
     grace: float,
     cancel_grace: float | None,
@@ -62,9 +80,15 @@ def server(
     notify: str,
     approval_url: str | None,
     http_allow: tuple[str, ...],
+    log_format: str,
 ) -> None:
     """Serve the web console (/), the HTTP API (/v1, /openapi.json), the approval pages
-    (/approve/...) and health checks (/healthz, /readyz) until SIGTERM/SIGINT."""
+    (/approve/...), health checks (/healthz, /readyz) and Prometheus metrics (/metrics)
+    until SIGTERM/SIGINT.
+
+    A `traceparent` header on POST /v1/runs makes the run part of the caller's trace.
+    With OTEL_EXPORTER_OTLP_ENDPOINT set (and the otel extra and an OTLP exporter
+    installed), each process sends the runs' traces there."""
     try:
         import uvicorn
 
@@ -100,21 +124,25 @@ def server(
             "http_allow": list(http_allow) or None,
         },
         notify=notify,
+        metrics=metrics,
+        metrics_token=metrics_token or None,
+        log_format=log_format,
         # One console secret for every process; from the environment, it also outlives a
         # restart (else a restart signs everyone out of the console).
         console_secret=os.environ.get("WAYPOST_CONSOLE_SECRET") or new_secret_text(),
     )
     os.environ[SETTINGS_VARIABLE] = settings.to_json()
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(log_format, tracing.log_ids)
     work = "API only" if api_only else f"serving {len(apps)} app module(s) and definitions"
-    click.echo(
+    banner = (
         f"waypost server on http://{shown_host}:{port} ({processes} process"
         f"{'es' if processes > 1 else ''}, {work}) on {redact_url(db)}; approval links "
-        f"open {base_url}/approve/...",
-        err=True,
+        f"open {base_url}/approve/..."
     )
+    if log_format == "json":  # every line on stderr is then one JSON object
+        logger("waypost.server").info("%s", banner)
+    else:
+        click.echo(banner, err=True)
     sys.stderr.flush()
     # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again to the
     # handler found before it: this one, so that a clean stop exits 0 (as a worker does).
@@ -127,6 +155,8 @@ def server(
         port=port,
         workers=processes if processes > 1 else None,
         log_level="warning",
+        # In JSON, uvicorn's own lines go through the root logger's formatter too.
+        log_config=None if log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         access_log=False,
         proxy_headers=False,
         server_header=False,

@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, cast
 
-from waypost.errors import InvalidRequest, PermissionDenied
+from waypost.errors import InvalidRequest, PermissionDenied, QuotaExceeded
 from waypost.model.identity import Principal, check_id, preview
 from waypost.model.logs import logger
+from waypost.model.observe import NO_OBSERVER, Observer
 from waypost.model.operations import Request
 
 T = TypeVar("T")
@@ -36,8 +37,11 @@ log = logger("waypost.door")
 class Door:
     """Runs operations for principals: roles, bounds and identities checked once, here."""
 
-    def __init__(self, handlers: Mapping[type[Request[Any]], Handler]) -> None:
+    def __init__(
+        self, handlers: Mapping[type[Request[Any]], Handler], observer: Observer = NO_OBSERVER
+    ) -> None:
         self._handlers = dict(handlers)
+        self.observer = observer
 
     def serves(self, kind: type[Request[Any]]) -> bool:
         return kind in self._handlers
@@ -65,4 +69,8 @@ class Door:
                 )
         checked = request.checked(principal)
         log.debug("%s by %s in %s", request.name, principal.subject, principal.tenant)
-        return cast(T, await handler(checked, principal))
+        try:
+            return cast(T, await handler(checked, principal))
+        except QuotaExceeded as exc:
+            self.observer.quota_refused(principal.tenant, exc.quota)
+            raise

@@ -45,6 +45,7 @@ from waypost.model.definitions import Limits
 from waypost.model.encryption import Keys, keys_from_environment
 from waypost.model.events import ChainProblem, Event
 from waypost.model.identity import Principal
+from waypost.model.observe import NO_OBSERVER, Observer
 from waypost.model.quotas import Quotas
 from waypost.model.records import (
     ApprovalInfo,
@@ -150,6 +151,8 @@ class AsyncEngine(
     purges the finished runs older than their tenant's `retention_days` (None: never).
     `max_lapses` (default 5): a run whose
     workflow task or activity step lost its engine that many times is suspended.
+    `observer`: told what is worth counting (`waypost.model.observe.Observer`; the
+    Prometheus one is `waypost.observability.Metrics`).
 
     Every operation goes through `execute(request, principal)`; the methods
     below act as the local principal of the tenant they name.
@@ -184,6 +187,7 @@ class AsyncEngine(
         retention_every: timedelta | float | None = timedelta(hours=1),
         encryption: Keys | None = None,
         max_lapses: int = 5,
+        observer: Observer | None = None,
     ) -> None:
         chain = chain if chain is not None else chain_from_environment(os.environ)
         self.store: Store = store if store is not None else open_store(url)
@@ -212,6 +216,7 @@ class AsyncEngine(
             quotas=quotas if quotas is not None else Quotas(),
             retention_every=None if retention_every is None else _seconds(retention_every),
             max_lapses=max_lapses,
+            observer=observer if observer is not None else NO_OBSERVER,
         )
         self.owner = self.settings.owner
         self.clock = self.settings.clock
@@ -236,7 +241,7 @@ class AsyncEngine(
         self._runner.scheduler.add_loop("outbox", self._outbox.dispatch_forever)
         self._runner.scheduler.add_loop("retention", self._retention.retain_forever)
         self._runner.scheduler.on_topic("outbox", self._outbox.wake)
-        self._door = Door(self._handlers())
+        self._door = Door(self._handlers(), self.settings.observer)
         self._user = os_user()
         self._opened = False
 
@@ -273,10 +278,7 @@ class AsyncEngine(
             # the approval page
             ops.ResolveCredential: approvals.resolve,
             ops.StartRun: runs.start_run,
-            ops.PageRuns: runs.page_runs,
-            ops.SearchRuns: runs.search_runs,
-            ops.CountRuns: runs.count_runs,
-            ops.RunDataAt: runs.data_at,
+            **runs.page_handlers(),  # PageRuns, SearchRuns, CountRuns, RunDataAt
             # signal-with-start and webhooks by correlation
             ops.SignalWithStart: runs.signal_with_start,
             wh.CreateWebhookSource: self._webhooks.create_source,

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from waypost import errors as e
+from waypost.engine import tracing
 from waypost.model.definitions import DefinitionError, InputError
 from waypost.model.definitions.format import Problem
 from waypost.model.events import Event
@@ -185,6 +186,9 @@ class AsyncClient(OperatorRequests):
         if "json" in kwargs:  # refused here as the engine refuses it: PayloadError
             kwargs["content"] = _json_body(kwargs.pop("json"))
             kwargs["headers"] = {"Content-Type": "application/json"}
+        traceparent = tracing.current_traceparent()
+        if traceparent is not None:  # a run this starts is part of the caller's trace
+            kwargs["headers"] = {**kwargs.get("headers", {}), "traceparent": traceparent}
         try:
             response = await self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import signal
 import threading
@@ -99,10 +100,14 @@ class LoopThread:
         self._thread.start()
 
     def call(self, coro: Coroutine[Any, Any, T], closed: str = "closed") -> T:
+        """The coroutine's answer, run on the loop in a copy of the caller's context (as
+        `asyncio.to_thread` does the other way): the caller's active span, for one,
+        is the parent of the run it starts."""
         if self.closed:
             coro.close()
             raise RuntimeError(closed)
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        context = contextvars.copy_context()
+        return context.run(asyncio.run_coroutine_threadsafe, coro, self.loop).result()
 
     def stop(self) -> None:
         self.closed = True
@@ -142,6 +147,11 @@ class Engine(Blocking):
     @property
     def url(self) -> str:
         return self.aio.url
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The engine's own event loop (for code on other threads that must await it)."""
+        return self._loop.loop
 
     # -- lifecycle ------------------------------------------------------------
     def register(self, *items: Any) -> Engine:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from waypost.model.events import EventType, NewEvent
 from waypost.model.logs import logger
 from waypost.model.retry import Retry
 from waypost.runtime.context import ActivityContext
@@ -80,6 +81,22 @@ class Outcome:
             if self.retry_at is not None:
                 data["retry_at"] = self.retry_at
         return data
+
+    def late_event(self, a: Attempt, now: float) -> NewEvent:
+        """The audit fact of an outcome from an attempt that no longer holds its task."""
+        data: dict[str, Any] = {
+            "step": a.step,
+            "attempt": a.attempt,
+            "fence": a.fence,
+            "outcome": "completed" if self.ok else "failed",
+            "reason": "the attempt no longer holds the task (its lease lapsed, it was retried, "
+            "cancelled or the run ended)",
+        }
+        if self.ok:
+            data["result"] = self.result
+        else:
+            data["error"] = self.error
+        return NewEvent(EventType.LATE_RESULT_IGNORED, data, now)
 
 
 def failure(

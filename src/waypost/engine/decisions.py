@@ -26,6 +26,8 @@ from waypost.store.base import (
     WorkflowTaskOp,
 )
 
+from .tracing import TRACE_KEY, attempt_trace
+
 _E = EventType
 _OUTCOME_STATUS = {
     _E.RUN_COMPLETED: RunStatus.COMPLETED,
@@ -72,6 +74,7 @@ def decision_commit(
     dropped = {ev.data["step"] for ev in commands if ev.type == _E.ACTIVITY_CANCEL_REQUESTED}
     # Likewise a correlated wait that ended in the activation that began it is never stored.
     withdrawn = {ev.data["step"] for ev in commands if ev.type == _E.CORRELATION_WITHDRAWN}
+    trace = attempt_trace(inst.started)
     for ev in commands:
         t, d = ev.type, ev.data
         if t == _E.ACTIVITY_SCHEDULED:
@@ -82,7 +85,7 @@ def decision_commit(
                 NewActivityTask(
                     step=d["step"],
                     activity=d["activity"],
-                    spec=d,
+                    spec=d if trace is None else {**d, TRACE_KEY: trace},
                     timeout=float(d["timeout"]),
                     heartbeat_timeout=d.get("heartbeat_timeout"),
                     owner=owner if local else None,

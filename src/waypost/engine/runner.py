@@ -32,7 +32,7 @@ from waypost.errors import (
 )
 from waypost.model.codec import Codec
 from waypost.model.events import Event, EventType, NewEvent
-from waypost.model.logs import logger
+from waypost.model.logs import log_context, logger
 from waypost.model.quotas import Quotas
 from waypost.model.status import RunStatus
 from waypost.runtime.cancellation import CANCEL_GRACE_STEP
@@ -53,10 +53,12 @@ from waypost.store.base import (
     WorkflowTaskOp,
 )
 
+from . import tracing
 from .attempts import Attempt, Outcome, log_attempt_outcome, log_workflow_task
 from .cache import Live, LiveRuns, RunKey, RunLocks
 from .decisions import decision_commit
 from .faults import Crash
+from .observing import CommitWatch
 from .ports import WorkflowSource
 from .quotas import QUOTA_RETRY, QuotaBook, deferral, over_quota
 from .scheduler import Scheduler
@@ -85,6 +87,7 @@ class Runner(Starts):
         self.scheduler = Scheduler(self)
         self.accepting = False  # serving: take new work into this process
         self._cache = LiveRuns(settings.cache_size)
+        self.watch = CommitWatch(settings.observer)
         self._locks = RunLocks()
         self._waiters: dict[RunKey, list[asyncio.Future[None]]] = {}
         self._spawned: set[asyncio.Task[Any]] = set()
@@ -188,7 +191,9 @@ class Runner(Starts):
     async def commit(self, commit: RunCommit) -> CommitResult:
         faults = self.settings.faults
         faults.hit("commit:before")
+        began = time.perf_counter()
         res = await self.store.commit_run(commit)
+        self.watch.landed(commit, res, time.perf_counter() - began)
         faults.hit("commit:after")
         return res
 
@@ -248,6 +253,7 @@ class Runner(Starts):
                     del self._waiters[key]
 
     def new_instance(self, defn: WorkflowDefn, tenant: str, run_id: str) -> WorkflowInstance:
+        self.watch.note(tenant, run_id, defn.name)
         return WorkflowInstance(
             workflow=defn,
             activities=self.registry.activities(),
@@ -274,19 +280,21 @@ class Runner(Starts):
         """
         key = (tenant, run_id)
         delays = itertools.chain((0.1, 0.5, 1.0, 2.0, 4.0), itertools.repeat(5.0))
-        while True:
-            await self._locks.acquire(key)
-            try:
-                await self._process_locked(key, fence, preloaded)
-                return
-            except StoreError as exc:
-                if isinstance(exc, StoreCorrupted) or not self.accepting:
-                    raise
-                preloaded = None
-                self._store_trouble(exc)
-            finally:
-                self._locks.release(key)
-            await asyncio.sleep(next(delays))
+        span = tracing.workflow_task(tenant, run_id, fence)
+        with log_context(run_id=run_id, tenant=tenant, step=None, attempt=None), span:
+            while True:
+                await self._locks.acquire(key)
+                try:
+                    await self._process_locked(key, fence, preloaded, span)
+                    return
+                except StoreError as exc:
+                    if isinstance(exc, StoreCorrupted) or not self.accepting:
+                        raise
+                    preloaded = None
+                    self._store_trouble(exc)
+                finally:
+                    self._locks.release(key)
+                await asyncio.sleep(next(delays))
 
     def _store_trouble(self, exc: StoreError) -> None:
         now = time.monotonic()
@@ -303,8 +311,12 @@ class Runner(Starts):
         key: RunKey,
         fence: int,
         preloaded: tuple[RunRecord, list[Event]] | None = None,
+        span: tracing.TaskSpan | None = None,
     ) -> None:
         tenant, run_id = key
+        own = None
+        if span is None:  # an outcome's commit claimed the task: a span of its own
+            span = own = tracing.workflow_task(tenant, run_id, fence)
         self.scheduler.processing[key] = fence
         log_workflow_task("claimed", tenant, run_id, fence)
         try:
@@ -353,6 +365,7 @@ class Runner(Starts):
                         return
                     live = Live(replayed, fence)
                 inst = live.inst
+                span.begin(inst.started)
                 commit, reserved = self._decide(
                     key, live, extra, inst.last_seq, inst.last_hash, inst.last_seq, quotas=quotas
                 )
@@ -360,6 +373,7 @@ class Runner(Starts):
                 if res.ok:
                     self._committed(key, live, commit, res, reserved)
                     status = commit.snapshot.status if commit.snapshot is not None else ""
+                    span.finished(status)
                     log_workflow_task("finished", tenant, run_id, fence, status)
                     return
                 self.worker.unreserve(reserved)
@@ -373,6 +387,8 @@ class Runner(Starts):
                 "run %s/%s: gave up after repeated conflicts; it will be retried", tenant, run_id
             )
         finally:
+            if own is not None:
+                own.end()
             if self.scheduler.processing.get(key) == fence:
                 del self.scheduler.processing[key]
 
@@ -471,6 +487,7 @@ class Runner(Starts):
         """Suspend the run, holding its workflow task under `fence`; False if something
         was appended meanwhile."""
         error, detail = suspension(err)
+        self.watch.note(run.tenant, run.run_id, run.workflow)
         now = self.settings.clock()
         same = (run.error or {}).get("message") == error["message"]
         if run.status == RunStatus.SUSPENDED and same:
@@ -641,6 +658,10 @@ class Runner(Starts):
         recorded then. A stopping engine tries a few times; then, or if the store is
         damaged, the outcome is lost, the lease lapses and the step runs again.
         """
+        with log_context(run_id=a.run_id, step=a.step, attempt=a.attempt, tenant=a.tenant):
+            await self._report(a, outcome)
+
+    async def _report(self, a: Attempt, outcome: Outcome) -> None:
         key = (a.tenant, a.run_id)
         delays = itertools.chain((0.1, 0.5, 1.0, 2.0, 4.0), itertools.repeat(5.0))
         failures = 0
@@ -649,6 +670,7 @@ class Runner(Starts):
             try:
                 await self._report_locked(key, a, outcome)
                 log_attempt_outcome(a, outcome)
+                self.watch.attempt(a.activity, outcome)
                 return
             except StoreError as exc:
                 failures += 1
@@ -714,20 +736,16 @@ class Runner(Starts):
             except Exception:
                 self._cache.evict(key)  # the slow path replays it and suspends if it must
             else:
-                commit, reserved = self._decide(
-                    key,
-                    live,
-                    [fed],
-                    expect_seq,
-                    expect_hash,
-                    expect_seq + 1,
-                    activity=done,
-                    quotas=quotas,
-                )
-                res = await self._commit_decisions(key, commit, reserved)
-                if res.ok:
-                    self._committed(key, live, commit, res, reserved)
-                    return
+                with tracing.workflow_task(a.tenant, a.run_id, live.fence) as span:
+                    span.begin(inst.started)
+                    commit, reserved = self._decide(
+                        key, live, [fed], expect_seq, expect_hash, expect_seq + 1, done, quotas
+                    )
+                    res = await self._commit_decisions(key, commit, reserved)
+                    if res.ok:
+                        self._committed(key, live, commit, res, reserved)
+                        span.finished(commit.snapshot.status if commit.snapshot else "")
+                        return
                 self.worker.unreserve(reserved)
                 self._cache.evict(key)
                 if res.conflict is Conflict.ACTIVITY_FENCE:
@@ -766,26 +784,8 @@ class Runner(Starts):
         """An outcome from an attempt that no longer holds its task: audit it, change nothing."""
         if outcome.synthetic:
             return  # a timeout another scheduler (or the attempt itself) already settled
-        data: dict[str, Any] = {
-            "step": a.step,
-            "attempt": a.attempt,
-            "fence": a.fence,
-            "outcome": "completed" if outcome.ok else "failed",
-            "reason": "the attempt no longer holds the task (its lease lapsed, it was retried, "
-            "cancelled or the run ended)",
-        }
-        if outcome.ok:
-            data["result"] = outcome.result
-        else:
-            data["error"] = outcome.error
-        clock = self.settings.clock
-        res = await self.commit(
-            RunCommit(
-                tenant=a.tenant,
-                run_id=a.run_id,
-                events=[NewEvent(_E.LATE_RESULT_IGNORED, data, clock())],
-                now=clock(),
-            )
-        )
+        now = self.settings.clock()
+        events = [outcome.late_event(a, now)]
+        res = await self.commit(RunCommit(a.tenant, a.run_id, events=events, now=now))
         if res.ok:
             self._advance_cached((a.tenant, a.run_id), res)

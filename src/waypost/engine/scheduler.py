@@ -258,6 +258,9 @@ class Scheduler:
     def _dispatch(self, task: ClaimedTask) -> None:
         host = self.host
         if task.kind == "workflow":
+            if task.taken_over:
+                self.settings.observer.lease_expired("workflow")
+                self.settings.observer.lease_taken_over("workflow")
             if task.lapses >= self.settings.max_lapses:
                 # Its engines keep dying on it: an operator must look (a poison run).
                 self._track(host.spawn(host.suspend_poisoned(task)))
@@ -282,6 +285,7 @@ class Scheduler:
                 if fired:
                     settings.faults.hit("timers:fired")
                 for timer in fired:
+                    settings.observer.timer_fired(now - timer.due)
                     if timer.workflow_fence is not None:
                         self._track(
                             host.spawn(

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from waypost.errors import ConfigurationError
 from waypost.model.chain import PLAIN, Chain
+from waypost.model.observe import NO_OBSERVER, Observer
 from waypost.model.quotas import Quotas
 
 from .faults import FaultPlan
@@ -34,6 +35,7 @@ class Settings:
     # A run whose workflow task, or one activity step, lost its engine (the lease lapsed)
     # this many times without getting through is suspended as a poison run.
     max_lapses: int = 5
+    observer: Observer = NO_OBSERVER  # told what is worth counting (metrics)
 
     def __post_init__(self) -> None:
         if self.retention_every is not None and not self.retention_every > 0:

@@ -24,6 +24,8 @@ from waypost.store.base import (
     Store,
 )
 
+from . import tracing
+from .observing import CommitWatch
 from .ports import StartSignal
 from .settings import Settings
 
@@ -40,6 +42,7 @@ class Starts:
 
     settings: Settings
     store: Store
+    watch: CommitWatch
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         raise NotImplementedError
@@ -92,8 +95,42 @@ class Starts:
         appended after RunStarted in the same transaction (a fork's copied events), and
         the run's code is taken to have seen it up to `processed_seq`.
         """
-        settings = self.settings
         run_id = run_id if run_id is not None else new_run_id()
+        with tracing.start_span(
+            run_id=run_id, tenant=tenant, workflow=workflow, **{"workflow.version": version}
+        ) as trace:
+            if trace is not None:
+                started_data = {**started_data, tracing.TRACE_KEY: trace}
+            return await self._start_run(
+                tenant=tenant,
+                run_id=run_id,
+                workflow=workflow,
+                version=version,
+                payload=payload,
+                started_data=started_data,
+                queue=queue,
+                signal=signal,
+                priority=priority,
+                history=history,
+                processed_seq=processed_seq,
+            )
+
+    async def _start_run(
+        self,
+        *,
+        tenant: str,
+        run_id: str,
+        workflow: str,
+        version: str,
+        payload: Any,
+        started_data: dict[str, Any],
+        queue: str,
+        signal: StartSignal | None,
+        priority: int,
+        history: Sequence[NewEvent],
+        processed_seq: int,
+    ) -> Started:
+        settings = self.settings
         now = settings.clock()
         started = NewEvent(_E.RUN_STARTED, started_data, now)
         new = NewRun(
@@ -123,11 +160,16 @@ class Starts:
                     "with a different workflow or input; use another run_id"
                 )
             return Started(run_id, created=False)
+        self.started(tenant, run_id, workflow)
         if result.workflow_fence is not None:
             first = Event(1, _E.RUN_STARTED, started.data, now, run.last_hash, started.encode())
             preloaded = None if history else (run, [first])
             self.spawn(self.process(tenant, run_id, result.workflow_fence, queue, preloaded))
         return Started(run_id, created=True)
+
+    def started(self, tenant: str, run_id: str, workflow: str) -> None:
+        self.watch.note(tenant, run_id, workflow)
+        self.settings.observer.run_started(tenant, workflow)
 
     async def _signal_with_start(self, new: NewRun, signal: StartSignal) -> Started:
         tenant, run_id = new.tenant, new.run_id
@@ -146,6 +188,7 @@ class Starts:
         result, res = await self.store.signal_with_start(new, commit)
         faults.hit("commit:after")
         if result.created:
+            self.started(tenant, run_id, new.workflow)
             if result.workflow_fence is not None:
                 self.spawn(self.process(tenant, run_id, result.workflow_fence, new.queue or ""))
             return Started(run_id, created=True)

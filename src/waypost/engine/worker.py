@@ -20,12 +20,13 @@ from typing import Any, Protocol
 from waypost.errors import ActivityCancelled, NonRetryableError, PayloadError
 from waypost.model.codec import Codec, error_to_json
 from waypost.model.events import canonical_json
-from waypost.model.logs import logger
+from waypost.model.logs import log_context, logger
 from waypost.model.retry import Retry
 from waypost.runtime.context import ActivityContext
 from waypost.runtime.registry import ActivityDefn, Registry
 from waypost.store.base import LeaseRenewal, TaskRef
 
+from . import tracing
 from .attempts import Attempt, Outcome, failure, log_attempt_claimed
 from .settings import Settings
 
@@ -98,7 +99,8 @@ class Worker:
     async def run(self, a: Attempt) -> None:
         """Run one attempt (its slot is reserved already) and report the outcome."""
         try:
-            await self._run(a)
+            with log_context(run_id=a.run_id, step=a.step, attempt=a.attempt, tenant=a.tenant):
+                await self._run(a)
         finally:
             self.started -= 1
 
@@ -135,7 +137,17 @@ class Worker:
                     retryable=True,
                 )
             else:
-                outcome = await self._call(defn, a, a.ctx)
+                with tracing.attempt_span(
+                    a.spec,
+                    run_id=a.run_id,
+                    step=a.step,
+                    attempt=a.attempt,
+                    tenant=a.tenant,
+                    activity=a.activity,
+                ):
+                    outcome = await self._call(defn, a, a.ctx)
+                    if outcome.error is not None:
+                        tracing.failed(str(outcome.error.get("type", "error")))
         except BaseException:
             self.inflight.pop(a.ref, None)
             raise

@@ -248,6 +248,8 @@ class Approvals:
     def _counted(self, approval: ApprovalRecord, attempt: Refusal, outcome: str) -> DecisionReceipt:
         if outcome != ap.PENDING:
             self.machinery.wake_scheduler()
+            dwell = attempt.at - approval.created_at
+            self.machinery.settings.observer.approval_decided(attempt.tenant, outcome, dwell)
         return DecisionReceipt(
             attempt.approval_id, approval.run_id, attempt.principal, attempt.decision, outcome
         )

@@ -46,6 +46,7 @@ from datetime import timedelta
 from email.message import Message
 from typing import Any
 
+from waypost.engine import tracing
 from waypost.errors import ConfigurationError, NonRetryableError, WaypostError
 from waypost.model.events import canonical_json
 from waypost.model.retry import Retry
@@ -213,7 +214,13 @@ def make_http_activity(
             # Signed once the call may go: the timestamp is when it is sent.
             headers, hidden = _headers(ctx, call, body, secret_source)
             route = _Route(allowed, resolver, ctx.tenant, tls)
-            response = await _send(call, route, body, headers, max_response_bytes)
+            target = call.target
+            with tracing.client_span(call.method, target.scheme, target.host, target.port) as span:
+                traceparent = tracing.traceparent_of(span) if span is not None else None
+                if traceparent is not None and "traceparent" not in _lower(headers):
+                    headers["traceparent"] = traceparent
+                response = await _send(call, route, body, headers, max_response_bytes)
+                tracing.response_status(span, response.status)
         if not hidden:
             return _answer(call, response, max_response_bytes)
         # A receiver may echo a header back: its secret must not reach the history.
@@ -224,6 +231,10 @@ def make_http_activity(
             raise
 
     return http_call
+
+
+def _lower(headers: Mapping[str, str]) -> set[str]:
+    return {name.lower() for name in headers}
 
 
 @dataclass(frozen=True, slots=True)

@@ -303,6 +303,15 @@ class Runs:
             principal.tenant, status, req.workflow, req.cursor, req.limit, req.version
         )
 
+    def page_handlers(self) -> dict[type[ops.Request[Any]], Any]:
+        """The door's handlers of the operations that read pages of runs."""
+        return {
+            ops.PageRuns: self.page_runs,
+            ops.SearchRuns: self.search_runs,
+            ops.CountRuns: self.count_runs,
+            ops.RunDataAt: self.data_at,
+        }
+
     async def search_runs(self, req: ops.SearchRuns, principal: Principal) -> list[RunInfo]:
         """The tenant's runs found by id, id prefix or correlation value, newest first."""
         found = await self.machinery.store.search_runs(principal.tenant, req.text, req.limit)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from waypost.errors import ConfigurationError
 
 from .events import ChainProblem, Event, NewEvent
+from .settings_env import secret_setting
 
 _KEY_ID = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 MIN_SECRET = 16  # bytes
@@ -192,17 +193,7 @@ def chain_from_environment(env: Mapping[str, str]) -> Chain:
 
 def keys_from_environment(env: Mapping[str, str]) -> list[ChainKey]:
     """`WAYPOST_CHAIN_KEYS` (id:secret,...), or the file `WAYPOST_CHAIN_KEYS_FILE` names."""
-    spec = env.get("WAYPOST_CHAIN_KEYS")
-    path = env.get("WAYPOST_CHAIN_KEYS_FILE")
-    if spec and path:
-        raise ConfigurationError("set WAYPOST_CHAIN_KEYS or WAYPOST_CHAIN_KEYS_FILE, not both")
-    if path:
-        try:
-            with open(path, encoding="utf-8") as f:
-                spec = f.read()
-        except OSError as exc:
-            raise ConfigurationError(f"cannot read WAYPOST_CHAIN_KEYS_FILE: {exc}") from None
-    return parse_keys(spec or "")
+    return parse_keys(secret_setting(env, "WAYPOST_CHAIN_KEYS"))
 
 
 def seal(prev_seq: int, prev_hash: str, events: Iterable[NewEvent]) -> list[Event]:

@@ -30,6 +30,8 @@ from typing import Any
 
 from waypost.errors import ConfigurationError, EncryptionKeyMissing, PayloadTampered
 
+from .settings_env import secret_setting
+
 PREFIX = "wpe1:"
 KEY_BYTES = 32  # AES-256
 NONCE_BYTES = 12
@@ -177,19 +179,7 @@ def _describe(place: Place) -> str:
 def keys_from_environment(env: Mapping[str, str]) -> Keys | None:
     """`WAYPOST_ENCRYPTION_KEYS` (`id:base64,...`, the first is current), or the file
     `WAYPOST_ENCRYPTION_KEYS_FILE` names; None when neither is set."""
-    spec = env.get("WAYPOST_ENCRYPTION_KEYS")
-    path = env.get("WAYPOST_ENCRYPTION_KEYS_FILE")
-    if spec and path:
-        raise ConfigurationError(
-            "set WAYPOST_ENCRYPTION_KEYS or WAYPOST_ENCRYPTION_KEYS_FILE, not both"
-        )
-    if path:
-        try:
-            with open(path, encoding="utf-8") as f:
-                spec = f.read()
-        except OSError as exc:
-            raise ConfigurationError(f"cannot read WAYPOST_ENCRYPTION_KEYS_FILE: {exc}") from None
-    return parse_keys(spec or "")
+    return parse_keys(secret_setting(env, "WAYPOST_ENCRYPTION_KEYS"))
 
 
 def parse_keys(spec: str) -> Keys | None:

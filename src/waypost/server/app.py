@@ -29,12 +29,14 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from waypost.client.engine import AsyncEngine
+from waypost.engine import tracing
 from waypost.errors import WaypostError
 from waypost.features.senders import senders_from_url
-from waypost.model.logs import logger
+from waypost.model.logs import configure_logging, logger
+from waypost.observability import Metrics
 from waypost.runtime.registry import items_in_modules
 
-from . import approval_page, console, routes
+from . import approval_page, console, metrics_route, routes
 from .console.pages import FormUnreadable, SignInNeeded, form_unreadable, sign_in_needed
 from .console.security import ConsoleSecret
 from .errors import answer, error_body
@@ -55,6 +57,9 @@ class ServerSettings:
     engine_options: dict[str, Any] = field(default_factory=dict)
     max_body: int = MAX_BODY
     notify: str = "log"  # where approval notifications go (see `senders_from_url`)
+    metrics: bool = True  # serve GET /metrics
+    metrics_token: str | None = None  # then a scrape must bring it as a bearer token
+    log_format: str = "text"  # how each process logs (`configure_logging`)
     # The console's cookie key (hex), one for every process of the server; "" draws one.
     console_secret: str = field(default="", repr=False)
 
@@ -71,9 +76,12 @@ def create_app(
     *,
     max_body: int = MAX_BODY,
     lifespan: Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]] | None = None,
+    metrics: Metrics | None = None,
+    metrics_token: str | None = None,
     console_secret: ConsoleSecret | None = None,
 ) -> FastAPI:
-    """The ASGI application serving `engine` (or the one `lifespan` opens)."""
+    """The ASGI application serving `engine` (or the one `lifespan` opens); GET /metrics
+    answers from `metrics` (the engine's observer), with `metrics_token` if given."""
     app = FastAPI(
         title="waypost",
         version="1",
@@ -84,7 +92,12 @@ def create_app(
     )
     if engine is not None:
         app.state.engine = engine
+    app.state.metrics = metrics
+    app.state.metrics_token_digest = (
+        metrics_route.token_digest(metrics_token) if metrics_token else None
+    )
     app.include_router(routes.router)
+    app.include_router(metrics_route.router)
     app.include_router(approval_page.router)
     app.state.console_secret = console_secret or ConsoleSecret.random()
     app.include_router(console.router())
@@ -100,13 +113,19 @@ def create_app(
 
 def app_from_settings(settings: ServerSettings) -> FastAPI:
     """An app that opens (and serves, unless told not to) its own engine while it lives."""
+    metrics = Metrics() if settings.metrics else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         notifier = senders_from_url(settings.notify)
-        engine = AsyncEngine(settings.db, notifier=notifier, **settings.engine_options)
+        options = dict(settings.engine_options)
+        if metrics is not None:
+            options["observer"] = metrics
+        engine = AsyncEngine(settings.db, notifier=notifier, **options)
         for item in _load(settings.apps):
             engine.register(item)
+        if metrics is not None:
+            metrics.watch_store(engine.store, engine.clock)
         async with engine:
             app.state.engine = engine
             if settings.serve:
@@ -116,12 +135,24 @@ def app_from_settings(settings: ServerSettings) -> FastAPI:
                 yield
 
     secret = ConsoleSecret.from_text(settings.console_secret) if settings.console_secret else None
-    return create_app(max_body=settings.max_body, lifespan=lifespan, console_secret=secret)
+    return create_app(
+        max_body=settings.max_body,
+        lifespan=lifespan,
+        metrics=metrics,
+        metrics_token=settings.metrics_token,
+        console_secret=secret,
+    )
 
 
 def app_from_environment() -> FastAPI:
-    """The app of the settings `waypost server` put in the environment (uvicorn's factory)."""
-    return app_from_settings(ServerSettings.from_json(os.environ[SETTINGS_VARIABLE]))
+    """The app of the settings `waypost server` put in the environment (uvicorn's factory).
+
+    Each process (`--workers N` starts new ones) sets up its logging and, when the
+    environment names an OTLP endpoint, its tracer provider."""
+    settings = ServerSettings.from_json(os.environ[SETTINGS_VARIABLE])
+    configure_logging(settings.log_format, tracing.log_ids)
+    tracing.configure_from_environment()
+    return app_from_settings(settings)
 
 
 def _load(apps: list[str]) -> list[Any]:

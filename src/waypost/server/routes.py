@@ -18,6 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from waypost.client.engine import AsyncEngine
+from waypost.engine import tracing
 from waypost.errors import InvalidRequest, ResultTimeout, RunEndedError, Unauthenticated
 from waypost.model import operations as ops, webhooks as wh
 from waypost.model.identity import Principal, preview
@@ -77,7 +78,9 @@ Caller = Annotated[Principal, Depends(caller)]
 
 
 async def door(request: Request, operation: ops.Request[Any], principal: Principal) -> Any:
-    return await engine_of(request).execute(operation, principal)
+    # A W3C `traceparent` header makes a run this request starts part of the caller's trace.
+    with tracing.caller_context(request.headers.get("traceparent")):
+        return await engine_of(request).execute(operation, principal)
 
 
 # == bodies ==============================================================================

@@ -38,7 +38,9 @@ from .rows import (
     NewCorrelation as NewCorrelation,
     NewCredential as NewCredential,
     OutboxItem as OutboxItem,
+    QueueGauge as QueueGauge,
     Refusal as Refusal,
+    RunCount as RunCount,
     TenantRecord as TenantRecord,
 )
 
@@ -263,6 +265,7 @@ class ClaimedTask:
     heartbeat_details: Any = None
     cancel_requested: bool = False
     lapses: int = 0  # how often its lease lapsed without the work getting through
+    taken_over: bool = False  # claimed because its holder's lease lapsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +301,7 @@ class FiredTimer:
     queue: str
     event: Event
     workflow_fence: int | None  # set when the firing claimed the workflow task
+    due: float = 0.0  # when it was to fire (its lag is the firing's time minus this)
 
 
 @dataclass(frozen=True, slots=True)
@@ -771,6 +775,15 @@ class Store(AccountStore, Protocol):
     async def reencrypt_run(self, tenant: str, run_id: str, dry_run: bool) -> ResealCounts | None:
         """Re-encrypt the run's stored payloads under the current key, in one transaction
         (None: no such run); `dry_run` counts and writes nothing."""
+        ...
+
+    # -- gauges for metrics, across tenants (operators' counts, no run's data) ---------
+    async def run_counts(self) -> list[RunCount]:
+        """How many runs each tenant has of each workflow in each status."""
+        ...
+
+    async def queue_gauges(self, now: float) -> list[QueueGauge]:
+        """Tasks due by `now` that nobody holds, by tenant, queue and kind."""
         ...
 
     async def listen(self, on_notify: Callable[[str], None]) -> None:

@@ -208,3 +208,25 @@ class ApiKeyRecord:
     revoked_at: float | None
     revoked_by: str | None
     last_used_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunCount:
+    """How many runs of a tenant's workflow are in one status."""
+
+    tenant: str
+    workflow: str
+    status: str
+    runs: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueGauge:
+    """A tenant's queue of one kind of task: how many are due and unclaimed, and since when
+    the oldest of them is due."""
+
+    tenant: str
+    queue: str
+    kind: str
+    depth: int
+    oldest_visible_at: float

@@ -171,3 +171,7 @@ class SqlStore:
     # -- payload encryption -----------------------------------------------------------
     run_ids_after = read(txn.run_ids_after)
     reencrypt_run = write(txn.reencrypt_run)
+
+    # -- gauges for metrics, across tenants -----------------------------------------
+    run_counts = read(txn.run_counts)
+    queue_gauges = read(txn.queue_gauges)

@@ -22,6 +22,7 @@ By domain, each module importing only those listed before it:
     webhooks.py       signal-with-start; webhook sources and deliveries by correlation
     retention.py      finished runs purged, and the summaries they leave
     encryption.py     a run's payloads re-encrypted under the current key
+    gauges.py         counts across tenants for metrics read at scrape time
 
 The functions `SqlStore` calls are re-exported here.
 """
@@ -51,6 +52,7 @@ from .approvals import (
 from .definitions import get_definition, list_definitions, publish_definition
 from .directory import add_group_members, list_groups, remove_group_members
 from .encryption import reencrypt_run, run_ids_after
+from .gauges import queue_gauges, run_counts
 from .outbox import add_outbox, claim_outbox, finish_outbox
 from .quotas import set_quotas, tenant_quotas, tenant_state
 from .refusals import approval_refusals, record_refusal
@@ -139,6 +141,7 @@ __all__ = [
     "page_runs",
     "publish_definition",
     "purge_runs",
+    "queue_gauges",
     "record_refusal",
     "reencrypt_run",
     "release_owner",
@@ -147,6 +150,7 @@ __all__ = [
     "remove_worker",
     "renew_leases",
     "revoke_api_key",
+    "run_counts",
     "run_ids_after",
     "run_outlooks",
     "run_tasks",

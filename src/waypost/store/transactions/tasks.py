@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from waypost.model.encryption import task_place
@@ -66,7 +67,8 @@ def claim_tasks(
                     "backoff_most": LAPSE_BACKOFF_MOST,
                 },
             )
-            claimed.extend(task_from_row(r, tx.keys) for r in rows)
+            # Taken over: the lapse is found by the claim that takes the task up.
+            claimed.extend(replace(task_from_row(r, tx.keys), taken_over=True) for r in rows)
         claimed.extend(
             _claim_fairly(
                 tx,
@@ -242,6 +244,7 @@ def fire_due_timers(
                 queue=result.workflow_queue,
                 event=result.events[0],
                 workflow_fence=result.workflow_fence,
+                due=due["fire_at"],
             )
         )
     return fired

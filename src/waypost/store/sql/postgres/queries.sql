@@ -170,7 +170,7 @@ WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND step = %(step)s AND status
 DELETE FROM timers WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
 
 -- name: due_timers
-SELECT tenant, run_id, step, generation FROM timers
+SELECT tenant, run_id, step, generation, fire_at FROM timers
 WHERE status = 'pending' AND fire_at <= %(now)s
 ORDER BY fire_at
 LIMIT %(limit)s
@@ -829,6 +829,16 @@ WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq = %(seq)s AND data = %
 -- name: reseal_approval
 UPDATE approvals SET data = %(new)s
 WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s AND data = %(old)s;
+
+-- name: run_counts
+-- Metrics: runs by tenant, workflow and status (one scan, read at most every few seconds).
+SELECT tenant, workflow, status, count(*) AS runs FROM runs GROUP BY tenant, workflow, status;
+
+-- name: queue_gauges
+-- Metrics: tasks due and unclaimed, by tenant, queue and kind, and the oldest one's due time.
+SELECT tenant, queue, kind, count(*) AS depth, min(visible_at) AS oldest_visible_at FROM tasks
+WHERE state = 'ready' AND visible_at <= %(now)s
+GROUP BY tenant, queue, kind;
 
 -- == console users and sessions ========================================================
 

@@ -166,7 +166,7 @@ WHERE tenant = :tenant AND run_id = :run_id AND step = :step AND status = 'pendi
 DELETE FROM timers WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: due_timers
-SELECT tenant, run_id, step, generation FROM timers
+SELECT tenant, run_id, step, generation, fire_at FROM timers
 WHERE status = 'pending' AND fire_at <= :now
 ORDER BY fire_at
 LIMIT :limit;
@@ -817,6 +817,16 @@ WHERE tenant = :tenant AND run_id = :run_id AND seq = :seq AND data = :old;
 -- name: reseal_approval
 UPDATE approvals SET data = :new
 WHERE tenant = :tenant AND approval_id = :approval_id AND data = :old;
+
+-- name: run_counts
+-- Metrics: runs by tenant, workflow and status (one scan, read at most every few seconds).
+SELECT tenant, workflow, status, count(*) AS runs FROM runs GROUP BY tenant, workflow, status;
+
+-- name: queue_gauges
+-- Metrics: tasks due and unclaimed, by tenant, queue and kind, and the oldest one's due time.
+SELECT tenant, queue, kind, count(*) AS depth, min(visible_at) AS oldest_visible_at FROM tasks
+WHERE state = 'ready' AND visible_at <= :now
+GROUP BY tenant, queue, kind;
 
 -- == console users and sessions ========================================================
 

@@ -1,0 +1,164 @@
+"""What the engine tells whoever measures it: one call per event worth counting.
+
+The machinery calls an `Observer` at the few points where these things happen
+(a commit, an activity attempt's outcome, a timer firing, a lapsed lease taken
+over, an approval decided, a quota refusing a caller); what is done with them
+(Prometheus counters, `waypost.observability`) lives above the machinery, which
+never imports a metrics library. `NO_OBSERVER` does nothing and is the default.
+
+Each call is on the hot path of a step: an observer keeps them cheap (no I/O, no
+locks held for long) and never raises; the engine does not guard them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class Observer(Protocol):
+    """Receives the engine's countable events (all times in seconds)."""
+
+    def run_started(self, tenant: str, workflow: str) -> None:
+        """A run was created (not a start that found its run already there)."""
+
+    def run_ended(self, tenant: str, workflow: str, outcome: str) -> None:
+        """A run's code ended it: `outcome` is completed, failed or cancelled."""
+
+    def run_suspended(self, tenant: str, workflow: str) -> None:
+        """A run was suspended for an operator (a bug, a poison run, a quota)."""
+
+    def compensated(self, tenant: str, workflow: str, outcome: str, steps: int) -> None:
+        """An ending run compensated `steps` steps with this `outcome` (ok or failed)."""
+
+    def step_scheduled(self, activity: str) -> None:
+        """A workflow asked for an activity step (its attempts are counted apart)."""
+
+    def activity_attempt(self, activity: str, outcome: str, retrying: bool) -> None:
+        """An attempt ended: `outcome` is completed, failed, timeout, or lost (its engine
+        stopped renewing the lease); `retrying` if another attempt follows."""
+
+    def committed(self, seconds: float, events: int) -> None:
+        """A commit of one run landed: how long it took and how many events it appended."""
+
+    def timer_fired(self, lag: float) -> None:
+        """A timer fired `lag` seconds after it was due."""
+
+    def lease_expired(self, kind: str) -> None:
+        """A task's holder stopped renewing its lease (`kind`: workflow or activity)."""
+
+    def lease_taken_over(self, kind: str) -> None:
+        """This engine took up a task whose lease had lapsed."""
+
+    def approval_decided(self, tenant: str, outcome: str, dwell: float) -> None:
+        """An approval was decided (approved or rejected) `dwell` seconds after it was asked."""
+
+    def quota_refused(self, tenant: str, quota: str) -> None:
+        """A tenant's quota refused a caller, or held a run's progress."""
+
+
+class NoObserver:
+    """Counts nothing."""
+
+    def run_started(self, tenant: str, workflow: str) -> None:
+        pass
+
+    def run_ended(self, tenant: str, workflow: str, outcome: str) -> None:
+        pass
+
+    def run_suspended(self, tenant: str, workflow: str) -> None:
+        pass
+
+    def compensated(self, tenant: str, workflow: str, outcome: str, steps: int) -> None:
+        pass
+
+    def step_scheduled(self, activity: str) -> None:
+        pass
+
+    def activity_attempt(self, activity: str, outcome: str, retrying: bool) -> None:
+        pass
+
+    def committed(self, seconds: float, events: int) -> None:
+        pass
+
+    def timer_fired(self, lag: float) -> None:
+        pass
+
+    def lease_expired(self, kind: str) -> None:
+        pass
+
+    def lease_taken_over(self, kind: str) -> None:
+        pass
+
+    def approval_decided(self, tenant: str, outcome: str, dwell: float) -> None:
+        pass
+
+    def quota_refused(self, tenant: str, quota: str) -> None:
+        pass
+
+
+NO_OBSERVER: Observer = NoObserver()
+
+
+class FanOut:
+    """Tells every one of `observers`, in order."""
+
+    def __init__(self, observers: Sequence[Observer]) -> None:
+        self.observers = tuple(observers)
+
+    def run_started(self, tenant: str, workflow: str) -> None:
+        for o in self.observers:
+            o.run_started(tenant, workflow)
+
+    def run_ended(self, tenant: str, workflow: str, outcome: str) -> None:
+        for o in self.observers:
+            o.run_ended(tenant, workflow, outcome)
+
+    def run_suspended(self, tenant: str, workflow: str) -> None:
+        for o in self.observers:
+            o.run_suspended(tenant, workflow)
+
+    def compensated(self, tenant: str, workflow: str, outcome: str, steps: int) -> None:
+        for o in self.observers:
+            o.compensated(tenant, workflow, outcome, steps)
+
+    def step_scheduled(self, activity: str) -> None:
+        for o in self.observers:
+            o.step_scheduled(activity)
+
+    def activity_attempt(self, activity: str, outcome: str, retrying: bool) -> None:
+        for o in self.observers:
+            o.activity_attempt(activity, outcome, retrying)
+
+    def committed(self, seconds: float, events: int) -> None:
+        for o in self.observers:
+            o.committed(seconds, events)
+
+    def timer_fired(self, lag: float) -> None:
+        for o in self.observers:
+            o.timer_fired(lag)
+
+    def lease_expired(self, kind: str) -> None:
+        for o in self.observers:
+            o.lease_expired(kind)
+
+    def lease_taken_over(self, kind: str) -> None:
+        for o in self.observers:
+            o.lease_taken_over(kind)
+
+    def approval_decided(self, tenant: str, outcome: str, dwell: float) -> None:
+        for o in self.observers:
+            o.approval_decided(tenant, outcome, dwell)
+
+    def quota_refused(self, tenant: str, quota: str) -> None:
+        for o in self.observers:
+            o.quota_refused(tenant, quota)
+
+
+def fan_out(*observers: Observer) -> Observer:
+    """One observer telling all of `observers` (none: `NO_OBSERVER`; one: itself)."""
+    if not observers:
+        return NO_OBSERVER
+    if len(observers) == 1:
+        return observers[0]
+    return FanOut(observers)
