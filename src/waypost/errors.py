@@ -337,3 +337,32 @@ class WebhookSourceNotFound(WaypostError, LookupError):
 class NoRunWaiting(WaypostError, LookupError):
     """No run of the webhook source's tenant waits for its signal with the delivery's
     correlation value; nothing was delivered or kept (the sender's retry may find one)."""
+
+
+# == console users and sessions ========================================================
+class SignInRefused(WaypostError):
+    """A sign-in was refused. One message whatever the cause (no such user or tenant,
+    a wrong password or key, a disabled account, too many failures), so that nobody
+    learns which users exist."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "sign-in refused: the tenant, user name, password or API key is not right, or "
+            "the account cannot sign in now"
+        )
+
+
+class SessionEnded(WaypostError):
+    """The console session is unknown, signed out or expired, or its user or key no
+    longer may sign in (one message for every cause)."""
+
+    def __init__(self) -> None:
+        super().__init__("the session has ended: sign in again")
+
+
+class UserExists(WaypostError):
+    """A user of this name exists already in the tenant; nothing was written."""
+
+
+class UserNotFound(WaypostError, LookupError):
+    """No user of this name in this tenant."""

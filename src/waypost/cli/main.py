@@ -38,6 +38,7 @@ from .repairs import runs_retry, runs_skip, runs_update_input
 from .replay import replay
 from .retention import runs_purge, runs_purged
 from .server import server
+from .users import users
 from .webhooks import webhooks
 
 
@@ -570,6 +571,7 @@ main.add_command(definitions)
 main.add_command(server)
 main.add_command(tenants)
 main.add_command(keys)
+main.add_command(users)
 main.add_command(webhooks)
 main.add_command(replay)
 runs.add_command(runs_migrate)

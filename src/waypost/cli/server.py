@@ -63,12 +63,13 @@ def server(
     approval_url: str | None,
     http_allow: tuple[str, ...],
 ) -> None:
-    """Serve the HTTP API (/v1, /openapi.json), the approval pages (/approve/...) and
-    health checks (/healthz, /readyz) until SIGTERM/SIGINT."""
+    """Serve the web console (/), the HTTP API (/v1, /openapi.json), the approval pages
+    (/approve/...) and health checks (/healthz, /readyz) until SIGTERM/SIGINT."""
     try:
         import uvicorn
 
         from waypost.server.app import SETTINGS_VARIABLE, ServerSettings
+        from waypost.server.console.security import new_secret_text
     except ImportError as exc:
         raise click.ClickException(
             f"the server needs its extra: pip install 'waypost[server]' ({exc})"
@@ -99,6 +100,9 @@ def server(
             "http_allow": list(http_allow) or None,
         },
         notify=notify,
+        # One console secret for every process; from the environment, it also outlives a
+        # restart (else a restart signs everyone out of the console).
+        console_secret=os.environ.get("WAYPOST_CONSOLE_SECRET") or new_secret_text(),
     )
     os.environ[SETTINGS_VARIABLE] = settings.to_json()
     logging.basicConfig(

@@ -36,6 +36,7 @@ from waypost.features.repairs import Repairs
 from waypost.features.retention import Retention
 from waypost.features.runs import Runs
 from waypost.features.senders import Sender
+from waypost.features.users import Accounts
 from waypost.features.webhooks import Webhooks
 from waypost.model import operations as ops, webhooks as wh
 from waypost.model.chain import Chain, chain_from_environment
@@ -67,6 +68,7 @@ from .fork import ForkCalls
 from .operator import OperatorCalls
 from .platform import PlatformCalls
 from .repairs import RepairCalls
+from .users import RunQueryCalls, UserCalls
 
 T = TypeVar("T")
 
@@ -111,7 +113,9 @@ class AsyncRunHandle:
         return await self.engine.history(self.run_id, tenant=self.tenant)
 
 
-class AsyncEngine(PlatformCalls, OperatorCalls, ForkCalls, EncryptionCalls, RepairCalls):
+class AsyncEngine(
+    PlatformCalls, OperatorCalls, ForkCalls, EncryptionCalls, RepairCalls, UserCalls, RunQueryCalls
+):
     """The waypost engine for asyncio applications.
 
     `url` is `sqlite:///path.db` (default `sqlite:///waypost.db`). Options:
@@ -219,6 +223,7 @@ class AsyncEngine(PlatformCalls, OperatorCalls, ForkCalls, EncryptionCalls, Repa
         self._runner.quotas.payload_default = self._definitions.payload_default
         self._runs = Runs(self._runner, self._definitions)
         self._access = Access(self._runner, self._definitions.payload_limit)
+        self._accounts = Accounts(self._runner, self._access)
         self._webhooks = Webhooks(self._runner, self._definitions)
         self._retention = Retention(self._runner)
         self._operator = OperatorCommands(self._runner)
@@ -269,6 +274,8 @@ class AsyncEngine(PlatformCalls, OperatorCalls, ForkCalls, EncryptionCalls, Repa
             ops.ResolveCredential: approvals.resolve,
             ops.StartRun: runs.start_run,
             ops.PageRuns: runs.page_runs,
+            ops.SearchRuns: runs.search_runs,
+            ops.CountRuns: runs.count_runs,
             # signal-with-start and webhooks by correlation
             ops.SignalWithStart: runs.signal_with_start,
             wh.CreateWebhookSource: self._webhooks.create_source,
@@ -291,6 +298,7 @@ class AsyncEngine(PlatformCalls, OperatorCalls, ForkCalls, EncryptionCalls, Repa
             ops.Retry: self._repairs.retry,
             ops.Skip: self._repairs.skip,
             ops.UpdateInput: self._repairs.update_input,
+            **self._accounts.handlers(),
         }
 
     # == the door =============================================================

@@ -236,10 +236,16 @@ class Engine(Blocking):
     create_key = blocking(AsyncEngine.create_key)
     list_keys = blocking(AsyncEngine.list_keys)
     revoke_key = blocking(AsyncEngine.revoke_key)
+    create_user = blocking(AsyncEngine.create_user)
+    list_users = blocking(AsyncEngine.list_users)
+    disable_user = blocking(AsyncEngine.disable_user)
+    set_password = blocking(AsyncEngine.set_password)
     # the approval page
     resolve_credential = blocking(AsyncEngine.resolve_credential)
     start_run = blocking(AsyncEngine.start_run)
     page_runs = blocking(AsyncEngine.page_runs)
+    search_runs = blocking(AsyncEngine.search_runs)
+    count_runs = blocking(AsyncEngine.count_runs)
     # signal-with-start and webhooks by correlation
     signal_with_start = blocking(AsyncEngine.signal_with_start)
     create_webhook_source = blocking(AsyncEngine.create_webhook_source)

@@ -290,16 +290,34 @@ class Runs:
     async def page_runs(self, req: ops.PageRuns, principal: Principal) -> RunPage:
         """One page of the tenant's runs, newest first, and the cursor of the next."""
         status = None if req.status is None else RunStatus(req.status).value
-        return await self._page(principal.tenant, status, req.workflow, req.cursor, req.limit)
+        return await self._page(
+            principal.tenant, status, req.workflow, req.cursor, req.limit, req.version
+        )
+
+    async def search_runs(self, req: ops.SearchRuns, principal: Principal) -> list[RunInfo]:
+        """The tenant's runs found by id, id prefix or correlation value, newest first."""
+        found = await self.machinery.store.search_runs(principal.tenant, req.text, req.limit)
+        return await self._infos(found)
+
+    async def count_runs(self, req: ops.CountRuns, principal: Principal) -> dict[str, int]:
+        """The tenant's runs by status."""
+        return await self.machinery.store.count_runs(principal.tenant)
 
     async def _page(
-        self, tenant: str, status: str | None, workflow: str | None, cursor: str | None, limit: int
+        self,
+        tenant: str,
+        status: str | None,
+        workflow: str | None,
+        cursor: str | None,
+        limit: int,
+        version: str | None = None,
     ) -> RunPage:
         # Keyset paging: a page starts strictly after the last run of the one before, so
         # runs created meanwhile (newer, so before the first page) never shift it.
         after = None if cursor is None else decode_cursor(cursor)
         position = None if after is None else (after.created_at, after.run_id)
-        runs = await self.machinery.store.page_runs(tenant, status, workflow, position, limit + 1)
+        store = self.machinery.store
+        runs = await store.page_runs(tenant, status, workflow, position, limit + 1, version)
         next_cursor = None
         if len(runs) > limit:
             runs = runs[:limit]

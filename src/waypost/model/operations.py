@@ -41,8 +41,25 @@ from waypost.model.operations_repair import (
     Skip as Skip,
     UpdateInput as UpdateInput,
 )
+from waypost.model.operations_runs import (
+    RUN_PAGE_OPERATIONS,
+    CountRuns as CountRuns,
+    PageRuns as PageRuns,
+    SearchRuns as SearchRuns,
+    check_status,
+)
+from waypost.model.operations_users import (
+    USER_OPERATIONS,
+    CreateUser as CreateUser,
+    DisableUser as DisableUser,
+    ListUsers as ListUsers,
+    ResolveSession as ResolveSession,
+    SetPassword as SetPassword,
+    SignIn as SignIn,
+    SignOut as SignOut,
+)
 from waypost.model.quotas import check_overrides
-from waypost.model.records import RunPage, Started
+from waypost.model.records import Started
 from waypost.model.requests import (
     APPROVAL_READERS as APPROVAL_READERS,
     MAX_LIMIT as MAX_LIMIT,
@@ -133,14 +150,7 @@ class ListRuns(Request[Any]):
             raise InvalidRequest(
                 "a cursor pages one tenant's runs, not all_tenants", field="cursor"
             )
-        if self.status is not None:
-            try:
-                RunStatus(self.status)
-            except ValueError:
-                known = ", ".join(s.value for s in RunStatus)
-                raise InvalidRequest(
-                    f"unknown run status {preview(self.status)} (known: {known})", field="status"
-                ) from None
+        check_status(self.status)
         return super().checked(principal)
 
 
@@ -540,34 +550,6 @@ class StartRun(Request[Started]):
         return super().checked(principal)
 
 
-@dataclass(frozen=True)
-class PageRuns(Request[RunPage]):
-    """One page of the tenant's runs, newest first (`RunPage`); its `next_cursor` asks for
-    the next. Runs created after the first page do not shift later pages."""
-
-    roles = READERS
-    name = "page runs"
-    status: str | RunStatus | None = None
-    workflow: str | None = checked(Check.OPTIONAL_ID, what="workflow", default=None)
-    cursor: str | None = checked(Check.CURSOR, default=None)
-    limit: int = checked(Check.LIMIT, default=100)
-
-    def checked(self, principal: Principal) -> Request[RunPage]:
-        _check_status(self.status)
-        return super().checked(principal)
-
-
-def _check_status(status: str | RunStatus | None) -> None:
-    if status is not None:
-        try:
-            RunStatus(status)
-        except ValueError:
-            known = ", ".join(s.value for s in RunStatus)
-            raise InvalidRequest(
-                f"unknown run status {preview(status)} (known: {known})", field="status"
-            ) from None
-
-
 # == signal-with-start and webhooks by correlation =====================================
 @dataclass(frozen=True)
 class SignalWithStart(Request[Started]):
@@ -775,7 +757,6 @@ OPERATIONS: tuple[type[Request[Any]], ...] = (
     RevokeKey,
     ResolveCredential,
     StartRun,
-    PageRuns,
     SignalWithStart,
     GetTenant,
     SetQuotas,
@@ -788,5 +769,7 @@ OPERATIONS: tuple[type[Request[Any]], ...] = (
     Fork,
     ReEncrypt,
     *REPAIR_OPERATIONS,
+    *USER_OPERATIONS,
+    *RUN_PAGE_OPERATIONS,
 )
 """Every operation the door serves (a test checks each has a handler and an engine method)."""

@@ -6,6 +6,8 @@ becomes a `Principal`), parses the request into an operation, executes it with
 (`server/errors.py`). No route decides anything the engine does not: the same
 operations answer the embedded API and the CLI.
 
+The web console (`console/`) is served at `/` beside them.
+
 `create_app(engine)` serves an engine the caller opens and closes;
 `app_from_settings(settings)` opens one for the app's lifetime (what
 `waypost server` runs, in each of its processes).
@@ -32,7 +34,9 @@ from waypost.features.senders import senders_from_url
 from waypost.model.logs import logger
 from waypost.runtime.registry import items_in_modules
 
-from . import approval_page, routes
+from . import approval_page, console, routes
+from .console.pages import SignInNeeded, sign_in_needed
+from .console.security import ConsoleSecret
 from .errors import answer, error_body
 
 log = logger("waypost.server")
@@ -51,6 +55,8 @@ class ServerSettings:
     engine_options: dict[str, Any] = field(default_factory=dict)
     max_body: int = MAX_BODY
     notify: str = "log"  # where approval notifications go (see `senders_from_url`)
+    # The console's cookie key (hex), one for every process of the server; "" draws one.
+    console_secret: str = field(default="", repr=False)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -65,6 +71,7 @@ def create_app(
     *,
     max_body: int = MAX_BODY,
     lifespan: Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]] | None = None,
+    console_secret: ConsoleSecret | None = None,
 ) -> FastAPI:
     """The ASGI application serving `engine` (or the one `lifespan` opens)."""
     app = FastAPI(
@@ -79,6 +86,9 @@ def create_app(
         app.state.engine = engine
     app.include_router(routes.router)
     app.include_router(approval_page.router)
+    app.state.console_secret = console_secret or ConsoleSecret.random()
+    app.include_router(console.router())
+    app.add_exception_handler(SignInNeeded, sign_in_needed)
     app.add_exception_handler(WaypostError, _waypost_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
@@ -104,7 +114,8 @@ def app_from_settings(settings: ServerSettings) -> FastAPI:
             else:
                 yield
 
-    return create_app(max_body=settings.max_body, lifespan=lifespan)
+    secret = ConsoleSecret.from_text(settings.console_secret) if settings.console_secret else None
+    return create_app(max_body=settings.max_body, lifespan=lifespan, console_secret=secret)
 
 
 def app_from_environment() -> FastAPI:

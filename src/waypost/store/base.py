@@ -22,6 +22,7 @@ from waypost.model.encryption import Keys
 from waypost.model.events import Event, NewEvent
 from waypost.model.quotas import Quotas
 
+from .accounts import AccountStore
 from .rows import (
     ApiKeyRecord as ApiKeyRecord,
     ApprovalRecord as ApprovalRecord,
@@ -417,7 +418,7 @@ class ResealCounts:
     resealed: int
 
 
-class Store(Protocol):
+class Store(AccountStore, Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str
@@ -542,10 +543,18 @@ class Store(Protocol):
         workflow: str | None,
         after: tuple[float, str] | None,
         limit: int,
+        version: str | None = None,
     ) -> list[RunRecord]:
         """Up to `limit` of the tenant's runs, newest first (by created_at, then run_id),
         after the position `after` (or from the newest); read through an index."""
         ...
+
+    async def search_runs(self, tenant: str, text: str, limit: int) -> list[RunRecord]:
+        """The run of id `text`, runs whose id starts with it, runs waiting with it as a
+        correlation value: up to `limit`, newest first."""
+        ...
+
+    async def count_runs(self, tenant: str) -> dict[str, int]: ...
 
     async def run_outlooks(self, tenant: str, run_ids: Sequence[str]) -> dict[str, RunOutlook]:
         """The tasks and pending approvals of some of the tenant's runs, by run id."""

@@ -19,6 +19,7 @@ from waypost.model.chain import PLAIN, Chain
 from waypost.model.encryption import Keys
 
 from . import transactions as txn
+from .transactions import search, users
 from .tx import Tx
 
 P = ParamSpec("P")
@@ -99,6 +100,8 @@ class SqlStore:
 
     # -- pages of runs and what is in motion for them ---------------------------------
     page_runs = read(txn.page_runs)
+    search_runs = read(search.search_runs)
+    count_runs = read(search.count_runs)
     run_outlooks = read(txn.run_outlooks)
 
     # -- approvals, the directory and the outbox --------------------------------
@@ -133,6 +136,17 @@ class SqlStore:
     revoke_api_key = write(txn.revoke_api_key)
     api_key_to_authenticate = read(txn.api_key_to_authenticate)
     touch_api_key = write(txn.touch_api_key)
+
+    # -- console users and sessions ------------------------------------------------
+    create_user = write(users.create_user)
+    get_user = read(users.get_user)
+    list_users = read(users.list_users)
+    disable_user = write(users.disable_user)
+    set_password = write(users.set_password)
+    record_sign_in = write(users.record_sign_in)
+    create_session = write(users.create_session)
+    get_session = read(users.get_session)
+    end_session = write(users.end_session)
 
     # -- signals from outside: signal-with-start, webhooks by correlation ------------
     signal_with_start = write(txn.signal_with_start)

@@ -12,6 +12,10 @@ Every text that comes from a definition or a run (step ids, expressions,
 states) is escaped, and characters XML refuses are replaced, so a hostile
 definition cannot put markup into the page. A definition is at most a few
 dozen steps (the validator's limit), which keeps the quadratic parts cheap.
+
+`for_run` is what the run page asks: a definition run's graph with each step
+coloured by the state its history gives it (`step_states`), or None for a code
+workflow (the page lists its steps so far instead).
 """
 
 from __future__ import annotations
@@ -22,9 +26,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from waypost.model.definitions import Definition
+from markupsafe import Markup
 
-__all__ = ["STATE_COLOURS", "render_graph"]
+from waypost.errors import WaypostError
+from waypost.model import operations as ops
+from waypost.model.definitions import Definition
+from waypost.model.events import Event, EventType
+from waypost.model.identity import Principal
+from waypost.model.records import RunInfo
+
+__all__ = ["STATE_COLOURS", "for_run", "render_graph", "step_states"]
 
 STATE_COLOURS: Mapping[str, tuple[str, str]] = {
     # state: (fill, stroke)
@@ -396,3 +407,82 @@ def _node_svg(
         f' fill="#475569">{_text(_shortened(caption, MAX_LABEL + 6))}</text>'
         "</g>"
     )
+
+
+# == a run's steps on its definition's graph ================================================
+_SITE = re.compile(r" v\d+ step (?P<step>\S+)$")
+
+
+def _site_step(data: Mapping[str, Any]) -> str | None:
+    """The definition step an event belongs to: its `site` names it (`NAME vN step ID`)."""
+    found = _SITE.search(str(data.get("site") or ""))
+    return found["step"] if found else None
+
+
+def step_states(events: list[Event], waiting_for: list[dict[str, Any]]) -> dict[str, str]:
+    """Each definition step the history reached, with its state.
+
+    A step is `waiting` while the run waits for it (an approval, a signal, a timer),
+    `running` while one of its activity attempts is due or under way, `failed` when
+    its activity failed for good or it ended the run badly, `suspended` when the run
+    was suspended there, `skipped` when an operator skipped it, and `completed`
+    once the run went past it. Steps the run has not reached are left out.
+    """
+    states: dict[str, str] = {}
+    by_number: dict[str, str] = {}  # the history's step numbers -> definition step ids
+    for event in events:
+        data = event.data if isinstance(event.data, dict) else {}
+        step = _site_step(data)
+        number = data.get("step")
+        if step is None and isinstance(number, str):
+            step = by_number.get(number)
+        if step is None:
+            continue
+        if isinstance(number, str):
+            by_number[number] = step
+        failed = event.type == EventType.ACTIVITY_FAILED and not data.get("retrying")
+        if failed or event.type == EventType.RUN_FAILED:
+            states[step] = "failed"
+        elif event.type == EventType.RUN_SUSPENDED:
+            states[step] = "suspended"
+        elif event.type == EventType.STEP_SKIPPED:
+            states[step] = "skipped"
+        elif states.get(step) not in ("failed", "skipped"):
+            states[step] = "completed"
+    for wait in waiting_for:
+        number = wait.get("step")
+        step = _site_step(wait) or (by_number.get(number) if isinstance(number, str) else None)
+        if step is not None and states.get(step) != "failed":
+            states[step] = "running" if wait.get("kind") == "activity" else "waiting"
+    return states
+
+
+async def for_run(engine: Any, principal: Principal, info: RunInfo, events: list[Event]) -> Any:
+    """The run's definition drawn with its steps' states (markup), or None.
+
+    None for a run of a code workflow, and when the caller may not read the
+    definition (the door says so); the run page then lists the steps so far.
+    """
+    if not events or events[0].type != EventType.RUN_STARTED:
+        return None
+    first = events[0].data if isinstance(events[0].data, dict) else {}
+    pinned = first.get("definition")
+    if not isinstance(pinned, dict):
+        return None
+    name, version = pinned.get("name"), pinned.get("version")
+    # A migrated run goes on on the version its last RunMigrated names.
+    for event in events:
+        data = event.data if isinstance(event.data, dict) else {}
+        if event.type == EventType.RUN_MIGRATED and isinstance(data.get("to_version"), int):
+            version = data["to_version"]
+    if not isinstance(name, str) or not isinstance(version, int):
+        return None
+    try:
+        published = await engine.execute(
+            ops.GetDefinition(definition=name, version=version), principal
+        )
+    except WaypostError:
+        return None
+    states = step_states(events, info.waiting_for)
+    title = f"{name} v{version}: the run's steps"
+    return Markup(render_graph(published.body, states, title=title))  # escaped by render_graph

@@ -83,7 +83,7 @@ def api_key_from_row(row: Row) -> ApiKeyRecord:
         key_id=row["key_id"],
         tenant=row["tenant"],
         principal=row["principal"],
-        roles=_roles(row["roles"]),
+        roles=roles_from_text(row["roles"]),
         secret_hash=row["secret_hash"],
         created_at=row["created_at"],
         created_by=row["created_by"],
@@ -94,7 +94,7 @@ def api_key_from_row(row: Row) -> ApiKeyRecord:
     )
 
 
-def _roles(text: str) -> tuple[str, ...]:
+def roles_from_text(text: str) -> tuple[str, ...]:
     """The stored roles; a damaged value grants nothing."""
     try:
         value = json.loads(text)

@@ -461,10 +461,12 @@ def run_tasks(tx: Tx, tenant: str, run_id: str) -> list[ClaimedTask]:
 
 # == pages of runs, and what is in motion for them ===================================
 _PAGE_QUERIES = {
-    (False, False): "page_runs",
-    (True, False): "page_runs_by_status",
-    (False, True): "page_runs_by_workflow",
-    (True, True): "page_runs_by_status_workflow",
+    (False, False, False): "page_runs",
+    (True, False, False): "page_runs_by_status",
+    (False, True, False): "page_runs_by_workflow",
+    (True, True, False): "page_runs_by_status_workflow",
+    (False, True, True): "page_runs_by_workflow_version",
+    (True, True, True): "page_runs_by_status_workflow_version",
 }
 
 
@@ -475,17 +477,20 @@ def page_runs(
     workflow: str | None,
     after: tuple[float, str] | None,
     limit: int,
+    version: str | None = None,
 ) -> list[RunRecord]:
     """Up to `limit` of the tenant's runs, newest first (by created_at, then run_id),
-    after the position `after` (or from the newest); read through an index."""
+    after the position `after` (or from the newest); read through an index. A `version`
+    is of the `workflow` (the caller checks that one is given)."""
     # One statement per combination of filters, so each has a plan on its index (an
     # "x IS NULL OR" condition would leave a generic plan scanning and sorting).
-    name = _PAGE_QUERIES[(status is not None, workflow is not None)]
+    name = _PAGE_QUERIES[(status is not None, workflow is not None, version is not None)]
     after_at, after_id = after if after is not None else (math.inf, "")
     params = {
         "tenant": tenant,
         "status": status,
         "workflow": workflow,
+        "version": version,
         "after_at": after_at,
         "after_id": after_id,
         "limit": limit,

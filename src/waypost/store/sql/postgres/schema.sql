@@ -303,3 +303,33 @@ CREATE TABLE purged_runs (
 );
 
 CREATE INDEX purged_runs_by_time ON purged_runs (tenant, purged_at, run_id);
+
+-- Console users (their argon2id password hashes) and sessions (the SHA-256 of their tokens).
+
+CREATE TABLE users (
+    tenant              text NOT NULL,
+    name                text NOT NULL,
+    roles               text NOT NULL,
+    password_hash       text NOT NULL,
+    created_at          double precision NOT NULL,
+    created_by          text NOT NULL,
+    disabled_at         double precision,
+    disabled_by         text,
+    password_changed_at double precision,
+    failed_sign_ins     integer NOT NULL DEFAULT 0,
+    locked_until        double precision,
+    PRIMARY KEY (tenant, name)
+);
+
+CREATE TABLE console_sessions (
+    token_hash  text PRIMARY KEY,
+    tenant      text NOT NULL,
+    subject     text NOT NULL,
+    kind        text NOT NULL,
+    credential  text NOT NULL,
+    created_at  double precision NOT NULL,
+    expires_at  double precision NOT NULL,
+    ended_at    double precision
+);
+
+CREATE INDEX console_sessions_by_credential ON console_sessions (tenant, kind, credential);

@@ -817,3 +817,107 @@ WHERE tenant = :tenant AND run_id = :run_id AND seq = :seq AND data = :old;
 -- name: reseal_approval
 UPDATE approvals SET data = :new
 WHERE tenant = :tenant AND approval_id = :approval_id AND data = :old;
+
+-- == console users and sessions ========================================================
+
+-- name: insert_user
+INSERT INTO users (tenant, name, roles, password_hash, created_at, created_by,
+                   password_changed_at)
+VALUES (:tenant, :name, :roles, :password_hash, :now, :by, :now)
+ON CONFLICT DO NOTHING;
+
+-- name: get_user
+SELECT tenant, name, roles, password_hash, created_at, created_by, disabled_at, disabled_by,
+       password_changed_at, failed_sign_ins, locked_until
+FROM users WHERE tenant = :tenant AND name = :name;
+
+-- name: list_users
+SELECT tenant, name, roles, password_hash, created_at, created_by, disabled_at, disabled_by,
+       password_changed_at, failed_sign_ins, locked_until
+FROM users WHERE tenant = :tenant ORDER BY name;
+
+-- name: disable_user
+UPDATE users SET disabled_at = :now, disabled_by = :by
+WHERE tenant = :tenant AND name = :name AND disabled_at IS NULL;
+
+-- name: set_password
+UPDATE users SET password_hash = :password_hash, password_changed_at = :now,
+                 failed_sign_ins = 0, locked_until = NULL
+WHERE tenant = :tenant AND name = :name;
+
+-- name: count_sign_in_failure
+UPDATE users SET failed_sign_ins = failed_sign_ins + 1, locked_until = :locked_until
+WHERE tenant = :tenant AND name = :name;
+
+-- name: clear_sign_in_failures
+UPDATE users SET failed_sign_ins = 0, locked_until = NULL
+WHERE tenant = :tenant AND name = :name AND (failed_sign_ins <> 0 OR locked_until IS NOT NULL);
+
+-- name: end_user_sessions
+UPDATE console_sessions SET ended_at = :now
+WHERE tenant = :tenant AND kind = 'password' AND credential = :name AND ended_at IS NULL;
+
+-- name: insert_session
+INSERT INTO console_sessions (token_hash, tenant, subject, kind, credential, created_at,
+                              expires_at)
+VALUES (:token_hash, :tenant, :subject, :kind, :credential, :now, :expires_at);
+
+-- name: get_session
+SELECT token_hash, tenant, subject, kind, credential, created_at, expires_at
+FROM console_sessions WHERE token_hash = :token_hash AND ended_at IS NULL;
+
+-- name: end_session
+UPDATE console_sessions SET ended_at = :now WHERE token_hash = :token_hash AND ended_at IS NULL;
+
+-- == pages of runs: versions, search, counts ===========================================
+
+-- name: page_runs_by_workflow_version
+-- A version is of a workflow: the workflow's index is read, its other versions skipped.
+SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+FROM runs
+WHERE tenant = :tenant AND workflow = :workflow AND version = :version
+  AND (created_at, run_id) < (:after_at, :after_id)
+ORDER BY created_at DESC, run_id DESC
+LIMIT :limit;
+
+-- name: page_runs_by_status_workflow_version
+SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+FROM runs
+WHERE tenant = :tenant AND status = :status AND workflow = :workflow AND version = :version
+  AND (created_at, run_id) < (:after_at, :after_id)
+ORDER BY created_at DESC, run_id DESC
+LIMIT :limit;
+
+-- name: search_run_by_id
+SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+FROM runs WHERE tenant = :tenant AND run_id = :text;
+
+-- name: search_runs_by_prefix
+-- Newest first through the tenant's index of creation, stopping at `limit` matches.
+SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+FROM runs
+WHERE tenant = :tenant AND substr(run_id, 1, :length) = :text
+ORDER BY created_at DESC, run_id DESC
+LIMIT :limit;
+
+-- name: search_runs_by_correlation
+-- Runs waiting with the text as a correlation value, or as `key=value`.
+SELECT r.tenant, r.run_id, r.workflow, r.version, r.status, r.input, r.result, r.error,
+       r.waiting_for, r.last_seq, r.last_hash, r.processed_seq, r.created_at, r.updated_at,
+       r.finished_at, r.priority
+FROM runs r
+WHERE r.tenant = :tenant AND r.run_id IN (
+    SELECT c.run_id FROM correlations c
+    WHERE c.tenant = :tenant
+      AND (c.corr_value = :text OR c.corr_key || '=' || c.corr_value = :text)
+)
+ORDER BY r.created_at DESC, r.run_id DESC
+LIMIT :limit;
+
+-- name: count_runs
+-- The tenant's runs by status, read from the status index alone.
+SELECT status, count(*) AS runs FROM runs WHERE tenant = :tenant GROUP BY status;

@@ -302,3 +302,33 @@ CREATE TABLE purged_runs (
 ) WITHOUT ROWID;
 
 CREATE INDEX purged_runs_by_time ON purged_runs (tenant, purged_at, run_id);
+
+-- Console users (their argon2id password hashes) and sessions (the SHA-256 of their tokens).
+
+CREATE TABLE users (
+    tenant              TEXT NOT NULL,
+    name                TEXT NOT NULL,
+    roles               TEXT NOT NULL,
+    password_hash       TEXT NOT NULL,
+    created_at          REAL NOT NULL,
+    created_by          TEXT NOT NULL,
+    disabled_at         REAL,
+    disabled_by         TEXT,
+    password_changed_at REAL,
+    failed_sign_ins     INTEGER NOT NULL DEFAULT 0,
+    locked_until        REAL,
+    PRIMARY KEY (tenant, name)
+) WITHOUT ROWID;
+
+CREATE TABLE console_sessions (
+    token_hash  TEXT PRIMARY KEY,
+    tenant      TEXT NOT NULL,
+    subject     TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    credential  TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    expires_at  REAL NOT NULL,
+    ended_at    REAL
+) WITHOUT ROWID;
+
+CREATE INDEX console_sessions_by_credential ON console_sessions (tenant, kind, credential);

@@ -1,0 +1,112 @@
+"""The `waypost users` commands: the console's users of a tenant.
+
+A password is never an argument (argv is visible to other users of the machine and
+kept in shell histories): it is read from a prompt, typed twice, or from the first
+line of stdin with `--password-stdin`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from waypost.model.users import UserInfo
+
+from .common import db_option, dump, open_engine
+
+tenant_option = click.option("--tenant", required=True, help="The tenant of the users.")
+password_stdin_option = click.option(
+    "--password-stdin",
+    is_flag=True,
+    help="Read the password from the first line of stdin instead of a prompt.",
+)
+
+
+def read_password(from_stdin: bool) -> str:
+    if from_stdin:
+        line = sys.stdin.readline()
+        return line[:-1] if line.endswith("\n") else line
+    password: str = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    return password
+
+
+def _user_json(user: UserInfo) -> dict[str, object]:
+    return {
+        "tenant": user.tenant,
+        "name": user.name,
+        "roles": [r.value for r in user.roles],
+        "created_at": user.created_at.isoformat(),
+        "created_by": user.created_by,
+        "disabled_at": user.disabled_at.isoformat() if user.disabled_at else None,
+        "disabled_by": user.disabled_by,
+    }
+
+
+@click.group()
+def users() -> None:
+    """Console users: who signs in to the web console with a name and password."""
+
+
+@users.command("create")
+@tenant_option
+@click.option("--name", required=True, help="The user's name (what they sign in with).")
+@click.option(
+    "--roles",
+    required=True,
+    help="Comma-separated: admin, operator, starter, approver, auditor, viewer.",
+)
+@password_stdin_option
+@db_option
+def users_create(tenant: str, name: str, roles: str, password_stdin: bool, db: str) -> None:
+    """Make a console user (only an argon2id hash of the password is kept)."""
+    password = read_password(password_stdin)
+    names = [r.strip() for r in roles.split(",") if r.strip()]
+    with open_engine(db, must_exist=True) as engine:
+        made = engine.create_user(name, names, password, tenant=tenant)
+    click.echo(
+        f"user {made.name} in tenant {made.tenant} ({', '.join(r.value for r in made.roles)})"
+    )
+
+
+@users.command("list")
+@tenant_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+def users_list(tenant: str, as_json: bool, db: str) -> None:
+    """List the console users of a tenant."""
+    with open_engine(db, must_exist=True) as engine:
+        found = engine.list_users(tenant=tenant)
+    if as_json:
+        click.echo(dump([_user_json(u) for u in found]))
+        return
+    for u in found:
+        state = "disabled" if u.disabled else "active"
+        click.echo(f"{u.name}  {state:<8} {','.join(r.value for r in u.roles)}")
+    if not found:
+        click.echo(f"no users in tenant {tenant}", err=True)
+
+
+@users.command("disable")
+@click.argument("name")
+@tenant_option
+@click.option("--reason", default="", help="Why (logged).")
+@db_option
+def users_disable(name: str, tenant: str, reason: str, db: str) -> None:
+    """Disable user NAME: it cannot sign in, and its sessions end at once."""
+    with open_engine(db, must_exist=True) as engine:
+        engine.disable_user(name, reason, tenant=tenant)
+    click.echo(f"user {name} disabled")
+
+
+@users.command("set-password")
+@click.argument("name")
+@tenant_option
+@password_stdin_option
+@db_option
+def users_set_password(name: str, tenant: str, password_stdin: bool, db: str) -> None:
+    """Replace user NAME's password; its sessions end."""
+    password = read_password(password_stdin)
+    with open_engine(db, must_exist=True) as engine:
+        engine.set_password(name, password, tenant=tenant)
+    click.echo(f"password of {name} set")

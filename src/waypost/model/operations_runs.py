@@ -1,0 +1,80 @@
+"""Pages of runs as requests: a page with filters, a search by id or correlation key, the
+counts by status (what the console's runs page and the API's run lists read).
+
+Declared beside `operations.py` in the same form (and re-exported from it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from waypost.errors import InvalidRequest
+from waypost.model.identity import Principal, check_text, preview
+from waypost.model.records import RunInfo, RunPage
+from waypost.model.requests import READERS, Check, Request, checked
+from waypost.model.status import RunStatus
+
+MAX_SEARCH = 200  # characters of a search text
+
+
+def check_status(status: str | RunStatus | None) -> None:
+    if status is not None:
+        try:
+            RunStatus(status)
+        except ValueError:
+            known = ", ".join(s.value for s in RunStatus)
+            raise InvalidRequest(
+                f"unknown run status {preview(status)} (known: {known})", field="status"
+            ) from None
+
+
+@dataclass(frozen=True)
+class PageRuns(Request[RunPage]):
+    """One page of the tenant's runs, newest first (`RunPage`); its `next_cursor` asks for
+    the next. Runs created after the first page do not shift later pages. `version`
+    narrows a `workflow`'s runs to one version (it needs the workflow)."""
+
+    roles = READERS
+    name = "page runs"
+    status: str | RunStatus | None = None
+    workflow: str | None = checked(Check.OPTIONAL_ID, what="workflow", default=None)
+    cursor: str | None = checked(Check.CURSOR, default=None)
+    limit: int = checked(Check.LIMIT, default=100)
+    version: str | None = checked(Check.OPTIONAL_ID, what="version", default=None)
+
+    def checked(self, principal: Principal) -> Request[RunPage]:
+        check_status(self.status)
+        if self.version is not None and self.workflow is None:
+            raise InvalidRequest("a version filter needs the workflow too", field="version")
+        return super().checked(principal)
+
+
+@dataclass(frozen=True)
+class SearchRuns(Request[list[RunInfo]]):
+    """The tenant's runs that `text` finds, newest first (`list[RunInfo]`): the run of that
+    id, runs whose id starts with it, and runs waiting with it as a correlation value (a
+    signal wait's `correlate=(key, value)`, as webhooks find them)."""
+
+    roles = READERS
+    name = "search runs"
+    text: str = ""
+    limit: int = checked(Check.LIMIT, default=50)
+
+    def checked(self, principal: Principal) -> Request[list[RunInfo]]:
+        text = check_text(self.text, "search", limit=MAX_SEARCH, required=True)
+        if "\n" in text or "\t" in text:
+            raise InvalidRequest("a search is one line of text", field="search")
+        return dataclasses.replace(super().checked(principal), text=text.strip())  # type: ignore[type-var]
+
+
+@dataclass(frozen=True)
+class CountRuns(Request[dict[str, int]]):
+    """How many runs the tenant has in each status (statuses with none left out)."""
+
+    roles = READERS
+    name = "count runs"
+
+
+RUN_PAGE_OPERATIONS: tuple[type[Request[Any]], ...] = (PageRuns, SearchRuns, CountRuns)

@@ -1,0 +1,69 @@
+"""Console users and sessions as the engine answers them (never a password or its hash,
+never a session's token after it was made)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from waypost.model.identity import Principal, Role
+
+MIN_PASSWORD = 8  # characters
+MAX_PASSWORD = 512  # characters: the door's bound on any credential
+SESSION_SECONDS = 12 * 3600.0  # a session's life from sign-in
+FAILURES_BEFORE_LOCK = 5  # failed sign-ins of a user in a row before it is held back
+LOCK_SECONDS = 60.0  # the first hold; each further failure doubles it
+MAX_LOCK_SECONDS = 3600.0
+
+
+class SignInKind(StrEnum):
+    """What a session was opened with."""
+
+    PASSWORD = "password"
+    KEY = "key"
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    """A console user as an admin sees it."""
+
+    tenant: str
+    name: str
+    roles: tuple[Role, ...]
+    created_at: datetime
+    created_by: str
+    disabled_at: datetime | None = None
+    disabled_by: str | None = None
+    password_changed_at: datetime | None = None
+
+    @property
+    def disabled(self) -> bool:
+        return self.disabled_at is not None
+
+
+@dataclass(frozen=True)
+class NewSession:
+    """A session just opened: `token` goes into the browser's cookie and is never shown
+    again (only its hash is stored)."""
+
+    principal: Principal
+    kind: SignInKind
+    expires_at: datetime
+    token: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """Who a live session is, with the roles its user or key holds now."""
+
+    principal: Principal
+    kind: SignInKind
+    expires_at: datetime
+
+
+def lock_seconds(failures: int) -> float:
+    """How long a user is held back after `failures` failed sign-ins in a row."""
+    if failures < FAILURES_BEFORE_LOCK:
+        return 0.0
+    return min(MAX_LOCK_SECONDS, LOCK_SECONDS * 2.0 ** (failures - FAILURES_BEFORE_LOCK))

@@ -1,0 +1,151 @@
+"""Rendering console pages, and who is looking at them.
+
+`signed_in(request)` is the visit of the browser's session (`Visit`: the principal
+with its current roles, and the session's CSRF token), or raises `SignInNeeded`,
+which answers with the sign-in page's address. `page(...)` renders a template of
+`templates/console/` with what every page needs (the visit, `can`, the CSRF token).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from waypost.client.engine import AsyncEngine
+from waypost.errors import SessionEnded, WaypostError
+from waypost.model import operations as ops
+from waypost.model.identity import Principal
+
+from ..errors import answer
+from . import filters
+from .security import SESSION_COOKIE, ConsoleSecret
+
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "Referrer-Policy": "same-origin",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+_LOCAL_PATH = re.compile(r"/(?![/\\])[\x21-\x7e]{0,500}")
+
+
+class SignInNeeded(Exception):
+    """No live session: the browser is sent to the sign-in page (and back after)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+@dataclass(frozen=True)
+class Visit:
+    """A signed-in browser: who it is now, its session token and its CSRF token."""
+
+    principal: Principal
+    token: str
+    csrf: str
+    kind: str
+
+    def can(self, operation: type[ops.Request[Any]]) -> bool:
+        """Whether the principal's roles allow the operation (the door checks again)."""
+        return self.principal.may(operation.roles)
+
+
+def engine_of(request: Request) -> AsyncEngine:
+    engine: AsyncEngine = request.app.state.engine
+    return engine
+
+
+def secret_of(request: Request) -> ConsoleSecret:
+    secret: ConsoleSecret = request.app.state.console_secret
+    return secret
+
+
+async def visit_of(request: Request) -> Visit | None:
+    """The visit of the request's session cookie, or None."""
+    secret = secret_of(request)
+    token = secret.token_of(request.cookies.get(SESSION_COOKIE))
+    if token is None:
+        return None
+    try:
+        view = await engine_of(request).execute(
+            ops.ResolveSession(token=token), Principal.anonymous()
+        )
+    except SessionEnded:
+        return None
+    return Visit(view.principal, token, secret.csrf_of(token), view.kind.value)
+
+
+async def signed_in(request: Request) -> Visit:
+    visit = await visit_of(request)
+    if visit is None:
+        raise SignInNeeded(request.url.path)
+    return visit
+
+
+def local_path(value: object, default: str = "/runs") -> str:
+    """`value` if it is a path of this site (never another site's address), else `default`."""
+    if isinstance(value, str) and _LOCAL_PATH.fullmatch(value):
+        return value
+    return default
+
+
+async def sign_in_needed(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, SignInNeeded)
+    if request.method != "GET":
+        return page(
+            "console/message.html",
+            None,
+            status=401,
+            title="Signed out",
+            message="Your session has ended, so nothing was done. Sign in again.",
+        )
+    target = "/sign-in?next=" + quote(local_path(exc.path), safe="/")
+    return RedirectResponse(target, status_code=303, headers={"Cache-Control": "no-store"})
+
+
+@cache
+def templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("waypost.server", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    filters.install(env)
+    return env
+
+
+def page(
+    name: str, visit: Visit | None, *, status: int = 200, nav: str = "", **values: Any
+) -> HTMLResponse:
+    values.setdefault("notice", "")
+    values.setdefault("notice_kind", "ok")
+    html = templates().get_template(name).render(visit=visit, ops=ops, nav=nav, **values)
+    return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def refusal(exc: WaypostError) -> tuple[int, str]:
+    """The HTTP status and the message of the door's refusal."""
+    status, body, _ = answer(exc)
+    message: str = body["error"]["message"]
+    return status, message
+
+
+def forbidden(visit: Visit | None, message: str) -> HTMLResponse:
+    return page("console/message.html", visit, status=403, title="Not done", message=message)
+
+
+CSRF_REFUSED = (
+    "This form could not be checked (it did not come from this console page, or it is "
+    "from an earlier session). Nothing was done: open the page again and retry."
+)

@@ -1,0 +1,145 @@
+"""A run's page: its status, current steps, what it waits for and what happens next in
+plain words, its steps coloured by state, the timeline of its history, activity
+attempts with their errors, a replay view (`?at=N`: the data after event N, with
+previous and next links), and the operator commands as forms that ask for a reason.
+
+A command's answer is the run page again with the outcome on top: done, or the door's
+refusal (its status: 403 for a role, 409 for a state that does not allow it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from waypost.errors import WaypostError
+from waypost.model import operations as ops
+from waypost.model.identity import preview
+
+from . import graph
+from .commands import COMMANDS
+from .history import data_after, story
+from .pages import (
+    CSRF_REFUSED,
+    Visit,
+    engine_of,
+    forbidden,
+    page,
+    refusal,
+    secret_of,
+    signed_in,
+)
+from .security import same_origin
+
+router = APIRouter(include_in_schema=False)
+
+
+def _at(request: Request) -> int | None:
+    text = request.query_params.get("at", "")
+    if not text.isascii() or not text.isdigit() or len(text) > 9:
+        return None
+    return int(text)
+
+
+async def _run_page(
+    request: Request,
+    visit: Visit,
+    run_id: str,
+    *,
+    status: int = 200,
+    notice: str = "",
+    notice_kind: str = "ok",
+) -> Response:
+    engine = engine_of(request)
+    try:
+        info = await engine.execute(ops.GetRun(run_id=run_id), visit.principal)
+        events = await engine.execute(ops.GetHistory(run_id=run_id), visit.principal)
+    except WaypostError as exc:
+        code, message = refusal(exc)
+        return page(
+            "console/message.html",
+            visit,
+            status=code,
+            title="Run not shown",
+            message=message,
+            notice=notice,
+            notice_kind=notice_kind,
+        )
+    told = story(events)
+    at = _at(request)
+    replay: dict[str, Any] | None = None
+    if at is not None and events:
+        at = max(1, min(at, events[-1].seq))
+        replay = {
+            "at": at,
+            "event": next((r for r in told.rows if r.seq == at), None),
+            "data": data_after(events, at),
+            "previous": at - 1 if at > 1 else None,
+            "next": at + 1 if at < events[-1].seq else None,
+        }
+    commands = [c for c in COMMANDS.values() if visit.can(c.request)]
+    return page(
+        "console/run.html",
+        visit,
+        status=status,
+        nav="runs",
+        info=info,
+        story=told,
+        steps=list(told.steps.values()),
+        graph=await graph.for_run(engine, visit.principal, info, events),
+        replay=replay,
+        commands=commands,
+        notice=notice,
+        notice_kind=notice_kind,
+    )
+
+
+@router.get("/runs/{run_id}")
+async def run_page(request: Request, run_id: str) -> Response:
+    visit = await signed_in(request)
+    return await _run_page(request, visit, run_id)
+
+
+@router.post("/runs/{run_id}/commands/{name}")
+async def command(request: Request, run_id: str, name: str) -> Response:
+    visit = await signed_in(request)
+    form = await request.form()
+    if not same_origin(request) or not secret_of(request).csrf_matches(
+        visit.token, form.get("csrf")
+    ):
+        return forbidden(visit, CSRF_REFUSED)
+    chosen = COMMANDS.get(name)
+    if chosen is None:
+        return page(
+            "console/message.html",
+            visit,
+            status=404,
+            title="No such command",
+            message=f"There is no command {preview(name)}.",
+        )
+    fields = {f: _text(form.get(f)) for f in chosen.fields}
+    reason = _text(form.get("reason"))
+    try:
+        request_ = chosen.build(run_id, reason, fields)
+        answer = await engine_of(request).execute(request_, visit.principal)
+    except WaypostError as exc:
+        code, message = refusal(exc)
+        return await _run_page(
+            request,
+            visit,
+            run_id,
+            status=code,
+            notice=f"{chosen.label}: not done. {message}",
+            notice_kind="bad",
+        )
+    done = f"{chosen.label}: done."
+    new_run = getattr(answer, "run_id", None)
+    if chosen.name == "fork" and isinstance(new_run, str):
+        done += f" The new run is {new_run}."
+    return await _run_page(request, visit, run_id, notice=done)
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,135 @@
+"""Signing in (a user's password, or an API key) and out.
+
+The sign-in form carries a random token matching a cookie set with it (no session
+exists yet to derive one from), and every refusal shows one and the same message.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+from starlette.datastructures import FormData
+
+from waypost.errors import InvalidRequest, SignInRefused, WaypostError
+from waypost.model import operations as ops
+from waypost.model.identity import Principal
+from waypost.model.users import SESSION_SECONDS
+
+from .pages import (
+    CSRF_REFUSED,
+    engine_of,
+    forbidden,
+    local_path,
+    page,
+    secret_of,
+    visit_of,
+)
+from .security import SESSION_COOKIE, SIGNIN_COOKIE, same_origin, secure, signin_token
+
+router = APIRouter(include_in_schema=False)
+
+REFUSED = (
+    "Sign-in refused: the tenant, user name, password or API key is not right, or the "
+    "account cannot sign in now."
+)
+
+
+@router.get("/")
+async def home(request: Request) -> Response:
+    visit = await visit_of(request)
+    return RedirectResponse("/runs" if visit else "/sign-in", status_code=303)
+
+
+def _form(request: Request, *, status: int = 200, error: str = "", next_path: str = "") -> Response:
+    token = signin_token()
+    response = page(
+        "console/signin.html",
+        None,
+        status=status,
+        error=error,
+        signin_csrf=token,
+        next_path=local_path(next_path),
+    )
+    response.set_cookie(
+        SIGNIN_COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=secure(request),
+        path="/sign-in",
+        max_age=3600,
+    )
+    return response
+
+
+@router.get("/sign-in")
+async def sign_in_page(request: Request, next: str = "") -> Response:
+    return _form(request, next_path=next)
+
+
+def _field(form: FormData, name: str) -> str | None:
+    """A field's text; None when empty or not text (the door bounds the rest)."""
+    value = form.get(name)
+    return value if isinstance(value, str) and value else None
+
+
+@router.post("/sign-in")
+async def sign_in(request: Request) -> Response:
+    form = await request.form()
+    sent, kept = form.get("csrf"), request.cookies.get(SIGNIN_COOKIE)
+    next_path = local_path(form.get("next"))
+    if (
+        not same_origin(request)
+        or not isinstance(sent, str)
+        or not kept
+        or not hmac.compare_digest(sent, kept)
+    ):
+        return _form(request, status=403, error=CSRF_REFUSED, next_path=next_path)
+    key = _field(form, "key")
+    request_args: dict[str, str | None] = (
+        {"key": key}
+        if key is not None
+        else {
+            "tenant": _field(form, "tenant"),
+            "user": _field(form, "user"),
+            "password": _field(form, "password"),
+        }
+    )
+    address = request.client.host if request.client else ""
+    try:
+        session = await engine_of(request).execute(
+            ops.SignIn(**request_args, address=address[:100]), Principal.anonymous()
+        )
+    except (SignInRefused, InvalidRequest):
+        return _form(request, status=401, error=REFUSED, next_path=next_path)
+    except WaypostError:
+        return _form(request, status=503, error="The console cannot sign in now; try again.")
+    response = RedirectResponse(next_path, status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE,
+        secret_of(request).cookie_value(session.token),
+        httponly=True,
+        samesite="lax",
+        secure=secure(request),
+        path="/",
+        max_age=int(SESSION_SECONDS),
+    )
+    response.delete_cookie(SIGNIN_COOKIE, path="/sign-in")
+    return response
+
+
+@router.post("/sign-out")
+async def sign_out(request: Request) -> Response:
+    visit = await visit_of(request)
+    form = await request.form()
+    if visit is not None:
+        if not same_origin(request) or not secret_of(request).csrf_matches(
+            visit.token, form.get("csrf")
+        ):
+            return forbidden(visit, CSRF_REFUSED)
+        await engine_of(request).execute(ops.SignOut(token=visit.token), Principal.anonymous())
+    response = RedirectResponse("/sign-in", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response

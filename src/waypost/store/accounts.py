@@ -1,0 +1,82 @@
+"""The store's verbs for console users and sessions, declared apart from `base.py` for its
+size (`Store` includes them).
+
+A user is kept with its argon2 password hash, never the password; a session with the
+SHA-256 of its token, never the token. Every read and change of a user is scoped by
+its tenant. A session is found by its token's hash (that is how its tenant is learnt),
+with its user's or API key's row, so that a disabled user or a revoked key ends it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from .rows import ApiKeyRecord
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    tenant: str
+    name: str
+    roles: tuple[str, ...]
+    password_hash: str
+    created_at: float
+    created_by: str
+    disabled_at: float | None
+    disabled_by: str | None
+    password_changed_at: float | None
+    failed_sign_ins: int
+    locked_until: float | None
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A stored session and what it was opened with: a user (`user`) or a key (`key`)."""
+
+    token_hash: str
+    tenant: str
+    subject: str
+    kind: str
+    credential: str  # the user's name, or the API key's id
+    created_at: float
+    expires_at: float
+    user: UserRecord | None
+    key: ApiKeyRecord | None
+
+
+class AccountStore(Protocol):
+    """Users and sessions."""
+
+    async def create_user(self, user: UserRecord) -> bool:
+        """Store a user of a tenant that exists; False (nothing written) if the tenant
+        has a user of that name, or does not exist."""
+        ...
+
+    async def get_user(self, tenant: str, name: str) -> UserRecord | None: ...
+
+    async def list_users(self, tenant: str) -> list[UserRecord]: ...
+
+    async def disable_user(self, tenant: str, name: str, by: str, now: float) -> bool:
+        """Disable a user (a disabled one stays as it was) and end its sessions; False if
+        the tenant has no such user."""
+        ...
+
+    async def set_password(self, tenant: str, name: str, password_hash: str, now: float) -> bool:
+        """Replace a user's password hash, clear its failures and end its sessions."""
+        ...
+
+    async def record_sign_in(
+        self, tenant: str, name: str, succeeded: bool, locked_until: float | None
+    ) -> None:
+        """Count a failed sign-in of a user (and hold it back until `locked_until`), or
+        clear the count after a success."""
+        ...
+
+    async def create_session(self, session: SessionRecord) -> None: ...
+
+    async def get_session(self, token_hash: str) -> SessionRecord | None:
+        """The live (not ended) session of this token hash, with its user's or key's row."""
+        ...
+
+    async def end_session(self, token_hash: str, now: float) -> None: ...

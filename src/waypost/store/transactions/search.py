@@ -1,0 +1,23 @@
+"""Finding runs: by id, by the start of an id, by a correlation value they wait with; and
+counting a tenant's runs by status."""
+
+from __future__ import annotations
+
+from ..base import RunRecord
+from ..tx import Tx
+from .records import run_from_row
+
+
+def search_runs(tx: Tx, tenant: str, text: str, limit: int) -> list[RunRecord]:
+    found: dict[str, RunRecord] = {}
+    params = {"tenant": tenant, "text": text, "length": len(text), "limit": limit}
+    for name in ("search_run_by_id", "search_runs_by_prefix", "search_runs_by_correlation"):
+        for row in tx.all(name, params):
+            run = run_from_row(row, tx.keys)
+            found.setdefault(run.run_id, run)
+    newest = sorted(found.values(), key=lambda r: (r.created_at, r.run_id), reverse=True)
+    return newest[:limit]
+
+
+def count_runs(tx: Tx, tenant: str) -> dict[str, int]:
+    return {row["status"]: int(row["runs"]) for row in tx.all("count_runs", {"tenant": tenant})}

@@ -1,0 +1,118 @@
+"""Console users and their sessions (see `store/accounts.py`)."""
+
+from __future__ import annotations
+
+from waypost.model.events import canonical_json
+
+from ..accounts import SessionRecord, UserRecord
+from ..tx import Row, Tx
+from .access import api_key_from_row, roles_from_text
+
+
+def create_user(tx: Tx, user: UserRecord) -> bool:
+    if tx.one("tenant_exists", {"tenant": user.tenant}) is None:
+        return False
+    params = {
+        "tenant": user.tenant,
+        "name": user.name,
+        "roles": canonical_json(list(user.roles)),
+        "password_hash": user.password_hash,
+        "now": user.created_at,
+        "by": user.created_by,
+    }
+    return tx.run("insert_user", params) == 1
+
+
+def get_user(tx: Tx, tenant: str, name: str) -> UserRecord | None:
+    row = tx.one("get_user", {"tenant": tenant, "name": name})
+    return user_from_row(row) if row is not None else None
+
+
+def list_users(tx: Tx, tenant: str) -> list[UserRecord]:
+    return [user_from_row(row) for row in tx.all("list_users", {"tenant": tenant})]
+
+
+def disable_user(tx: Tx, tenant: str, name: str, by: str, now: float) -> bool:
+    key = {"tenant": tenant, "name": name}
+    if tx.one("get_user", key) is None:
+        return False
+    tx.run("disable_user", {**key, "by": by, "now": now})
+    tx.run("end_user_sessions", {**key, "now": now})
+    return True
+
+
+def set_password(tx: Tx, tenant: str, name: str, password_hash: str, now: float) -> bool:
+    key = {"tenant": tenant, "name": name}
+    if tx.run("set_password", {**key, "password_hash": password_hash, "now": now}) != 1:
+        return False
+    tx.run("end_user_sessions", {**key, "now": now})
+    return True
+
+
+def record_sign_in(
+    tx: Tx, tenant: str, name: str, succeeded: bool, locked_until: float | None
+) -> None:
+    key = {"tenant": tenant, "name": name}
+    if succeeded:
+        tx.run("clear_sign_in_failures", key)
+    else:
+        tx.run("count_sign_in_failure", {**key, "locked_until": locked_until})
+
+
+def create_session(tx: Tx, session: SessionRecord) -> None:
+    tx.run(
+        "insert_session",
+        {
+            "token_hash": session.token_hash,
+            "tenant": session.tenant,
+            "subject": session.subject,
+            "kind": session.kind,
+            "credential": session.credential,
+            "now": session.created_at,
+            "expires_at": session.expires_at,
+        },
+    )
+
+
+def get_session(tx: Tx, token_hash: str) -> SessionRecord | None:
+    row = tx.one("get_session", {"token_hash": token_hash})
+    if row is None:
+        return None
+    user = key = None
+    if row["kind"] == "password":
+        found = tx.one("get_user", {"tenant": row["tenant"], "name": row["credential"]})
+        user = user_from_row(found) if found is not None else None
+    else:
+        found = tx.one("api_key_to_authenticate", {"key_id": row["credential"]})
+        key = api_key_from_row(found) if found is not None else None
+    return SessionRecord(
+        token_hash=row["token_hash"],
+        tenant=row["tenant"],
+        subject=row["subject"],
+        kind=row["kind"],
+        credential=row["credential"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        user=user,
+        key=key,
+    )
+
+
+def end_session(tx: Tx, token_hash: str, now: float) -> None:
+    tx.run("end_session", {"token_hash": token_hash, "now": now})
+
+
+def user_from_row(row: Row) -> UserRecord:
+    return UserRecord(
+        tenant=row["tenant"],
+        name=row["name"],
+        roles=roles_from_text(row["roles"]),
+        password_hash=row["password_hash"],
+        created_at=row["created_at"],
+        created_by=row["created_by"],
+        disabled_at=row["disabled_at"],
+        disabled_by=row["disabled_by"],
+        password_changed_at=row["password_changed_at"],
+        failed_sign_ins=row["failed_sign_ins"],
+        locked_until=row["locked_until"],
+    )
