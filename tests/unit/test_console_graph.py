@@ -212,3 +212,17 @@ def test_canonical_yaml_reads_back_to_the_same_body() -> None:
     text = canonical_yaml(definition.data)
     assert yaml.safe_load(text) == definition.data
     assert re.search(r"^name: purchase_order$", text, re.M)
+
+
+def test_a_choice_the_run_went_through_counts_as_completed() -> None:
+    from waypost.server.console.graph import passed_choices
+
+    definition = parse_definition((EXAMPLES / "purchase_order.yaml").read_text())
+    reached = {"reserve_budget": "completed", "manager_approval": "waiting"}
+    states = passed_choices(definition.data, reached)
+    assert states["needs_approval"] == "completed"
+    assert "director_approval" not in states and reached == {
+        "reserve_budget": "completed",
+        "manager_approval": "waiting",
+    }
+    assert "needs_approval" not in passed_choices(definition.data, {"reserve_budget": "running"})

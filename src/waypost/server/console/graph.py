@@ -261,7 +261,8 @@ def render_graph(
     which colours the step and is written under its type; a step not in it is
     drawn plain, an unknown state is shown as written. `title` becomes the
     image's accessible name. The result is safe to insert into a page as is
-    (every text escaped) and scales to its container's width.
+    (every text escaped); it has its natural size, and a stylesheet rule such as
+    `svg.wp-graph { max-width: 100%; height: auto }` shrinks it into a narrow page.
     """
     data = definition.data if isinstance(definition, Definition) else definition
     states = states or {}
@@ -283,8 +284,8 @@ def render_graph(
     name = title if title is not None else data.get("name", "workflow")
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="wp-graph" role="img"'
-        f' viewBox="0 0 {width:.0f} {height:.0f}" width="100%"'
-        f' style="max-width:{width:.0f}px" font-family="system-ui, sans-serif" font-size="13">',
+        f' viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" height="{height:.0f}"'
+        ' font-family="system-ui, sans-serif" font-size="13">',
         f"<title>{_text(name)}</title>",
         '<defs><marker id="wp-arrow" viewBox="0 0 10 10" refX="10" refY="5"'
         ' markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
@@ -457,6 +458,25 @@ def step_states(events: list[Event], waiting_for: list[dict[str, Any]]) -> dict[
     return states
 
 
+def passed_choices(body: Mapping[str, Any], states: dict[str, str]) -> dict[str, str]:
+    """`states` with each choice step the run went through marked `completed`.
+
+    A choice leaves no event of its own; the run passed it when a step it leads to
+    was reached (choices that lead to choices included).
+    """
+    _, edges, nodes = _graph(body)
+    states = dict(states)
+    changed = True
+    while changed:
+        changed = False
+        for edge in edges:
+            choice = nodes[edge.source].get("type") == "choice"
+            if choice and edge.target in states and edge.source not in states:
+                states[edge.source] = "completed"
+                changed = True
+    return states
+
+
 async def for_run(engine: Any, principal: Principal, info: RunInfo, events: list[Event]) -> Any:
     """The run's definition drawn with its steps' states (markup), or None.
 
@@ -483,6 +503,6 @@ async def for_run(engine: Any, principal: Principal, info: RunInfo, events: list
         )
     except WaypostError:
         return None
-    states = step_states(events, info.waiting_for)
+    states = passed_choices(published.body, step_states(events, info.waiting_for))
     title = f"{name} v{version}: the run's steps"
     return Markup(render_graph(published.body, states, title=title))  # escaped by render_graph
