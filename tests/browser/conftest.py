@@ -79,11 +79,12 @@ def page(new_page: Any) -> Any:
     return new_page()
 
 
-def screenshot(page: Any, name: str) -> Path:
-    """Save what `page` shows (the whole page) as build/screenshots/NAME.png."""
+def screenshot(page: Any, name: str, *, full_page: bool = True) -> Path:
+    """Save what `page` shows (the whole page, or only the window) as
+    build/screenshots/NAME.png."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     return path
 
 
