@@ -80,8 +80,8 @@ def test_the_link_in_the_notification_approves_and_the_run_goes_on(server: Any, 
     assert page.locator("pre.data b").count() == 0
     screenshot(page, "approval-page")
     page.fill("#comment", "fine")
-    page.click("form.decide button")
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        page.click("form.decide button")
     assert "Approved" in page.content() or "approved" in page.content()
     screenshot(page, "approval-decided")
     assert engine.result(run.run_id, timeout=30) == {"outcome": "approved", "by": ["mia"]}
@@ -104,8 +104,8 @@ def test_a_forged_form_without_the_pages_csrf_cookie_records_nothing(
         f'<form method="post" action="{link}"><input name="csrf" value="guess">'
         "<button>go</button></form>"
     )
-    forger.click("button")
-    forger.wait_for_load_state()
+    with forger.expect_navigation():
+        forger.click("button")
     assert "Nothing was recorded" in forger.content()
     assert engine.get(run.run_id).status == wp.RunStatus.WAITING
 
@@ -125,8 +125,8 @@ def test_the_approval_pages_fit_a_phone(server: Any, new_page: Any, action: str)
     assert box is not None and box["height"] >= 40 and box["width"] <= PHONE["width"]
     screenshot(phone, f"approval-page-phone-{action}")
     phone.fill("#comment", "checked on my phone")
-    button.tap()
-    phone.wait_for_load_state()
+    with phone.expect_navigation():
+        button.tap()
     assert fits_width(phone)
     outcome = "approved" if action == "approve" else "rejected"
     assert engine.result(run.run_id, timeout=30)["outcome"] == outcome

@@ -180,8 +180,8 @@ def test_a_new_user_signs_in_approves_and_watches_the_runs_go_on(demo: Demo, new
     # Approve demo-po-1 from the notification's link, in the same browser.
     page.goto(demo.link("demo-po-1", "mia"))
     page.fill("#comment", "within budget")
-    page.click("form.decide button")
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        page.click("form.decide button")
     assert "approved" in page.content().lower()
     # ... and watch the run go on: the order is placed, the run waits for the goods.
     eventually(
@@ -201,8 +201,8 @@ def test_a_new_user_signs_in_approves_and_watches_the_runs_go_on(demo: Demo, new
     page.locator("section.approval", has_text="demo-po-2").locator("a").last.click()
     screenshot(page, "console-approval")
     page.fill("#comment", "ok from the console")
-    page.click("button[value=approve]")
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        page.click("button[value=approve]")
     assert "The approval is approved" in page.locator(".notice").inner_text()
     eventually(
         lambda: (
@@ -254,8 +254,8 @@ def test_an_operator_terminates_a_run_with_a_reason_and_forged_forms_are_refused
         '<input name="csrf" value="guessed"><input name="reason" value="forged">'
         "<button>go</button></form>"
     )
-    forger.click("button")
-    forger.wait_for_load_state()
+    with forger.expect_navigation():
+        forger.click("button")
     assert "nothing was done" in forger.content().lower()
     forger.close()
     assert run_status(page, demo.base, "demo-po-3") == "waiting"
@@ -264,8 +264,8 @@ def test_an_operator_terminates_a_run_with_a_reason_and_forged_forms_are_refused
     form = page.locator("form[action$='/commands/terminate']")
     form.locator("input[name=reason]").fill("order withdrawn by the requester")
     screenshot(page, "console-run-terminate")
-    form.locator("button").click()
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        form.locator("button").click()
     assert "Terminate: done." in page.locator(".notice").inner_text()
     assert run_status(page, demo.base, "demo-po-3") == "terminated"
     assert "order withdrawn by the requester" in page.content()  # in the history
@@ -276,8 +276,8 @@ def test_an_operator_terminates_a_run_with_a_reason_and_forged_forms_are_refused
     screenshot(page, "console-definition")
     page.goto(f"{demo.base}/definitions")
     page.set_input_files("input[name=file]", str(ROOT / "examples/definitions/invalid.yaml"))
-    page.click("form.publish button")
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        page.click("form.publish button")
     assert page.locator(".problems li").count() >= 2
     screenshot(page, "console-publish-refused")
     page.set_input_files(
