@@ -6,12 +6,14 @@ with the page's CSRF token, as a browser does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import waypost as wp
+from waypost.features import users as users_feature
 
 from .console_fixtures import Browser
 from .server_fixtures import make_key, serve
@@ -303,3 +305,42 @@ def test_a_post_after_the_session_ended_does_nothing(site: dict[str, Any]) -> No
     answer = _terminate(b, "r-late", csrf=token)
     assert answer.status_code == 401
     assert engine.get("r-late", tenant="acme").status.value == "waiting"
+
+
+def test_sign_in_attempts_are_logged_without_the_secret(
+    site: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="waypost.console.access")
+    browser(site).sign_in_password("acme", "rita", "the wrong one!")
+    browser(site).sign_in_password("acme", "rita", PASSWORD)
+    browser(site).sign_in_key(site["viewer"])
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "sign-in refused: user 'rita' of tenant 'acme' from 127.0.0.1" in text
+    assert "rita of acme signed in (password)" in text
+    assert "vic of acme signed in (key)" in text
+    assert "the wrong one!" not in text
+    assert PASSWORD not in text
+    assert site["viewer"].rsplit("_", 1)[1] not in text  # the key's secret part
+
+
+def test_too_many_failures_from_one_address_are_refused_before_any_check(
+    site: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(users_feature, "ADDRESS_FAILURES", 3)
+    b = browser(site)
+    for name in ("nobody", "noone", "nemo"):
+        assert b.sign_in_password("acme", name, PASSWORD).status_code == 401
+    # from this address even a right password is refused now, whoever's it is
+    assert b.sign_in_password("acme", "vera", PASSWORD).status_code == 401
+    assert b.sign_in_key(site["ops"]).status_code == 401
+
+
+def test_a_principal_without_a_reading_role_is_told_so(site: dict[str, Any]) -> None:
+    engine = site["engine"]
+    approver = make_key(engine, "acme", "ann", "approver")
+    b = browser(site)
+    b.sign_in_key(approver)
+    page = b.get("/runs")
+    assert page.status_code == 403
+    assert "needs one of the roles" in page.text
+    assert b.get("/suspended").status_code == 403

@@ -276,6 +276,7 @@ class AsyncEngine(
             ops.PageRuns: runs.page_runs,
             ops.SearchRuns: runs.search_runs,
             ops.CountRuns: runs.count_runs,
+            ops.RunDataAt: runs.data_at,
             # signal-with-start and webhooks by correlation
             ops.SignalWithStart: runs.signal_with_start,
             wh.CreateWebhookSource: self._webhooks.create_source,

@@ -5,7 +5,7 @@ door. Signing in is the console's, through the door too."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from waypost.model import operations as ops
 from waypost.model.identity import Role
@@ -63,3 +63,14 @@ class RunQueryCalls:
         """How many runs `tenant` has in each status (statuses with none left out)."""
         counts: dict[str, int] = await self._local(ops.CountRuns(), tenant)
         return counts
+
+    async def data_at(
+        self, run_id: str, seq: int, *, tenant: str = "default"
+    ) -> dict[str, Any] | None:
+        """A definition run's data, step position and whether it waits, after its event
+        `seq` (its history replayed up to there; nothing is written). None for a run of
+        workflow code."""
+        found: dict[str, Any] | None = await self._local(
+            ops.RunDataAt(run_id=run_id, seq=seq), tenant
+        )
+        return found

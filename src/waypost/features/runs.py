@@ -27,13 +27,13 @@ from waypost.errors import (
     WorkflowTerminated,
 )
 from waypost.model import operations as ops
-from waypost.model.events import ChainProblem, Event, EventType, NewEvent
+from waypost.model.events import COMMAND_EVENTS, ChainProblem, Event, EventType, NewEvent
 from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
 from waypost.model.paging import RunCursor, decode_cursor
 from waypost.model.records import RunInfo, RunPage, Started
 from waypost.model.status import RunStatus
-from waypost.runtime.interpreter import DEFINITIONS_QUEUE
+from waypost.runtime.interpreter import DEFINITIONS_QUEUE, definition_of
 from waypost.runtime.registry import version_key, workflow_queue
 from waypost.store.base import Conflict, RunCommit, RunOutlook, RunRecord, Snapshot
 
@@ -42,6 +42,15 @@ from .next_action import next_action
 
 log = logger("waypost")
 _E = EventType
+
+
+_ENDS = frozenset({EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED})
+
+
+def _cause(event: Event) -> int:
+    """The event whose processing issued this command (0 when not recorded)."""
+    cause = event.data.get("cause")
+    return cause if isinstance(cause, int) and not isinstance(cause, bool) else 0
 
 
 def run_not_found(run_id: str, tenant: str) -> RunNotFound:
@@ -298,6 +307,45 @@ class Runs:
         """The tenant's runs found by id, id prefix or correlation value, newest first."""
         found = await self.machinery.store.search_runs(principal.tenant, req.text, req.limit)
         return await self._infos(found)
+
+    async def data_at(self, req: ops.RunDataAt, principal: Principal) -> dict[str, Any] | None:
+        """A definition run's data after event `seq`: its history up to there replayed into
+        a fresh interpreter (nothing is written; a history that does not replay says so)."""
+        run, events = await self.machinery.store.load_run(principal.tenant, req.run_id)
+        if run is None:
+            raise run_not_found(req.run_id, principal.tenant)
+        # Cut after event `seq`: the last event that came to the code (not one it issued)
+        # is fed as new, so the code issues its commands afresh; commands it caused, and
+        # the run's end (the engine's record of what the code returned), are left out.
+        outside = COMMAND_EVENTS | _ENDS
+        inputs = [e.seq for e in events if e.seq <= req.seq and e.type not in outside]
+        last = max(inputs, default=0)
+        prefix = [
+            e
+            for e in events
+            if e.seq <= req.seq
+            and e.type not in _ENDS
+            and not (e.type in COMMAND_EVENTS and _cause(e) >= last)
+        ]
+        defn = await self.definitions.workflow_for(run, events)
+        if defn is None or not prefix:
+            return None
+        interpreter = definition_of(defn.fn)
+        inst = self.machinery.new_instance(defn, run.tenant, run.run_id)
+        seen = min(run.processed_seq, last - 1)
+        try:
+            inst.replay(prefix, seen)
+        except Exception as err:  # a bug, or code that no longer matches: shown, not raised
+            return {"error": f"the history up to event {req.seq} does not replay: {err!r}"[:500]}
+        finally:
+            inst.close()
+        if interpreter is None:
+            return None
+        return {
+            "data": dict(interpreter.data),
+            "position": dict(interpreter.position),
+            "waiting": interpreter.waiting,
+        }
 
     async def count_runs(self, req: ops.CountRuns, principal: Principal) -> dict[str, int]:
         """The tenant's runs by status."""

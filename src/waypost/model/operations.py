@@ -45,6 +45,7 @@ from waypost.model.operations_runs import (
     RUN_PAGE_OPERATIONS,
     CountRuns as CountRuns,
     PageRuns as PageRuns,
+    RunDataAt as RunDataAt,
     SearchRuns as SearchRuns,
     check_status,
 )

@@ -77,4 +77,27 @@ class CountRuns(Request[dict[str, int]]):
     name = "count runs"
 
 
-RUN_PAGE_OPERATIONS: tuple[type[Request[Any]], ...] = (PageRuns, SearchRuns, CountRuns)
+MAX_SEQ = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class RunDataAt(Request[Any]):
+    """A definition run's data and position after its event `seq` (a dict with `data`,
+    the step `position` and `waiting`), rebuilt by replaying its history up to there;
+    None for a run of workflow code (its data lives in its code)."""
+
+    roles = READERS
+    name = "run data at"
+    run_id: str = checked(Check.ID, what="run_id")
+    seq: int = 1
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        seq = self.seq
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= MAX_SEQ:
+            raise InvalidRequest(
+                f"seq must be a whole number from 1 to {MAX_SEQ}, not {preview(seq)}", field="seq"
+            )
+        return super().checked(principal)
+
+
+RUN_PAGE_OPERATIONS: tuple[type[Request[Any]], ...] = (PageRuns, SearchRuns, CountRuns, RunDataAt)

@@ -35,7 +35,7 @@ from waypost.model.logs import logger
 from waypost.runtime.registry import items_in_modules
 
 from . import approval_page, console, routes
-from .console.pages import SignInNeeded, sign_in_needed
+from .console.pages import FormUnreadable, SignInNeeded, form_unreadable, sign_in_needed
 from .console.security import ConsoleSecret
 from .errors import answer, error_body
 
@@ -89,6 +89,7 @@ def create_app(
     app.state.console_secret = console_secret or ConsoleSecret.random()
     app.include_router(console.router())
     app.add_exception_handler(SignInNeeded, sign_in_needed)
+    app.add_exception_handler(FormUnreadable, form_unreadable)
     app.add_exception_handler(WaypostError, _waypost_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -25,7 +25,17 @@ from waypost.errors import WaypostError
 from waypost.model import operations as ops
 from waypost.model.identity import Role
 
-from .pages import CSRF_REFUSED, Visit, engine_of, forbidden, page, refusal, secret_of, signed_in
+from .pages import (
+    CSRF_REFUSED,
+    Visit,
+    engine_of,
+    forbidden,
+    page,
+    read_form,
+    refusal,
+    secret_of,
+    signed_in,
+)
 from .security import same_origin
 
 router = APIRouter(include_in_schema=False)
@@ -123,7 +133,7 @@ async def approval_page(request: Request, approval_id: str) -> Response:
 @router.post("/approvals/{approval_id}")
 async def decide(request: Request, approval_id: str) -> Response:
     visit = await signed_in(request)
-    form = await request.form()
+    form = await read_form(request)
     if not same_origin(request) or not secret_of(request).csrf_matches(
         visit.token, form.get("csrf")
     ):
@@ -134,8 +144,8 @@ async def decide(request: Request, approval_id: str) -> Response:
         receipt = await engine_of(request).execute(
             ops.Decide(
                 approval_id=approval_id,
-                decision=decision if isinstance(decision, str) else "",
-                comment=comment if isinstance(comment, str) else "",
+                decision=decision or "",
+                comment=comment or "",
             ),
             visit.principal,
         )

@@ -27,13 +27,30 @@ from waypost.model.identity import preview
 
 from .diff import canonical_yaml, side_by_side
 from .graph import render_graph
-from .pages import CSRF_REFUSED, Visit, engine_of, forbidden, page, refusal, secret_of, signed_in
+from .pages import (
+    CSRF_REFUSED,
+    Visit,
+    engine_of,
+    forbidden,
+    page,
+    query_of,
+    refusal,
+    secret_of,
+    signed_in,
+)
 from .security import same_origin
 
 router = APIRouter(include_in_schema=False)
 
 MAX_FILE = Limits().max_definition_bytes
 """The largest definition file read, in bytes (the validator's own limit)."""
+
+
+def _query(request: Request) -> dict[str, str]:
+    try:
+        return query_of(request)
+    except WaypostError:
+        return {}  # an address that is not UTF-8: as if it asked for nothing in particular
 
 
 def _version(text: str | None) -> int | None:
@@ -76,7 +93,7 @@ async def definition_page(request: Request, name: str) -> Response:
     """A definition: its versions, one version's graph and text (`?version=N`, newest
     by default), and the form that compares two versions."""
     visit = await signed_in(request)
-    version = _version(request.query_params.get("version"))
+    version = _version(_query(request).get("version"))
     engine = engine_of(request)
     try:
         shown = await engine.execute(
@@ -89,7 +106,7 @@ async def definition_page(request: Request, name: str) -> Response:
     notice = {
         "1": f"Published as version {shown.version}.",
         "0": f"The same content is version {shown.version} already: nothing new was published.",
-    }.get(request.query_params.get("published", ""), "")
+    }.get(_query(request).get("published", ""), "")
     return page(
         "console/definition.html",
         visit,
@@ -114,8 +131,8 @@ async def diff_page(request: Request, name: str) -> Response:
             await engine.execute(ops.GetDefinition(definition=name), visit.principal)
             return _missing(visit, name)
         numbers = [v.version for v in versions]
-        new = _version(request.query_params.get("new")) or numbers[0]
-        old = _version(request.query_params.get("old")) or (
+        new = _version(_query(request).get("new")) or numbers[0]
+        old = _version(_query(request).get("old")) or (
             numbers[1] if len(numbers) > 1 else numbers[0]
         )
         left, right = [
@@ -150,7 +167,8 @@ async def publish(request: Request) -> Response:
     refused, the definitions page again with the door's answer (the validator's
     located problems for an invalid definition) and nothing published."""
     visit = await signed_in(request)
-    async with request.form() as form:  # closes the uploaded file's spool, whatever happens
+    # One file and a few fields; the form closes the uploaded file's spool, whatever happens.
+    async with request.form(max_files=1, max_fields=10) as form:
         if not same_origin(request) or not secret_of(request).csrf_matches(
             visit.token, form.get("csrf")
         ):

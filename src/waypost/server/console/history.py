@@ -199,7 +199,8 @@ def data_after(events: list[Event], at: int) -> dict[str, Any]:
         elif ev.type == EventType.ACTIVITY_COMPLETED:
             known["results"][str(d.get("step"))] = d.get("result")
         elif ev.type == EventType.SIGNAL_RECEIVED:
-            known["signals"].append({"signal": d.get("signal"), "payload": d.get("payload")})
+            name = d.get("name", d.get("signal"))
+            known["signals"].append({"signal": name, "payload": d.get("payload")})
         elif ev.type == EventType.INPUT_UPDATED and "data" in d:
             known["data"] = d.get("data")
         elif ev.type == EventType.RUN_COMPLETED:

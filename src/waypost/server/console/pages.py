@@ -12,14 +12,14 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 import jinja2
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from waypost.client.engine import AsyncEngine
-from waypost.errors import SessionEnded, WaypostError
+from waypost.errors import InvalidRequest, SessionEnded, WaypostError
 from waypost.model import operations as ops
 from waypost.model.identity import Principal
 
@@ -38,6 +38,66 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 _LOCAL_PATH = re.compile(r"/(?![/\\])[\x21-\x7e]{0,500}")
+
+
+MAX_FIELDS = 50
+
+
+class FormUnreadable(Exception):
+    """A form that is not URL-encoded UTF-8 text: refused whole, nothing done."""
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """The fields of a URL-encoded form, strictly: UTF-8 only (a browser sends the page's
+    charset), at most `MAX_FIELDS`; the first of a repeated field counts."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        raise FormUnreadable("the form is not URL-encoded")
+    body = await request.body()
+    try:
+        pairs = parse_qsl(
+            body.decode("ascii"),
+            keep_blank_values=True,
+            strict_parsing=False,
+            encoding="utf-8",
+            errors="strict",
+            max_num_fields=MAX_FIELDS,
+        )
+    except (UnicodeDecodeError, ValueError):
+        raise FormUnreadable("the form's text is not UTF-8") from None
+    fields: dict[str, str] = {}
+    for name, value in pairs:
+        fields.setdefault(name, value)
+    return fields
+
+
+def query_of(request: Request) -> dict[str, str]:
+    """The page address's query, strictly UTF-8 (`InvalidRequest` otherwise)."""
+    raw = request.scope.get("query_string", b"")
+    try:
+        pairs = parse_qsl(
+            raw.decode("ascii"),
+            keep_blank_values=True,
+            encoding="utf-8",
+            errors="strict",
+            max_num_fields=MAX_FIELDS,
+        )
+    except (UnicodeDecodeError, ValueError):
+        raise InvalidRequest("the page's address is not UTF-8 text", field="query") from None
+    found: dict[str, str] = {}
+    for name, value in pairs:
+        found.setdefault(name, value)
+    return found
+
+
+async def form_unreadable(request: Request, exc: Exception) -> Response:
+    return page(
+        "console/message.html",
+        None,
+        status=400,
+        title="Not done",
+        message=f"This form could not be read ({exc}), so nothing was done.",
+    )
 
 
 class SignInNeeded(Exception):

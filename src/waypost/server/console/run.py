@@ -27,6 +27,8 @@ from .pages import (
     engine_of,
     forbidden,
     page,
+    query_of,
+    read_form,
     refusal,
     secret_of,
     signed_in,
@@ -37,7 +39,10 @@ router = APIRouter(include_in_schema=False)
 
 
 def _at(request: Request) -> int | None:
-    text = request.query_params.get("at", "")
+    try:
+        text = query_of(request).get("at", "")
+    except WaypostError:
+        return None
     if not text.isascii() or not text.isdigit() or len(text) > 9:
         return None
     return int(text)
@@ -72,10 +77,17 @@ async def _run_page(
     replay: dict[str, Any] | None = None
     if at is not None and events:
         at = max(1, min(at, events[-1].seq))
+        known = data_after(events, at)
+        try:
+            definition = await engine.execute(ops.RunDataAt(run_id=run_id, seq=at), visit.principal)
+        except WaypostError as exc:
+            definition = {"error": refusal(exc)[1]}
+        if definition is not None:
+            known["definition"] = definition
         replay = {
             "at": at,
             "event": next((r for r in told.rows if r.seq == at), None),
-            "data": data_after(events, at),
+            "data": known,
             "previous": at - 1 if at > 1 else None,
             "next": at + 1 if at < events[-1].seq else None,
         }
@@ -105,7 +117,7 @@ async def run_page(request: Request, run_id: str) -> Response:
 @router.post("/runs/{run_id}/commands/{name}")
 async def command(request: Request, run_id: str, name: str) -> Response:
     visit = await signed_in(request)
-    form = await request.form()
+    form = await read_form(request)
     if not same_origin(request) or not secret_of(request).csrf_matches(
         visit.token, form.get("csrf")
     ):

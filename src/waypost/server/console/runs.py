@@ -21,7 +21,7 @@ from waypost.errors import WaypostError
 from waypost.model import operations as ops
 from waypost.model.status import RunStatus
 
-from .pages import Visit, engine_of, page, refusal, signed_in
+from .pages import Visit, engine_of, page, query_of, refusal, signed_in
 
 router = APIRouter(include_in_schema=False)
 
@@ -29,9 +29,9 @@ PAGE_SIZE = 50
 FILTERS = ("status", "workflow", "version", "q")
 
 
-def _filters(request: Request) -> dict[str, str]:
+def _filters(query: dict[str, str]) -> dict[str, str]:
     """The page's filters from its query, as given (the door checks them); "" when unset."""
-    return {name: request.query_params.get(name, "") for name in FILTERS}
+    return {name: query.get(name, "") for name in FILTERS}
 
 
 def _query(values: dict[str, str]) -> str:
@@ -39,8 +39,15 @@ def _query(values: dict[str, str]) -> str:
 
 
 async def _listing(request: Request, visit: Visit) -> dict[str, Any]:
-    filters = _filters(request)
-    cursor = request.query_params.get("cursor") or None
+    try:
+        query = query_of(request)
+    except WaypostError as exc:
+        query = {}
+        bad: tuple[int, str] | None = refusal(exc)
+    else:
+        bad = None
+    filters = _filters(query)
+    cursor = query.get("cursor") or None
     engine = engine_of(request)
     values: dict[str, Any] = {
         "filters": filters,
@@ -51,7 +58,11 @@ async def _listing(request: Request, visit: Visit) -> dict[str, Any]:
         "error": "",
         "counts": {},
         "searched": False,
+        "cursor": cursor or "",
     }
+    if bad is not None:
+        values["status"], values["error"] = bad
+        return values
     try:
         values["counts"] = await engine.execute(ops.CountRuns(), visit.principal)
         if filters["q"]:
@@ -84,12 +95,7 @@ async def runs_page(request: Request) -> Response:
     visit = await signed_in(request)
     values = await _listing(request, visit)
     status = values.pop("status", 200)
-    fragment_url = "/runs/fragment?" + urlencode(
-        {
-            **values["filters"],
-            **({"cursor": c} if (c := request.query_params.get("cursor")) else {}),
-        }
-    )
+    fragment_url = "/runs/fragment?" + _query({**values["filters"], "cursor": values["cursor"]})
     return page(
         "console/runs.html", visit, status=status, nav="runs", fragment_url=fragment_url, **values
     )

@@ -10,7 +10,6 @@ import hmac
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
-from starlette.datastructures import FormData
 
 from waypost.errors import InvalidRequest, SignInRefused, WaypostError
 from waypost.model import operations as ops
@@ -23,6 +22,7 @@ from .pages import (
     forbidden,
     local_path,
     page,
+    read_form,
     secret_of,
     visit_of,
 )
@@ -69,15 +69,14 @@ async def sign_in_page(request: Request, next: str = "") -> Response:
     return _form(request, next_path=next)
 
 
-def _field(form: FormData, name: str) -> str | None:
-    """A field's text; None when empty or not text (the door bounds the rest)."""
-    value = form.get(name)
-    return value if isinstance(value, str) and value else None
+def _field(form: dict[str, str], name: str) -> str | None:
+    """A field's text; None when empty (the door bounds the rest)."""
+    return form.get(name) or None
 
 
 @router.post("/sign-in")
 async def sign_in(request: Request) -> Response:
-    form = await request.form()
+    form = await read_form(request)
     sent, kept = form.get("csrf"), request.cookies.get(SIGNIN_COOKIE)
     next_path = local_path(form.get("next"))
     if (
@@ -123,7 +122,7 @@ async def sign_in(request: Request) -> Response:
 @router.post("/sign-out")
 async def sign_out(request: Request) -> Response:
     visit = await visit_of(request)
-    form = await request.form()
+    form = await read_form(request)
     if visit is not None:
         if not same_origin(request) or not secret_of(request).csrf_matches(
             visit.token, form.get("csrf")

@@ -60,6 +60,7 @@ def record_sign_in(
 
 
 def create_session(tx: Tx, session: SessionRecord) -> None:
+    tx.run("delete_expired_sessions", {"now": session.created_at})
     tx.run(
         "insert_session",
         {

@@ -874,6 +874,10 @@ INSERT INTO console_sessions (token_hash, tenant, subject, kind, credential, cre
                               expires_at)
 VALUES (%(token_hash)s, %(tenant)s, %(subject)s, %(kind)s, %(credential)s, %(now)s, %(expires_at)s);
 
+-- name: delete_expired_sessions
+-- Sessions past their expiry are of no use, ended or not: forgotten when a new one opens.
+DELETE FROM console_sessions WHERE expires_at < %(now)s;
+
 -- name: get_session
 SELECT token_hash, tenant, subject, kind, credential, created_at, expires_at
 FROM console_sessions WHERE token_hash = %(token_hash)s AND ended_at IS NULL;
@@ -908,11 +912,14 @@ SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_
 FROM runs WHERE tenant = %(tenant)s AND run_id = %(text)s;
 
 -- name: search_runs_by_prefix
--- Newest first through the tenant's index of creation, stopping at `limit` matches.
+-- A range of run ids in code point order (COLLATE "C": right under any collation of
+-- the database, and read on the primary key where the database's collation is C);
+-- substr() decides.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
 FROM runs
-WHERE tenant = %(tenant)s AND substr(run_id, 1, %(length)s) = %(text)s
+WHERE tenant = %(tenant)s AND run_id COLLATE "C" >= %(text)s AND run_id COLLATE "C" < %(after_prefix)s
+  AND substr(run_id, 1, %(length)s) = %(text)s
 ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s;
 

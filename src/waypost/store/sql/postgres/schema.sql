@@ -333,3 +333,4 @@ CREATE TABLE console_sessions (
 );
 
 CREATE INDEX console_sessions_by_credential ON console_sessions (tenant, kind, credential);
+CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_at);

@@ -862,6 +862,10 @@ INSERT INTO console_sessions (token_hash, tenant, subject, kind, credential, cre
                               expires_at)
 VALUES (:token_hash, :tenant, :subject, :kind, :credential, :now, :expires_at);
 
+-- name: delete_expired_sessions
+-- Sessions past their expiry are of no use, ended or not: forgotten when a new one opens.
+DELETE FROM console_sessions WHERE expires_at < :now;
+
 -- name: get_session
 SELECT token_hash, tenant, subject, kind, credential, created_at, expires_at
 FROM console_sessions WHERE token_hash = :token_hash AND ended_at IS NULL;
@@ -896,11 +900,14 @@ SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_
 FROM runs WHERE tenant = :tenant AND run_id = :text;
 
 -- name: search_runs_by_prefix
--- Newest first through the tenant's index of creation, stopping at `limit` matches.
+-- A range of the primary key (tenant, run_id): the ids from the prefix up to the first
+-- text after every id that starts with it (code point order, which SQLite's BINARY
+-- collation keeps); substr() decides.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
 FROM runs
-WHERE tenant = :tenant AND substr(run_id, 1, :length) = :text
+WHERE tenant = :tenant AND run_id >= :text AND run_id < :after_prefix
+  AND substr(run_id, 1, :length) = :text
 ORDER BY created_at DESC, run_id DESC
 LIMIT :limit;
 
