@@ -157,6 +157,7 @@ def test_the_inbox_shows_an_approvers_pending_approvals_and_deciding_counts_once
     approval_id = re.search(r'data-approval="([^"]+)"', inbox)[1]  # type: ignore[index]
     page = mia.get(f"/approvals/{approval_id}").text
     assert "&#34;amount&#34;: 700" in page or '"amount": 700' in page
+    assert "2 of group managers; the run&#39;s starter may not approve" in page
 
     token = mia.csrf(f"/approvals/{approval_id}")
     first = mia.http.post(

@@ -43,6 +43,27 @@ router = APIRouter(include_in_schema=False)
 LIMIT = 200
 
 
+def policy_words(policy: Any) -> str:
+    """Who decides an approval, in words: "1 of group purchasing-managers; the run's
+    starter may not approve; one rejection rejects"."""
+    if not isinstance(policy, dict):
+        return str(policy)
+    who = [str(u) for u in policy.get("users", [])]
+    who += [f"group {g}" for g in policy.get("groups", [])]
+    listed = ", ".join(who) or "nobody"
+    if policy.get("kind") == "all":
+        text = f"all of {listed}"
+    else:
+        text = f"{policy.get('count', 1)} of {listed}"
+    if policy.get("segregation_of_duties", True):
+        text += "; the run's starter may not approve"
+    if policy.get("veto", True):
+        text += "; one rejection rejects"
+    if policy.get("excluded"):
+        text += "; no longer: " + ", ".join(map(str, policy["excluded"]))
+    return text
+
+
 def decides(visit: Visit) -> bool:
     """Whether the session's principal is an approver (the door decides the rest)."""
     return Role.APPROVER in visit.principal.roles or Role.ADMIN in visit.principal.roles
@@ -119,6 +140,7 @@ async def _approval_page(
         approval=approval,
         may_decide=decides(visit) and approval.status == "pending" and not voted,
         voted=voted,
+        who_decides=policy_words(approval.policy),
         notice=notice,
         notice_kind=notice_kind,
     )
