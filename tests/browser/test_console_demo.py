@@ -166,8 +166,15 @@ def test_a_new_user_signs_in_approves_and_watches_the_runs_go_on(demo: Demo, new
     assert "demo-po-1" in page.content() and "demo-po-2" in page.content()
     screenshot(page, "console-approvals")
 
-    # The run page explains the wait and draws the definition with the step waiting.
-    page.goto(f"{demo.base}/runs/demo-po-1")
+    # Find a waiting run in the runs list (the failed order is not among them), open it:
+    # its page explains the wait and draws the definition with the step waiting.
+    page.click("header nav >> text=Runs")
+    with page.expect_navigation():
+        page.click("ul.counts a[href='/runs?status=waiting']")
+    listed = page.locator("#runs").inner_text()
+    assert "demo-po-1" in listed and "demo-po-4" not in listed
+    with page.expect_navigation():
+        page.click("#runs a[href='/runs/demo-po-1']")
     assert page.locator("dl.facts .status").first.inner_text() == "waiting"
     assert step_state(page, "manager_approval") == "waiting"
     assert step_state(page, "reserve_budget") == "completed"
