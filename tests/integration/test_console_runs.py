@@ -111,6 +111,7 @@ def test_filters_counts_and_search(site: dict[str, Any]) -> None:
     assert fragment.status_code == 200
     assert "<html" not in fragment.text
     assert run_links(fragment.text) == ["bug-1"]
+    assert Browser(site["base"]).get("/runs/fragment").status_code == 401  # signed out
     page = b.get("/runs?status=suspended").text
     assert 'data-refresh="/runs/fragment?status=suspended" data-every="5"' in page
 
@@ -361,3 +362,22 @@ def test_replay_of_a_definition_run_shows_its_data_after_each_event(
     assert "&#34;delivery&#34;: {" in replayed
     assert "all there" in replayed
     assert engine.data_at("d-1", 1, tenant="acme") is not None
+
+
+def test_a_finished_run_offers_a_fork_and_not_a_terminate(site: dict[str, Any]) -> None:
+    engine = site["engine"]
+    engine.start(steps, "k3", tenant="acme", run_id="f-1")
+    eventually(lambda: engine.get("f-1", tenant="acme").status.value == "waiting")
+    engine.signal("f-1", "finish", tenant="acme")
+    assert engine.result("f-1", timeout=10, tenant="acme") == "ok k3"
+    b = signed_in(site)
+    page = b.get("/runs/f-1").text
+    assert "/runs/f-1/commands/fork" in page
+    assert "/runs/f-1/commands/terminate" not in page
+    forked = b.post(
+        "/runs/f-1/commands/fork", data={"csrf": b.csrf("/runs/f-1"), "reason": "again", "step": ""}
+    )
+    assert forked.status_code == 200, forked.text[:2000]
+    new = re.search(r"Fork: done\. The new run is ([^ <]+)\.", forked.text)
+    assert new is not None
+    assert engine.get(new.group(1), tenant="acme").workflow == "steps_runs"

@@ -24,6 +24,11 @@ class Command:
     build: Callable[[str, str, dict[str, str]], ops.Request[Any]]
     danger: bool = False
     needs_reason: bool = True
+    # Offered for a finished run too (repairs and forks); the door judges the state anyway.
+    after_end: bool = False
+
+    def offered(self, finished: bool) -> bool:
+        return self.after_end or not finished
 
 
 def json_field(text: str, what: str) -> Any:
@@ -70,6 +75,7 @@ COMMANDS: dict[str, Command] = {
             ops.Retry,
             ("step",),
             lambda run, r, f: ops.Retry(run_id=run, reason=r, step=_optional(f["step"])),
+            after_end=True,
         ),
         Command(
             "skip",
@@ -79,6 +85,7 @@ COMMANDS: dict[str, Command] = {
             lambda run, r, f: ops.Skip(
                 run_id=run, reason=r, step=f["step"], output=json_field(f["output"], "output")
             ),
+            after_end=True,
         ),
         Command(
             "update-input",
@@ -95,6 +102,7 @@ COMMANDS: dict[str, Command] = {
             ops.Fork,
             ("step",),
             lambda run, r, f: ops.Fork(run_id=run, reason=r, at_step=_optional(f["step"])),
+            after_end=True,
         ),
         Command(
             "signal",

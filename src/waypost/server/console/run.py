@@ -91,7 +91,7 @@ async def _run_page(
             "previous": at - 1 if at > 1 else None,
             "next": at + 1 if at < events[-1].seq else None,
         }
-    commands = [c for c in COMMANDS.values() if visit.can(c.request)]
+    commands = [c for c in COMMANDS.values() if visit.can(c.request) and c.offered(info.finished)]
     return page(
         "console/run.html",
         visit,

@@ -21,7 +21,7 @@ from waypost.errors import WaypostError
 from waypost.model import operations as ops
 from waypost.model.status import RunStatus
 
-from .pages import Visit, engine_of, page, query_of, refusal, signed_in
+from .pages import Visit, engine_of, page, query_of, refusal, signed_in, visit_of
 
 router = APIRouter(include_in_schema=False)
 
@@ -103,7 +103,9 @@ async def runs_page(request: Request) -> Response:
 
 @router.get("/runs/fragment")
 async def runs_fragment(request: Request) -> Response:
-    visit = await signed_in(request)
+    visit = await visit_of(request)
+    if visit is None:  # the page's script keeps what it shows (no sign-in page in a table)
+        return Response("signed out", status_code=401, media_type="text/plain")
     values = await _listing(request, visit)
     status = values.pop("status", 200)
     return page("console/runs_table.html", visit, status=status, **values)
