@@ -100,7 +100,7 @@ async def _run_page(
         info=info,
         story=told,
         steps=list(told.steps.values()),
-        graph=await graph.for_run(engine, visit.principal, info, told),
+        graph=await graph.for_run(engine, visit.principal, info, events),
         replay=replay,
         commands=commands,
         notice=notice,

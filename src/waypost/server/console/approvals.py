@@ -1,0 +1,189 @@
+"""Approvals in the console: the signed-in approver's inbox, and deciding from it.
+
+The inbox is the door's `ListApprovals` for the session's principal: an approver
+sees the pending approvals it may decide now (the door narrows the request to
+them, whatever the page asks); a principal that may read every approval of its
+tenant (operator, auditor, viewer) also sees all that are pending.
+
+Deciding goes through the same door operation as every other way of deciding:
+`Decide` without a credential, as the signed-in principal, which the engine
+holds to the rules a notification link's decision obeys (the approver must be
+allowed to decide this approval now, re-checked; one vote per approver; the
+quorum; a run's starter may not approve it). The form carries the session's CSRF
+token and must come from this site. A notification's link (`/approve/...`) still
+opens the credential's own page; both record the decision in the same place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from waypost.errors import WaypostError
+from waypost.model import operations as ops
+from waypost.model.identity import Role
+
+from .pages import (
+    CSRF_REFUSED,
+    Visit,
+    engine_of,
+    forbidden,
+    page,
+    read_form,
+    refusal,
+    secret_of,
+    signed_in,
+)
+from .security import same_origin
+
+router = APIRouter(include_in_schema=False)
+
+LIMIT = 200
+
+
+def policy_words(policy: Any) -> str:
+    """Who decides an approval, in words: "1 of group purchasing-managers; the run's
+    starter may not approve; one rejection rejects"."""
+    if not isinstance(policy, dict):
+        return str(policy)
+    who = [str(u) for u in policy.get("users", [])]
+    who += [f"group {g}" for g in policy.get("groups", [])]
+    listed = ", ".join(who) or "nobody"
+    if policy.get("kind") == "all":
+        text = f"all of {listed}"
+    else:
+        text = f"{policy.get('count', 1)} of {listed}"
+    if policy.get("segregation_of_duties", True):
+        text += "; the run's starter may not approve"
+    if policy.get("veto", True):
+        text += "; one rejection rejects"
+    if policy.get("excluded"):
+        text += "; no longer: " + ", ".join(map(str, policy["excluded"]))
+    return text
+
+
+def decides(visit: Visit) -> bool:
+    """Whether the session's principal is an approver (the door decides the rest)."""
+    return Role.APPROVER in visit.principal.roles or Role.ADMIN in visit.principal.roles
+
+
+@router.get("/approvals")
+async def inbox(request: Request) -> Response:
+    visit = await signed_in(request)
+    engine = engine_of(request)
+    mine: list[Any] = []
+    others: list[Any] = []
+    errors: list[str] = []
+    status = 200
+    if decides(visit):
+        try:
+            mine = await engine.execute(
+                ops.ListApprovals(approver=visit.principal.subject, limit=LIMIT), visit.principal
+            )
+        except WaypostError as exc:
+            status, message = refusal(exc)
+            errors.append(message)
+    if visit.principal.may(ops.APPROVAL_READERS):
+        try:
+            everyone = await engine.execute(ops.ListApprovals(limit=LIMIT), visit.principal)
+            seen = {a.approval_id for a in mine}
+            others = [a for a in everyone if a.approval_id not in seen]
+        except WaypostError as exc:
+            status, message = refusal(exc)
+            errors.append(message)
+    if not decides(visit) and not visit.principal.may(ops.APPROVAL_READERS):
+        status, errors = 403, ["Your roles do not show approvals."]
+    return page(
+        "console/approvals.html",
+        visit,
+        status=status,
+        nav="approvals",
+        mine=mine,
+        others=others,
+        errors=errors,
+        decides=decides(visit),
+    )
+
+
+async def _approval_page(
+    request: Request,
+    visit: Visit,
+    approval_id: str,
+    *,
+    status: int = 200,
+    notice: str = "",
+    notice_kind: str = "ok",
+) -> Response:
+    try:
+        approval = await engine_of(request).execute(
+            ops.GetApproval(approval_id=approval_id), visit.principal
+        )
+    except WaypostError as exc:
+        code, message = refusal(exc)
+        return page(
+            "console/message.html",
+            visit,
+            status=code,
+            title="Approval not shown",
+            message=message,
+            notice=notice,
+            notice_kind=notice_kind,
+        )
+    voted = any(v.get("principal") == visit.principal.subject for v in approval.votes)
+    return page(
+        "console/approval.html",
+        visit,
+        status=status,
+        nav="approvals",
+        approval=approval,
+        may_decide=decides(visit) and approval.status == "pending" and not voted,
+        voted=voted,
+        who_decides=policy_words(approval.policy),
+        notice=notice,
+        notice_kind=notice_kind,
+    )
+
+
+@router.get("/approvals/{approval_id}")
+async def approval_page(request: Request, approval_id: str) -> Response:
+    visit = await signed_in(request)
+    return await _approval_page(request, visit, approval_id)
+
+
+@router.post("/approvals/{approval_id}")
+async def decide(request: Request, approval_id: str) -> Response:
+    visit = await signed_in(request)
+    form = await read_form(request)
+    if not same_origin(request) or not secret_of(request).csrf_matches(
+        visit.token, form.get("csrf")
+    ):
+        return forbidden(visit, CSRF_REFUSED)
+    decision = form.get("decision")
+    comment = form.get("comment")
+    try:
+        receipt = await engine_of(request).execute(
+            ops.Decide(
+                approval_id=approval_id,
+                decision=decision or "",
+                comment=comment or "",
+            ),
+            visit.principal,
+        )
+    except WaypostError as exc:
+        code, message = refusal(exc)
+        return await _approval_page(
+            request,
+            visit,
+            approval_id,
+            status=code,
+            notice=f"Not recorded. {message}",
+            notice_kind="bad",
+        )
+    verb = "Approved" if receipt.decision == "approve" else "Rejected"
+    if receipt.outcome == "pending":
+        outcome = "Your vote is counted; the approval waits for more votes."
+    else:
+        outcome = f"The approval is {receipt.outcome}, and the run goes on."
+    return await _approval_page(request, visit, approval_id, notice=f"{verb}. {outcome}")
