@@ -182,6 +182,12 @@ def test_the_inbox_shows_an_approvers_pending_approvals_and_deciding_counts_once
     )
     assert "The approval is approved" in done.text
     assert engine.result(run.run_id, timeout=30, tenant="acme") == "approved"
+    # The audit says who decided and how they signed in (a console session, by password).
+    decided = [e for e in engine.history(run.run_id, tenant="acme") if e.type == "ApprovalDecided"]
+    assert [(e.data["principal"], e.data["auth"]) for e in decided] == [
+        ("mia", "console-password"),
+        ("max", "console-password"),
+    ]
 
 
 def test_deciding_needs_the_approver_role_the_csrf_token_and_this_tenant(

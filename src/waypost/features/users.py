@@ -277,8 +277,9 @@ class Accounts:
                 roles = _roles(key.roles)
         if not roles:
             raise SessionEnded()
+        auth = f"console-{SignInKind(record.kind).value}"
         return SessionView(
-            Principal(record.tenant, record.subject, frozenset(roles)),
+            Principal(record.tenant, record.subject, frozenset(roles), auth=auth),
             SignInKind(record.kind),
             datetime.fromtimestamp(record.expires_at, UTC),
         )

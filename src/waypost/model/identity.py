@@ -75,6 +75,10 @@ class Principal:
     # False only for `Principal.anonymous()`: nobody signed in (a visitor of an approval
     # link); the door lets it send only the requests open to anyone (`open_to_anonymous`).
     authenticated: bool = True
+    # How the caller proved who it is, as the audit records a decision it makes without an
+    # approval link's credential: its API key, or a console session opened with a password
+    # ("console-password") or a key ("console-key").
+    auth: str = "api-key"
 
     def __post_init__(self) -> None:
         if not self.authenticated and (self.local or self.roles or self.tenant):

@@ -270,8 +270,9 @@ class Decide(Request[Any]):
         if getattr(done, "approver", None) is None:
             raise InvalidRequest("a decision needs the principal who makes it", field="principal")
         if self.token is None:
-            # Authenticated by the caller's own key, and recorded as such.
-            return dataclasses.replace(done, auth=TOKENLESS_AUTH)  # type: ignore[type-var]
+            # Authenticated by the caller's own key or session, and recorded as such.
+            via = principal.auth or TOKENLESS_AUTH
+            return dataclasses.replace(done, auth=via)  # type: ignore[type-var]
         return done
 
 
