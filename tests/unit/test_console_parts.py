@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from waypost.model.events import Event
 from waypost.model.users import lock_seconds
-from waypost.server.console.history import data_after, story, waiting_words
+from waypost.server.console.history import data_after, next_words, story, waiting_words
 from waypost.server.console.pages import local_path
 from waypost.server.console.security import ConsoleSecret
 from waypost.store.transactions.search import after_prefix
@@ -76,3 +76,35 @@ def test_a_history_told_as_steps_attempts_and_data_after_each_event() -> None:
         "signal go",
         "a worker for its code",
     ]
+
+
+def test_timers_and_the_next_action_are_told_in_words() -> None:
+    waiting = [
+        {
+            "kind": "timer",
+            "step": "1",
+            "until": "2026-12-31T22:39:22.1+00:00",
+            "site": "po v1 timeout",
+        },
+        {
+            "kind": "timer",
+            "step": "2.3",
+            "until": "2026-12-04T22:39:22.1+00:00",
+            "purpose": "approval(manager_approval) expiry",
+            "site": "po v1 step manager_approval",
+        },
+        {"kind": "timer", "step": "4", "until": "2026-12-02T08:00:00+00:00", "site": "x.py:3"},
+        {"kind": "timer", "step": "5", "purpose": "wait_signal(go) timeout", "until": "junk"},
+    ]
+    assert waiting_words(waiting) == [
+        "the run's time limit at 2026-12-31 22:39 UTC (step 1)",
+        "expiry of approval manager_approval at 2026-12-04 22:39 UTC (step 2.3)",
+        "timer at 2026-12-02 08:00 UTC (step 4)",
+        "timeout of the wait for signal go at junk (step 5)",
+    ]
+    told = "waiting for approval 'm' (step 2.2), until 2026-12-04 22:39:22 UTC (then it expires)"
+    assert next_words({"detail": told, "at": "2026-12-04T22:39:22+00:00"}) == told
+    assert next_words(
+        {"detail": "activity 'a' is scheduled", "at": "2026-12-04T22:39:22+00:00"}
+    ) == ("activity 'a' is scheduled (at 2026-12-04 22:39 UTC)")
+    assert next_words(None) == ""

@@ -7,7 +7,9 @@ Pure functions of the events the door answers: nothing here reads the database.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from waypost.model.events import Event, EventType
@@ -74,9 +76,39 @@ def error_site(error: Any) -> str:
     return str(site)[:500]
 
 
+def when_words(iso: Any) -> str:
+    """An ISO time as people read it: "2026-12-04 22:39 UTC" (the text itself if it is
+    not a time)."""
+    try:
+        at = datetime.fromisoformat(str(iso))
+    except ValueError:
+        return str(iso)
+    if at.tzinfo is not None:
+        at = at.astimezone(UTC)
+    return at.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def timer_words(purpose: Any, site: Any) -> str:
+    """What a timer is for, in words: the run's time limit, an approval's expiry, the
+    timeout of a wait, or a plain timer (a sleep)."""
+    text = str(purpose or "")
+    if found := re.fullmatch(r"approval\((.*)\) expiry", text):
+        return f"expiry of approval {found[1]}"
+    if found := re.fullmatch(r"wait_signal\((.*)\) timeout", text):
+        return f"timeout of the wait for signal {found[1]}"
+    if text == "wait_condition timeout":
+        return "timeout of a condition's wait"
+    if text:
+        return text
+    if str(site or "").endswith(" timeout"):
+        return "the run's time limit"
+    return "timer"
+
+
 def waiting_words(waiting: list[dict[str, Any]]) -> list[str]:
     """What a run waits for, one plain phrase per wait: "signal go", "activity charge
-    (step 3)", "timer until 2026-12-01T10:00:00+00:00", "approval manager"."""
+    (step 3)", "the run's time limit at 2026-12-31 10:00 UTC (step 1)", "approval
+    manager (step 2.2)"."""
     words = []
     for w in waiting:
         kind = str(w.get("kind", "something"))
@@ -84,8 +116,10 @@ def waiting_words(waiting: list[dict[str, Any]]) -> list[str]:
         text = f"{kind} {name}".strip()
         if kind == "code":
             text = f"a worker that serves {name}" if name else "a worker for its code"
-        if kind == "timer" and w.get("until"):
-            text = f"timer until {w['until']}"
+        if kind == "timer":
+            text = timer_words(w.get("purpose"), w.get("site"))
+            if w.get("until"):
+                text += f" at {when_words(w['until'])}"
         if w.get("step") not in (None, "") and kind in ("activity", "timer", "approval"):
             text += f" (step {w['step']})"
         if w.get("detail"):
@@ -95,12 +129,12 @@ def waiting_words(waiting: list[dict[str, Any]]) -> list[str]:
 
 
 def next_words(action: dict[str, Any] | None) -> str:
-    """`next_action` in plain words (its detail, and when)."""
+    """`next_action` in plain words: its detail, and when (unless the detail says)."""
     if not action:
         return ""
     text = str(action.get("detail") or action.get("kind") or "")
-    if action.get("at"):
-        text += f" (at {action['at']})"
+    if action.get("at") and " UTC" not in text:
+        text += f" (at {when_words(action['at'])})"
     return text
 
 

@@ -20,7 +20,7 @@ from waypost.model.identity import preview
 
 from . import graph
 from .commands import COMMANDS
-from .history import data_after, story
+from .history import data_after, story, timer_words
 from .pages import (
     CSRF_REFUSED,
     Visit,
@@ -73,6 +73,9 @@ async def _run_page(
             notice_kind=notice_kind,
         )
     told = story(events)
+    for w in info.waiting_for:  # a waiting timer is named by what it is for
+        if w.get("kind") == "timer" and str(w.get("step")) in told.steps:
+            told.steps[str(w.get("step"))].name = timer_words(w.get("purpose"), w.get("site"))
     at = _at(request)
     replay: dict[str, Any] | None = None
     if at is not None and events:
