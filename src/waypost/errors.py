@@ -319,6 +319,10 @@ class KeyNotFound(WaypostError, LookupError):
     """No API key with this id exists in this tenant."""
 
 
+class QueueNotFound(WaypostError, LookupError):
+    """The tenant has no queue of this name: none configured, and no attempt waits in it."""
+
+
 # == webhooks by correlation ============================================================
 class WebhookRefused(WaypostError):
     """A webhook delivery not accepted as sent by its source: unknown source, missing or

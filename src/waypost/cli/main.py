@@ -38,6 +38,7 @@ from .encryption import runs_reencrypt
 from .fork import runs_fork
 from .metrics import exporting, metrics_observer
 from .output import cell, facts_grid, run_words, runs_table, show
+from .queues import queues
 from .repairs import runs_retry, runs_skip, runs_update_input
 from .replay import replay
 from .retention import runs_purge, runs_purged
@@ -596,6 +597,7 @@ main.add_command(tenants)
 main.add_command(keys)
 main.add_command(users)
 main.add_command(webhooks)
+main.add_command(queues)
 main.add_command(replay)
 runs.add_command(runs_migrate)
 runs.add_command(runs_purge)

@@ -288,6 +288,7 @@ class AsyncEngine(
             # quotas and fair scheduling
             ops.GetTenant: self._access.get_tenant,
             ops.SetQuotas: self._access.set_quotas,
+            **self._access.queue_handlers(),  # ConfigureQueue, ListQueues
             # retention: purged runs
             ops.PurgeRuns: self._retention.purge,
             ops.GetPurged: self._retention.get_purged,

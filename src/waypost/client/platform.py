@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from waypost.model import operations as ops, webhooks as wh
 from waypost.model.identity import Role
+from waypost.model.queues import QueueInfo
 from waypost.model.records import (
     KeyInfo,
     NewKey,
@@ -114,6 +115,38 @@ class PlatformCalls:
         """
         info: TenantInfo = await self._local(ops.SetQuotas(tenant=tenant, quotas=quotas), tenant)
         return info
+
+    # -- named queues -----------------------------------------------------------------
+    async def configure_queue(
+        self,
+        name: str,
+        *,
+        concurrency: int | str | None = ops.KEEP,
+        rate: tuple[int, float] | str | None = ops.KEEP,
+        tenant: str = "default",
+    ) -> QueueInfo:
+        """Set the limits of `tenant`'s queue `name` (the queue an `@activity(queue=...)`
+        waits in); answers the queue as `queue` does.
+
+        `concurrency`: at most this many of its attempts run at once, across every engine
+        and host; `rate`: at most N attempts start per period seconds, `(N, period)`. None
+        removes that limit; a limit not given stays as it is. Every engine's next claim
+        honours the change.
+        """
+        request = ops.ConfigureQueue(queue=name, concurrency=concurrency, rate=rate)
+        info: QueueInfo = await self._local(request, tenant)
+        return info
+
+    async def queues(self, *, tenant: str = "default") -> list[QueueInfo]:
+        """`tenant`'s named queues, configured or holding attempts, by name: each one's
+        limits, depth (attempts waiting), running count and oldest waiting age."""
+        found: list[QueueInfo] = await self._local(ops.ListQueues(), tenant)
+        return found
+
+    async def queue(self, name: str, *, tenant: str = "default") -> QueueInfo:
+        """One of `tenant`'s named queues (`QueueNotFound` if it has none of that name)."""
+        found: list[QueueInfo] = await self._local(ops.ListQueues(queue=name), tenant)
+        return found[0]
 
     # -- retention: purged runs -------------------------------------------------------
     async def purge_runs(

@@ -341,6 +341,9 @@ class Client(Blocking):
     purged_run = blocking(AsyncClient.purged_run)
     purged_runs = blocking(AsyncClient.purged_runs)
     verify = blocking(AsyncClient.verify)
+    configure_queue = blocking(AsyncClient.configure_queue)
+    queues = blocking(AsyncClient.queues)
+    queue = blocking(AsyncClient.queue)
 
 
 async def _make(url: str, api_key: str, timeout: float) -> AsyncClient:

@@ -1,5 +1,5 @@
 """The operator calls of `AsyncClient`: terminate, pause, resume, retry, skip,
-update-input, fork, purge, purged runs and verify, over the server's routes.
+update-input, fork, purge, purged runs, named queues and verify, over the server's routes.
 
 Each has the name, parameters and answer of the embedded engine's call, without
 `tenant=` (the API key decides it), so code moves between `wp.Engine` and
@@ -22,6 +22,7 @@ from waypost.model import operations as ops
 from waypost.model.events import ChainProblem
 from waypost.model.fork import Forked
 from waypost.model.identity import Principal, check_id
+from waypost.model.queues import QueueInfo
 from waypost.model.records import PurgedRun, PurgeReport
 
 R = TypeVar("R")
@@ -158,6 +159,36 @@ class OperatorRequests:
         data = await self._send("GET", "/v1/purged-runs", params={"limit": asked.limit})
         return [_record(PurgedRun, item) for item in data["purged_runs"]]
 
+    # == named queues =====================================================================
+    async def configure_queue(
+        self,
+        name: str,
+        *,
+        concurrency: int | str | None = ops.KEEP,
+        rate: tuple[int, float] | str | None = ops.KEEP,
+    ) -> QueueInfo:
+        """Set the limits of the tenant's queue `name`: `concurrency` (attempts at once,
+        across every engine), `rate` ((N, period): N starts per period seconds); None
+        removes a limit, one not given stays. Operator."""
+        asked = _checked(ops.ConfigureQueue(queue=name, concurrency=concurrency, rate=rate))
+        body: dict[str, Any] = {}
+        if asked.concurrency != ops.KEEP:
+            body["concurrency"] = asked.concurrency
+        if asked.rate != ops.KEEP:
+            body["rate"] = list(asked.rate) if asked.rate is not None else None
+        data = await self._send("PUT", f"/v1/queues/{segment(asked.queue)}", json=body)
+        return _queue(data)
+
+    async def queues(self) -> list[QueueInfo]:
+        """The tenant's named queues, configured or holding attempts, by name."""
+        data = await self._send("GET", "/v1/queues")
+        return [_queue(item) for item in data["queues"]]
+
+    async def queue(self, name: str) -> QueueInfo:
+        """One of the tenant's named queues (`QueueNotFound` if there is none)."""
+        asked = _checked(ops.ListQueues(queue=name))
+        return _queue(await self._send("GET", f"/v1/queues/{segment(asked.queue or '')}"))
+
     async def verify(self, run_id: str) -> list[ChainProblem]:
         """Problems in the run's hash chain (empty when the history is intact), as the
         server checks the history it stores."""
@@ -173,6 +204,14 @@ def _checked(request: Q) -> Q:
     The server checks it again, with the caller's roles."""
     done: Q = request.checked(Principal.anonymous())  # type: ignore[assignment]
     return done
+
+
+def _queue(data: Any) -> QueueInfo:
+    info = _record(QueueInfo, data)
+    rate = info.rate
+    if rate is not None:  # a JSON pair
+        info = dataclasses.replace(info, rate=(int(rate[0]), float(rate[1])))
+    return info
 
 
 def segment(text: str) -> str:

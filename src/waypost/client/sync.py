@@ -266,6 +266,9 @@ class Engine(Blocking):
     # quotas and fair scheduling
     get_tenant = blocking(AsyncEngine.get_tenant)
     set_quotas = blocking(AsyncEngine.set_quotas)
+    configure_queue = blocking(AsyncEngine.configure_queue)
+    queues = blocking(AsyncEngine.queues)
+    queue = blocking(AsyncEngine.queue)
     # retention: purged runs
     purge_runs = blocking(AsyncEngine.purge_runs)
     purged_run = blocking(AsyncEngine.purged_run)

@@ -24,6 +24,7 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from waypost.engine.ports import Machinery
 from waypost.errors import (
@@ -39,6 +40,8 @@ from waypost.model.identity import Principal, Role, preview
 from waypost.model.logs import logger
 from waypost.model.records import KeyInfo, NewKey, TenantInfo
 from waypost.store.base import ApiKeyRecord, KeyCreation, NewApiKey, Store
+
+from .queues import Queues
 
 log = logger("waypost.access")
 
@@ -153,6 +156,10 @@ class Access:
         self.machinery.quotas.forget(req.tenant)
         log.info("quotas of tenant %s changed by %s: %s", req.tenant, principal.subject, req.quotas)
         return await self._tenant_info(req.tenant)
+
+    def queue_handlers(self) -> dict[type[ops.Request[Any]], Any]:
+        """The handlers of the tenant's named queues, limits beside its quotas."""
+        return Queues(self.machinery).handlers()
 
     async def _tenant_info(self, tenant: str) -> TenantInfo:
         record, usage = await self.store.tenant_state(tenant)

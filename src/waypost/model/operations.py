@@ -35,6 +35,12 @@ from waypost.model.operations_encryption import (
     ReEncryptReport as ReEncryptReport,
 )
 from waypost.model.operations_fork import Fork as Fork
+from waypost.model.operations_queues import (
+    KEEP as KEEP,
+    QUEUE_OPERATIONS,
+    ConfigureQueue as ConfigureQueue,
+    ListQueues as ListQueues,
+)
 from waypost.model.operations_repair import (
     REPAIR_OPERATIONS,
     Retry as Retry,
@@ -771,6 +777,7 @@ OPERATIONS: tuple[type[Request[Any]], ...] = (
     Fork,
     ReEncrypt,
     *REPAIR_OPERATIONS,
+    *QUEUE_OPERATIONS,
     *USER_OPERATIONS,
     *RUN_PAGE_OPERATIONS,
 )

@@ -16,6 +16,7 @@ from typing import Any, TypeVar, overload
 
 from waypost.errors import ConfigurationError, UnknownActivity, UnknownWorkflow
 from waypost.model.identity import preview
+from waypost.model.queues import DEFAULT_QUEUE
 from waypost.model.retry import Retry
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -51,6 +52,7 @@ class ActivityDefn:
     param_hints: tuple[Any, ...] = ()
     kwarg_hints: dict[str, Any] = field(default_factory=dict)
     result_hint: Any = Any
+    queue: str = DEFAULT_QUEUE
 
     @functools.cached_property
     def spec(self) -> dict[str, Any]:
@@ -62,6 +64,8 @@ class ActivityDefn:
         }
         if self.heartbeat_timeout is not None:
             spec["heartbeat_timeout"] = self.heartbeat_timeout.total_seconds()
+        if self.queue != DEFAULT_QUEUE:
+            spec["queue"] = self.queue
         return spec
 
 
@@ -162,6 +166,7 @@ def activity(
     retry: Retry | None = None,
     timeout: timedelta | None = None,
     heartbeat_timeout: timedelta | None = None,
+    queue: str = DEFAULT_QUEUE,
 ) -> Callable[[F], F]: ...
 def activity(
     fn: F | None = None,
@@ -171,15 +176,23 @@ def activity(
     retry: Retry | None = None,
     timeout: timedelta | None = None,
     heartbeat_timeout: timedelta | None = None,
+    queue: str = DEFAULT_QUEUE,
 ) -> F | Callable[[F], F]:
     """Mark a function taking `ActivityContext` first as an activity.
 
     Activities hold the side effects; they run at least once. `timeout` bounds
     one attempt (start to close, default 5 minutes); `heartbeat_timeout`, if
     set, fails an attempt that has not called `ctx.heartbeat()` for that long.
+    Its attempts wait in the named `queue`, whose limits (`configure_queue`:
+    concurrency, rate) every engine honours when it claims them.
     """
 
     def decorate(f: F) -> F:
+        if not isinstance(queue, str) or not _NAME.fullmatch(queue):
+            raise ConfigurationError(
+                f"activity {f.__qualname__}: queue {queue!r} is not allowed: use 1-200 "
+                "letters, digits, '_', '-', '.', ':'"
+            )
         if timeout is not None and timeout <= timedelta(0):
             raise ConfigurationError(f"activity {f.__qualname__}: timeout must be positive")
         if heartbeat_timeout is not None and heartbeat_timeout < timedelta(seconds=1):
@@ -197,6 +210,7 @@ def activity(
             param_hints=tuple(positional),
             kwarg_hints=keywords,
             result_hint=result,
+            queue=queue,
         )
         f.__waypost_activity__ = defn  # type: ignore[attr-defined]
         return f

@@ -32,6 +32,7 @@ STATUSES: list[tuple[type[BaseException], int]] = [
     (e.ApprovalNotFound, 404),
     (e.DefinitionNotFound, 404),
     (e.WebhookSourceNotFound, 404),
+    (e.QueueNotFound, 404),
     (e.NoRunWaiting, 404),
     (e.RunIdConflict, 409),
     (e.UserExists, 409),

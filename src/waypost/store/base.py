@@ -23,6 +23,7 @@ from waypost.model.events import Event, NewEvent
 from waypost.model.quotas import Quotas
 
 from .accounts import AccountStore
+from .queues import QueueStore
 from .rows import (
     ApiKeyRecord as ApiKeyRecord,
     ApprovalRecord as ApprovalRecord,
@@ -422,7 +423,7 @@ class ResealCounts:
     resealed: int
 
 
-class Store(AccountStore, Protocol):
+class Store(AccountStore, QueueStore, Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str

@@ -161,6 +161,10 @@ class SqlStore:
     tenant_quotas = read(txn.tenant_quotas)
     set_quotas = write(txn.set_quotas)
 
+    # -- named queues ---------------------------------------------------------------
+    configure_queue = write(txn.configure_queue)
+    list_queues = read(txn.list_queues)
+
     # -- retention: purged runs -------------------------------------------------------
     purge_runs = write(txn.purge_runs)
     count_purgeable = read(txn.count_purgeable)

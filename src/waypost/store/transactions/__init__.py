@@ -13,6 +13,7 @@ By domain, each module importing only those listed before it:
     outbox.py         messages to send after the commit
     approval_rows.py  the approval rows a run's commit writes
     runs.py           create, commit and read runs; history; a run's tasks; pages
+    queues.py         named queues' limits at claim time, and what they hold
     tasks.py          claim and lease tasks, fire due timers, workers
     approvals.py      decide, change approvers, credentials, votes
     directory.py      the built-in groups, and what membership changes do to credentials
@@ -54,6 +55,7 @@ from .directory import add_group_members, list_groups, remove_group_members
 from .encryption import reencrypt_run, run_ids_after
 from .gauges import queue_gauges, run_counts
 from .outbox import add_outbox, claim_outbox, finish_outbox
+from .queues import configure_queue, list_queues
 from .quotas import set_quotas, tenant_quotas, tenant_state
 from .refusals import approval_refusals, record_refusal
 from .retention import (
@@ -106,6 +108,7 @@ __all__ = [
     "claim_outbox",
     "claim_tasks",
     "commit_run",
+    "configure_queue",
     "count_purgeable",
     "create_api_key",
     "create_run",
@@ -130,6 +133,7 @@ __all__ = [
     "list_definitions",
     "list_groups",
     "list_purged_runs",
+    "list_queues",
     "list_runs",
     "list_tenants",
     "list_webhook_sources",

@@ -16,6 +16,7 @@ from typing import Any
 
 from waypost.model.encryption import event_place, run_place, task_place
 from waypost.model.events import Event, canonical_json
+from waypost.model.queues import activity_queue
 from waypost.model.status import FINISHED, RunStatus
 
 from ..base import (
@@ -35,6 +36,7 @@ from ..base import (
 from ..tx import TASKS, TIMERS, Abort, Row, Tx
 from .approval_rows import close_approval, escalate_approval, insert_approval
 from .generations import begin_generation
+from .queues import limited_queues
 from .quotas import activity_room, admit_run, timer_room
 from .records import approval_from_row, event_from_row, run_from_row, sealed, task_from_row
 
@@ -249,8 +251,16 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
     if c.max_concurrent_activities is not None and any(na.owner for na in c.new_activities):
         room = activity_room(tx, c.tenant, c.max_concurrent_activities, now)
     queued: list[str] = []
+    limited: list[str] | None = None  # the tenant's queues with a limit, read when needed
     for na in c.new_activities:
         leased = na.owner is not None
+        named = activity_queue(na.spec)
+        if leased:
+            # An attempt of a limited queue waits for a claim, which counts under its lock.
+            limited = limited_queues(tx, c.tenant) if limited is None else limited
+            if named in limited:
+                leased = False
+                queued.append(na.step)
         if leased and room is not None:
             if room <= 0:
                 leased = False
@@ -266,6 +276,7 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
                 **key,
                 "step": na.step,
                 "queue": na.activity,
+                "named_queue": named,
                 "state": "leased" if leased else "ready",
                 "visible_at": min(now + na.lease, deadline, hb_deadline or deadline)
                 if leased

@@ -27,6 +27,7 @@ from ..base import (
     WorkflowTaskOp,
 )
 from ..tx import TASKS, Abort, Tx
+from .queues import limited_queues, queue_room, took_from_queue
 from .quotas import activity_room, json_object
 from .records import sealed, task_from_row, worker_from_row
 from .runs import commit_run
@@ -130,7 +131,41 @@ def _claim_fairly(
         share = min(share, room.get(tenant, share))
         if share <= 0:
             continue
+        if kind == "activity":
+            claimed.extend(_claim_activities_of_tenant(tx, params, tenant, share))
+            continue
         rows = tx.all(f"claim_{kind}_tasks_of_tenant", {**params, "tenant": tenant, "limit": share})
+        claimed.extend(task_from_row(r, tx.keys) for r in rows)
+    return claimed
+
+
+def _claim_activities_of_tenant(
+    tx: Tx, params: dict[str, Any], tenant: str, limit: int
+) -> list[ClaimedTask]:
+    """Up to `limit` of the tenant's ready activity attempts, within its queues' limits.
+
+    The queues with a limit go first, each under its locked row, taking what its limits
+    leave; then every other queue, by priority. (Priorities order the attempts within
+    each of these claims, not across a limited queue and the rest.)
+    """
+    limited = limited_queues(tx, tenant)
+    query = "claim_activity_tasks_of_tenant"
+    base = {**params, "tenant": tenant, "named_queue": None, "named_out": "[]"}
+    claimed: list[ClaimedTask] = []
+    for name in limited:  # by name: rows are locked in one order everywhere
+        left = limit - len(claimed)
+        if left <= 0:
+            return claimed
+        room = queue_room(tx, tenant, name, params["now"])
+        take = left if room < 0 else min(left, room)
+        if take <= 0:
+            continue
+        rows = tx.all(query, {**base, "named_queue": name, "limit": take})
+        took_from_queue(tx, tenant, name, len(rows), params["now"])
+        claimed.extend(task_from_row(r, tx.keys) for r in rows)
+    left = limit - len(claimed)
+    if left > 0:
+        rows = tx.all(query, {**base, "named_out": json.dumps(limited), "limit": left})
         claimed.extend(task_from_row(r, tx.keys) for r in rows)
     return claimed
 

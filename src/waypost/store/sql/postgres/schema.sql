@@ -64,6 +64,7 @@ CREATE TABLE tasks (
     created_at         double precision NOT NULL,
     priority           integer          NOT NULL DEFAULT 0,
     lapses             integer          NOT NULL DEFAULT 0,
+    named_queue        text             NOT NULL DEFAULT 'default',
     PRIMARY KEY (tenant, run_id, kind, step)
 );
 
@@ -334,3 +335,19 @@ CREATE TABLE console_sessions (
 
 CREATE INDEX console_sessions_by_credential ON console_sessions (tenant, kind, credential);
 CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_at);
+
+-- Named queues: an activity's tasks wait in one; its limits are the tenant's row.
+CREATE INDEX tasks_by_named_queue ON tasks (tenant, named_queue, state) WHERE kind = 'activity';
+
+CREATE TABLE queues (
+    tenant      text             NOT NULL,
+    name        text             NOT NULL,
+    concurrency integer,
+    rate_count  integer,
+    rate_period double precision,
+    tokens      double precision NOT NULL,
+    refilled_at double precision NOT NULL,
+    updated_at  double precision NOT NULL,
+    updated_by  text             NOT NULL,
+    PRIMARY KEY (tenant, name)
+);

@@ -119,11 +119,12 @@ DELETE FROM tasks WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workfl
 -- name: insert_activity_task
 INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence, attempt,
                    started_at, deadline, heartbeat_deadline, timeout, heartbeat_timeout, spec,
-                   created_at, priority)
+                   created_at, priority, named_queue)
 VALUES (:tenant, :run_id, 'activity', :step, :queue, :state, :visible_at, :owner, :fence,
         :attempt, :started_at, :deadline, :heartbeat_deadline, :timeout, :heartbeat_timeout,
         :spec, :now,
-        (SELECT priority FROM runs WHERE tenant = :tenant AND run_id = :run_id));
+        (SELECT priority FROM runs WHERE tenant = :tenant AND run_id = :run_id),
+        :named_queue);
 
 -- name: finish_activity_task
 DELETE FROM tasks
@@ -240,6 +241,9 @@ WHERE (tenant, run_id, kind, step) IN (
     SELECT tenant, run_id, kind, step FROM tasks
     WHERE kind = 'activity' AND tenant = :tenant AND state = 'ready' AND visible_at <= :now
       AND queue IN (SELECT value FROM json_each(:queues))
+      -- one named queue (a limited one, claimed under its row's lock), or all but those
+      AND (:named_queue IS NULL OR named_queue = :named_queue)
+      AND named_queue NOT IN (SELECT value FROM json_each(:named_out))
       -- a paused or suspended run starts no new attempt (its row found by the primary key)
       AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.tenant = tasks.tenant
                         AND r.run_id = tasks.run_id
@@ -938,3 +942,58 @@ LIMIT :limit;
 -- name: count_runs
 -- The tenant's runs by status, read from the status index alone.
 SELECT status, count(*) AS runs FROM runs WHERE tenant = :tenant GROUP BY status;
+
+-- == named queues ======================================================================
+
+-- name: limited_queues
+-- A tenant's queues with a limit, by name (the order their rows are locked in everywhere).
+SELECT name FROM queues
+WHERE tenant = :tenant AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
+ORDER BY name;
+
+-- name: lock_queue
+-- A claim from a limited queue takes its row first, so the claims of every engine count
+-- each other's leases and draw from one bucket.
+SELECT tenant, name, concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
+       updated_by
+FROM queues WHERE tenant = :tenant AND name = :name;
+
+-- name: queue_row
+SELECT tenant, name, concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
+       updated_by
+FROM queues WHERE tenant = :tenant AND name = :name;
+
+-- name: queue_rows
+SELECT tenant, name, concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
+       updated_by
+FROM queues WHERE tenant = :tenant ORDER BY name;
+
+-- name: take_queue_tokens
+UPDATE queues SET tokens = :tokens, refilled_at = :refilled_at
+WHERE tenant = :tenant AND name = :name;
+
+-- name: upsert_queue
+INSERT INTO queues (tenant, name, concurrency, rate_count, rate_period, tokens, refilled_at,
+                    updated_at, updated_by)
+VALUES (:tenant, :name, :concurrency, :rate_count, :rate_period, :tokens, :refilled_at,
+        :now, :by)
+ON CONFLICT (tenant, name) DO UPDATE SET
+    concurrency = excluded.concurrency, rate_count = excluded.rate_count,
+    rate_period = excluded.rate_period, tokens = excluded.tokens,
+    refilled_at = excluded.refilled_at, updated_at = excluded.updated_at,
+    updated_by = excluded.updated_by;
+
+-- name: count_leased_in_queue
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM tasks WHERE tenant = :tenant AND kind = 'activity' AND named_queue = :name
+      AND state = 'leased'
+    LIMIT :limit) counted;
+
+-- name: queue_usage
+-- What waits in each named queue of a tenant and what runs: one row per queue with tasks.
+SELECT named_queue AS name,
+       sum(CASE WHEN state = 'ready' THEN 1 ELSE 0 END) AS depth,
+       sum(CASE WHEN state = 'leased' THEN 1 ELSE 0 END) AS running,
+       min(CASE WHEN state = 'ready' THEN visible_at END) AS oldest_ready
+FROM tasks WHERE tenant = :tenant AND kind = 'activity'
+GROUP BY named_queue ORDER BY named_queue;

@@ -63,6 +63,7 @@ CREATE TABLE tasks (
     created_at        REAL    NOT NULL,
     priority          INTEGER NOT NULL DEFAULT 0,
     lapses            INTEGER NOT NULL DEFAULT 0,
+    named_queue       TEXT    NOT NULL DEFAULT 'default',
     PRIMARY KEY (tenant, run_id, kind, step)
 ) WITHOUT ROWID;
 
@@ -333,3 +334,19 @@ CREATE TABLE console_sessions (
 
 CREATE INDEX console_sessions_by_credential ON console_sessions (tenant, kind, credential);
 CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_at);
+
+-- Named queues: an activity's tasks wait in one; its limits are the tenant's row.
+CREATE INDEX tasks_by_named_queue ON tasks (tenant, named_queue, state) WHERE kind = 'activity';
+
+CREATE TABLE queues (
+    tenant      TEXT    NOT NULL,
+    name        TEXT    NOT NULL,
+    concurrency INTEGER,
+    rate_count  INTEGER,
+    rate_period REAL,
+    tokens      REAL    NOT NULL,
+    refilled_at REAL    NOT NULL,
+    updated_at  REAL    NOT NULL,
+    updated_by  TEXT    NOT NULL,
+    PRIMARY KEY (tenant, name)
+) WITHOUT ROWID;

@@ -1,0 +1,116 @@
+"""The `waypost queues` commands: a tenant's named queues, their limits and their load."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import click
+
+from waypost.model.operations import KEEP
+from waypost.model.queues import QueueInfo
+
+from .common import db_option, dump, open_engine, tenant_option
+
+_RATE = re.compile(r"([0-9]{1,7})/([0-9]{0,9}(?:\.[0-9]{1,6})?)([smhd]?)")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+NONE = "none"
+
+
+def _concurrency(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return KEEP
+    if value.strip() == NONE:
+        return None
+    if not re.fullmatch(r"[0-9]{1,9}", value.strip()):
+        raise click.BadParameter(f"{value!r}: give a whole number, or 'none' for no limit")
+    return int(value)
+
+
+def _rate(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """`--rate`: N/PERIOD, the period in seconds or with a unit (10/1s, 100/m, 5/30s)."""
+    if value is None:
+        return KEEP
+    if value.strip() == NONE:
+        return None
+    found = _RATE.fullmatch(value.strip())
+    if found is None or (found.group(2) in ("", ".") and not found.group(3)):
+        raise click.BadParameter(
+            f"{value!r}: give N/PERIOD (10/1s, 100/m, 5/30s, 1000/1h), or 'none' for no limit"
+        )
+    count, number, unit = found.groups()
+    period = (float(number) if number else 1.0) * _UNITS[unit]
+    return int(count), period
+
+
+def _row(q: QueueInfo) -> str:
+    most = "-" if q.concurrency is None else str(q.concurrency)
+    rate = "-" if q.rate is None else f"{q.rate[0]}/{q.rate[1]:g}s"
+    age = "-" if q.oldest_age is None else f"{q.oldest_age:.1f}s"
+    return f"{q.name:<24} {most:>11} {rate:>12} {q.depth:>7} {q.running:>7} {age:>10}"
+
+
+def _table(found: list[QueueInfo]) -> None:
+    head = ("QUEUE", "CONCURRENCY", "RATE", "DEPTH", "RUNNING", "OLDEST")
+    click.echo(f"{head[0]:<24} {head[1]:>11} {head[2]:>12} {head[3]:>7} {head[4]:>7} {head[5]:>10}")
+    for q in found:
+        click.echo(_row(q))
+
+
+@click.group()
+def queues() -> None:
+    """Named queues: the limits on an activity's attempts (concurrency, rate) and their load."""
+
+
+@queues.command("list")
+@tenant_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+def queues_list(tenant: str, as_json: bool, db: str) -> None:
+    """List the tenant's queues: limits, depth (waiting), running, oldest waiting age."""
+    with open_engine(db, must_exist=True) as engine:
+        found = engine.queues(tenant=tenant)
+    if as_json:
+        click.echo(dump([q.to_json() for q in found]))
+        return
+    _table(found)
+
+
+@queues.command("show")
+@click.argument("name")
+@tenant_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+def queues_show(name: str, tenant: str, as_json: bool, db: str) -> None:
+    """Show queue NAME of the tenant."""
+    with open_engine(db, must_exist=True) as engine:
+        found = engine.queue(name, tenant=tenant)
+    if as_json:
+        click.echo(dump(found.to_json()))
+        return
+    _table([found])
+
+
+@queues.command("set")
+@click.argument("name")
+@tenant_option
+@click.option(
+    "--concurrency",
+    callback=_concurrency,
+    help="At most N attempts at once, across every engine and host ('none': no limit).",
+)
+@click.option(
+    "--rate",
+    callback=_rate,
+    help="At most N attempts started per period: N/PERIOD, e.g. 10/1s, 100/m ('none').",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the queue as JSON afterwards.")
+@db_option
+def queues_set(name: str, tenant: str, concurrency: Any, rate: Any, as_json: bool, db: str) -> None:
+    """Set the limits of queue NAME; a limit not given stays as it is."""
+    with open_engine(db) as engine:
+        found = engine.configure_queue(name, concurrency=concurrency, rate=rate, tenant=tenant)
+    if as_json:
+        click.echo(dump(found.to_json()))
+        return
+    _table([found])

@@ -1,0 +1,58 @@
+"""Named queues: a tenant's limits on the attempts that wait in each.
+
+The limits live in the database (`Store.configure_queue`), so every engine's
+next claim honours a change; the claim itself enforces them (see
+`store/transactions/queues.py`). Listing reads what each queue holds now.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from waypost.engine.ports import Machinery
+from waypost.errors import QueueNotFound
+from waypost.model import operations as ops
+from waypost.model.identity import Principal, preview
+from waypost.model.logs import logger
+from waypost.model.queues import QueueInfo
+
+log = logger("waypost.queues")
+
+
+class Queues:
+    """Configures and lists a tenant's named queues."""
+
+    def __init__(self, machinery: Machinery):
+        self.machinery = machinery
+
+    def handlers(self) -> dict[type[ops.Request[Any]], Any]:
+        """The door's handler of each queue operation."""
+        return {ops.ConfigureQueue: self.configure, ops.ListQueues: self.list_queues}
+
+    async def configure(self, req: ops.ConfigureQueue, principal: Principal) -> QueueInfo:
+        changes = {
+            k: getattr(req, k) for k in ("concurrency", "rate") if getattr(req, k) != ops.KEEP
+        }
+        now = self.machinery.settings.clock()
+        info = await self.machinery.store.configure_queue(
+            principal.tenant, req.queue, changes, now, principal.subject
+        )
+        log.info(
+            "queue %s of tenant %s configured by %s: %s",
+            req.queue,
+            principal.tenant,
+            principal.subject,
+            changes,
+        )
+        self.machinery.wake_scheduler()  # a raised limit may let waiting attempts start
+        return info
+
+    async def list_queues(self, req: ops.ListQueues, principal: Principal) -> list[QueueInfo]:
+        now = self.machinery.settings.clock()
+        found = await self.machinery.store.list_queues(principal.tenant, now, req.queue)
+        if req.queue is not None and not found:
+            raise QueueNotFound(
+                f"tenant {preview(principal.tenant)} has no queue {preview(req.queue)}: none "
+                "is configured and no attempt waits in it"
+            )
+        return found

@@ -1,0 +1,61 @@
+"""Named queues' requests (re-exported by `waypost.model.operations`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from waypost.errors import InvalidRequest
+from waypost.model.identity import Principal, Role
+from waypost.model.queues import QueueInfo, check_concurrency, check_queue_name, check_rate
+from waypost.model.requests import READERS, Request
+
+KEEP = "keep"
+"""In `ConfigureQueue`: leave this limit as it is."""
+
+
+@dataclass(frozen=True)
+class ConfigureQueue(Request[QueueInfo]):
+    """Set the limits of one of the tenant's named queues (`QueueInfo`).
+
+    `concurrency`: at most this many attempts of the queue leased at once, across
+    every engine; `rate`: at most N attempts started per period seconds, as (N, period).
+    None removes that limit; `KEEP` (the default) leaves it as it is.
+    """
+
+    roles = frozenset({Role.OPERATOR})
+    name = "configure queue"
+    queue: str = ""
+    concurrency: Any = KEEP
+    rate: Any = KEEP
+
+    def checked(self, principal: Principal) -> Request[QueueInfo]:
+        done = super().checked(principal)
+        check_queue_name(self.queue)
+        changes: dict[str, Any] = {}
+        if not (isinstance(self.concurrency, str) and self.concurrency == KEEP):
+            changes["concurrency"] = check_concurrency(self.concurrency)
+        if not (isinstance(self.rate, str) and self.rate == KEEP):
+            changes["rate"] = check_rate(self.rate)
+        if not changes:
+            raise InvalidRequest("give a limit to set: concurrency or rate", field="queue")
+        return dataclasses.replace(done, **changes)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True)
+class ListQueues(Request[list[QueueInfo]]):
+    """The tenant's named queues (`list[QueueInfo]`): those with limits and those holding
+    attempts, by name; just `queue` if given (`QueueNotFound` if it is neither)."""
+
+    roles = READERS
+    name = "list queues"
+    queue: str | None = None
+
+    def checked(self, principal: Principal) -> Request[list[QueueInfo]]:
+        if self.queue is not None:
+            check_queue_name(self.queue)
+        return super().checked(principal)
+
+
+QUEUE_OPERATIONS = (ConfigureQueue, ListQueues)

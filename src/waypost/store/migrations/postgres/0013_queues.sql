@@ -1,0 +1,22 @@
+-- waypost schema, version 13 (PostgreSQL): named queues. An activity names the queue its
+-- tasks wait in (`named_queue`, 'default' when it names none); a tenant's `queues` row holds
+-- that queue's limits: at most `concurrency` attempts leased at once (counted in the claim,
+-- which locks the row first) and at most `rate_count` starts per `rate_period` seconds (a
+-- token bucket kept in the row, so every engine draws from the same one).
+
+ALTER TABLE tasks ADD COLUMN named_queue text NOT NULL DEFAULT 'default';
+
+CREATE INDEX tasks_by_named_queue ON tasks (tenant, named_queue, state) WHERE kind = 'activity';
+
+CREATE TABLE queues (
+    tenant      text             NOT NULL,
+    name        text             NOT NULL,
+    concurrency integer,
+    rate_count  integer,
+    rate_period double precision,
+    tokens      double precision NOT NULL,
+    refilled_at double precision NOT NULL,
+    updated_at  double precision NOT NULL,
+    updated_by  text             NOT NULL,
+    PRIMARY KEY (tenant, name)
+);

@@ -1,0 +1,22 @@
+-- waypost schema, version 13 (SQLite): named queues. An activity names the queue its
+-- tasks wait in (`named_queue`, 'default' when it names none); a tenant's `queues` row holds
+-- that queue's limits: at most `concurrency` attempts leased at once (counted in the claim)
+-- and at most `rate_count` starts per `rate_period` seconds (a token bucket kept in the row,
+-- so every engine draws from the same one).
+
+ALTER TABLE tasks ADD COLUMN named_queue TEXT NOT NULL DEFAULT 'default';
+
+CREATE INDEX tasks_by_named_queue ON tasks (tenant, named_queue, state) WHERE kind = 'activity';
+
+CREATE TABLE queues (
+    tenant      TEXT    NOT NULL,
+    name        TEXT    NOT NULL,
+    concurrency INTEGER,
+    rate_count  INTEGER,
+    rate_period REAL,
+    tokens      REAL    NOT NULL,
+    refilled_at REAL    NOT NULL,
+    updated_at  REAL    NOT NULL,
+    updated_by  TEXT    NOT NULL,
+    PRIMARY KEY (tenant, name)
+) WITHOUT ROWID;

@@ -1,0 +1,25 @@
+"""The store's verbs for named queues, declared apart from `base.py` for its size (`Store`
+includes them). A queue's limits are a row per (tenant, name); the claim enforces them
+(`transactions/queues.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from waypost.model.queues import QueueInfo
+
+
+class QueueStore(Protocol):
+    async def configure_queue(
+        self, tenant: str, name: str, changes: Mapping[str, Any], now: float, by: str
+    ) -> QueueInfo:
+        """Set checked limits of the tenant's queue `name` (`concurrency`, `rate`; None: no
+        such limit; a limit not in `changes` stays as it was); the queue as it is now."""
+        ...
+
+    async def list_queues(
+        self, tenant: str, now: float, only: str | None = None
+    ) -> list[QueueInfo]:
+        """The tenant's queues (configured, or holding attempts), by name; or just `only`."""
+        ...

@@ -1,0 +1,133 @@
+"""Named queues in the transactions that need them: limits at claim time, and listings.
+
+A claim from a queue with a limit first locks the queue's row (on PostgreSQL a
+`FOR UPDATE` that orders the claims of every engine: each counts the leases after
+the one before it committed; SQLite has one writer at a time). It then takes at
+most what the limit leaves: `concurrency` less the attempts leased now, and no
+more than the whole tokens in the queue's bucket, from which it takes one per
+attempt claimed. A lapsed lease still counts until the scheduler finds it and
+makes the attempt ready again, so a killed engine's slots come back exactly when
+its work can be taken over.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from waypost.model.queues import QueueInfo, refill
+
+from ..tx import Row, Tx
+
+
+def limited_queues(tx: Tx, tenant: str) -> list[str]:
+    """The tenant's queues with a limit, in the order their rows are locked."""
+    return [r["name"] for r in tx.all("limited_queues", {"tenant": tenant})]
+
+
+def queue_room(tx: Tx, tenant: str, name: str, now: float) -> int:
+    """How many attempts the queue's limits let start now (its row locked); -1: no limit."""
+    row = tx.one("lock_queue", {"tenant": tenant, "name": name})
+    if row is None:
+        return -1
+    room = -1
+    if row["concurrency"] is not None:
+        most = int(row["concurrency"])
+        leased = tx.one("count_leased_in_queue", {"tenant": tenant, "name": name, "limit": most})
+        room = max(0, most - (int(leased["n"]) if leased is not None else 0))
+    rate = _rate(row)
+    if rate is not None:
+        tokens = refill(float(row["tokens"]), float(row["refilled_at"]), rate, now)
+        whole = math.floor(tokens + 1e-9)
+        room = whole if room < 0 else min(room, whole)
+    return room
+
+
+def took_from_queue(tx: Tx, tenant: str, name: str, taken: int, now: float) -> None:
+    """Take `taken` tokens from the queue's bucket (its row locked by `queue_room`)."""
+    row = tx.one("queue_row", {"tenant": tenant, "name": name})
+    rate = _rate(row) if row is not None else None
+    if row is None or rate is None or taken <= 0:
+        return
+    tokens = refill(float(row["tokens"]), float(row["refilled_at"]), rate, now)
+    tx.run(
+        "take_queue_tokens",
+        {
+            "tenant": tenant,
+            "name": name,
+            "tokens": max(0.0, tokens - taken),
+            "refilled_at": max(float(row["refilled_at"]), now),
+        },
+    )
+
+
+def configure_queue(
+    tx: Tx, tenant: str, name: str, changes: Mapping[str, Any], now: float, by: str
+) -> QueueInfo:
+    """Set checked limits of the queue (others kept); a new or changed rate starts with a
+    full bucket. The queue as it is now."""
+    row = tx.one("lock_queue", {"tenant": tenant, "name": name})
+    concurrency = row["concurrency"] if row is not None else None
+    rate = _rate(row) if row is not None else None
+    tokens = float(row["tokens"]) if row is not None else 0.0
+    refilled_at = float(row["refilled_at"]) if row is not None else now
+    if "concurrency" in changes:
+        concurrency = changes["concurrency"]
+    if "rate" in changes and changes["rate"] != rate:
+        rate = changes["rate"]
+        tokens, refilled_at = (float(rate[0]) if rate is not None else 0.0), now
+    tx.run(
+        "upsert_queue",
+        {
+            "tenant": tenant,
+            "name": name,
+            "concurrency": concurrency,
+            "rate_count": rate[0] if rate is not None else None,
+            "rate_period": rate[1] if rate is not None else None,
+            "tokens": tokens,
+            "refilled_at": refilled_at,
+            "now": now,
+            "by": by,
+        },
+    )
+    return list_queues(tx, tenant, now, name)[0]
+
+
+def list_queues(tx: Tx, tenant: str, now: float, only: str | None = None) -> list[QueueInfo]:
+    """The tenant's queues, configured or holding tasks, by name (or just `only`)."""
+    usage = {r["name"]: r for r in tx.all("queue_usage", {"tenant": tenant})}
+    rows = {r["name"]: r for r in tx.all("queue_rows", {"tenant": tenant})}
+    names = sorted(set(usage) | set(rows))
+    if only is not None:
+        names = [only] if only in names else []
+    return [_info(n, rows.get(n), usage.get(n), now) for n in names]
+
+
+def _rate(row: Row) -> tuple[int, float] | None:
+    if row["rate_count"] is None or row["rate_period"] is None:
+        return None
+    return int(row["rate_count"]), float(row["rate_period"])
+
+
+def _info(name: str, row: Row | None, usage: Row | None, now: float) -> QueueInfo:
+    extra: dict[str, Any] = {}
+    if row is not None:
+        extra = {
+            "configured": True,
+            "updated_at": datetime.fromtimestamp(float(row["updated_at"]), UTC),
+            "updated_by": row["updated_by"],
+        }
+    oldest = usage["oldest_ready"] if usage is not None else None
+    return QueueInfo(
+        name=name,
+        concurrency=int(row["concurrency"])
+        if row is not None and row["concurrency"] is not None
+        else None,
+        rate=_rate(row) if row is not None else None,
+        depth=int(usage["depth"] or 0) if usage is not None else 0,
+        running=int(usage["running"] or 0) if usage is not None else 0,
+        oldest_age=max(0.0, now - float(oldest)) if oldest is not None else None,
+        **extra,
+    )

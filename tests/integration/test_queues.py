@@ -1,0 +1,308 @@
+"""Named queues on both stores, with real engines: the limits hold and are visible.
+
+A queue's concurrency limit holds across two engines, and its other queues are not
+held up; a rate limit lets no more start than its bucket allows; priorities order
+the attempts of a limited queue; a limit set, kept and removed is what the next
+claim honours; bad settings are refused with the field named and write nothing;
+another tenant's queues are not found; the HTTP API and the remote client answer
+the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import waypost as wp
+from tests.helpers import eventually
+from waypost.model.queues import QueueInfo
+
+from .server_fixtures import Api, make_key, serve
+
+__all__ = ["serve"]
+
+pytestmark = pytest.mark.timeout(240)
+
+
+class Gate:
+    """What gated activities share: how many run at once (the most seen), the order they
+    started in, and a gate they wait at."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+        self.started: list[Any] = []
+        self.times: list[float] = []
+        self.open = threading.Event()
+
+    def enter(self, n: Any) -> None:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.started.append(n)
+            self.times.append(time.time())
+
+    def leave(self) -> None:
+        with self.lock:
+            self.running -= 1
+
+
+GATE = Gate()
+
+
+@wp.activity(queue="payments")
+def qq_pay(ctx: wp.ActivityContext, n: int) -> int:
+    GATE.enter(n)
+    try:
+        GATE.open.wait(30)
+        return n
+    finally:
+        GATE.leave()
+
+
+@wp.activity()
+async def qq_free(ctx: wp.ActivityContext, n: int) -> int:
+    return n
+
+
+@wp.activity(queue="metered")
+def qq_metered(ctx: wp.ActivityContext, n: int) -> int:
+    GATE.enter(n)
+    GATE.leave()
+    return n
+
+
+@wp.workflow(name="qq_fan")
+async def qq_fan(ctx: wp.WorkflowContext, n: int) -> list[int]:
+    return list(await asyncio.gather(*(ctx.run(qq_pay, i) for i in range(n))))
+
+
+@wp.workflow(name="qq_one")
+async def qq_one(ctx: wp.WorkflowContext, n: int) -> int:
+    return int(await ctx.run(qq_pay, n))
+
+
+@wp.workflow(name="qq_free_fan")
+async def qq_free_fan(ctx: wp.WorkflowContext, n: int) -> list[int]:
+    return list(await asyncio.gather(*(ctx.run(qq_free, i) for i in range(n))))
+
+
+@wp.workflow(name="qq_meter")
+async def qq_meter(ctx: wp.WorkflowContext, n: int) -> list[int]:
+    return list(await asyncio.gather(*(ctx.run(qq_metered, i) for i in range(n))))
+
+
+def _fresh_gate() -> None:
+    GATE.__init__()  # type: ignore[misc]
+
+
+# == concurrency ============================================================================
+def test_a_concurrency_limit_holds_across_two_engines_and_other_queues_go_on(
+    make_engine: Any,
+) -> None:
+    _fresh_gate()
+    a = make_engine(qq_fan, qq_pay, qq_free_fan, qq_free)
+    b = make_engine(qq_fan, qq_pay, qq_free_fan, qq_free)
+    info = a.configure_queue("payments", concurrency=2)
+    assert (info.name, info.concurrency, info.rate, info.configured) == (
+        "payments",
+        2,
+        None,
+        True,
+    )
+    with a.running(), b.running():
+        runs = [a.start(qq_fan, 3), b.start(qq_fan, 3)]
+        eventually(lambda: GATE.running == 2, "two payments running")
+        shown = eventually(
+            lambda: (q := a.queue("payments")).depth == 4 and q, "four payments waiting"
+        )
+        assert shown.running == 2
+        assert shown.oldest_age is not None and shown.oldest_age >= 0
+        # The default queue is not held up by a full "payments".
+        assert a.start(qq_free_fan, 5).result(timeout=30) == [0, 1, 2, 3, 4]
+        assert GATE.running == 2
+        GATE.open.set()
+        assert [r.result(timeout=60) for r in runs] == [[0, 1, 2], [0, 1, 2]]
+    assert GATE.most == 2  # never more than the limit, across both engines
+    listed = {q.name: q for q in a.queues()}
+    assert set(listed) == {"payments"}  # the default queue's attempts are done and gone
+    assert (listed["payments"].depth, listed["payments"].running) == (0, 0)
+
+
+def test_a_raised_limit_lets_waiting_attempts_start_and_a_removed_one_lets_all(
+    make_engine: Any,
+) -> None:
+    _fresh_gate()
+    engine = make_engine(qq_fan, qq_pay)
+    engine.configure_queue("payments", concurrency=1)
+    with engine.running():
+        run = engine.start(qq_fan, 4)
+        eventually(lambda: GATE.running == 1, "one payment running")
+        eventually(lambda: engine.queue("payments").depth == 3, "three waiting")
+        engine.configure_queue("payments", concurrency=3)
+        eventually(lambda: GATE.running == 3, "three payments running")
+        raised = engine.configure_queue("payments", rate=(100, 1.0))  # concurrency kept
+        assert (raised.concurrency, raised.rate) == (3, (100, 1.0))
+        removed = engine.configure_queue("payments", concurrency=None)
+        assert (removed.concurrency, removed.rate) == (None, (100, 1.0))
+        eventually(lambda: GATE.running == 4, "every payment running")
+        GATE.open.set()
+        assert run.result(timeout=30) == [0, 1, 2, 3]
+
+
+def test_priorities_order_the_attempts_of_a_limited_queue(make_engine: Any) -> None:
+    _fresh_gate()
+    engine = make_engine(qq_one, qq_pay)
+    engine.configure_queue("payments", concurrency=1)
+    with engine.running():
+        blocker = engine.start(qq_one, -1)
+        eventually(lambda: GATE.started == [-1], "the first payment holds the slot")
+        waiting = [engine.start(qq_one, p, priority=p) for p in (0, 5, 10, 3)]
+        eventually(lambda: engine.queue("payments").depth == 4, "four waiting")
+        GATE.open.set()
+        assert [r.result(timeout=30) for r in waiting] == [0, 5, 10, 3]
+        assert blocker.result(timeout=30) == -1
+    assert GATE.started == [-1, 10, 5, 3, 0]
+    assert GATE.most == 1
+
+
+# == rate ===================================================================================
+def test_a_rate_limit_lets_no_more_start_than_its_bucket(make_engine: Any) -> None:
+    _fresh_gate()
+    n, per = 5, 1.0  # a bucket of 5, refilled at 5 a second
+    engine = make_engine(qq_meter, qq_metered)
+    engine.configure_queue("metered", rate=(n, per))
+    total = 20
+    with engine.running():
+        began = time.time()
+        assert engine.start(qq_meter, total).result(timeout=60) == list(range(total))
+        took = time.time() - began
+    times = sorted(GATE.times)
+    assert len(times) == total
+    # The bucket starts full; the other 15 need 3 s of refill.
+    assert took >= (total - n) * per / n - 0.2
+    tolerance = 1  # an attempt's start is seen a little after its claim
+    for i, first in enumerate(times):
+        for j in range(i, total):
+            window = times[j] - first
+            assert j - i + 1 <= n + math.floor(window * n / per + 1e-9) + tolerance, (
+                f"{j - i + 1} attempts started within {window:.3f}s"
+            )
+
+
+# == bad input and tenants ==================================================================
+@pytest.mark.parametrize(
+    ("options", "field", "words"),
+    [
+        ({"concurrency": 0}, "concurrency", "concurrency must be a whole number"),
+        ({"concurrency": -3}, "concurrency", "concurrency must be a whole number"),
+        ({"concurrency": True}, "concurrency", "concurrency must be a whole number"),
+        ({"concurrency": 2.5}, "concurrency", "concurrency must be a whole number"),
+        ({"concurrency": "3"}, "concurrency", "concurrency must be a whole number"),
+        ({"concurrency": 10**12}, "concurrency", "concurrency must be a whole number"),
+        ({"rate": (0, 1.0)}, "rate", "rate's N"),
+        ({"rate": (5, 0)}, "rate", "rate's period"),
+        ({"rate": (5, math.nan)}, "rate", "rate's period"),
+        ({"rate": (5, math.inf)}, "rate", "rate's period"),
+        ({"rate": "5/s"}, "rate", "rate must be a pair"),
+        ({"rate": (1, 2, 3)}, "rate", "rate must be a pair"),
+        ({"rate": [[5], 1]}, "rate", "rate's N"),
+        ({}, "queue", "give a limit"),
+    ],
+    ids=lambda v: repr(v)[:40],
+)
+def test_bad_settings_are_refused_with_the_field_and_write_nothing(
+    make_engine: Any, options: dict[str, Any], field: str, words: str
+) -> None:
+    engine = make_engine()
+    with pytest.raises(wp.InvalidRequest) as refused:
+        engine.configure_queue("payments", **options)
+    assert refused.value.field == field
+    assert words in str(refused.value)
+    assert engine.queues() == []
+
+
+@pytest.mark.parametrize("name", ["", "a b", "x" * 201, "q\n", "pay/ments", "\u202epay"])
+def test_bad_queue_names_are_refused(make_engine: Any, name: str) -> None:
+    engine = make_engine()
+    with pytest.raises(wp.InvalidRequest) as refused:
+        engine.configure_queue(name, concurrency=1)
+    assert refused.value.field == "queue"
+    with pytest.raises(wp.InvalidRequest):
+        engine.queue(name)
+    assert engine.queues() == []
+
+
+def test_a_tenants_queues_are_its_own(make_engine: Any) -> None:
+    engine = make_engine()
+    engine.configure_queue("payments", concurrency=2, tenant="acme")
+    assert [q.name for q in engine.queues(tenant="acme")] == ["payments"]
+    assert engine.queues(tenant="globex") == []
+    with pytest.raises(wp.QueueNotFound):
+        engine.queue("payments", tenant="globex")
+    with pytest.raises(wp.QueueNotFound):
+        engine.queue("nothing", tenant="acme")
+
+
+def test_an_activitys_queue_name_is_checked_when_it_is_declared() -> None:
+    with pytest.raises(wp.ConfigurationError, match="queue"):
+
+        @wp.activity(queue="no spaces")
+        def bad(ctx: wp.ActivityContext) -> None: ...
+
+
+# == HTTP and the remote client =============================================================
+def test_queues_over_http_and_the_remote_client(make_engine: Any, serve: Any) -> None:
+    _fresh_gate()
+    engine = make_engine(qq_fan, qq_pay)
+    base = serve(engine)
+    admin = Api(base, make_key(engine, "acme", "ada", "admin"))
+    viewer = Api(base, make_key(engine, "acme", "vic", "viewer"))
+    other = Api(base, make_key(engine, "globex", "gus", "admin"))
+
+    put = admin.put("/v1/queues/payments", json={"concurrency": 1, "rate": [50, 10]})
+    assert put.status_code == 200, put.text
+    assert put.json()["concurrency"] == 1 and put.json()["rate"] == [50, 10.0]
+    kept = admin.put("/v1/queues/payments", json={"rate": None}).json()
+    assert (kept["concurrency"], kept["rate"]) == (1, None)
+    assert viewer.put("/v1/queues/payments", json={"concurrency": 5}).status_code == 403
+    bad = admin.put("/v1/queues/payments", json={"concurrency": -1})
+    assert bad.status_code == 422
+    assert bad.json()["error"]["details"]["field"] == "concurrency"
+    assert admin.put("/v1/queues/payments", json={"nested": {"x": 1}}).status_code == 422
+    assert admin.put("/v1/queues/pay%20ments", json={"concurrency": 1}).status_code == 422
+
+    with engine.running():
+        run = engine.start(qq_fan, 3, tenant="acme")
+        eventually(lambda: GATE.running == 1, "one payment running")
+        listed = eventually(
+            lambda: (b := viewer.get("/v1/queues").json())["queues"][0]["depth"] == 2 and b,
+            "two payments waiting",
+        )
+        (q,) = listed["queues"]
+        assert (q["name"], q["running"], q["concurrency"]) == ("payments", 1, 1)
+        assert q["oldest_age"] >= 0
+        assert viewer.get("/v1/queues/payments").json()["running"] == 1
+        assert other.get("/v1/queues").json() == {"queues": []}
+        missing = other.get("/v1/queues/payments")
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == "queue_not_found"
+
+        with wp.Client(base, admin.key or "") as client:
+            got = client.queue("payments")
+            assert isinstance(got, QueueInfo) and got.running == 1
+            assert [x.name for x in client.queues()] == ["payments"]
+            set_ = client.configure_queue("payments", rate=(7, 2.5))
+            assert (set_.concurrency, set_.rate) == (1, (7, 2.5))
+            with pytest.raises(wp.InvalidRequest):
+                client.configure_queue("payments", concurrency=0)
+            with pytest.raises(wp.QueueNotFound):
+                client.queue("nothing")
+        GATE.open.set()
+        assert run.result(timeout=30) == [0, 1, 2]
