@@ -104,9 +104,18 @@ def demo(db: str) -> None:
     show_default=True,
     help="Address the metrics port listens on.",
 )
+@click.option(
+    "--queues",
+    "serve_queues",
+    default=None,
+    metavar="A,B",
+    help="Take activity attempts only of these named queues (comma-separated; the "
+    "default queue is 'default'); without it, of every queue.",
+)
 def worker(
     db: str,
     apps: tuple[str, ...],
+    serve_queues: str | None,
     log_format: str,
     max_lapses: int,
     metrics_port: int | None,
@@ -149,13 +158,17 @@ def worker(
         exporting(metrics, engine, metrics_host, metrics_port),
     ):
         engine.register(*items)
+        if serve_queues is not None:
+            engine.serve_queues(*(q.strip() for q in serve_queues.split(",")))
         calls = f"; http steps may call {', '.join(http_allow)}" if http_allow else ""
+        only = f"; activities of queues {serve_queues} only" if serve_queues is not None else ""
         logging.getLogger("waypost.worker").info(
-            "worker %s serving %d workflows/activities and published definitions on %s%s",
+            "worker %s serving %d workflows/activities and published definitions on %s%s%s",
             engine.aio.owner,
             len(items),
             redact_url(db),
             calls,
+            only,
         )
         engine.run_forever(grace=timedelta(seconds=grace))
 

@@ -159,6 +159,16 @@ class Engine(Blocking):
         self.aio.register(*items)
         return self
 
+    def serve_queues(self, *queues: str) -> Engine:
+        """Take activity attempts only of these named queues (`@activity(queue=...)`; an
+        activity naming none is in "default"); with none given, of every queue again.
+        Workflows still run here and call every registered activity: the attempts of the
+        other queues wait for an engine that serves them. (`AsyncEngine`:
+        `engine.registry.serve_queues(queues)`.)"""
+        self.aio.registry.serve_queues(queues or None)
+        self.aio.register()  # a running engine's next claim takes the change
+        return self
+
     @contextlib.contextmanager
     def running(self) -> Iterator[Engine]:
         """Run workers and the scheduler in this process for the block.

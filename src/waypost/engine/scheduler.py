@@ -82,6 +82,7 @@ class Scheduler:
         self.settings = host.settings
         self.workflow_queues: frozenset[str] = frozenset()
         self.activity_queues: frozenset[str] = frozenset()
+        self.named_queues = False
         self.processing: dict[tuple[str, str], int] = {}
         # Claimed workflow tasks not yet done: bounded, so one engine does not lease a
         # whole backlog at once (starving its own new runs and other engines).
@@ -123,6 +124,9 @@ class Scheduler:
             queues.append(DEFINITIONS_QUEUE)
         self.workflow_queues = frozenset(queues)
         self.activity_queues = frozenset(registry.activity_names())
+        # A claim may leave attempts of a named queue behind for its limits: a slot
+        # of this engine that frees then tries again rather than waiting for a poll.
+        self.named_queues = bool(registry.named_queues())
 
     def start(self) -> None:
         self.refresh_queues()
@@ -234,7 +238,9 @@ class Scheduler:
                 continue
             activity_limit = min(_BATCH, free)
             took = sum(1 for t in claimed if t.kind == "activity")
-            self.activities_waiting = activity_limit <= 0 or took >= activity_limit
+            self.activities_waiting = (
+                activity_limit <= 0 or took >= activity_limit or self.named_queues
+            )
             if claimed:
                 self.after_tenant = claimed[-1].tenant
             for task in claimed:

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar, overload
@@ -230,6 +230,7 @@ class Registry:
     def __init__(self) -> None:
         self._workflows: dict[str, dict[str, WorkflowDefn]] = {}
         self._activities: dict[str, ActivityDefn] = {}
+        self._served: frozenset[str] | None = None  # named queues served; None: all
 
     def add(self, obj: Any) -> None:
         wf: WorkflowDefn | None = getattr(obj, "__waypost_workflow__", None)
@@ -310,7 +311,36 @@ class Registry:
         return sorted(d.queue for versions in self._workflows.values() for d in versions.values())
 
     def activity_names(self) -> list[str]:
-        return sorted(self._activities)
+        """The activities this engine takes attempts of: all, or those of the queues it
+        serves (`serve_queues`)."""
+        if self._served is None:
+            return sorted(self._activities)
+        return sorted(n for n, a in self._activities.items() if a.queue in self._served)
+
+    def named_queues(self) -> frozenset[str]:
+        """The named queues (other than the default) of the activities this engine takes."""
+        names = self.activity_names()
+        return frozenset(self._activities[n].queue for n in names) - {DEFAULT_QUEUE}
+
+    def serve_queues(self, queues: Iterable[str] | None) -> None:
+        """Take attempts only of activities in these named queues (None: of every queue).
+
+        The other activities stay registered: this engine's workflows still call them
+        (their attempts wait for an engine that serves their queue).
+        """
+        if queues is None:
+            self._served = None
+            return
+        served = frozenset(queues)
+        for name in served:
+            if not isinstance(name, str) or not _NAME.fullmatch(name):
+                raise ConfigurationError(
+                    f"queue {preview(name)} is not allowed: use 1-200 letters, digits, "
+                    "'_', '-', '.', ':'"
+                )
+        if not served:
+            raise ConfigurationError("give at least one queue to serve")
+        self._served = served
 
 
 def items_in_modules(names: list[str] | tuple[str, ...]) -> list[Any]:

@@ -1,0 +1,143 @@
+"""A queue's concurrency limit across two `waypost worker` processes, one SIGKILLed.
+
+Two workers serve one database (each store): worker 0 every queue, worker 1 only
+`--queues limited,default`. The queue "limited" allows 3 attempts at once. The test
+process starts 200 runs of one `limited` attempt each (0.1 s of work, logged at start
+and end by the attempt itself) and 10 runs of an activity in queue "side". When 60
+attempts have ended, it SIGKILLs worker 1, preferably while it is inside an attempt.
+Then it checks:
+
+- every run completed with its result;
+- at no moment did more than 3 logged attempts overlap, across both processes (an
+  attempt of the killed worker ends, at the latest, when it was killed), and 3 did;
+- the killed worker's slot came back: the survivor alone ran 3 at once after the kill;
+- only worker 0 ran "side" (worker 1 does not serve that queue).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import waypost as wp
+from tests.helpers import eventually
+
+from . import queues_app as app
+
+pytestmark = pytest.mark.timeout(300)
+
+HERE = Path(__file__).parent
+N_RUNS = 200  # the contract
+LIMIT = 3  # the contract
+KILL_AFTER = 60  # attempts ended before the kill
+LEASE = 2.0
+
+
+def _log(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def _most_at_once(intervals: list[tuple[float, float]]) -> int:
+    moments = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    running = most = 0
+    for _, step in moments:  # at one instant an end (-1) sorts before a start (+1)
+        running += step
+        most = max(most, running)
+    return most
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(30)
+
+
+def test_a_concurrency_limit_of_3_holds_across_two_workers_through_a_sigkill(
+    db_url: str, tmp_path: Path, workers: list[subprocess.Popen[bytes]]
+) -> None:
+    log = tmp_path / "attempts.log"
+    engine = wp.Engine(db_url, lease=LEASE, poll_interval=0.05)  # never runs: serves nothing
+    engine.register(app.queued, app.sided, app.limited, app.side)
+    try:
+        engine.configure_queue("limited", concurrency=LIMIT)
+        script = Path(sys.executable).with_name("waypost")
+        command = [str(script)] if script.exists() else [sys.executable, "-m", "waypost.cli"]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
+        env[app.LOG_ENV] = str(log)
+        env.pop("WAYPOST_DB", None)
+        base = [*command, "worker", "--db", db_url, "--app", "queues_app", "--lease", str(LEASE)]
+        for i, extra in enumerate([[], ["--queues", "limited,default"]]):
+            with open(tmp_path / f"worker-{i}.stderr", "wb") as err:
+                workers.append(subprocess.Popen([*base, *extra], stderr=err, env=env))
+        runs = [engine.start(app.queued, n, run_id=f"q-{n:03d}") for n in range(N_RUNS)]
+        sides = [engine.start(app.sided, n, run_id=f"s-{n:02d}") for n in range(10)]
+
+        victim = workers[1]
+        eventually(
+            lambda: sum(e["event"] == "end" for e in _log(log)) >= KILL_AFTER,
+            f"{KILL_AFTER} attempts to end",
+            timeout=120,
+        )
+
+        def inside_an_attempt() -> bool:
+            entries = _log(log)
+            opened = {(e["run"], e["attempt"]) for e in entries if e["pid"] == victim.pid}
+            ended = {
+                (e["run"], e["attempt"])
+                for e in entries
+                if e["pid"] == victim.pid and e["event"] == "end"
+            }
+            return bool(opened - ended)
+
+        deadline = time.monotonic() + 5
+        while not inside_an_attempt() and time.monotonic() < deadline:
+            pass  # a tight look: the attempts are 0.1 s long
+        victim.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        victim.wait(30)
+
+        assert [r.result(timeout=180) for r in runs] == list(range(N_RUNS))
+        side_pids = {r.result(timeout=60)["pid"] for r in sides}
+        assert side_pids == {workers[0].pid}, "only worker 0 serves the queue 'side'"
+    finally:
+        engine.close()
+
+    entries = _log(log)
+    starts = {(e["run"], e["attempt"], e["pid"]): e["t"] for e in entries if e["event"] == "start"}
+    ends = {(e["run"], e["attempt"], e["pid"]): e["t"] for e in entries if e["event"] == "end"}
+    intervals = []
+    for key, began in starts.items():
+        if key in ends:
+            intervals.append((began, ends[key]))
+        else:  # cut short by the SIGKILL
+            assert key[2] == victim.pid, f"an attempt of the survivor never ended: {key}"
+            intervals.append((began, killed_at))
+    assert len(ends) >= N_RUNS
+    assert _most_at_once(intervals) == LIMIT, "the limit was reached and never exceeded"
+    by_victim = [k for k in starts if k[2] == victim.pid]
+    assert by_victim, "the killed worker ran attempts before it died"
+    survivor_after = [
+        (starts[k], ends[k])
+        for k in starts
+        if k[2] == workers[0].pid and k in ends and starts[k] > killed_at
+    ]
+    assert _most_at_once(survivor_after) == LIMIT, "the killed worker's slot came back"
+    workers[0].send_signal(signal.SIGTERM)
+    assert workers[0].wait(60) == 0
