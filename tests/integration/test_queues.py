@@ -306,3 +306,43 @@ def test_queues_over_http_and_the_remote_client(make_engine: Any, serve: Any) ->
                 client.queue("nothing")
         GATE.open.set()
         assert run.result(timeout=30) == [0, 1, 2]
+
+
+# == metrics ================================================================================
+def test_metrics_show_a_named_queues_depth_running_and_oldest_age(
+    make_engine: Any, serve: Any
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from waypost.observability import Metrics
+
+    _fresh_gate()
+    metrics = Metrics()
+    engine = make_engine(qq_fan, qq_pay, observer=metrics)
+    metrics.watch_store(engine.aio.store, engine.aio.clock)
+    base = serve(engine, metrics=metrics)
+    engine.configure_queue("payments", concurrency=1)
+
+    def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        with Api(base, None) as anyone:
+            text = anyone.get("/metrics").text
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    key = (("queue", "payments"), ("tenant", "default"))
+    with engine.running():
+        run = engine.start(qq_fan, 3)
+        eventually(lambda: GATE.running == 1, "one payment running")
+        seen = eventually(
+            lambda: (m := scrape()).get(("waypost_named_queue_depth", key)) == 2 and m,
+            "two payments waiting in the gauges",
+        )
+        assert seen[("waypost_named_queue_running", key)] == 1
+        assert seen[("waypost_named_queue_oldest_age_seconds", key)] >= 0
+        leased = ("waypost_queue_running", (("kind", "activity"), ("queue", "qq_pay"), key[1]))
+        assert seen[leased] == 1  # the task queue of an activity is its name: qq_pay
+        GATE.open.set()
+        assert run.result(timeout=30) == [0, 1, 2]

@@ -1,6 +1,6 @@
 """Gauges read from the database when Prometheus scrapes: runs by status, and queues.
 
-Two grouped statements, at most every `ttl` seconds however often (and by however many
+A few grouped statements, at most every `ttl` seconds however often (and by however many
 scrapers) the process is asked: a scrape within the `ttl` answers the last reading. The
 database is read on the engine's event loop: `refresh()` there (the server's /metrics
 route), or from another thread (a worker's metrics port) by handing `refresh()` to that
@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 from waypost.model.logs import logger
 from waypost.store import Store
 from waypost.store.base import QueueGauge, RunCount
+from waypost.store.queues import QueueLoad
 
 log = logger("waypost.metrics")
 _WAIT = 10.0  # seconds a scrape from another thread waits for the database
@@ -35,6 +36,7 @@ class StoreGauges(Collector):
         self.loop: asyncio.AbstractEventLoop | None = None  # where the store is read
         self.runs: list[RunCount] = []
         self.queues: list[QueueGauge] = []
+        self.loads: list[QueueLoad] = []
         self.read_at: float | None = None  # monotonic; None: never, or the last read failed
         self.now = 0.0  # the engine's time of the last reading
         self._reading: asyncio.Lock | None = None
@@ -54,11 +56,12 @@ class StoreGauges(Collector):
             try:
                 runs = await self.store.run_counts()
                 queues = await self.store.queue_gauges(now)
+                loads = await self.store.queue_loads(now)
             except Exception as exc:
                 log.warning("metrics: reading the database failed: %s", exc)
                 self.read_at = None
                 return
-            self.runs, self.queues, self.now = runs, queues, now
+            self.runs, self.queues, self.loads, self.now = runs, queues, loads, now
             self.read_at = time.monotonic()
 
     def refresh_from_thread(self) -> None:
@@ -111,9 +114,43 @@ class StoreGauges(Collector):
                 key = [q.tenant, q.queue, q.kind]
                 depth.add_metric(key, q.depth)
                 age.add_metric(key, max(0.0, self.now - q.oldest_visible_at))
+        running = GaugeMetricFamily(
+            "waypost_queue_running",
+            "Tasks leased (running), by tenant, queue and kind (workflow, activity).",
+            labels=["tenant", "queue", "kind"],
+        )
+        named = {
+            "depth": GaugeMetricFamily(
+                "waypost_named_queue_depth",
+                "Activity attempts due and not claimed, by tenant and named queue.",
+                labels=["tenant", "queue"],
+            ),
+            "running": GaugeMetricFamily(
+                "waypost_named_queue_running",
+                "Activity attempts leased (running), by tenant and named queue.",
+                labels=["tenant", "queue"],
+            ),
+            "age": GaugeMetricFamily(
+                "waypost_named_queue_oldest_age_seconds",
+                "How long the oldest due, unclaimed attempt of the named queue has waited.",
+                labels=["tenant", "queue"],
+            ),
+        }
+        if with_samples and ok:
+            for load in self.loads:
+                if not load.named:
+                    running.add_metric([load.tenant, load.queue, load.kind], load.running)
+                    continue
+                named["depth"].add_metric([load.tenant, load.queue], load.depth)
+                named["running"].add_metric([load.tenant, load.queue], load.running)
+                if load.oldest_visible_at is not None:
+                    seconds = max(0.0, self.now - load.oldest_visible_at)
+                    named["age"].add_metric([load.tenant, load.queue], seconds)
         yield runs
         yield depth
         yield age
+        yield running
+        yield from named.values()
 
 
 def _running_in(loop: asyncio.AbstractEventLoop) -> bool:

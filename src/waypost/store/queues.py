@@ -5,9 +5,25 @@ includes them). A queue's limits are a row per (tenant, name); the claim enforce
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from waypost.model.queues import QueueInfo
+
+
+@dataclass(frozen=True)
+class QueueLoad:
+    """For metrics: a tenant's queue, of one kind of task, with `depth` tasks due and not
+    claimed (the oldest due at `oldest_visible_at`, None if none) and `running` leased.
+    `named` tells a named queue of activities from an activity's or workflow's own."""
+
+    tenant: str
+    queue: str
+    kind: str
+    named: bool
+    depth: int
+    running: int
+    oldest_visible_at: float | None
 
 
 class QueueStore(Protocol):
@@ -22,4 +38,9 @@ class QueueStore(Protocol):
         self, tenant: str, now: float, only: str | None = None
     ) -> list[QueueInfo]:
         """The tenant's queues (configured, or holding attempts), by name; or just `only`."""
+        ...
+
+    async def queue_loads(self, now: float) -> list[QueueLoad]:
+        """For metrics, across tenants: the tasks each queue holds running (leased), and
+        the named queues' depth, running count and oldest due task."""
         ...

@@ -179,3 +179,4 @@ class SqlStore:
     # -- gauges for metrics, across tenants -----------------------------------------
     run_counts = read(txn.run_counts)
     queue_gauges = read(txn.queue_gauges)
+    queue_loads = read(txn.queue_loads)

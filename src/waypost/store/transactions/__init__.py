@@ -53,7 +53,7 @@ from .approvals import (
 from .definitions import get_definition, list_definitions, publish_definition
 from .directory import add_group_members, list_groups, remove_group_members
 from .encryption import reencrypt_run, run_ids_after
-from .gauges import queue_gauges, run_counts
+from .gauges import queue_gauges, queue_loads, run_counts
 from .outbox import add_outbox, claim_outbox, finish_outbox
 from .queues import configure_queue, list_queues
 from .quotas import set_quotas, tenant_quotas, tenant_state
@@ -146,6 +146,7 @@ __all__ = [
     "publish_definition",
     "purge_runs",
     "queue_gauges",
+    "queue_loads",
     "record_refusal",
     "reencrypt_run",
     "release_owner",

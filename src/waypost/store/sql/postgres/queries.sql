@@ -844,6 +844,22 @@ SELECT tenant, queue, kind, count(*) AS depth, min(visible_at) AS oldest_visible
 WHERE state = 'ready' AND visible_at <= %(now)s
 GROUP BY tenant, queue, kind;
 
+-- name: queue_running
+-- Metrics: tasks leased (running), by tenant, queue and kind.
+SELECT tenant, queue, kind, count(*) AS running FROM tasks
+WHERE state = 'leased'
+GROUP BY tenant, queue, kind;
+
+-- name: named_queue_loads
+-- Metrics: each named queue's attempts due and unclaimed, leased, and the oldest due.
+SELECT tenant, named_queue AS queue,
+       sum(CASE WHEN state = 'ready' AND visible_at <= %(now)s THEN 1 ELSE 0 END) AS depth,
+       sum(CASE WHEN state = 'leased' THEN 1 ELSE 0 END) AS running,
+       min(CASE WHEN state = 'ready' AND visible_at <= %(now)s THEN visible_at END)
+           AS oldest_visible_at
+FROM tasks WHERE kind = 'activity' AND state IN ('ready', 'leased')
+GROUP BY tenant, named_queue;
+
 -- == console users and sessions ========================================================
 
 -- name: insert_user
