@@ -55,3 +55,20 @@ def test_queues_are_set_shown_and_listed_from_the_command_line(tmp_path: Path) -
     after = json.loads(ok(waypost(tmp_path, "queues", "show", "payments", "--json")).stdout)
     assert (after["concurrency"], after["rate"]) == (None, [100, 60.0])
     assert "--queues" in ok(waypost(tmp_path, "worker", "--help")).stdout
+
+
+def test_the_guides_queue_example_runs() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "examples/queues.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "at most 2 payments ran at once" in done.stdout
+    assert "[('payments', 2, (5, 1.0))]" in done.stdout
