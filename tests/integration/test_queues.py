@@ -346,3 +346,50 @@ def test_metrics_show_a_named_queues_depth_running_and_oldest_age(
         assert seen[leased] == 1  # the task queue of an activity is its name: qq_pay
         GATE.open.set()
         assert run.result(timeout=30) == [0, 1, 2]
+
+
+# == definitions ============================================================================
+@wp.activity(name="qq.gated")
+def qq_gated(ctx: wp.ActivityContext, n: int) -> int:
+    GATE.enter(n)
+    try:
+        GATE.open.wait(30)
+        return n
+    finally:
+        GATE.leave()
+
+
+QUEUED_DEFINITION = {
+    "name": "qq_defn",
+    "start": "pay",
+    "steps": {
+        "pay": {
+            "type": "activity",
+            "activity": "qq.gated",
+            "queue": "payments",
+            "input": {"n": "n"},
+            "output": "$.paid",
+            "next": "done",
+        },
+        "done": {"type": "succeed", "output": "paid"},
+    },
+}
+
+
+def test_a_definitions_step_names_its_queue_and_the_limit_holds(make_engine: Any) -> None:
+    _fresh_gate()
+    engine = make_engine(qq_gated)
+    engine.publish(QUEUED_DEFINITION)
+    engine.configure_queue("payments", concurrency=1)
+    with engine.running():
+        runs = [engine.start("qq_defn", {"n": n}) for n in range(3)]
+        eventually(lambda: GATE.running == 1, "one step running")
+        eventually(lambda: engine.queue("payments").depth == 2, "two steps waiting")
+        GATE.open.set()
+        assert sorted(r.result(timeout=30) for r in runs) == [0, 1, 2]
+    assert GATE.most == 1
+    bad = {**QUEUED_DEFINITION, "name": "qq_bad"}
+    bad["steps"] = {**bad["steps"], "pay": {**bad["steps"]["pay"], "queue": "no spaces"}}
+    with pytest.raises(wp.DefinitionError) as refused:
+        engine.publish(bad)
+    assert [p.path for p in refused.value.problems] == ["steps.pay.queue"]

@@ -391,6 +391,8 @@ class Interpreter:
         }
         if "timeout" in step:
             spec["timeout"] = float(step["timeout"])
+        if "queue" in step:
+            spec["queue"] = step["queue"]
         retry = _retry(step.get("retry"))
         if retry is not None:
             spec["retry"] = retry
