@@ -393,3 +393,20 @@ def test_a_definitions_step_names_its_queue_and_the_limit_holds(make_engine: Any
     with pytest.raises(wp.DefinitionError) as refused:
         engine.publish(bad)
     assert [p.path for p in refused.value.problems] == ["steps.pay.queue"]
+
+
+def test_each_tenants_limit_is_its_own_in_the_claims_of_two_engines(make_engine: Any) -> None:
+    _fresh_gate()
+    a = make_engine(qq_fan, qq_pay)
+    b = make_engine(qq_fan, qq_pay)
+    a.configure_queue("payments", concurrency=1, tenant="acme")
+    a.configure_queue("payments", concurrency=2, tenant="globex")
+    with a.running(), b.running():
+        runs = [a.start(qq_fan, 3, tenant="acme"), b.start(qq_fan, 3, tenant="globex")]
+        eventually(lambda: GATE.running == 3, "one of acme's and two of globex's running")
+        assert a.queue("payments", tenant="acme").running == 1
+        assert b.queue("payments", tenant="globex").running == 2
+        assert a.queue("payments", tenant="acme").depth == 2
+        GATE.open.set()
+        assert [r.result(timeout=30) for r in runs] == [[0, 1, 2], [0, 1, 2]]
+    assert GATE.most == 3

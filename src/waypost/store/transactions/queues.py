@@ -12,8 +12,9 @@ its work can be taken over.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,18 +22,25 @@ from waypost.model.queues import QueueInfo, refill
 
 from ..tx import Row, Tx
 
+_NO_LIMIT = 1 << 30  # more than any claim takes
 
-def limited_queues(tx: Tx, tenant: str) -> list[str]:
-    """The tenant's queues with a limit, in the order their rows are locked."""
-    return [r["name"] for r in tx.all("limited_queues", {"tenant": tenant})]
+
+def limited_queues(tx: Tx, tenants: Iterable[str]) -> list[tuple[str, str]]:
+    """The (tenant, name) of these tenants' queues with a limit, in the order their rows
+    are locked everywhere: by tenant, then name."""
+    wanted = sorted(set(tenants))
+    if not wanted:
+        return []
+    rows = tx.all("limited_queues", {"tenants": json.dumps(wanted)})
+    return sorted((r["tenant"], r["name"]) for r in rows)
 
 
 def queue_room(tx: Tx, tenant: str, name: str, now: float) -> int:
-    """How many attempts the queue's limits let start now (its row locked); -1: no limit."""
+    """How many attempts the queue's limits let start now (its row locked)."""
     row = tx.one("lock_queue", {"tenant": tenant, "name": name})
-    if row is None:
-        return -1
-    room = -1
+    if row is None:  # removed since it was listed: no limit this time
+        return _NO_LIMIT
+    room = _NO_LIMIT
     if row["concurrency"] is not None:
         most = int(row["concurrency"])
         leased = tx.one("count_leased_in_queue", {"tenant": tenant, "name": name, "limit": most})
@@ -41,7 +49,7 @@ def queue_room(tx: Tx, tenant: str, name: str, now: float) -> int:
     if rate is not None:
         tokens = refill(float(row["tokens"]), float(row["refilled_at"]), rate, now)
         whole = math.floor(tokens + 1e-9)
-        room = whole if room < 0 else min(room, whole)
+        room = min(room, whole)
     return room
 
 
@@ -97,7 +105,7 @@ def configure_queue(
 
 def list_queues(tx: Tx, tenant: str, now: float, only: str | None = None) -> list[QueueInfo]:
     """The tenant's queues, configured or holding tasks, by name (or just `only`)."""
-    usage = {r["name"]: r for r in tx.all("queue_usage", {"tenant": tenant})}
+    usage = {r["name"]: r for r in tx.all("queue_usage", {"tenant": tenant, "now": now})}
     rows = {r["name"]: r for r in tx.all("queue_rows", {"tenant": tenant})}
     names = sorted(set(usage) | set(rows))
     if only is not None:

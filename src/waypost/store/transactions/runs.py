@@ -257,7 +257,8 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
         named = activity_queue(na.spec)
         if leased:
             # An attempt of a limited queue waits for a claim, which counts under its lock.
-            limited = limited_queues(tx, c.tenant) if limited is None else limited
+            if limited is None:
+                limited = [name for _, name in limited_queues(tx, (c.tenant,))]
             if named in limited:
                 leased = False
                 queued.append(na.step)

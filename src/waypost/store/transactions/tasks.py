@@ -122,6 +122,12 @@ def _claim_fairly(
             most = quotas.effective(found[tenant]).max_concurrent_activities
             if most is not None:
                 room[tenant] = activity_room(tx, tenant, most, params["now"])
+    # Limited named queues' rows are locked after the admission rows, all in one order
+    # (tenant, name), so two claims never wait on each other in a cycle.
+    queue_rooms: dict[tuple[str, str], int] = {}
+    if kind == "activity":
+        for tenant, name in limited_queues(tx, tenants):
+            queue_rooms[(tenant, name)] = queue_room(tx, tenant, name, params["now"])
     claimed: list[ClaimedTask] = []
     for i, tenant in enumerate(tenants):
         left = limit - len(claimed)
@@ -132,7 +138,8 @@ def _claim_fairly(
         if share <= 0:
             continue
         if kind == "activity":
-            claimed.extend(_claim_activities_of_tenant(tx, params, tenant, share))
+            rooms = {n: r for (t, n), r in queue_rooms.items() if t == tenant}
+            claimed.extend(_claim_activities_of_tenant(tx, params, tenant, share, rooms))
             continue
         rows = tx.all(f"claim_{kind}_tasks_of_tenant", {**params, "tenant": tenant, "limit": share})
         claimed.extend(task_from_row(r, tx.keys) for r in rows)
@@ -140,24 +147,20 @@ def _claim_fairly(
 
 
 def _claim_activities_of_tenant(
-    tx: Tx, params: dict[str, Any], tenant: str, limit: int
+    tx: Tx, params: dict[str, Any], tenant: str, limit: int, rooms: dict[str, int]
 ) -> list[ClaimedTask]:
     """Up to `limit` of the tenant's ready activity attempts, within its queues' limits.
 
-    The queues with a limit go first, each under its locked row, taking what its limits
-    leave; then every other queue, by priority. (Priorities order the attempts within
-    each of these claims, not across a limited queue and the rest.)
+    `rooms`: what each of the tenant's limited queues lets start now (its row locked).
+    Those queues go first, each taking at most its room; then every other queue, by
+    priority. (Priorities order the attempts within each of these claims, not across a
+    limited queue and the rest.)
     """
-    limited = limited_queues(tx, tenant)
     query = "claim_activity_tasks_of_tenant"
     base = {**params, "tenant": tenant, "named_queue": None, "named_out": "[]"}
     claimed: list[ClaimedTask] = []
-    for name in limited:  # by name: rows are locked in one order everywhere
-        left = limit - len(claimed)
-        if left <= 0:
-            return claimed
-        room = queue_room(tx, tenant, name, params["now"])
-        take = left if room < 0 else min(left, room)
+    for name, room in sorted(rooms.items()):
+        take = min(limit - len(claimed), room)
         if take <= 0:
             continue
         rows = tx.all(query, {**base, "named_queue": name, "limit": take})
@@ -165,7 +168,7 @@ def _claim_activities_of_tenant(
         claimed.extend(task_from_row(r, tx.keys) for r in rows)
     left = limit - len(claimed)
     if left > 0:
-        rows = tx.all(query, {**base, "named_out": json.dumps(limited), "limit": left})
+        rows = tx.all(query, {**base, "named_out": json.dumps(sorted(rooms)), "limit": left})
         claimed.extend(task_from_row(r, tx.keys) for r in rows)
     return claimed
 

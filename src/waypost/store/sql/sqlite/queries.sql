@@ -962,10 +962,11 @@ SELECT status, count(*) AS runs FROM runs WHERE tenant = :tenant GROUP BY status
 -- == named queues ======================================================================
 
 -- name: limited_queues
--- A tenant's queues with a limit, by name (the order their rows are locked in everywhere).
-SELECT name FROM queues
-WHERE tenant = :tenant AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
-ORDER BY name;
+-- These tenants' queues with a limit, by tenant and name (the order their rows are locked in).
+SELECT tenant, name FROM queues
+WHERE tenant IN (SELECT value FROM json_each(:tenants))
+  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
+ORDER BY tenant, name;
 
 -- name: lock_queue
 -- A claim from a limited queue takes its row first, so the claims of every engine count
@@ -1010,6 +1011,6 @@ SELECT count(*) AS n FROM (
 SELECT named_queue AS name,
        sum(CASE WHEN state = 'ready' THEN 1 ELSE 0 END) AS depth,
        sum(CASE WHEN state = 'leased' THEN 1 ELSE 0 END) AS running,
-       min(CASE WHEN state = 'ready' THEN visible_at END) AS oldest_ready
+       min(CASE WHEN state = 'ready' AND visible_at <= :now THEN visible_at END) AS oldest_ready
 FROM tasks WHERE tenant = :tenant AND kind = 'activity'
 GROUP BY named_queue ORDER BY named_queue;
