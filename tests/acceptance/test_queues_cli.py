@@ -55,6 +55,13 @@ def test_queues_are_set_shown_and_listed_from_the_command_line(tmp_path: Path) -
     after = json.loads(ok(waypost(tmp_path, "queues", "show", "payments", "--json")).stdout)
     assert (after["concurrency"], after["rate"]) == (None, [100, 60.0])
     assert "--queues" in ok(waypost(tmp_path, "worker", "--help")).stdout
+    keyed = json.loads(
+        ok(
+            waypost(tmp_path, "queues", "set", "payments", "--key-concurrency", "2", "--json")
+        ).stdout
+    )
+    assert (keyed["key_concurrency"], keyed["rate"]) == (2, [100, 60.0])
+    assert "--concurrency-key" in ok(waypost(tmp_path, "start", "--help")).stdout
 
 
 def test_the_guides_queue_example_runs() -> None:

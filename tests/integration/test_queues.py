@@ -410,3 +410,124 @@ def test_each_tenants_limit_is_its_own_in_the_claims_of_two_engines(make_engine:
         GATE.open.set()
         assert [r.result(timeout=30) for r in runs] == [[0, 1, 2], [0, 1, 2]]
     assert GATE.most == 3
+
+
+# == concurrency keys =======================================================================
+class KeyGate:
+    """How many attempts of each key run at once (the most seen), and a gate."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: dict[str, int] = {}
+        self.most: dict[str, int] = {}
+        self.open = threading.Event()
+
+    def total(self) -> int:
+        with self.lock:
+            return sum(self.running.values())
+
+
+KEYS = KeyGate()
+
+
+@wp.activity(queue="per-customer")
+def qq_keyed(ctx: wp.ActivityContext, key: str) -> str:
+    with KEYS.lock:
+        KEYS.running[key] = KEYS.running.get(key, 0) + 1
+        KEYS.most[key] = max(KEYS.most.get(key, 0), KEYS.running[key])
+    try:
+        KEYS.open.wait(30)
+        return key
+    finally:
+        with KEYS.lock:
+            KEYS.running[key] -= 1
+
+
+@wp.workflow(name="qq_keyed_run")
+async def qq_keyed_run(ctx: wp.WorkflowContext, key: str) -> str:
+    return str(await ctx.run(qq_keyed, key))
+
+
+def test_a_concurrency_key_bounds_the_runs_of_one_key_across_two_engines(
+    make_engine: Any,
+) -> None:
+    KEYS.__init__()  # type: ignore[misc]
+    a = make_engine(qq_keyed_run, qq_keyed)
+    b = make_engine(qq_keyed_run, qq_keyed)
+    info = a.configure_queue("per-customer", key_concurrency=1)
+    assert (info.key_concurrency, info.concurrency) == (1, None)
+    with a.running(), b.running():
+        runs = [
+            *(a.start(qq_keyed_run, "cust-1", concurrency_key="cust-1") for _ in range(3)),
+            *(b.start(qq_keyed_run, "cust-2", concurrency_key="cust-2") for _ in range(2)),
+            *(a.start(qq_keyed_run, "none") for _ in range(2)),  # no key: not bounded by one
+        ]
+        eventually(lambda: KEYS.total() == 4, "one of each key and both without one")
+        eventually(lambda: a.queue("per-customer").depth == 3, "three waiting")
+        assert KEYS.running == {"cust-1": 1, "cust-2": 1, "none": 2}
+        # Raised to 2 per key, one more of cust-1 and one of cust-2 start.
+        a.configure_queue("per-customer", key_concurrency=2)
+        eventually(lambda: KEYS.total() == 6, "two of each key")
+        KEYS.open.set()
+        assert sorted(r.result(timeout=30) for r in runs) == sorted(
+            ["cust-1"] * 3 + ["cust-2"] * 2 + ["none"] * 2
+        )
+    assert KEYS.most == {"cust-1": 2, "cust-2": 2, "none": 2}
+
+
+def test_a_key_limit_and_a_queue_limit_hold_together(make_engine: Any) -> None:
+    KEYS.__init__()  # type: ignore[misc]
+    engine = make_engine(qq_keyed_run, qq_keyed)
+    engine.configure_queue("per-customer", key_concurrency=1, concurrency=2)
+    with engine.running():
+        runs = [
+            engine.start(qq_keyed_run, key, concurrency_key=key)
+            for key in ("k1", "k1", "k2", "k2", "k3")
+        ]
+        eventually(lambda: KEYS.total() == 2, "two running")
+        eventually(lambda: engine.queue("per-customer").depth == 3, "three waiting")
+        assert all(n <= 1 for n in KEYS.running.values())
+        KEYS.open.set()
+        assert [r.result(timeout=30) for r in runs] == ["k1", "k1", "k2", "k2", "k3"]
+    assert max(KEYS.most.values()) == 1
+
+
+def test_bad_concurrency_keys_and_key_limits_are_refused(make_engine: Any) -> None:
+    engine = make_engine(qq_keyed_run, qq_keyed)
+    for bad in ("", "k\n", "x" * 1000):
+        with pytest.raises(wp.InvalidRequest) as refused:
+            engine.start(qq_keyed_run, "k", concurrency_key=bad)
+        assert refused.value.field == "concurrency_key"
+    with pytest.raises(wp.InvalidRequest) as refused_limit:
+        engine.configure_queue("per-customer", key_concurrency=0)
+    assert refused_limit.value.field == "key_concurrency"
+    assert engine.list_runs() == [] and engine.queues() == []
+
+
+def test_a_concurrency_key_over_http(make_engine: Any, serve: Any) -> None:
+    KEYS.__init__()  # type: ignore[misc]
+    engine = make_engine(qq_keyed_run, qq_keyed)
+    base = serve(engine)
+    admin = Api(base, make_key(engine, "acme", "ada", "admin"))
+    put = admin.put("/v1/queues/per-customer", json={"key_concurrency": 1})
+    assert put.status_code == 200 and put.json()["key_concurrency"] == 1
+    assert admin.put("/v1/queues/per-customer", json={"key_concurrency": 0}).status_code == 422
+    with engine.running():
+        started = [
+            admin.post(
+                "/v1/runs",
+                json={"workflow": "qq_keyed_run", "input": "c", "concurrency_key": "c"},
+            )
+            for _ in range(2)
+        ]
+        assert [s.status_code for s in started] == [201, 201], started[0].text
+        eventually(lambda: KEYS.total() == 1, "one running")
+        eventually(lambda: engine.queue("per-customer", tenant="acme").depth == 1, "one waits")
+        bad = admin.post(
+            "/v1/runs", json={"workflow": "qq_keyed_run", "input": "c", "concurrency_key": ""}
+        )
+        assert bad.status_code == 422
+        KEYS.open.set()
+        for s in started:
+            assert engine.result(s.json()["run_id"], tenant="acme", timeout=30) == "c"
+    assert KEYS.most == {"c": 1}

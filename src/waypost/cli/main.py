@@ -197,6 +197,11 @@ def _load_apps(apps: tuple[str, ...]) -> list[Any]:
 )
 @click.option("--run-id", default=None, help="The run's id (starting it again is harmless).")
 @click.option("--started-by", default=None, help="Who starts it (may not approve it).")
+@click.option(
+    "--concurrency-key",
+    default=None,
+    help="A key (a customer's id): a queue's key concurrency bounds its runs' attempts.",
+)
 @db_option
 @tenant_option
 def start(
@@ -206,6 +211,7 @@ def start(
     version: str | None,
     run_id: str | None,
     started_by: str | None,
+    concurrency_key: str | None,
     db: str,
     tenant: str,
 ) -> None:
@@ -227,6 +233,7 @@ def start(
                 tenant=tenant,
                 version=version,
                 started_by=started_by,
+                concurrency_key=concurrency_key,
             )
         except InputError as exc:
             count = len(exc.problems)

@@ -104,12 +104,31 @@ def queues_show(name: str, tenant: str, as_json: bool, db: str) -> None:
     callback=_rate,
     help="At most N attempts started per period: N/PERIOD, e.g. 10/1s, 100/m ('none').",
 )
+@click.option(
+    "--key-concurrency",
+    callback=_concurrency,
+    help="At most N attempts at once of the runs with one concurrency key ('none').",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the queue as JSON afterwards.")
 @db_option
-def queues_set(name: str, tenant: str, concurrency: Any, rate: Any, as_json: bool, db: str) -> None:
+def queues_set(
+    name: str,
+    tenant: str,
+    concurrency: Any,
+    rate: Any,
+    key_concurrency: Any,
+    as_json: bool,
+    db: str,
+) -> None:
     """Set the limits of queue NAME; a limit not given stays as it is."""
     with open_engine(db) as engine:
-        found = engine.configure_queue(name, concurrency=concurrency, rate=rate, tenant=tenant)
+        found = engine.configure_queue(
+            name,
+            concurrency=concurrency,
+            rate=rate,
+            key_concurrency=key_concurrency,
+            tenant=tenant,
+        )
     if as_json:
         click.echo(dump(found.to_json()))
         return

@@ -17,7 +17,6 @@ import secrets
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -66,6 +65,7 @@ from waypost.store.base import Store
 from .door import Door, Handler
 from .encryption import EncryptionCalls
 from .fork import ForkCalls
+from .handles import AsyncRunHandle as AsyncRunHandle
 from .operator import OperatorCalls
 from .platform import PlatformCalls
 from .repairs import RepairCalls
@@ -88,30 +88,6 @@ def os_user() -> str:
         return getpass.getuser()
     except Exception:  # no user name in the environment or the password database
         return f"uid {os.getuid()}"
-
-
-@dataclass(frozen=True)
-class AsyncRunHandle:
-    """A started run, for `AsyncEngine`."""
-
-    engine: AsyncEngine
-    run_id: str
-    tenant: str = "default"
-
-    async def get(self) -> RunInfo:
-        return await self.engine.get(self.run_id, tenant=self.tenant)
-
-    async def result(self, timeout: float | None = None) -> Any:
-        return await self.engine.result(self.run_id, timeout=timeout, tenant=self.tenant)
-
-    async def signal(self, name: str, payload: Any = None) -> None:
-        await self.engine.signal(self.run_id, name, payload, tenant=self.tenant)
-
-    async def cancel(self, reason: str) -> None:
-        await self.engine.cancel(self.run_id, reason, tenant=self.tenant)
-
-    async def history(self) -> list[Event]:
-        return await self.engine.history(self.run_id, tenant=self.tenant)
 
 
 class AsyncEngine(
@@ -415,13 +391,16 @@ class AsyncEngine(
         version: str | int | None = None,
         started_by: str | None = None,
         priority: int = 0,
+        concurrency_key: str | None = None,
     ) -> AsyncRunHandle:
         """Start a run; with `run_id`, starting the same run again returns it.
 
         `started_by` names the principal who started it (recorded in the history;
         by default that principal may not approve the run's approvals). `priority`
         (-1000..1000): the run's tasks are claimed before the tenant's tasks of lower
-        priority. Over a start quota of the tenant: `QuotaExceeded` (nothing started).
+        priority. `concurrency_key` (a customer's id, say): a queue's `key_concurrency`
+        bounds the attempts running at once of the runs with one key. Over a start
+        quota of the tenant: `QuotaExceeded` (nothing started).
 
         A name that no registered workflow has starts a run of the tenant's
         published definition of that name: the newest version, or `version`.
@@ -434,6 +413,7 @@ class AsyncEngine(
             version=version,
             started_by=started_by,
             priority=priority,
+            concurrency_key=concurrency_key,
         )
         return AsyncRunHandle(self, await self._local(request, tenant), tenant)
 

@@ -123,6 +123,7 @@ class PlatformCalls:
         *,
         concurrency: int | str | None = ops.KEEP,
         rate: tuple[int, float] | str | None = ops.KEEP,
+        key_concurrency: int | str | None = ops.KEEP,
         tenant: str = "default",
     ) -> QueueInfo:
         """Set the limits of `tenant`'s queue `name` (the queue an `@activity(queue=...)`
@@ -131,9 +132,12 @@ class PlatformCalls:
         `concurrency`: at most this many of its attempts run at once, across every engine
         and host; `rate`: at most N attempts start per period seconds, `(N, period)`. None
         removes that limit; a limit not given stays as it is. Every engine's next claim
-        honours the change.
+        honours the change. `key_concurrency`: at most this many at once of the runs
+        started with one `concurrency_key` (a customer's id, say).
         """
-        request = ops.ConfigureQueue(queue=name, concurrency=concurrency, rate=rate)
+        request = ops.ConfigureQueue(
+            queue=name, concurrency=concurrency, rate=rate, key_concurrency=key_concurrency
+        )
         info: QueueInfo = await self._local(request, tenant)
         return info
 

@@ -166,12 +166,19 @@ class OperatorRequests:
         *,
         concurrency: int | str | None = ops.KEEP,
         rate: tuple[int, float] | str | None = ops.KEEP,
+        key_concurrency: int | str | None = ops.KEEP,
     ) -> QueueInfo:
         """Set the limits of the tenant's queue `name`: `concurrency` (attempts at once,
         across every engine), `rate` ((N, period): N starts per period seconds); None
         removes a limit, one not given stays. Operator."""
-        asked = _checked(ops.ConfigureQueue(queue=name, concurrency=concurrency, rate=rate))
+        asked = _checked(
+            ops.ConfigureQueue(
+                queue=name, concurrency=concurrency, rate=rate, key_concurrency=key_concurrency
+            )
+        )
         body: dict[str, Any] = {}
+        if asked.key_concurrency != ops.KEEP:
+            body["key_concurrency"] = asked.key_concurrency
         if asked.concurrency != ops.KEEP:
             body["concurrency"] = asked.concurrency
         if asked.rate != ops.KEEP:

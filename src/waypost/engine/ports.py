@@ -96,6 +96,7 @@ class Machinery(Protocol):
         queue: str,
         signal: StartSignal | None = None,
         priority: int = 0,
+        concurrency_key: str | None = None,
         history: Sequence[NewEvent] = (),
         processed_seq: int = 0,
     ) -> Started:

@@ -81,6 +81,7 @@ class Starts:
         queue: str,
         signal: StartSignal | None = None,
         priority: int = 0,
+        concurrency_key: str | None = None,
         history: Sequence[NewEvent] = (),
         processed_seq: int = 0,
     ) -> Started:
@@ -111,6 +112,7 @@ class Starts:
                 queue=queue,
                 signal=signal,
                 priority=priority,
+                concurrency_key=concurrency_key,
                 history=history,
                 processed_seq=processed_seq,
             )
@@ -127,6 +129,7 @@ class Starts:
         queue: str,
         signal: StartSignal | None,
         priority: int,
+        concurrency_key: str | None,
         history: Sequence[NewEvent],
         processed_seq: int,
     ) -> Started:
@@ -146,6 +149,7 @@ class Starts:
             queue=queue,
             signals=tuple(history) if signal is None else (signal.event,),
             priority=priority,
+            concurrency_key=concurrency_key,
             quotas=settings.quotas,
             processed_seq=processed_seq,
         )

@@ -173,6 +173,9 @@ class Definitions:
             queue=DEFINITIONS_QUEUE,
             signal=signal,
             priority=req.priority,
+            concurrency_key=req.concurrency_key
+            if isinstance(req, ops.Start | ops.StartRun)
+            else None,
         )
 
     async def bounded(self, tenant: str, what: str, value: Any) -> None:

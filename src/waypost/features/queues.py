@@ -31,7 +31,9 @@ class Queues:
 
     async def configure(self, req: ops.ConfigureQueue, principal: Principal) -> QueueInfo:
         changes = {
-            k: getattr(req, k) for k in ("concurrency", "rate") if getattr(req, k) != ops.KEEP
+            k: getattr(req, k)
+            for k in ("concurrency", "rate", "key_concurrency")
+            if getattr(req, k) != ops.KEEP
         }
         now = self.machinery.settings.clock()
         info = await self.machinery.store.configure_queue(

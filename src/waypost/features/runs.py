@@ -108,6 +108,7 @@ class Runs:
             queue=defn.queue,
             signal=signal,
             priority=req.priority,
+            concurrency_key=concurrency_key(req),
         )
 
     async def signal_with_start(self, req: ops.SignalWithStart, principal: Principal) -> Started:
@@ -167,6 +168,7 @@ class Runs:
             queue=workflow_queue(name, version),
             signal=signal,
             priority=req.priority,
+            concurrency_key=concurrency_key(req),
         )
 
     async def _served_versions(self, name: str) -> set[str]:
@@ -594,3 +596,8 @@ class _ActivityLimits:
             "once (max_concurrent_activities): it starts when one of them ends"
         )
         return [{"kind": "quota", "quota": "max_concurrent_activities", "detail": detail}]
+
+
+def concurrency_key(req: ops.Start | ops.StartRun | ops.SignalWithStart) -> str | None:
+    """The run's concurrency key: a start may give one (a queue's per-key limit)."""
+    return req.concurrency_key if isinstance(req, ops.Start | ops.StartRun) else None

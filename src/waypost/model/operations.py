@@ -100,6 +100,7 @@ class Start(Request[str]):
     version: str | int | None = checked(Check.VERSION, default=None)
     started_by: str | None = checked(Check.ON_BEHALF, what="started_by", default=None)
     priority: int = 0
+    concurrency_key: str | None = checked(Check.OPTIONAL_ID, what="concurrency_key", default=None)
 
     def checked(self, principal: Principal) -> Request[str]:
         if isinstance(self.workflow, str):
@@ -550,6 +551,7 @@ class StartRun(Request[Started]):
     version: str | int | None = checked(Check.VERSION, default=None)
     started_by: str | None = checked(Check.ON_BEHALF, what="started_by", default=None)
     priority: int = 0
+    concurrency_key: str | None = checked(Check.OPTIONAL_ID, what="concurrency_key", default=None)
 
     def checked(self, principal: Principal) -> Request[Started]:
         if isinstance(self.workflow, str):

@@ -20,7 +20,9 @@ class ConfigureQueue(Request[QueueInfo]):
     """Set the limits of one of the tenant's named queues (`QueueInfo`).
 
     `concurrency`: at most this many attempts of the queue leased at once, across
-    every engine; `rate`: at most N attempts started per period seconds, as (N, period).
+    every engine; `rate`: at most N attempts started per period seconds, as (N, period);
+    `key_concurrency`: at most this many at once of the runs started with one
+    `concurrency_key`.
     None removes that limit; `KEEP` (the default) leaves it as it is.
     """
 
@@ -29,6 +31,7 @@ class ConfigureQueue(Request[QueueInfo]):
     queue: str = ""
     concurrency: Any = KEEP
     rate: Any = KEEP
+    key_concurrency: Any = KEEP
 
     def checked(self, principal: Principal) -> Request[QueueInfo]:
         done = super().checked(principal)
@@ -38,8 +41,13 @@ class ConfigureQueue(Request[QueueInfo]):
             changes["concurrency"] = check_concurrency(self.concurrency)
         if not (isinstance(self.rate, str) and self.rate == KEEP):
             changes["rate"] = check_rate(self.rate)
+        per_key = self.key_concurrency
+        if not (isinstance(per_key, str) and per_key == KEEP):
+            changes["key_concurrency"] = check_concurrency(per_key, "key_concurrency")
         if not changes:
-            raise InvalidRequest("give a limit to set: concurrency or rate", field="queue")
+            raise InvalidRequest(
+                "give a limit to set: concurrency, rate or key_concurrency", field="queue"
+            )
         return dataclasses.replace(done, **changes)  # type: ignore[type-var]
 
 

@@ -37,15 +37,15 @@ def check_queue_name(name: Any, field: str = "queue") -> str:
     return name
 
 
-def check_concurrency(value: Any) -> int | None:
+def check_concurrency(value: Any, field: str = "concurrency") -> int | None:
     """At most this many attempts of the queue at once: None (no limit) or 1..1,000,000."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
         raise InvalidRequest(
-            f"concurrency must be a whole number from 1 to {MAX_CONCURRENCY} (or none for no "
+            f"{field} must be a whole number from 1 to {MAX_CONCURRENCY} (or none for no "
             f"limit), not {preview(value)}",
-            field="concurrency",
+            field=field,
         )
     return value
 
@@ -105,6 +105,9 @@ class QueueInfo:
     """Attempts leased now (a crashed engine's count until its lease lapses)."""
     oldest_age: float | None
     """Seconds the longest-waiting claimable attempt has waited (None: none waits)."""
+    key_concurrency: int | None = None
+    """At most this many attempts at once of the runs with one `concurrency_key` (None: no
+    limit per key)."""
     configured: bool = False
     updated_at: datetime | None = None
     updated_by: str | None = None
@@ -114,6 +117,7 @@ class QueueInfo:
             "name": self.name,
             "concurrency": self.concurrency,
             "rate": list(self.rate) if self.rate is not None else None,
+            "key_concurrency": self.key_concurrency,
             "depth": self.depth,
             "running": self.running,
             "oldest_age": self.oldest_age,

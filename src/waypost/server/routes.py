@@ -100,6 +100,11 @@ class StartBody(_Body):
     priority: int = Field(
         default=0, description="-1000..1000: claimed before the tenant's lower priorities."
     )
+    concurrency_key: str | None = Field(
+        default=None,
+        description="A key (a customer's id): a queue's key_concurrency bounds the attempts "
+        "running at once of the runs with one key.",
+    )
 
 
 class SignalBody(_Body):
@@ -233,6 +238,7 @@ async def start(
             run_id=body.run_id,
             version=body.version,
             priority=body.priority,
+            concurrency_key=body.concurrency_key,
         ),
         principal,
     )

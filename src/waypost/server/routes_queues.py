@@ -27,6 +27,10 @@ class QueueBody(BaseModel):
         default=ops.KEEP,
         description="At most N attempts started per period seconds, as [N, period]; null: none.",
     )
+    key_concurrency: Any = Field(
+        default=ops.KEEP,
+        description="At most this many attempts at once of the runs with one concurrency key.",
+    )
 
 
 @router.get("/v1/queues", tags=["queues"], summary="The tenant's named queues and their load.")
@@ -50,6 +54,11 @@ async def get_queue(request: Request, name: str, principal: Caller) -> dict[str,
 async def configure_queue(
     request: Request, name: str, body: QueueBody, principal: Caller
 ) -> dict[str, Any]:
-    request_ = ops.ConfigureQueue(queue=name, concurrency=body.concurrency, rate=body.rate)
+    request_ = ops.ConfigureQueue(
+        queue=name,
+        concurrency=body.concurrency,
+        rate=body.rate,
+        key_concurrency=body.key_concurrency,
+    )
     out: dict[str, Any] = (await door(request, request_, principal)).to_json()
     return out

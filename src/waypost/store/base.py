@@ -83,6 +83,7 @@ class NewRun:
     queue: str | None = None  # the workflow task's queue; "<workflow>@<version>" by default
     signals: Sequence[NewEvent] = ()  # appended after RunStarted (signal-with-start)
     priority: int = 0  # given to the run's tasks: claimed before the tenant's lower ones
+    concurrency_key: str | None = None  # given to its activity tasks (a queue's per-key limit)
     # The engine's default quotas: with the tenant's overrides, they admit the run or
     # refuse it (`QuotaExceeded`, nothing written). None admits without looking.
     quotas: Quotas | None = None

@@ -35,11 +35,12 @@ def limited_queues(tx: Tx, tenants: Iterable[str]) -> list[tuple[str, str]]:
     return sorted((r["tenant"], r["name"]) for r in rows)
 
 
-def queue_room(tx: Tx, tenant: str, name: str, now: float) -> int:
-    """How many attempts the queue's limits let start now (its row locked)."""
+def queue_room(tx: Tx, tenant: str, name: str, now: float) -> tuple[int, int | None]:
+    """How many attempts the queue's limits let start now (its row locked), and at most
+    how many at once per concurrency key (None: no such limit)."""
     row = tx.one("lock_queue", {"tenant": tenant, "name": name})
     if row is None:  # removed since it was listed: no limit this time
-        return _NO_LIMIT
+        return _NO_LIMIT, None
     room = _NO_LIMIT
     if row["concurrency"] is not None:
         most = int(row["concurrency"])
@@ -50,7 +51,8 @@ def queue_room(tx: Tx, tenant: str, name: str, now: float) -> int:
         tokens = refill(float(row["tokens"]), float(row["refilled_at"]), rate, now)
         whole = math.floor(tokens + 1e-9)
         room = min(room, whole)
-    return room
+    per_key = row["key_concurrency"]
+    return room, (int(per_key) if per_key is not None else None)
 
 
 def took_from_queue(tx: Tx, tenant: str, name: str, taken: int, now: float) -> None:
@@ -78,11 +80,14 @@ def configure_queue(
     full bucket. The queue as it is now."""
     row = tx.one("lock_queue", {"tenant": tenant, "name": name})
     concurrency = row["concurrency"] if row is not None else None
+    per_key = row["key_concurrency"] if row is not None else None
     rate = _rate(row) if row is not None else None
     tokens = float(row["tokens"]) if row is not None else 0.0
     refilled_at = float(row["refilled_at"]) if row is not None else now
     if "concurrency" in changes:
         concurrency = changes["concurrency"]
+    if "key_concurrency" in changes:
+        per_key = changes["key_concurrency"]
     if "rate" in changes and changes["rate"] != rate:
         rate = changes["rate"]
         tokens, refilled_at = (float(rate[0]) if rate is not None else 0.0), now
@@ -92,6 +97,7 @@ def configure_queue(
             "tenant": tenant,
             "name": name,
             "concurrency": concurrency,
+            "key_concurrency": per_key,
             "rate_count": rate[0] if rate is not None else None,
             "rate_period": rate[1] if rate is not None else None,
             "tokens": tokens,
@@ -134,6 +140,9 @@ def _info(name: str, row: Row | None, usage: Row | None, now: float) -> QueueInf
         if row is not None and row["concurrency"] is not None
         else None,
         rate=_rate(row) if row is not None else None,
+        key_concurrency=int(row["key_concurrency"])
+        if row is not None and row["key_concurrency"] is not None
+        else None,
         depth=int(usage["depth"] or 0) if usage is not None else 0,
         running=int(usage["running"] or 0) if usage is not None else 0,
         oldest_age=max(0.0, now - float(oldest)) if oldest is not None else None,

@@ -66,6 +66,7 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
             "last_hash": events[-1].hash,
             "now": new.ts,
             "priority": new.priority,
+            "concurrency_key": new.concurrency_key,
             "processed_seq": new.processed_seq,
         },
     )

@@ -124,7 +124,7 @@ def _claim_fairly(
                 room[tenant] = activity_room(tx, tenant, most, params["now"])
     # Limited named queues' rows are locked after the admission rows, all in one order
     # (tenant, name), so two claims never wait on each other in a cycle.
-    queue_rooms: dict[tuple[str, str], int] = {}
+    queue_rooms: dict[tuple[str, str], tuple[int, int | None]] = {}
     if kind == "activity":
         for tenant, name in limited_queues(tx, tenants):
             queue_rooms[(tenant, name)] = queue_room(tx, tenant, name, params["now"])
@@ -147,11 +147,16 @@ def _claim_fairly(
 
 
 def _claim_activities_of_tenant(
-    tx: Tx, params: dict[str, Any], tenant: str, limit: int, rooms: dict[str, int]
+    tx: Tx,
+    params: dict[str, Any],
+    tenant: str,
+    limit: int,
+    rooms: dict[str, tuple[int, int | None]],
 ) -> list[ClaimedTask]:
     """Up to `limit` of the tenant's ready activity attempts, within its queues' limits.
 
-    `rooms`: what each of the tenant's limited queues lets start now (its row locked).
+    `rooms`: what each of the tenant's limited queues lets start now (its row locked),
+    and at most how many per concurrency key.
     Those queues go first, each taking at most its room; then every other queue, by
     priority. (Priorities order the attempts within each of these claims, not across a
     limited queue and the rest.)
@@ -159,11 +164,15 @@ def _claim_activities_of_tenant(
     query = "claim_activity_tasks_of_tenant"
     base = {**params, "tenant": tenant, "named_queue": None, "named_out": "[]"}
     claimed: list[ClaimedTask] = []
-    for name, room in sorted(rooms.items()):
+    for name, (room, per_key) in sorted(rooms.items()):
         take = min(limit - len(claimed), room)
         if take <= 0:
             continue
-        rows = tx.all(query, {**base, "named_queue": name, "limit": take})
+        if per_key is not None:
+            keyed = {**base, "named_queue": name, "limit": take, "per_key": per_key}
+            rows = tx.all("claim_activity_tasks_by_key", keyed)
+        else:
+            rows = tx.all(query, {**base, "named_queue": name, "limit": take})
         took_from_queue(tx, tenant, name, len(rows), params["now"])
         claimed.extend(task_from_row(r, tx.keys) for r in rows)
     left = limit - len(claimed)

@@ -5,6 +5,10 @@
 -- token bucket kept in the row, so every engine draws from the same one).
 
 ALTER TABLE tasks ADD COLUMN named_queue text NOT NULL DEFAULT 'default';
+-- A run's concurrency key (at most a queue's `key_concurrency` of its attempts at once
+-- per key), copied to its activity tasks as the priority is.
+ALTER TABLE runs ADD COLUMN concurrency_key text;
+ALTER TABLE tasks ADD COLUMN concurrency_key text;
 
 CREATE INDEX tasks_by_named_queue ON tasks (tenant, named_queue, state) WHERE kind = 'activity';
 
@@ -12,6 +16,7 @@ CREATE TABLE queues (
     tenant      text             NOT NULL,
     name        text             NOT NULL,
     concurrency integer,
+    key_concurrency integer,
     rate_count  integer,
     rate_period double precision,
     tokens      double precision NOT NULL,

@@ -5,6 +5,10 @@
 -- so every engine draws from the same one).
 
 ALTER TABLE tasks ADD COLUMN named_queue TEXT NOT NULL DEFAULT 'default';
+-- A run's concurrency key (at most a queue's `key_concurrency` of its attempts at once
+-- per key), copied to its activity tasks as the priority is.
+ALTER TABLE runs ADD COLUMN concurrency_key TEXT;
+ALTER TABLE tasks ADD COLUMN concurrency_key TEXT;
 
 CREATE INDEX tasks_by_named_queue ON tasks (tenant, named_queue, state) WHERE kind = 'activity';
 
@@ -12,6 +16,7 @@ CREATE TABLE queues (
     tenant      TEXT    NOT NULL,
     name        TEXT    NOT NULL,
     concurrency INTEGER,
+    key_concurrency INTEGER,
     rate_count  INTEGER,
     rate_period REAL,
     tokens      REAL    NOT NULL,

@@ -60,9 +60,11 @@ LIMIT %(limit)s;
 
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
-                  last_seq, last_hash, processed_seq, created_at, updated_at, priority)
+                  last_seq, last_hash, processed_seq, created_at, updated_at, priority,
+                  concurrency_key)
 VALUES (%(tenant)s, %(run_id)s, %(workflow)s, %(version)s, 'running', %(input)s, '[]',
-        %(last_seq)s, %(last_hash)s, %(processed_seq)s, %(now)s, %(now)s, %(priority)s)
+        %(last_seq)s, %(last_hash)s, %(processed_seq)s, %(now)s, %(now)s, %(priority)s,
+        %(concurrency_key)s)
 ON CONFLICT (tenant, run_id) DO NOTHING;
 
 -- name: run_head
@@ -123,12 +125,13 @@ DELETE FROM tasks WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = '
 -- name: insert_activity_task
 INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence, attempt,
                    started_at, deadline, heartbeat_deadline, timeout, heartbeat_timeout, spec,
-                   created_at, priority, named_queue)
+                   created_at, priority, named_queue, concurrency_key)
 VALUES (%(tenant)s, %(run_id)s, 'activity', %(step)s, %(queue)s, %(state)s, %(visible_at)s, %(owner)s, %(fence)s,
         %(attempt)s, %(started_at)s, %(deadline)s, %(heartbeat_deadline)s, %(timeout)s, %(heartbeat_timeout)s,
         %(spec)s, %(now)s,
         (SELECT priority FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s),
-        %(named_queue)s);
+        %(named_queue)s,
+        (SELECT concurrency_key FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s));
 
 -- name: finish_activity_task
 DELETE FROM tasks
@@ -258,6 +261,41 @@ WHERE (tenant, run_id, kind, step) IN (
     ORDER BY priority DESC, visible_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
+RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
+          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
+          lapses;
+
+-- name: claim_activity_tasks_by_key
+-- From one limited queue whose attempts are bounded per concurrency key: the n-th ready
+-- attempt of a key is taken only if n more than the key's leased ones stays within
+-- :per_key. (The queue's row, locked first, orders these claims; a window function
+-- allows no row locks here, so the outer update checks the state again.)
+UPDATE tasks SET state = 'leased', owner = %(owner)s, fence = fence + 1, attempt = attempt + 1,
+                 started_at = %(now)s,
+                 deadline = %(now)s + timeout,
+                 heartbeat_deadline = %(now)s + heartbeat_timeout,
+                 visible_at = LEAST(%(lease_until)s, %(now)s + timeout,
+                                  coalesce(%(now)s + heartbeat_timeout, %(lease_until)s))
+WHERE (tenant, run_id, kind, step) IN (
+    SELECT tenant, run_id, kind, step FROM (
+        SELECT t.tenant, t.run_id, t.kind, t.step, t.priority, t.visible_at, t.concurrency_key,
+               row_number() OVER (PARTITION BY t.concurrency_key
+                                  ORDER BY t.priority DESC, t.visible_at) AS nth
+        FROM tasks t
+        WHERE t.kind = 'activity' AND t.tenant = %(tenant)s AND t.state = 'ready'
+          AND t.visible_at <= %(now)s AND t.named_queue = %(named_queue)s
+          AND t.queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
+          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.tenant = t.tenant
+                            AND r.run_id = t.run_id
+                            AND r.status IN ('paused', 'suspended'))) ranked
+    WHERE concurrency_key IS NULL
+       OR nth + (SELECT count(*) FROM tasks h
+                 WHERE h.tenant = %(tenant)s AND h.kind = 'activity'
+                   AND h.named_queue = %(named_queue)s AND h.state = 'leased'
+                   AND h.concurrency_key = ranked.concurrency_key) <= %(per_key)s
+    ORDER BY priority DESC, visible_at
+    LIMIT %(limit)s)
+  AND state = 'ready'
 RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
           heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
           lapses;
@@ -977,23 +1015,23 @@ SELECT status, count(*) AS runs FROM runs WHERE tenant = %(tenant)s GROUP BY sta
 -- These tenants' queues with a limit, by tenant and name (the order their rows are locked in).
 SELECT tenant, name FROM queues
 WHERE tenant IN (SELECT jsonb_array_elements_text(%(tenants)s::jsonb))
-  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
+  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL OR key_concurrency IS NOT NULL)
 ORDER BY tenant, name;
 
 -- name: lock_queue
 -- A claim from a limited queue takes its row first, so the claims of every engine count
 -- each other's leases and draw from one bucket.
-SELECT tenant, name, concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
+SELECT tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
        updated_by
 FROM queues WHERE tenant = %(tenant)s AND name = %(name)s FOR UPDATE;
 
 -- name: queue_row
-SELECT tenant, name, concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
+SELECT tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
        updated_by
 FROM queues WHERE tenant = %(tenant)s AND name = %(name)s;
 
 -- name: queue_rows
-SELECT tenant, name, concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
+SELECT tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
        updated_by
 FROM queues WHERE tenant = %(tenant)s ORDER BY name;
 
@@ -1002,12 +1040,13 @@ UPDATE queues SET tokens = %(tokens)s, refilled_at = %(refilled_at)s
 WHERE tenant = %(tenant)s AND name = %(name)s;
 
 -- name: upsert_queue
-INSERT INTO queues (tenant, name, concurrency, rate_count, rate_period, tokens, refilled_at,
+INSERT INTO queues (tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at,
                     updated_at, updated_by)
-VALUES (%(tenant)s, %(name)s, %(concurrency)s, %(rate_count)s, %(rate_period)s, %(tokens)s, %(refilled_at)s,
+VALUES (%(tenant)s, %(name)s, %(concurrency)s, %(key_concurrency)s, %(rate_count)s, %(rate_period)s, %(tokens)s, %(refilled_at)s,
         %(now)s, %(by)s)
 ON CONFLICT (tenant, name) DO UPDATE SET
-    concurrency = excluded.concurrency, rate_count = excluded.rate_count,
+    concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency,
+    rate_count = excluded.rate_count,
     rate_period = excluded.rate_period, tokens = excluded.tokens,
     refilled_at = excluded.refilled_at, updated_at = excluded.updated_at,
     updated_by = excluded.updated_by;

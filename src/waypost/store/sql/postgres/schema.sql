@@ -19,6 +19,7 @@ CREATE TABLE runs (
     updated_at    double precision NOT NULL,
     finished_at   double precision,
     priority      integer          NOT NULL DEFAULT 0,
+    concurrency_key text,
     PRIMARY KEY (tenant, run_id)
 );
 
@@ -65,6 +66,7 @@ CREATE TABLE tasks (
     priority           integer          NOT NULL DEFAULT 0,
     lapses             integer          NOT NULL DEFAULT 0,
     named_queue        text             NOT NULL DEFAULT 'default',
+    concurrency_key    text,
     PRIMARY KEY (tenant, run_id, kind, step)
 );
 
@@ -343,6 +345,7 @@ CREATE TABLE queues (
     tenant      text             NOT NULL,
     name        text             NOT NULL,
     concurrency integer,
+    key_concurrency integer,
     rate_count  integer,
     rate_period double precision,
     tokens      double precision NOT NULL,

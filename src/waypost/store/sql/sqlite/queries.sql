@@ -58,9 +58,11 @@ LIMIT :limit;
 
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
-                  last_seq, last_hash, processed_seq, created_at, updated_at, priority)
+                  last_seq, last_hash, processed_seq, created_at, updated_at, priority,
+                  concurrency_key)
 VALUES (:tenant, :run_id, :workflow, :version, 'running', :input, '[]',
-        :last_seq, :last_hash, :processed_seq, :now, :now, :priority)
+        :last_seq, :last_hash, :processed_seq, :now, :now, :priority,
+        :concurrency_key)
 ON CONFLICT (tenant, run_id) DO NOTHING;
 
 -- name: run_head
@@ -119,12 +121,13 @@ DELETE FROM tasks WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workfl
 -- name: insert_activity_task
 INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence, attempt,
                    started_at, deadline, heartbeat_deadline, timeout, heartbeat_timeout, spec,
-                   created_at, priority, named_queue)
+                   created_at, priority, named_queue, concurrency_key)
 VALUES (:tenant, :run_id, 'activity', :step, :queue, :state, :visible_at, :owner, :fence,
         :attempt, :started_at, :deadline, :heartbeat_deadline, :timeout, :heartbeat_timeout,
         :spec, :now,
         (SELECT priority FROM runs WHERE tenant = :tenant AND run_id = :run_id),
-        :named_queue);
+        :named_queue,
+        (SELECT concurrency_key FROM runs WHERE tenant = :tenant AND run_id = :run_id));
 
 -- name: finish_activity_task
 DELETE FROM tasks
@@ -250,6 +253,41 @@ WHERE (tenant, run_id, kind, step) IN (
                         AND r.status IN ('paused', 'suspended'))
     ORDER BY priority DESC, visible_at
     LIMIT :limit)
+RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
+          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
+          lapses;
+
+-- name: claim_activity_tasks_by_key
+-- From one limited queue whose attempts are bounded per concurrency key: the n-th ready
+-- attempt of a key is taken only if n more than the key's leased ones stays within
+-- :per_key. (The queue's row, locked first, orders these claims; a window function
+-- allows no row locks here, so the outer update checks the state again.)
+UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, attempt = attempt + 1,
+                 started_at = :now,
+                 deadline = :now + timeout,
+                 heartbeat_deadline = :now + heartbeat_timeout,
+                 visible_at = min(:lease_until, :now + timeout,
+                                  coalesce(:now + heartbeat_timeout, :lease_until))
+WHERE (tenant, run_id, kind, step) IN (
+    SELECT tenant, run_id, kind, step FROM (
+        SELECT t.tenant, t.run_id, t.kind, t.step, t.priority, t.visible_at, t.concurrency_key,
+               row_number() OVER (PARTITION BY t.concurrency_key
+                                  ORDER BY t.priority DESC, t.visible_at) AS nth
+        FROM tasks t
+        WHERE t.kind = 'activity' AND t.tenant = :tenant AND t.state = 'ready'
+          AND t.visible_at <= :now AND t.named_queue = :named_queue
+          AND t.queue IN (SELECT value FROM json_each(:queues))
+          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.tenant = t.tenant
+                            AND r.run_id = t.run_id
+                            AND r.status IN ('paused', 'suspended'))) ranked
+    WHERE concurrency_key IS NULL
+       OR nth + (SELECT count(*) FROM tasks h
+                 WHERE h.tenant = :tenant AND h.kind = 'activity'
+                   AND h.named_queue = :named_queue AND h.state = 'leased'
+                   AND h.concurrency_key = ranked.concurrency_key) <= :per_key
+    ORDER BY priority DESC, visible_at
+    LIMIT :limit)
+  AND state = 'ready'
 RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
           heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
           lapses;
@@ -965,23 +1003,23 @@ SELECT status, count(*) AS runs FROM runs WHERE tenant = :tenant GROUP BY status
 -- These tenants' queues with a limit, by tenant and name (the order their rows are locked in).
 SELECT tenant, name FROM queues
 WHERE tenant IN (SELECT value FROM json_each(:tenants))
-  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL)
+  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL OR key_concurrency IS NOT NULL)
 ORDER BY tenant, name;
 
 -- name: lock_queue
 -- A claim from a limited queue takes its row first, so the claims of every engine count
 -- each other's leases and draw from one bucket.
-SELECT tenant, name, concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
+SELECT tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
        updated_by
 FROM queues WHERE tenant = :tenant AND name = :name;
 
 -- name: queue_row
-SELECT tenant, name, concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
+SELECT tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
        updated_by
 FROM queues WHERE tenant = :tenant AND name = :name;
 
 -- name: queue_rows
-SELECT tenant, name, concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
+SELECT tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
        updated_by
 FROM queues WHERE tenant = :tenant ORDER BY name;
 
@@ -990,12 +1028,13 @@ UPDATE queues SET tokens = :tokens, refilled_at = :refilled_at
 WHERE tenant = :tenant AND name = :name;
 
 -- name: upsert_queue
-INSERT INTO queues (tenant, name, concurrency, rate_count, rate_period, tokens, refilled_at,
+INSERT INTO queues (tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at,
                     updated_at, updated_by)
-VALUES (:tenant, :name, :concurrency, :rate_count, :rate_period, :tokens, :refilled_at,
+VALUES (:tenant, :name, :concurrency, :key_concurrency, :rate_count, :rate_period, :tokens, :refilled_at,
         :now, :by)
 ON CONFLICT (tenant, name) DO UPDATE SET
-    concurrency = excluded.concurrency, rate_count = excluded.rate_count,
+    concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency,
+    rate_count = excluded.rate_count,
     rate_period = excluded.rate_period, tokens = excluded.tokens,
     refilled_at = excluded.refilled_at, updated_at = excluded.updated_at,
     updated_by = excluded.updated_by;

@@ -18,6 +18,7 @@ CREATE TABLE runs (
     updated_at    REAL    NOT NULL,
     finished_at   REAL,
     priority      INTEGER NOT NULL DEFAULT 0,
+    concurrency_key TEXT,
     PRIMARY KEY (tenant, run_id)
 ) WITHOUT ROWID;
 
@@ -64,6 +65,7 @@ CREATE TABLE tasks (
     priority          INTEGER NOT NULL DEFAULT 0,
     lapses            INTEGER NOT NULL DEFAULT 0,
     named_queue       TEXT    NOT NULL DEFAULT 'default',
+    concurrency_key   TEXT,
     PRIMARY KEY (tenant, run_id, kind, step)
 ) WITHOUT ROWID;
 
@@ -342,6 +344,7 @@ CREATE TABLE queues (
     tenant      TEXT    NOT NULL,
     name        TEXT    NOT NULL,
     concurrency INTEGER,
+    key_concurrency INTEGER,
     rate_count  INTEGER,
     rate_period REAL,
     tokens      REAL    NOT NULL,
