@@ -531,3 +531,63 @@ def test_a_concurrency_key_over_http(make_engine: Any, serve: Any) -> None:
         for s in started:
             assert engine.result(s.json()["run_id"], tenant="acme", timeout=30) == "c"
     assert KEYS.most == {"c": 1}
+
+
+# == deduplication ids ======================================================================
+@wp.workflow(name="qq_waits")
+async def qq_waits(ctx: wp.WorkflowContext, n: int) -> int:
+    await ctx.wait_signal("go")
+    return n
+
+
+def test_a_dedup_id_finds_the_unfinished_run_and_a_finished_one_lets_a_new_start(
+    make_engine: Any,
+) -> None:
+    engine = make_engine(qq_waits)
+    with engine.running():
+        first = engine.start(qq_waits, 1, dedup_id="order-7")
+        again = engine.start(qq_waits, 2, dedup_id="order-7")  # another input: still the first
+        assert again.run_id == first.run_id
+        other = engine.start(qq_waits, 4, dedup_id="order-8")
+        assert other.run_id != first.run_id
+        elsewhere = engine.start(qq_waits, 5, dedup_id="order-7", tenant="acme")
+        assert elsewhere.run_id != first.run_id  # a tenant's ids are its own
+        first.signal("go")
+        assert first.result(timeout=20) == 1
+        later = engine.start(qq_waits, 6, dedup_id="order-7")  # the first has finished
+        assert later.run_id != first.run_id
+        for run in (other, later):
+            run.signal("go")
+        assert later.result(timeout=20) == 6
+    assert len(engine.list_runs()) == 3
+
+
+def test_concurrent_starts_with_one_dedup_id_make_one_run(make_engine: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    engines = [make_engine(qq_waits), make_engine(qq_waits)]
+    with ThreadPoolExecutor(8) as pool:
+        ids = list(
+            pool.map(lambda i: engines[i % 2].start(qq_waits, i, dedup_id="once").run_id, range(16))
+        )
+    assert len(set(ids)) == 1
+    assert len(engines[0].list_runs()) == 1
+
+
+def test_bad_dedup_ids_are_refused_and_over_http_a_dedup_id_answers_the_first(
+    make_engine: Any, serve: Any
+) -> None:
+    engine = make_engine(qq_waits)
+    for bad in ("", "a\x00b", "x" * 1000):
+        with pytest.raises(wp.InvalidRequest) as refused:
+            engine.start(qq_waits, 1, dedup_id=bad)
+        assert refused.value.field == "dedup_id"
+    assert engine.list_runs() == []
+    base = serve(engine)
+    starter = Api(base, make_key(engine, "acme", "sam", "starter"))
+    body = {"workflow": "qq_waits", "input": 1, "dedup_id": "d-1"}
+    made = starter.post("/v1/runs", json=body)
+    found = starter.post("/v1/runs", json={**body, "input": 2})
+    assert (made.status_code, found.status_code) == (201, 200), found.text
+    assert found.json()["run_id"] == made.json()["run_id"]
+    assert starter.post("/v1/runs", json={**body, "dedup_id": ""}).status_code == 422

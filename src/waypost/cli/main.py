@@ -202,6 +202,11 @@ def _load_apps(apps: tuple[str, ...]) -> list[Any]:
     default=None,
     help="A key (a customer's id): a queue's key concurrency bounds its runs' attempts.",
 )
+@click.option(
+    "--dedup-id",
+    default=None,
+    help="While a run started with this id has not finished, print that run's id instead.",
+)
 @db_option
 @tenant_option
 def start(
@@ -212,6 +217,7 @@ def start(
     run_id: str | None,
     started_by: str | None,
     concurrency_key: str | None,
+    dedup_id: str | None,
     db: str,
     tenant: str,
 ) -> None:
@@ -234,6 +240,7 @@ def start(
                 version=version,
                 started_by=started_by,
                 concurrency_key=concurrency_key,
+                dedup_id=dedup_id,
             )
         except InputError as exc:
             count = len(exc.problems)

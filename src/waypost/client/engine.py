@@ -392,6 +392,7 @@ class AsyncEngine(
         started_by: str | None = None,
         priority: int = 0,
         concurrency_key: str | None = None,
+        dedup_id: str | None = None,
     ) -> AsyncRunHandle:
         """Start a run; with `run_id`, starting the same run again returns it.
 
@@ -399,8 +400,9 @@ class AsyncEngine(
         by default that principal may not approve the run's approvals). `priority`
         (-1000..1000): the run's tasks are claimed before the tenant's tasks of lower
         priority. `concurrency_key` (a customer's id, say): a queue's `key_concurrency`
-        bounds the attempts running at once of the runs with one key. Over a start
-        quota of the tenant: `QuotaExceeded` (nothing started).
+        bounds the attempts running at once of the runs with one key. `dedup_id`:
+        while a run started with it has not finished, a start with it returns that run.
+        Over a start quota of the tenant: `QuotaExceeded` (nothing started).
 
         A name that no registered workflow has starts a run of the tenant's
         published definition of that name: the newest version, or `version`.
@@ -414,6 +416,7 @@ class AsyncEngine(
             started_by=started_by,
             priority=priority,
             concurrency_key=concurrency_key,
+            dedup_id=dedup_id,
         )
         return AsyncRunHandle(self, await self._local(request, tenant), tenant)
 

@@ -97,6 +97,7 @@ class Machinery(Protocol):
         signal: StartSignal | None = None,
         priority: int = 0,
         concurrency_key: str | None = None,
+        dedup_id: str | None = None,
         history: Sequence[NewEvent] = (),
         processed_seq: int = 0,
     ) -> Started:

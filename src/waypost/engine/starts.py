@@ -82,6 +82,7 @@ class Starts:
         signal: StartSignal | None = None,
         priority: int = 0,
         concurrency_key: str | None = None,
+        dedup_id: str | None = None,
         history: Sequence[NewEvent] = (),
         processed_seq: int = 0,
     ) -> Started:
@@ -113,6 +114,7 @@ class Starts:
                 signal=signal,
                 priority=priority,
                 concurrency_key=concurrency_key,
+                dedup_id=dedup_id,
                 history=history,
                 processed_seq=processed_seq,
             )
@@ -130,6 +132,7 @@ class Starts:
         signal: StartSignal | None,
         priority: int,
         concurrency_key: str | None,
+        dedup_id: str | None,
         history: Sequence[NewEvent],
         processed_seq: int,
     ) -> Started:
@@ -150,6 +153,7 @@ class Starts:
             signals=tuple(history) if signal is None else (signal.event,),
             priority=priority,
             concurrency_key=concurrency_key,
+            dedup_id=dedup_id,
             quotas=settings.quotas,
             processed_seq=processed_seq,
         )
@@ -157,6 +161,8 @@ class Starts:
             return await self._signal_with_start(new, signal)
         result = await self._create(new)
         run = result.run
+        if result.deduplicated:
+            return Started(run.run_id, created=False)  # the unfinished run with its dedup id
         if not result.created:
             if run.workflow != workflow or run.input_json != canonical_json(payload):
                 raise RunIdConflict(

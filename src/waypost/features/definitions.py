@@ -176,6 +176,7 @@ class Definitions:
             concurrency_key=req.concurrency_key
             if isinstance(req, ops.Start | ops.StartRun)
             else None,
+            dedup_id=req.dedup_id if isinstance(req, ops.Start | ops.StartRun) else None,
         )
 
     async def bounded(self, tenant: str, what: str, value: Any) -> None:

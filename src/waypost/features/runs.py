@@ -109,6 +109,7 @@ class Runs:
             signal=signal,
             priority=req.priority,
             concurrency_key=concurrency_key(req),
+            dedup_id=dedup_id(req),
         )
 
     async def signal_with_start(self, req: ops.SignalWithStart, principal: Principal) -> Started:
@@ -169,6 +170,7 @@ class Runs:
             signal=signal,
             priority=req.priority,
             concurrency_key=concurrency_key(req),
+            dedup_id=dedup_id(req),
         )
 
     async def _served_versions(self, name: str) -> set[str]:
@@ -601,3 +603,8 @@ class _ActivityLimits:
 def concurrency_key(req: ops.Start | ops.StartRun | ops.SignalWithStart) -> str | None:
     """The run's concurrency key: a start may give one (a queue's per-key limit)."""
     return req.concurrency_key if isinstance(req, ops.Start | ops.StartRun) else None
+
+
+def dedup_id(req: ops.Start | ops.StartRun | ops.SignalWithStart) -> str | None:
+    """The start's deduplication id: while a run with it is unfinished, a start finds it."""
+    return req.dedup_id if isinstance(req, ops.Start | ops.StartRun) else None

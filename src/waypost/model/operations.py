@@ -101,6 +101,7 @@ class Start(Request[str]):
     started_by: str | None = checked(Check.ON_BEHALF, what="started_by", default=None)
     priority: int = 0
     concurrency_key: str | None = checked(Check.OPTIONAL_ID, what="concurrency_key", default=None)
+    dedup_id: str | None = checked(Check.OPTIONAL_ID, what="dedup_id", default=None)
 
     def checked(self, principal: Principal) -> Request[str]:
         if isinstance(self.workflow, str):
@@ -552,6 +553,7 @@ class StartRun(Request[Started]):
     started_by: str | None = checked(Check.ON_BEHALF, what="started_by", default=None)
     priority: int = 0
     concurrency_key: str | None = checked(Check.OPTIONAL_ID, what="concurrency_key", default=None)
+    dedup_id: str | None = checked(Check.OPTIONAL_ID, what="dedup_id", default=None)
 
     def checked(self, principal: Principal) -> Request[Started]:
         if isinstance(self.workflow, str):

@@ -105,6 +105,11 @@ class StartBody(_Body):
         description="A key (a customer's id): a queue's key_concurrency bounds the attempts "
         "running at once of the runs with one key.",
     )
+    dedup_id: str | None = Field(
+        default=None,
+        description="While a run started with this id has not finished, a start with it "
+        "answers that run (200).",
+    )
 
 
 class SignalBody(_Body):
@@ -239,6 +244,7 @@ async def start(
             version=body.version,
             priority=body.priority,
             concurrency_key=body.concurrency_key,
+            dedup_id=body.dedup_id,
         ),
         principal,
     )

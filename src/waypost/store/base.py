@@ -84,6 +84,7 @@ class NewRun:
     signals: Sequence[NewEvent] = ()  # appended after RunStarted (signal-with-start)
     priority: int = 0  # given to the run's tasks: claimed before the tenant's lower ones
     concurrency_key: str | None = None  # given to its activity tasks (a queue's per-key limit)
+    dedup_id: str | None = None  # while a run with it is unfinished, a start finds that run
     # The engine's default quotas: with the tenant's overrides, they admit the run or
     # refuse it (`QuotaExceeded`, nothing written). None admits without looking.
     quotas: Quotas | None = None
@@ -96,6 +97,7 @@ class CreateRunResult:
     created: bool
     run: RunRecord
     workflow_fence: int | None = None
+    deduplicated: bool = False  # `run` is the unfinished run with the start's dedup id
 
 
 class WorkflowTaskOp(StrEnum):

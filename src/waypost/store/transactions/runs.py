@@ -48,11 +48,25 @@ def get_run(tx: Tx, tenant: str, run_id: str) -> RunRecord | None:
     return run_from_row(row, tx.keys) if row is not None else None
 
 
+def _deduplicated(tx: Tx, new: NewRun) -> CreateRunResult | None:
+    """The tenant's unfinished run with the start's dedup id, if there is one."""
+    if new.dedup_id is None:
+        return None
+    row = tx.one("run_by_dedup_id", {"tenant": new.tenant, "dedup_id": new.dedup_id})
+    first = get_run(tx, new.tenant, row["run_id"]) if row is not None else None
+    if first is None:
+        return None
+    return CreateRunResult(created=False, run=first, deduplicated=True)
+
+
 def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
     key = {"tenant": new.tenant, "run_id": new.run_id}
     existing = get_run(tx, new.tenant, new.run_id)
     if existing is not None:
         return CreateRunResult(created=False, run=existing)
+    first = _deduplicated(tx, new)
+    if first is not None:
+        return first
     events = tx.chain.seal(0, "", [new.started, *new.signals])
     input_json = canonical_json(new.input)
     inserted = tx.run(
@@ -67,6 +81,7 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
             "now": new.ts,
             "priority": new.priority,
             "concurrency_key": new.concurrency_key,
+            "dedup_id": new.dedup_id,
             "processed_seq": new.processed_seq,
         },
     )
@@ -76,6 +91,9 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
         existing = get_run(tx, new.tenant, new.run_id)
         if existing is not None:
             return CreateRunResult(created=False, run=existing)
+        first = _deduplicated(tx, new)  # a concurrent start with the same dedup id
+        if first is not None:
+            return first
     if new.quotas is not None:
         # After the insert: finding the same run again is free, and the count includes it.
         admit_run(tx, new.tenant, new.quotas, new.ts)

@@ -61,11 +61,16 @@ LIMIT %(limit)s;
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
                   last_seq, last_hash, processed_seq, created_at, updated_at, priority,
-                  concurrency_key)
+                  concurrency_key, dedup_id)
 VALUES (%(tenant)s, %(run_id)s, %(workflow)s, %(version)s, 'running', %(input)s, '[]',
         %(last_seq)s, %(last_hash)s, %(processed_seq)s, %(now)s, %(now)s, %(priority)s,
-        %(concurrency_key)s)
-ON CONFLICT (tenant, run_id) DO NOTHING;
+        %(concurrency_key)s, %(dedup_id)s)
+-- A run of that id, or a run not yet finished with that deduplication id, is there.
+ON CONFLICT DO NOTHING;
+
+-- name: run_by_dedup_id
+SELECT run_id FROM runs
+WHERE tenant = %(tenant)s AND dedup_id = %(dedup_id)s AND status IN ('running', 'waiting', 'paused', 'suspended');
 
 -- name: run_head
 SELECT last_seq, last_hash, status, processed_seq FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s

@@ -20,8 +20,14 @@ CREATE TABLE runs (
     finished_at   double precision,
     priority      integer          NOT NULL DEFAULT 0,
     concurrency_key text,
+    dedup_id      text,
     PRIMARY KEY (tenant, run_id)
 );
+
+-- A start with a deduplication id finds the run not yet finished that has it: at most
+-- one such run per (tenant, id), so of concurrent starts one creates it.
+CREATE UNIQUE INDEX runs_by_dedup_id ON runs (tenant, dedup_id)
+    WHERE dedup_id IS NOT NULL AND status IN ('running', 'waiting', 'paused', 'suspended');
 
 -- Pages of runs, newest first: a keyset on (created_at, run_id) within the tenant,
 -- alone or with one filter.

@@ -59,11 +59,16 @@ LIMIT :limit;
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
                   last_seq, last_hash, processed_seq, created_at, updated_at, priority,
-                  concurrency_key)
+                  concurrency_key, dedup_id)
 VALUES (:tenant, :run_id, :workflow, :version, 'running', :input, '[]',
         :last_seq, :last_hash, :processed_seq, :now, :now, :priority,
-        :concurrency_key)
-ON CONFLICT (tenant, run_id) DO NOTHING;
+        :concurrency_key, :dedup_id)
+-- A run of that id, or a run not yet finished with that deduplication id, is there.
+ON CONFLICT DO NOTHING;
+
+-- name: run_by_dedup_id
+SELECT run_id FROM runs
+WHERE tenant = :tenant AND dedup_id = :dedup_id AND status IN ('running', 'waiting', 'paused', 'suspended');
 
 -- name: run_head
 SELECT last_seq, last_hash, status, processed_seq FROM runs WHERE tenant = :tenant AND run_id = :run_id;
