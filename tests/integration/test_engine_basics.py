@@ -383,7 +383,7 @@ def test_a_database_of_schema_version_1_is_upgraded_and_keeps_its_runs(
     newer = ["approvals", "approval_credentials", "approval_votes", "group_members", "outbox"]
     newer += ["definitions", "approval_refusals", "tenants", "api_keys", "tenant_admission"]
     newer += ["correlations", "webhook_sources", "webhook_deliveries", "purged_runs"]
-    newer += ["users", "console_sessions"]
+    newer += ["users", "console_sessions", "queues"]
     _downgrade_to_version_1(db_url, newer)
     again = make_engine(older_flow)
     assert again.get(run.run_id).status == "completed"  # the old run is still there
@@ -395,7 +395,8 @@ def test_a_database_of_schema_version_1_is_upgraded_and_keeps_its_runs(
 
 # Version 6 replaced the runs' status index and added the page indexes; version 8 added
 # priorities and the indexes that claims and quotas read; version 9 the index of finished
-# runs that retention reads; version 10 the tasks' count of lapsed leases.
+# runs that retention reads; version 10 the tasks' count of lapsed leases; version 13 named
+# queues, concurrency keys and deduplication ids.
 _RUN_INDEXES_OF_VERSION_1 = [
     "DROP INDEX runs_by_created",
     "DROP INDEX runs_by_workflow",
@@ -408,6 +409,12 @@ _RUN_INDEXES_OF_VERSION_1 = [
     "ALTER TABLE runs DROP COLUMN priority",
     "ALTER TABLE tasks DROP COLUMN priority",
     "ALTER TABLE tasks DROP COLUMN lapses",
+    "DROP INDEX tasks_by_named_queue",
+    "DROP INDEX runs_by_dedup_id",
+    "ALTER TABLE tasks DROP COLUMN named_queue",
+    "ALTER TABLE tasks DROP COLUMN concurrency_key",
+    "ALTER TABLE runs DROP COLUMN concurrency_key",
+    "ALTER TABLE runs DROP COLUMN dedup_id",
 ]
 
 
