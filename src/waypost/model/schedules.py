@@ -247,12 +247,17 @@ class ScheduleInfo:
     created_by: str
 
     def to_dict(self) -> dict[str, Any]:
+        """Its fields, and each time also in UTC ISO 8601 (`next_fire`, `created`, ...)."""
         out = dict(self.__dict__)
         for key in ("next_fire_at", "last_fire_at", "buffered_fire_at", "created_at"):
-            out[key.replace("_at", "") + "_iso" if key != "created_at" else "created"] = (
-                iso(out[key]) if out[key] is not None else None
-            )
+            value = out[key]
+            out[key.removesuffix("_at")] = iso(value) if value is not None else None
         return out
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> ScheduleInfo:
+        names = ScheduleInfo.__dataclass_fields__
+        return ScheduleInfo(**{k: v for k, v in data.items() if k in names})
 
 
 @dataclass(frozen=True)
