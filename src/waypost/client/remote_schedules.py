@@ -22,7 +22,7 @@ class ScheduleRequests:
 
     async def schedule(
         self,
-        workflow: str,
+        workflow: Any,
         *,
         id: str,
         cron: str | None = None,
@@ -34,10 +34,12 @@ class ScheduleRequests:
         catchup: str = "last",
         catchup_window: timedelta | float = timedelta(days=1),
     ) -> ScheduleInfo:
-        """Make a schedule (see `AsyncEngine.schedule`)."""
+        """Make a schedule (see `AsyncEngine.schedule`); `workflow` is a name, or a
+        `@workflow` function whose name is sent."""
+        name = getattr(getattr(workflow, "__waypost_workflow__", None), "name", workflow)
         body = {
             "id": id,
-            "workflow": workflow,
+            "workflow": name,
             "cron": cron,
             "tz": tz,
             "every": every.total_seconds() if isinstance(every, timedelta) else every,

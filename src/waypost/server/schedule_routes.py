@@ -9,13 +9,28 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from waypost.model import schedules as sch
 
-from .routes import _ERRORS, Caller, _Body, door
+from .routes import Caller, ErrorBody, door
 
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": what}
+    for status, what in {
+        401: "No valid API key.",
+        403: "The key's roles do not allow it.",
+        404: "Not found in the key's tenant.",
+        409: "Conflicts with the current state.",
+        422: "The request is not valid.",
+        503: "The database does not answer.",
+    }.items()
+}
 router = APIRouter(responses=_ERRORS, tags=["schedules"])
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
 
 class ScheduleBody(_Body):
