@@ -14,6 +14,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from waypost.engine.faults import Crash, NoFaults
 from waypost.errors import InvalidRequest, ScheduleExists, ScheduleNotFound, UnknownWorkflow
 from waypost.model.schedules import fire_run_id
 from waypost.testing import TestClock
@@ -291,3 +292,35 @@ def test_unknown_workflow_is_refused(make_engine: Any) -> None:
     with pytest.raises(UnknownWorkflow, match="nowhere"):
         engine.schedule("nowhere", id="x", every=60)
     assert engine.schedules() == []
+
+
+class CrashAfterStart(NoFaults):
+    """Dies as a process would once a fire's runs are started, before the row advances."""
+
+    def hit(self, point: str) -> None:
+        if point == "schedules:started":
+            raise Crash("killed between the start and the advance")
+
+
+def test_an_engine_dying_between_start_and_advance_loses_nothing_and_doubles_nothing(
+    make_engine: Any, serving: contextlib.ExitStack
+) -> None:
+    clock = TestClock(start=at("2026-06-01T09:59:00"))
+    doomed = make_engine(noop, clock=clock, faults=CrashAfterStart())
+    sid = f"crash-{uuid.uuid4().hex[:6]}"
+    doomed.schedule(noop, id=sid, every=timedelta(hours=1), input="c")
+    set_clock(clock, at("2026-06-01T10:00:01"))
+    serving.enter_context(doomed.running())
+    run_id = fire_run_id(sid, at("2026-06-01T10:00:00"))
+    eventually(lambda: sched_runs(doomed, sid) == [run_id], "the doomed engine's start")
+    # its loop died before the advance: the fire is still due
+    assert doomed.describe_schedule(sid).next_fire_at == at("2026-06-01T10:00:00")
+    survivor = make_engine(noop, clock=clock)
+    serving.enter_context(survivor.running())
+    eventually(
+        lambda: survivor.describe_schedule(sid).next_fire_at == at("2026-06-01T11:00:00"),
+        "the survivor's advance",
+    )
+    assert sched_runs(survivor, sid) == [run_id]  # found again, not started twice
+    assert survivor.describe_schedule(sid).last_run_id == run_id
+    assert survivor.result(run_id, timeout=10) == "c"

@@ -25,6 +25,7 @@ import contextlib
 import json
 from typing import Any
 
+from waypost.engine.faults import Crash
 from waypost.engine.ports import Machinery
 from waypost.errors import (
     QuotaExceeded,
@@ -257,7 +258,7 @@ class Schedules:
         for rec in await m.store.due_schedules(now, _BATCH):
             try:
                 advanced += await self._handle(rec, now)
-            except StoreError:
+            except (StoreError, Crash):
                 raise
             except Exception:  # one broken schedule must not stop the others
                 log.exception("schedule %s of %s could not fire", rec.schedule_id, rec.tenant)
@@ -283,6 +284,7 @@ class Schedules:
             rec.buffered_fire_at,
         ) and upcoming == rec.next_fire_at:
             return 0
+        self.machinery.settings.faults.hit("schedules:started")
         moved = await self.machinery.store.advance_schedule(
             ScheduleAdvance(
                 tenant=rec.tenant,
