@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type
+from tests.helpers import db_query, eventually, of_type
 from waypost.engine.faults import Crash, NoFaults
 from waypost.errors import InvalidRequest, ScheduleExists, ScheduleNotFound, UnknownWorkflow
 from waypost.model.schedules import fire_run_id
@@ -324,3 +324,16 @@ def test_an_engine_dying_between_start_and_advance_loses_nothing_and_doubles_not
     assert sched_runs(survivor, sid) == [run_id]  # found again, not started twice
     assert survivor.describe_schedule(sid).last_run_id == run_id
     assert survivor.result(run_id, timeout=10) == "c"
+
+
+def test_a_schedules_input_is_encrypted_at_rest(make_engine: Any, db_url: str) -> None:
+    keys = wp.Keys({"k1": b"k" * 32})
+    engine = make_engine(noop, encryption=keys)
+    engine.schedule(noop, id="secret", every=60, input="the-plaintext-secret")
+    rows = db_query(db_url, "SELECT input FROM schedules")
+    assert len(rows) == 1 and "the-plaintext-secret" not in str(rows[0][0])
+    assert engine.describe_schedule("secret").input == "the-plaintext-secret"
+    with engine.running():
+        done = engine.backfill_schedule("secret", 0, 0)
+        run_id = done.fires[0][1]
+        assert run_id is not None and engine.result(run_id, timeout=10) == "the-plaintext-secret"

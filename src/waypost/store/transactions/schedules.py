@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from waypost.model.encryption import Keys, Place, open_text
+
 from ..schedules import ScheduleAdvance, ScheduleRecord
 from ..tx import Row, Tx
+from .records import sealed
+
+
+def schedule_place(tenant: str, schedule_id: str) -> Place:
+    """Where a schedule's input lives (the associated data of its ciphertext)."""
+    return (tenant, schedule_id, "schedule", "input")
 
 
 def create_schedule(tx: Tx, schedule: ScheduleRecord) -> bool:
@@ -11,17 +19,20 @@ def create_schedule(tx: Tx, schedule: ScheduleRecord) -> bool:
         return False
     params = dict(schedule.__dict__)
     params["paused"] = int(schedule.paused)
+    params["input"] = sealed(
+        tx.keys, schedule.input, schedule_place(schedule.tenant, schedule.schedule_id)
+    )
     tx.run("insert_schedule", params)
     return True
 
 
 def get_schedule(tx: Tx, tenant: str, schedule_id: str) -> ScheduleRecord | None:
     row = tx.one("get_schedule", {"tenant": tenant, "schedule_id": schedule_id})
-    return schedule_from_row(row) if row is not None else None
+    return schedule_from_row(row, tx.keys) if row is not None else None
 
 
 def list_schedules(tx: Tx, tenant: str) -> list[ScheduleRecord]:
-    return [schedule_from_row(row) for row in tx.all("list_schedules", {"tenant": tenant})]
+    return [schedule_from_row(row, tx.keys) for row in tx.all("list_schedules", {"tenant": tenant})]
 
 
 def delete_schedule(tx: Tx, tenant: str, schedule_id: str) -> bool:
@@ -39,7 +50,7 @@ def set_schedule_paused(
 
 def due_schedules(tx: Tx, now: float, limit: int) -> list[ScheduleRecord]:
     rows = tx.all("due_schedules", {"now": now, "limit": limit})
-    return [schedule_from_row(row) for row in rows]
+    return [schedule_from_row(row, tx.keys) for row in rows]
 
 
 def advance_schedule(tx: Tx, advance: ScheduleAdvance) -> bool:
@@ -49,7 +60,8 @@ def advance_schedule(tx: Tx, advance: ScheduleAdvance) -> bool:
     return tx.run("advance_schedule", params) == 1
 
 
-def schedule_from_row(row: Row) -> ScheduleRecord:
+def schedule_from_row(row: Row, keys: Keys | None) -> ScheduleRecord:
+    place = schedule_place(row["tenant"], row["schedule_id"])
     return ScheduleRecord(
         tenant=row["tenant"],
         schedule_id=row["schedule_id"],
@@ -58,7 +70,7 @@ def schedule_from_row(row: Row) -> ScheduleRecord:
         cron=row["cron"],
         tz=row["tz"],
         every=row["every"],
-        input=row["input"],
+        input=open_text(keys, row["input"], place),
         overlap=row["overlap"],
         catchup=row["catchup"],
         catchup_window=row["catchup_window"],
