@@ -100,24 +100,52 @@ def test_three_engines_fire_each_tick_once_through_a_dst_change(
     assert info.next_fire_at == times[0]
     for engine in engines:
         serving.enter_context(engine.running())
-    if True:
-        # walk the clock through every half hour, the repeated one included
-        step = times[0]
-        while step <= times[-1]:
-            set_clock(clock, step + 1)
-            expected = [fire_run_id(sid, t) for t in times if t <= step]
-            eventually(
-                lambda e=expected, s=step: (
-                    (engines[0].describe_schedule(sid).next_fire_at or 0) > s
-                    and sched_runs(engines[0], sid) == sorted(e)
-                ),
-                f"the fires up to {step}",
-            )
-            step += 1800
-        runs = sched_runs(engines[0], sid)
-        assert runs == sorted(fire_run_id(sid, t) for t in times)  # one run per fire, no extra
-        for run_id in runs:
-            assert engines[1].result(run_id, timeout=10) == "tick"
+    # walk the clock through every half hour, the repeated one included
+    step = times[0]
+    while step <= times[-1]:
+        set_clock(clock, step + 1)
+        expected = [fire_run_id(sid, t) for t in times if t <= step]
+        eventually(
+            lambda e=expected, s=step: (
+                (engines[0].describe_schedule(sid).next_fire_at or 0) > s
+                and sched_runs(engines[0], sid) == sorted(e)
+            ),
+            f"the fires up to {step}",
+        )
+        step += 1800
+    runs = sched_runs(engines[0], sid)
+    assert runs == sorted(fire_run_id(sid, t) for t in times)  # one run per fire, no extra
+    for run_id in runs:
+        assert engines[1].result(run_id, timeout=10) == "tick"
+
+
+@pytest.mark.parametrize("fires", [SPRING, AUTUMN], ids=["spring", "autumn"])
+def test_three_engines_catching_up_across_a_dst_change_at_once(
+    make_engine: Any, serving: contextlib.ExitStack, fires: tuple[str, ...]
+) -> None:
+    """The clock jumps over the whole change: the three engines race on every fire."""
+    times = [at(f) for f in fires]
+    clock = TestClock(start=times[0] - 60)
+    engines = [make_engine(noop, clock=clock) for _ in range(3)]
+    sid = f"dst-all-{uuid.uuid4().hex[:6]}"
+    engines[0].schedule(
+        noop,
+        id=sid,
+        cron="*/30 * * * *",
+        tz="Europe/Madrid",
+        input="tick",
+        overlap="allow_all",
+        catchup="all",
+    )
+    for engine in engines:
+        serving.enter_context(engine.running())
+    set_clock(clock, times[-1] + 1)
+    expected = sorted(fire_run_id(sid, t) for t in times)
+    eventually(lambda: sched_runs(engines[1], sid) == expected, "every fire, once")
+    eventually(
+        lambda: (engines[2].describe_schedule(sid).next_fire_at or 0) > times[-1], "the advance"
+    )
+    assert sched_runs(engines[0], sid) == expected
 
 
 # -- overlap policies -------------------------------------------------------------------

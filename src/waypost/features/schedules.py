@@ -98,12 +98,12 @@ def fires_to_run(rec: ScheduleRecord, now: float) -> tuple[list[float], float | 
         return ([latest] if latest is not None else []), after_now
     start = max(due_from, now - rec.catchup_window)
     found: list[float] = []
-    at = timing.next_after(start - 1e-6)
-    while at is not None and at <= now:
+    for at in timing.fires_after(start - 1e-6):
+        if at > now:
+            break
         if len(found) == sch.MAX_FIRES:  # the rest at the next tick
             return found, at
         found.append(at)
-        at = timing.next_after(at)
     return found, after_now
 
 
@@ -112,11 +112,11 @@ def _latest_fire(timing: Timing, since: float, now: float) -> float | None:
     span = 3600.0
     while True:
         start = max(since, now - span)
-        at = timing.next_after(start - 1e-6)
         latest = None
-        while at is not None and at <= now:
+        for at in timing.fires_after(start - 1e-6):
+            if at > now:
+                break
             latest = at
-            at = timing.next_after(at)
         if latest is not None or start <= since:
             return latest
         span *= 2

@@ -22,6 +22,7 @@ only finds it again.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -137,37 +138,48 @@ class Timing:
 
     def next_after(self, after: float) -> float | None:
         """The first fire time strictly after the instant `after` (None: there is none)."""
+        return next(self.fires_after(after), None)
+
+    def fires_after(self, after: float) -> Iterator[float]:
+        """The fire times strictly after the instant `after`, in order (for a cron
+        expression, up to `_SEARCH_YEARS` ahead)."""
         if self.every is not None:
-            return (math.floor(after / self.every) + 1) * self.every
+            at = (math.floor(after / self.every) + 1) * self.every
+            while True:
+                yield at
+                at += self.every
         assert self.cron is not None
         zone = ZoneInfo(self.tz)
-        # Start an hour early in wall time (a repeated hour), keep the first later instant.
-        start = datetime.fromtimestamp(after, zone).replace(tzinfo=None) - timedelta(hours=3)
-        it = croniter(self.cron, start)
+        # Wall times are matched from the wall time of `after` on; an instant at or before
+        # `after` (the repeated hour's wall times, read as their first occurrence, or the
+        # skipped ones, read as the gap's end) is passed over, so instants only increase.
+        it = croniter(self.cron, datetime.fromtimestamp(after, zone).replace(tzinfo=None))
         limit = after + _SEARCH_YEARS * 366 * 86400
+        last = after
         while True:
             try:
                 wall: datetime = it.get_next(datetime)
             except (ValueError, OverflowError, KeyError):  # croniter's "no such date"
-                return None
+                return
             instant = wall_to_instant(wall, zone)
-            if instant > after:
-                return instant
             if instant > limit or wall.year > 9000:
-                return None
+                return
+            if instant > last:
+                last = instant
+                yield instant
 
     def fires(self, start: float, end: float, limit: int = MAX_FIRES) -> list[float]:
         """Fire times in [start, end], at most `limit` (`InvalidRequest` past it)."""
         found: list[float] = []
-        at = self.next_after(start - 1e-6)
-        while at is not None and at <= end:
+        for at in self.fires_after(start - 1e-6):
+            if at > end:
+                break
             if len(found) == limit:
                 raise InvalidRequest(
                     f"more than {limit} fire times in that range; ask for a shorter one",
                     field="end",
                 )
             found.append(at)
-            at = self.next_after(at)
         return found
 
 

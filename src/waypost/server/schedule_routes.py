@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from waypost.model import schedules as sch
 
@@ -38,12 +38,16 @@ class ScheduleBody(_Body):
     workflow: str = Field(description="A workflow's name (code or a published definition).")
     cron: str | None = Field(default=None, description="Five cron fields, e.g. `0 9 * * MON-FRI`.")
     tz: str | None = Field(default=None, description="The cron's time zone (default UTC).")
-    every: float | None = Field(default=None, description="Or: an interval in seconds.")
+    every: StrictFloat | StrictInt | None = Field(
+        default=None, description="Or: an interval in seconds."
+    )
     input: Any = Field(default=None, description="Each run's input (JSON).")
     version: str | int | None = Field(default=None, description="Default: the newest.")
     overlap: str = Field(default="skip", description="skip, buffer_one, allow_all, cancel_previous")
     catchup: str = Field(default="last", description="none, last or all (within catchup_window)")
-    catchup_window: float = Field(default=86400.0, description="Seconds back `all` catches up.")
+    catchup_window: StrictFloat | StrictInt = Field(
+        default=86400.0, description="Seconds back `all` catches up."
+    )
 
 
 class BackfillBody(_Body):
