@@ -4,10 +4,14 @@ changes, overlap policies, catch-up after downtime, backfill, and bad input refu
 from __future__ import annotations
 
 import contextlib
+import signal
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -365,3 +369,54 @@ def test_a_schedules_input_is_encrypted_at_rest(make_engine: Any, db_url: str) -
         done = engine.backfill_schedule("secret", 0, 0)
         run_id = done.fires[0][1]
         assert run_id is not None and engine.result(run_id, timeout=10) == "the-plaintext-secret"
+
+
+KILLED_WORKER = """
+import os, signal, sys, time
+import waypost as wp
+from waypost.engine.faults import NoFaults
+from waypost.testing import TestClock
+
+class KillAfterStart(NoFaults):
+    def hit(self, point):
+        if point == "schedules:started":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+@wp.workflow(name="sched_noop")
+async def noop(ctx, label):
+    return label
+
+clock = TestClock(start=float(sys.argv[2]))
+with wp.Engine(sys.argv[1], clock=clock, faults=KillAfterStart(), poll_interval=0.05) as engine:
+    engine.register(noop)
+    with engine.running():
+        time.sleep(60)
+"""
+
+
+def test_a_process_killed_between_start_and_advance(
+    make_engine: Any, serving: contextlib.ExitStack, db_url: str, tmp_path: Path
+) -> None:
+    fire = at("2026-06-01T10:00:00")
+    clock = TestClock(start=fire - 60)
+    engine = make_engine(noop, clock=clock)
+    sid = f"kill-{uuid.uuid4().hex[:6]}"
+    engine.schedule(noop, id=sid, every=timedelta(hours=1), input="k")
+    script = tmp_path / "killed_worker.py"
+    script.write_text(KILLED_WORKER)
+    worker = subprocess.run(
+        [sys.executable, str(script), db_url, str(fire + 1)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert worker.returncode == -signal.SIGKILL, worker.stderr
+    run_id = fire_run_id(sid, fire)
+    assert sched_runs(engine, sid) == [run_id]  # started, then the process died ...
+    assert engine.describe_schedule(sid).next_fire_at == fire  # ... before the advance
+    set_clock(clock, fire + 2)
+    serving.enter_context(engine.running())
+    eventually(lambda: engine.describe_schedule(sid).next_fire_at == fire + 3600, "the take-over")
+    assert sched_runs(engine, sid) == [run_id]
+    assert engine.result(run_id, timeout=20) == "k"
