@@ -420,3 +420,53 @@ def test_a_process_killed_between_start_and_advance(
     eventually(lambda: engine.describe_schedule(sid).next_fire_at == fire + 3600, "the take-over")
     assert sched_runs(engine, sid) == [run_id]
     assert engine.result(run_id, timeout=20) == "k"
+
+
+def test_a_backfill_with_the_schedules_overlap_policy(
+    make_engine: Any, serving: contextlib.ExitStack
+) -> None:
+    clock = TestClock(start=at("2026-06-10T12:00:00"))
+    engine = make_engine(gated, wait_gate, clock=clock)
+    label = uuid.uuid4().hex[:8]
+    sid = f"bfs-{label}"
+    engine.schedule(gated, id=sid, every=timedelta(hours=1), input=label, overlap="skip")
+    serving.enter_context(engine.running())
+    done = engine.backfill_schedule(
+        sid, "2026-06-01T00:00:00Z", "2026-06-01T02:00:00Z", overlap="schedule"
+    )
+    # the first fire's run is still running (held): the next two are skipped
+    first = fire_run_id(sid, at("2026-06-01T00:00:00"))
+    assert done.fires == [
+        ("2026-06-01T00:00:00Z", first),
+        ("2026-06-01T01:00:00Z", None),
+        ("2026-06-01T02:00:00Z", None),
+    ]
+    assert sched_runs(engine, sid) == [first]
+    gate(label).set()
+    assert engine.result(first, timeout=10) == label
+
+
+NIGHTLY = """
+name: nightly
+start: done
+steps:
+  done: {type: succeed}
+"""
+
+
+def test_a_schedule_of_a_published_definition_fires(
+    make_engine: Any, serving: contextlib.ExitStack
+) -> None:
+    clock = TestClock(start=at("2026-06-01T09:59:00"))
+    engine = make_engine(clock=clock)
+    engine.publish(NIGHTLY, tenant="acme")
+    engine.schedule("nightly", id="n", cron="0 10 * * *", input={"x": 1}, tenant="acme")
+    with pytest.raises(UnknownWorkflow):  # another tenant has no such definition
+        engine.schedule("nightly", id="n", cron="0 10 * * *", tenant="other")
+    serving.enter_context(engine.running())
+    set_clock(clock, at("2026-06-01T10:00:01"))
+    run_id = fire_run_id("n", at("2026-06-01T10:00:00"))
+    eventually(lambda: engine.list_runs(tenant="acme"), "the definition's run")
+    assert engine.result(run_id, timeout=10, tenant="acme") is not None
+    assert engine.get(run_id, tenant="acme").workflow == "nightly"
+    assert engine.schedules(tenant="other") == []
