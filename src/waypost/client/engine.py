@@ -65,10 +65,10 @@ from waypost.store.base import Store
 
 from .door import Door, Handler
 from .encryption import EncryptionCalls
-from .fork import ForkCalls
 from .operator import OperatorCalls
 from .platform import PlatformCalls
 from .repairs import RepairCalls
+from .updates import RunCalls
 from .users import RunQueryCalls, UserCalls
 
 T = TypeVar("T")
@@ -115,7 +115,7 @@ class AsyncRunHandle:
 
 
 class AsyncEngine(
-    PlatformCalls, OperatorCalls, ForkCalls, EncryptionCalls, RepairCalls, UserCalls, RunQueryCalls
+    PlatformCalls, OperatorCalls, RunCalls, EncryptionCalls, RepairCalls, UserCalls, RunQueryCalls
 ):
     """The waypost engine for asyncio applications.
 
@@ -302,6 +302,7 @@ class AsyncEngine(
             ops.Skip: self._repairs.skip,
             ops.UpdateInput: self._repairs.update_input,
             **self._accounts.handlers(),
+            **self.update_handlers(),
         }
 
     # == the door =============================================================
