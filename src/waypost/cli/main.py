@@ -42,6 +42,7 @@ from .repairs import runs_retry, runs_skip, runs_update_input
 from .replay import replay
 from .retention import runs_purge, runs_purged
 from .server import server
+from .updates import runs_query, runs_update
 from .users import users
 from .webhooks import webhooks
 
@@ -396,6 +397,8 @@ _operator_command(
     "resume", "resumed", "Resume a paused run, or a suspended one after its code is fixed."
 )
 runs.add_command(runs_fork)
+runs.add_command(runs_query)
+runs.add_command(runs_update)
 
 
 @main.group("db")

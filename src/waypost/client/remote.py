@@ -30,6 +30,7 @@ from waypost.model.records import RunInfo, Started
 from waypost.model.status import RunStatus
 
 from .remote_operations import OperatorRequests, run_path, segment
+from .remote_updates import UpdateRequests
 from .sync import Blocking, LoopThread, blocking
 
 try:
@@ -154,7 +155,7 @@ def _json_body(body: Any) -> bytes:
     return text.encode()
 
 
-class AsyncClient(OperatorRequests):
+class AsyncClient(OperatorRequests, UpdateRequests):
     """Runs on a `waypost server`, as the API key's principal sees them.
 
     `AsyncClient(url, api_key)`; use it as `async with` or call `close()`.
@@ -341,6 +342,8 @@ class Client(Blocking):
     purged_run = blocking(AsyncClient.purged_run)
     purged_runs = blocking(AsyncClient.purged_runs)
     verify = blocking(AsyncClient.verify)
+    query = blocking(AsyncClient.query)
+    update = blocking(AsyncClient.update)
 
 
 async def _make(url: str, api_key: str, timeout: float) -> AsyncClient:
