@@ -189,13 +189,12 @@ class Updates:
     ) -> ops.UpdateAnswer:
         """Wait for the UpdateCompleted of the update `accepted` and answer it."""
         m = self.machinery
-        step = f"u{accepted.seq}"
         seen = accepted.seq
         backoff = 0.01
         while True:
             for ev in await m.store.load_history(tenant, run_id, after_seq=seen):
                 seen = ev.seq
-                if ev.type == _E.UPDATE_COMPLETED and ev.data.get("step") == step:
+                if ev.type == _E.UPDATE_COMPLETED and ev.data.get("update_id") == update_id:
                     return self._answer(update_id, ev)
                 if ev.type in TERMINAL_EVENTS:
                     raise RunNotActive(

@@ -12,7 +12,8 @@ update handlers the code registers (`ctx.set_query`, `ctx.set_update`) and runs 
   accepted; what it raises rejects the update.
 - An accepted update is an event (UpdateAccepted, seq s) the code is fed like a
   signal: its handler runs in a task of its own whose steps are numbered
-  "u<s>.1", "u<s>.2", ... and whose end is a command at step "u<s>"
+  "u<s>.1", "u<s>.2", ... (after the generation's prefix, "2/u<s>.1", in later
+  generations of a run continued as new) and whose end is a command at step "u<s>"
   (UpdateCompleted, with the result or the error), matched on replay like any
   other. A handler that raises fails its update, not the run.
 """
@@ -30,6 +31,7 @@ from waypost.model.events import Event, EventType
 from waypost.model.identity import check_id, preview
 
 from .bugs import MAX_MESSAGE, bounded
+from .continuation import step_prefix
 from .loop import WorkflowLoop
 
 _E = EventType
@@ -60,6 +62,7 @@ class Handlers:
     # Kept by the instance.
     closed: bool
     current_seq: int
+    generation: int
     _loop: WorkflowLoop
     _queries: dict[str, Callable[..., Any]]
     _updates: dict[str, UpdateHandler]
@@ -167,7 +170,7 @@ class Handlers:
         """Run the handler of the update `ev` (UpdateAccepted) in a task of its own."""
         data = ev.data
         name = str(data.get("name"))
-        step = f"u{ev.seq}"
+        step = f"{step_prefix(self.generation)}u{ev.seq}"
         found = self._updates.get(name)
         args = self._decode(data.get("args") or [], Any)
         if found is None:

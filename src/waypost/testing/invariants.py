@@ -361,7 +361,7 @@ def _check_updates(run: RunRecord, history: Iterable[Event]) -> list[Violation]:
             ids.add(update_id)
             accepted[f"u{ev.seq}"] = update_id
         elif ev.type == _E.UPDATE_COMPLETED:
-            step = str(ev.data.get("step"))
+            step = str(ev.data.get("step")).rpartition("/")[2]  # without the generation
             if accepted.get(step) != ev.data.get("update_id") or step in ended:
                 out.append(
                     Violation(
