@@ -96,6 +96,29 @@ async def account(ctx: wp.WorkflowContext, label: str) -> dict[str, Any]:
     return {"balance": balance, "notes": notes}
 
 
+@wp.workflow(name="qu.counter")
+async def counter(ctx: wp.WorkflowContext, start: dict[str, Any]) -> int:
+    count = int(start["count"])
+    moving = False
+
+    async def bump(by: int) -> int:
+        nonlocal count
+        count += await ctx.run(record_deposit, start["label"], by, "")
+        return count
+
+    def move(_: Any) -> None:
+        nonlocal moving
+        moving = True
+
+    ctx.set_query("count", lambda: count)
+    ctx.set_update("bump", bump)
+    ctx.on_signal("move", move)
+    await ctx.wait_condition(lambda: moving)
+    if count >= 10:
+        return count
+    ctx.continue_as_new({"label": start["label"], "count": count})
+
+
 @pytest.fixture
 def label() -> str:
     return uuid.uuid4().hex[:12]
@@ -372,3 +395,55 @@ def test_queries_and_updates_from_the_command_line(
         assert "not JSON" in garbled.stderr
     assert executions(label) == 1
     assert len(of_type(engine.history(run.run_id), "UpdateAccepted")) == 1
+
+
+REPLY = """
+name: qu-chase
+start: answer
+steps:
+  answer:
+    type: wait
+    signal: reply
+    output: $.reply
+    next: thanks
+  thanks: {type: succeed, output: reply.text}
+"""
+
+
+def test_a_definition_run_answers_its_data_to_the_built_in_query(make_engine: Any) -> None:
+    engine = make_engine()
+    engine.publish(REPLY)
+    with engine.running():
+        run = engine.start("qu-chase", {"customer": "ada"})
+        eventually(lambda: engine.get(run.run_id).status == wp.RunStatus.WAITING, "the wait")
+        before = frozen(engine, run.run_id)
+        assert engine.query(run.run_id, "data") == {"customer": "ada"}
+        assert frozen(engine, run.run_id) == before
+        with pytest.raises(UpdateRejected, match=r"no update 'x' \(its updates: none\)"):
+            engine.update(run.run_id, "x")
+        run.signal("reply", {"text": "thanks"})
+        assert run.result(timeout=10) == "thanks"
+    assert engine.query(run.run_id, "data") == {"customer": "ada", "reply": {"text": "thanks"}}
+
+
+def test_updates_in_a_later_generation_number_their_steps_under_it(
+    make_engine: Any, label: str
+) -> None:
+    engine = make_engine(counter, record_deposit)
+    with engine.running():
+        run = engine.start(counter, {"label": label, "count": 0})
+        assert engine.update(run.run_id, "bump", 4, update_id="b-1") == 4
+        run.signal("move", None)
+        eventually(
+            lambda: engine.history(run.run_id)[0].data.get("generation") == 2, "generation 2"
+        )
+        assert engine.query(run.run_id, "count") == 4
+        assert engine.update(run.run_id, "bump", 6, update_id="b-2") == 10
+        run.signal("move", None)
+        assert run.result(timeout=10) == 10
+    history = engine.history(run.run_id)
+    (scheduled,) = of_type(history, "ActivityScheduled")
+    (completed,) = of_type(history, "UpdateCompleted")
+    assert completed.data["step"].startswith("2/u") and scheduled.data["step"].startswith("2/u")
+    assert executions(label) == 2  # one per update; the keys of the generations differ
+    assert engine._call(check_invariants(engine.aio.store)) == []
