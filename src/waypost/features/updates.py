@@ -192,7 +192,14 @@ class Updates:
         seen = accepted.seq
         backoff = 0.01
         while True:
-            for ev in await m.store.load_history(tenant, run_id, after_seq=seen):
+            run, events = await m.store.load_run(tenant, run_id, after_seq=seen)
+            if run is None or run.last_seq < seen:
+                # Purged, or continued as new: the generation that held it is gone.
+                raise RunNotActive(
+                    f"run {preview(run_id)} ended or continued as new before update "
+                    f"{preview(update_id)}'s result could be read"
+                )
+            for ev in events:
                 seen = ev.seq
                 if ev.type == _E.UPDATE_COMPLETED and ev.data.get("update_id") == update_id:
                     return self._answer(update_id, ev)
