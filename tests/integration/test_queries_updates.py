@@ -88,6 +88,8 @@ async def account(ctx: wp.WorkflowContext, label: str) -> dict[str, Any]:
     ctx.set_query("notes", lambda since=0: notes[since:])
     ctx.set_query("broken", lambda: 1 / 0)
     ctx.set_query("acting", lambda: ctx.now())
+    ctx.set_query("working", lambda: ctx.run(record_deposit, label, 1, ""))
+    ctx.set_query("sleeping", lambda: ctx.sleep(5))
     ctx.set_update("deposit", deposit, validator=check_deposit)
     ctx.set_update("withdraw", withdraw)
     ctx.set_update("close", close)
@@ -168,8 +170,9 @@ def test_a_query_that_raises_acts_or_is_unknown_is_refused_and_records_nothing(
         before = frozen(engine, run.run_id)
         with pytest.raises(QueryFailed, match="raised ZeroDivisionError"):
             engine.query(run.run_id, "broken")
-        with pytest.raises(QueryFailed, match="may only read the workflow's state"):
-            engine.query(run.run_id, "acting")
+        for acting in ("acting", "working", "sleeping"):
+            with pytest.raises(QueryFailed, match="may only read the workflow's state"):
+                engine.query(run.run_id, acting)
         with pytest.raises(QueryFailed, match=r"no query 'nope' \(its queries: acting, bal"):
             engine.query(run.run_id, "nope")
         with pytest.raises(QueryFailed, match="raised TypeError"):
