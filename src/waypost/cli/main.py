@@ -42,7 +42,9 @@ from .queues import queues
 from .repairs import runs_retry, runs_skip, runs_update_input
 from .replay import replay
 from .retention import runs_purge, runs_purged
+from .schedules import schedules
 from .server import server
+from .updates import runs_query, runs_update
 from .users import users
 from .webhooks import webhooks
 
@@ -424,6 +426,8 @@ _operator_command(
     "resume", "resumed", "Resume a paused run, or a suspended one after its code is fixed."
 )
 runs.add_command(runs_fork)
+runs.add_command(runs_query)
+runs.add_command(runs_update)
 
 
 @main.group("db")
@@ -625,6 +629,7 @@ main.add_command(keys)
 main.add_command(users)
 main.add_command(webhooks)
 main.add_command(queues)
+main.add_command(schedules)
 main.add_command(replay)
 runs.add_command(runs_migrate)
 runs.add_command(runs_purge)

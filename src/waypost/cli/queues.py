@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from waypost.model.operations import KEEP
+from waypost.model.operations_queues import KEEP
 from waypost.model.queues import QueueInfo
 
 from .common import db_option, dump, open_engine, tenant_option

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from waypost.model import operations as ops, webhooks as wh
+from waypost.model import operations as ops, operations_queues as oq, webhooks as wh
 from waypost.model.identity import Role
 from waypost.model.queues import QueueInfo
 from waypost.model.records import (
@@ -121,9 +121,9 @@ class PlatformCalls:
         self,
         name: str,
         *,
-        concurrency: int | str | None = ops.KEEP,
-        rate: tuple[int, float] | str | None = ops.KEEP,
-        key_concurrency: int | str | None = ops.KEEP,
+        concurrency: int | str | None = oq.KEEP,
+        rate: tuple[int, float] | str | None = oq.KEEP,
+        key_concurrency: int | str | None = oq.KEEP,
         tenant: str = "default",
     ) -> QueueInfo:
         """Set the limits of `tenant`'s queue `name` (the queue an `@activity(queue=...)`
@@ -135,7 +135,7 @@ class PlatformCalls:
         honours the change. `key_concurrency`: at most this many at once of the runs
         started with one `concurrency_key` (a customer's id, say).
         """
-        request = ops.ConfigureQueue(
+        request = oq.ConfigureQueue(
             queue=name, concurrency=concurrency, rate=rate, key_concurrency=key_concurrency
         )
         info: QueueInfo = await self._local(request, tenant)
@@ -144,12 +144,12 @@ class PlatformCalls:
     async def queues(self, *, tenant: str = "default") -> list[QueueInfo]:
         """`tenant`'s named queues, configured or holding attempts, by name: each one's
         limits, depth (attempts waiting), running count and oldest waiting age."""
-        found: list[QueueInfo] = await self._local(ops.ListQueues(), tenant)
+        found: list[QueueInfo] = await self._local(oq.ListQueues(), tenant)
         return found
 
     async def queue(self, name: str, *, tenant: str = "default") -> QueueInfo:
         """One of `tenant`'s named queues (`QueueNotFound` if it has none of that name)."""
-        found: list[QueueInfo] = await self._local(ops.ListQueues(queue=name), tenant)
+        found: list[QueueInfo] = await self._local(oq.ListQueues(queue=name), tenant)
         return found[0]
 
     # -- retention: purged runs -------------------------------------------------------

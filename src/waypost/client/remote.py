@@ -30,6 +30,8 @@ from waypost.model.records import RunInfo, Started
 from waypost.model.status import RunStatus
 
 from .remote_operations import OperatorRequests, run_path, segment
+from .remote_schedules import ScheduleRequests
+from .remote_updates import UpdateRequests
 from .sync import Blocking, LoopThread, blocking
 
 try:
@@ -154,7 +156,7 @@ def _json_body(body: Any) -> bytes:
     return text.encode()
 
 
-class AsyncClient(OperatorRequests):
+class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests):
     """Runs on a `waypost server`, as the API key's principal sees them.
 
     `AsyncClient(url, api_key)`; use it as `async with` or call `close()`.
@@ -351,6 +353,15 @@ class Client(Blocking):
     configure_queue = blocking(AsyncClient.configure_queue)
     queues = blocking(AsyncClient.queues)
     queue = blocking(AsyncClient.queue)
+    schedule = blocking(AsyncClient.schedule)
+    schedules = blocking(AsyncClient.schedules)
+    describe_schedule = blocking(AsyncClient.describe_schedule)
+    pause_schedule = blocking(AsyncClient.pause_schedule)
+    resume_schedule = blocking(AsyncClient.resume_schedule)
+    delete_schedule = blocking(AsyncClient.delete_schedule)
+    backfill_schedule = blocking(AsyncClient.backfill_schedule)
+    query = blocking(AsyncClient.query)
+    update = blocking(AsyncClient.update)
 
 
 async def _make(url: str, api_key: str, timeout: float) -> AsyncClient:

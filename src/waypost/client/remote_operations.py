@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from waypost import errors as e
-from waypost.model import operations as ops
+from waypost.model import operations as ops, operations_queues as oq
 from waypost.model.events import ChainProblem
 from waypost.model.fork import Forked
 from waypost.model.identity import Principal, check_id
@@ -164,24 +164,24 @@ class OperatorRequests:
         self,
         name: str,
         *,
-        concurrency: int | str | None = ops.KEEP,
-        rate: tuple[int, float] | str | None = ops.KEEP,
-        key_concurrency: int | str | None = ops.KEEP,
+        concurrency: int | str | None = oq.KEEP,
+        rate: tuple[int, float] | str | None = oq.KEEP,
+        key_concurrency: int | str | None = oq.KEEP,
     ) -> QueueInfo:
         """Set the limits of the tenant's queue `name`: `concurrency` (attempts at once,
         across every engine), `rate` ((N, period): N starts per period seconds); None
         removes a limit, one not given stays. Operator."""
         asked = _checked(
-            ops.ConfigureQueue(
+            oq.ConfigureQueue(
                 queue=name, concurrency=concurrency, rate=rate, key_concurrency=key_concurrency
             )
         )
         body: dict[str, Any] = {}
-        if asked.key_concurrency != ops.KEEP:
+        if asked.key_concurrency != oq.KEEP:
             body["key_concurrency"] = asked.key_concurrency
-        if asked.concurrency != ops.KEEP:
+        if asked.concurrency != oq.KEEP:
             body["concurrency"] = asked.concurrency
-        if asked.rate != ops.KEEP:
+        if asked.rate != oq.KEEP:
             body["rate"] = list(asked.rate) if asked.rate is not None else None
         data = await self._send("PUT", f"/v1/queues/{segment(asked.queue)}", json=body)
         return _queue(data)
@@ -193,7 +193,7 @@ class OperatorRequests:
 
     async def queue(self, name: str) -> QueueInfo:
         """One of the tenant's named queues (`QueueNotFound` if there is none)."""
-        asked = _checked(ops.ListQueues(queue=name))
+        asked = _checked(oq.ListQueues(queue=name))
         return _queue(await self._send("GET", f"/v1/queues/{segment(asked.queue or '')}"))
 
     async def verify(self, run_id: str) -> list[ChainProblem]:

@@ -161,7 +161,7 @@ class Starts:
             return await self._signal_with_start(new, signal)
         result = await self._create(new)
         run = result.run
-        if result.deduplicated:
+        if not result.created and run.run_id != run_id:
             return Started(run.run_id, created=False)  # the unfinished run with its dedup id
         if not result.created:
             if run.workflow != workflow or run.input_json != canonical_json(payload):

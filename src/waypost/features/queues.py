@@ -11,7 +11,7 @@ from typing import Any
 
 from waypost.engine.ports import Machinery
 from waypost.errors import QueueNotFound
-from waypost.model import operations as ops
+from waypost.model import operations as ops, operations_queues as oq
 from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
 from waypost.model.queues import QueueInfo
@@ -27,13 +27,13 @@ class Queues:
 
     def handlers(self) -> dict[type[ops.Request[Any]], Any]:
         """The door's handler of each queue operation."""
-        return {ops.ConfigureQueue: self.configure, ops.ListQueues: self.list_queues}
+        return {oq.ConfigureQueue: self.configure, oq.ListQueues: self.list_queues}
 
-    async def configure(self, req: ops.ConfigureQueue, principal: Principal) -> QueueInfo:
+    async def configure(self, req: oq.ConfigureQueue, principal: Principal) -> QueueInfo:
         changes = {
             k: getattr(req, k)
             for k in ("concurrency", "rate", "key_concurrency")
-            if getattr(req, k) != ops.KEEP
+            if getattr(req, k) != oq.KEEP
         }
         now = self.machinery.settings.clock()
         info = await self.machinery.store.configure_queue(
@@ -49,7 +49,7 @@ class Queues:
         self.machinery.wake_scheduler()  # a raised limit may let waiting attempts start
         return info
 
-    async def list_queues(self, req: ops.ListQueues, principal: Principal) -> list[QueueInfo]:
+    async def list_queues(self, req: oq.ListQueues, principal: Principal) -> list[QueueInfo]:
         now = self.machinery.settings.clock()
         found = await self.machinery.store.list_queues(principal.tenant, now, req.queue)
         if req.queue is not None and not found:

@@ -55,6 +55,10 @@ class EventType(StrEnum):
     RUN_RETRIED = "RunRetried"
     STEP_SKIPPED = "StepSkipped"
     INPUT_UPDATED = "InputUpdated"
+    # An update validated and accepted (its id, name and arguments; the code runs its
+    # handler), and the handler's result or error (a command, at step "u<accepted seq>").
+    UPDATE_ACCEPTED = "UpdateAccepted"
+    UPDATE_COMPLETED = "UpdateCompleted"
 
 
 # Events that workflow code issues (commands). Replay matches them to the code
@@ -71,6 +75,7 @@ COMMAND_EVENTS = frozenset(
         EventType.APPROVAL_ESCALATED,
         EventType.CORRELATION_REGISTERED,
         EventType.CORRELATION_WITHDRAWN,
+        EventType.UPDATE_COMPLETED,
     }
 )
 

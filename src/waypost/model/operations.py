@@ -35,12 +35,6 @@ from waypost.model.operations_encryption import (
     ReEncryptReport as ReEncryptReport,
 )
 from waypost.model.operations_fork import Fork as Fork
-from waypost.model.operations_queues import (
-    KEEP as KEEP,
-    QUEUE_OPERATIONS,
-    ConfigureQueue as ConfigureQueue,
-    ListQueues as ListQueues,
-)
 from waypost.model.operations_repair import (
     REPAIR_OPERATIONS,
     Retry as Retry,
@@ -54,6 +48,12 @@ from waypost.model.operations_runs import (
     RunDataAt as RunDataAt,
     SearchRuns as SearchRuns,
     check_status,
+)
+from waypost.model.operations_updates import (
+    UPDATE_OPERATIONS,
+    Query as Query,
+    Update as Update,
+    UpdateAnswer as UpdateAnswer,
 )
 from waypost.model.operations_users import (
     USER_OPERATIONS,
@@ -81,6 +81,16 @@ from waypost.model.requests import (
     acting as acting,
     check_roles as check_roles,
     checked as checked,
+)
+from waypost.model.schedules import (
+    SCHEDULE_OPERATIONS,
+    BackfillSchedule as BackfillSchedule,
+    CreateSchedule as CreateSchedule,
+    DeleteSchedule as DeleteSchedule,
+    GetSchedule as GetSchedule,
+    ListSchedules as ListSchedules,
+    PauseSchedule as PauseSchedule,
+    ResumeSchedule as ResumeSchedule,
 )
 from waypost.model.status import RunStatus
 
@@ -781,8 +791,9 @@ OPERATIONS: tuple[type[Request[Any]], ...] = (
     Fork,
     ReEncrypt,
     *REPAIR_OPERATIONS,
-    *QUEUE_OPERATIONS,
     *USER_OPERATIONS,
     *RUN_PAGE_OPERATIONS,
+    *SCHEDULE_OPERATIONS,
+    *UPDATE_OPERATIONS,
 )
 """Every operation the door serves (a test checks each has a handler and an engine method)."""

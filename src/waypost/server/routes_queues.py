@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from waypost.model import operations as ops
+from waypost.model import operations_queues as oq
 
 from . import routes
 from .routes import Caller, door
@@ -20,28 +20,28 @@ class QueueBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     concurrency: Any = Field(
-        default=ops.KEEP,
+        default=oq.KEEP,
         description="At most this many attempts at once, across every engine; null: no limit.",
     )
     rate: Any = Field(
-        default=ops.KEEP,
+        default=oq.KEEP,
         description="At most N attempts started per period seconds, as [N, period]; null: none.",
     )
     key_concurrency: Any = Field(
-        default=ops.KEEP,
+        default=oq.KEEP,
         description="At most this many attempts at once of the runs with one concurrency key.",
     )
 
 
 @router.get("/v1/queues", tags=["queues"], summary="The tenant's named queues and their load.")
 async def list_queues(request: Request, principal: Caller) -> dict[str, Any]:
-    found = await door(request, ops.ListQueues(), principal)
+    found = await door(request, oq.ListQueues(), principal)
     return {"queues": [q.to_json() for q in found]}
 
 
 @router.get("/v1/queues/{name}", tags=["queues"], summary="One named queue and its load.")
 async def get_queue(request: Request, name: str, principal: Caller) -> dict[str, Any]:
-    found = await door(request, ops.ListQueues(queue=name), principal)
+    found = await door(request, oq.ListQueues(queue=name), principal)
     out: dict[str, Any] = found[0].to_json()
     return out
 
@@ -54,7 +54,7 @@ async def get_queue(request: Request, name: str, principal: Caller) -> dict[str,
 async def configure_queue(
     request: Request, name: str, body: QueueBody, principal: Caller
 ) -> dict[str, Any]:
-    request_ = ops.ConfigureQueue(
+    request_ = oq.ConfigureQueue(
         queue=name,
         concurrency=body.concurrency,
         rate=body.rate,

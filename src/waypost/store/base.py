@@ -44,6 +44,7 @@ from .rows import (
     RunCount as RunCount,
     TenantRecord as TenantRecord,
 )
+from .schedules import ScheduleStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,6 @@ class CreateRunResult:
     created: bool
     run: RunRecord
     workflow_fence: int | None = None
-    deduplicated: bool = False  # `run` is the unfinished run with the start's dedup id
 
 
 class WorkflowTaskOp(StrEnum):
@@ -426,7 +426,7 @@ class ResealCounts:
     resealed: int
 
 
-class Store(AccountStore, QueueStore, Protocol):
+class Store(AccountStore, QueueStore, ScheduleStore, Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str

@@ -56,7 +56,7 @@ def _deduplicated(tx: Tx, new: NewRun) -> CreateRunResult | None:
     first = get_run(tx, new.tenant, row["run_id"]) if row is not None else None
     if first is None:
         return None
-    return CreateRunResult(created=False, run=first, deduplicated=True)
+    return CreateRunResult(created=False, run=first)  # another id: the engine tells
 
 
 def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
