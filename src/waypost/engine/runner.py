@@ -261,6 +261,7 @@ class Runner(Starts):
             tenant=tenant,
             run_id=run_id,
             clock=self.settings.clock,
+            workflows=self.registry.workflow,
         )
 
     # == workflow tasks =======================================================
@@ -623,8 +624,8 @@ class Runner(Starts):
             self.worker.start(attempt)
         if started < reserved:
             self.worker.unreserve(reserved - started)
-        if started < len(commit.new_activities):
-            self.scheduler.wake()  # some went to the queue: a free worker may take them
+        if started < len(commit.new_activities) or commit.start_children:
+            self.scheduler.wake()  # work went to the queue: a free worker may take it
         for timer in commit.new_timers:
             self.scheduler.note_timer(timer.fire_at)
         if commit.continue_as is not None:

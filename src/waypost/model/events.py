@@ -55,6 +55,12 @@ class EventType(StrEnum):
     RUN_RETRIED = "RunRetried"
     STEP_SKIPPED = "StepSkipped"
     INPUT_UPDATED = "InputUpdated"
+    # Child runs: one started by this run's code (a command), and its end, appended by
+    # the store in the commit that ends the child (completed; failed, cancelled or
+    # terminated; or never started).
+    CHILD_STARTED = "ChildStarted"
+    CHILD_COMPLETED = "ChildCompleted"
+    CHILD_FAILED = "ChildFailed"
 
 
 # Events that workflow code issues (commands). Replay matches them to the code
@@ -71,6 +77,7 @@ COMMAND_EVENTS = frozenset(
         EventType.APPROVAL_ESCALATED,
         EventType.CORRELATION_REGISTERED,
         EventType.CORRELATION_WITHDRAWN,
+        EventType.CHILD_STARTED,
     }
 )
 

@@ -37,6 +37,11 @@ class RunInfo:
     and `at` (ISO time, when known); None once the run has ended."""
     priority: int = 0
     """Its tasks are claimed before the tenant's tasks of lower priority."""
+    parent: dict[str, Any] | None = None
+    """The run that started this one as a child: `run_id`, `step`, `close` (its policy)."""
+    children: list[dict[str, Any]] | None = None
+    """Child runs this run started, oldest first: `run_id`, `step`, `workflow`, `version`,
+    `status`, `close`. Filled when one run is read (`get`), None in lists."""
 
     @property
     def finished(self) -> bool:

@@ -27,6 +27,7 @@ from .rows import (
     ApiKeyRecord as ApiKeyRecord,
     ApprovalRecord as ApprovalRecord,
     ApproverChange as ApproverChange,
+    ChildLink as ChildLink,
     CredentialLookup as CredentialLookup,
     CredentialRecord as CredentialRecord,
     DecideRequest as DecideRequest,
@@ -87,6 +88,7 @@ class NewRun:
     quotas: Quotas | None = None
     # The last event the code has seen: a fork's copied history is replayed up to it.
     processed_seq: int = 0
+    parent: ChildLink | None = None  # a child run's parent run and step, and close policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,9 +201,8 @@ class RunCommit:
     # Correlated signal waits opened, and withdrawn by step (an ending run withdraws all).
     new_correlations: Sequence[NewCorrelation] = ()
     withdraw_correlations: Sequence[str] = ()
-    # Repairs: activity tasks removed whatever their state (a skipped step: a late result
-    # of its attempt is then kept as audit), and a finished run's workflow task made again
-    # on this queue (a retried run goes on).
+    # Repairs: activity tasks removed whatever their state (a skipped step: a late result of
+    # its attempt is kept as audit), and a finished run's workflow task made again (retry).
     drop_activities: Sequence[str] = ()
     reopen_queue: str | None = None
     # Quotas (None: unlimited). An append after whatever is last that would take the
@@ -214,6 +215,7 @@ class RunCommit:
     max_concurrent_activities: int | None = None
     # The run's generation ends with this commit and the next one starts (continue-as-new).
     continue_as: Continuation | None = None
+    start_children: Sequence[NewRun] = ()  # child runs this commit creates, linked to it
 
 
 class Conflict(StrEnum):
@@ -528,6 +530,8 @@ class Store(AccountStore, Protocol):
     ) -> tuple[RunRecord | None, list[Event]]:
         """The run's snapshot and its events after `after_seq`, read together."""
         ...
+
+    async def run_links(self, tenant: str, run_id: str) -> dict[str, Any] | None: ...
 
     async def beat_worker(self, worker: WorkerRecord) -> None: ...
 

@@ -11,6 +11,7 @@ By domain, each module importing only those listed before it:
     records.py        rows into records, by column name
     quotas.py         a tenant's quotas in admissions, and what it holds
     outbox.py         messages to send after the commit
+    children.py       child runs started and ended inside a run's commit (runs.py calls it)
     approval_rows.py  the approval rows a run's commit writes
     runs.py           create, commit and read runs; history; a run's tasks; pages
     tasks.py          claim and lease tasks, fire due timers, workers
@@ -49,6 +50,7 @@ from .approvals import (
     list_approvals,
     look_up_credential,
 )
+from .children import run_links
 from .definitions import get_definition, list_definitions, publish_definition
 from .directory import add_group_members, list_groups, remove_group_members
 from .encryption import reencrypt_run, run_ids_after
@@ -152,6 +154,7 @@ __all__ = [
     "revoke_api_key",
     "run_counts",
     "run_ids_after",
+    "run_links",
     "run_outlooks",
     "run_tasks",
     "set_quotas",

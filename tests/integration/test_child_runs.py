@@ -1,0 +1,213 @@
+"""Child runs on both stores: a parent starts children, waits for them, and closes them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+import waypost as wp
+from tests.helpers import db_query, eventually, of_type
+from waypost.testing.invariants import check_invariants
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@wp.activity
+def double(ctx: wp.ActivityContext, n: int) -> int:
+    return n * 2
+
+
+@wp.workflow(name="kid")
+async def kid(ctx: wp.WorkflowContext, n: int) -> int:
+    if n < 0:
+        raise wp.Failure(f"no negative numbers: {n}")
+    return int(await ctx.run(double, n))
+
+
+@wp.workflow(name="waiting_kid")
+async def waiting_kid(ctx: wp.WorkflowContext, n: int) -> str:
+    try:
+        return str(await ctx.wait_signal("go"))
+    except asyncio.CancelledError:
+        await ctx.run(double, n)  # cleanup the parent's cancellation lets run
+        raise
+
+
+@wp.workflow(name="parent")
+async def parent(ctx: wp.WorkflowContext, n: int) -> dict[str, Any]:
+    first = await ctx.child(kid, n)
+    try:
+        await ctx.child("kid", -n)
+        caught = None
+    except wp.ChildFailed as exc:
+        caught = {"status": exc.status, "message": exc.message, "run_id": exc.run_id}
+    return {"first": first, "caught": caught}
+
+
+@wp.workflow(name="holder")
+async def holder(ctx: wp.WorkflowContext, spec: dict[str, Any]) -> str:
+    handle = await ctx.start_child(waiting_kid, 1, close=spec["close"])
+    if spec.get("wait"):
+        return str(await handle.result())
+    await ctx.wait_signal("end")
+    return handle.run_id
+
+
+def _status(engine: wp.Engine, run_id: str) -> str | None:
+    try:
+        return engine.get(run_id).status.value
+    except wp.RunNotFound:
+        return None  # not started yet
+
+
+def _links(engine: wp.Engine, run_id: str) -> dict[str, Any]:
+    info = engine.get(run_id)
+    return {"parent": info.parent, "children": info.children}
+
+
+def test_a_parent_waits_for_its_child_and_catches_a_childs_failure(make_engine: Any) -> None:
+    engine = make_engine(parent, kid, double)
+    with engine.running():
+        run = engine.start(parent, 4)
+        result = engine.result(run.run_id, timeout=30)
+    assert result["first"] == 8
+    assert result["caught"]["status"] == "failed"
+    assert "no negative numbers: -4" in result["caught"]["message"]
+    history = engine.history(run.run_id)
+    started = of_type(history, "ChildStarted")
+    assert [e.data["run_id"] for e in started] == [f"{run.run_id}/1", f"{run.run_id}/2"]
+    done = of_type(history, "ChildCompleted")
+    failed = of_type(history, "ChildFailed")
+    assert [e.data["result"] for e in done] == [8]
+    assert failed[0].data["error"]["message"].endswith("no negative numbers: -4")
+    # The histories link both ways: the child's RunStarted names its parent and step.
+    child = engine.history(f"{run.run_id}/1")
+    assert child[0].data["parent"] == {"run_id": run.run_id, "step": "1", "depth": 1}
+    links = _links(engine, run.run_id)
+    assert links["parent"] is None
+    assert [(c["run_id"], c["status"]) for c in links["children"]] == [
+        (f"{run.run_id}/1", "completed"),
+        (f"{run.run_id}/2", "failed"),
+    ]
+    assert _links(engine, f"{run.run_id}/2")["parent"] == {
+        "run_id": run.run_id,
+        "step": "2",
+        "close": "cancel",
+    }
+    assert engine._call(check_invariants(engine.aio.store)) == []
+
+
+@pytest.mark.parametrize("close", ["cancel", "terminate", "abandon"])
+def test_a_parent_that_ends_applies_its_close_policy_to_its_open_child(
+    make_engine: Any, close: str
+) -> None:
+    engine = make_engine(holder, waiting_kid, double)
+    with engine.running():
+        run = engine.start(holder, {"close": close})
+        child_id = f"{run.run_id}/1"
+        eventually(lambda: _status(engine, child_id) == "waiting", "the child waits")
+        engine.cancel(run.run_id, reason="no longer needed")
+        eventually(lambda: engine.get(run.run_id).status == "cancelled", "parent cancelled")
+        expected = {"cancel": "cancelled", "terminate": "terminated", "abandon": "waiting"}
+        info = eventually(
+            lambda: (i := engine.get(child_id)).status == expected[close] and i, expected[close]
+        )
+        if close == "abandon":
+            engine.signal(child_id, "go", "alone")
+            assert engine.result(child_id, timeout=30) == "alone"
+        child = [e.type for e in engine.history(child_id)]
+        if close == "cancel":
+            # Its cleanup ran: the parent's cancel reached its code.
+            assert "CancelRequested" in child and "ActivityCompleted" in child
+        if close == "terminate":
+            assert child[-1] == "RunTerminated" and "ActivityScheduled" not in child
+        assert info.status == expected[close] or close == "abandon"
+        parent_events = [e.type for e in engine.history(run.run_id)]
+        # Nothing reaches a parent that has ended.
+        assert "ChildFailed" not in parent_events and "ChildCompleted" not in parent_events
+    assert engine._call(check_invariants(engine.aio.store)) == []
+
+
+def test_a_childs_end_reaches_its_parent_in_the_commit_that_ends_the_child(
+    make_engine: Any, db_url: str
+) -> None:
+    # The child's last event and the parent's ChildCompleted are one transaction: a
+    # parent whose engine is stopped still has it recorded when the child has ended.
+    engine = make_engine(holder, waiting_kid, double)
+    with engine.running():
+        run = engine.start(holder, {"close": "cancel", "wait": True})
+        child_id = f"{run.run_id}/1"
+        eventually(lambda: _status(engine, child_id) == "waiting", "the child waits")
+        engine.signal(child_id, "go", "hello")
+        assert engine.result(run.run_id, timeout=30) == "hello"
+    rows = db_query(
+        db_url,
+        "SELECT run_id, parent_run_id, parent_step, parent_close FROM runs ORDER BY run_id",
+    )
+    assert (child_id, run.run_id, "1", "cancel") in [tuple(r) for r in rows]
+    done = of_type(engine.history(run.run_id), "ChildCompleted")
+    child_end = engine.history(child_id)[-1]
+    assert len(done) == 1 and done[0].data["result"] == "hello"
+    assert child_end.type == "RunCompleted"
+
+
+@wp.workflow(name="parent_of_two")
+async def parent_of_two(ctx: wp.WorkflowContext, n: int) -> list[str]:
+    a, b = await asyncio.gather(
+        ctx.child(waiting_kid, n), ctx.child(waiting_kid, n + 1, run_id=f"mine-{n}")
+    )
+    return [a, b]
+
+
+def test_a_parent_replayed_by_another_engine_after_a_crash_never_starts_its_child_twice(
+    db_url: str,
+) -> None:
+    async def engine(name: str) -> wp.AsyncEngine:
+        e = wp.AsyncEngine(db_url, lease=1.0, poll_interval=0.05, worker_id=name)
+        e.register(parent_of_two, waiting_kid, double)
+        await e.start_serving()
+        return e
+
+    async def scenario() -> tuple[Any, list[wp.Event], wp.RunInfo, list[Any]]:
+        first = await engine(f"first-{time.monotonic_ns()}")
+        run = await first.start(parent_of_two, 5)
+        kids = [f"{run.run_id}/1", "mine-5"]
+        for kid_id in kids:
+            await async_eventually(first, kid_id, "waiting")
+        await first.abandon()  # as SIGKILL would: the parent's instance is lost
+        second = await engine(f"second-{time.monotonic_ns()}")
+        try:
+            for i, kid_id in enumerate(kids):
+                await second.signal(kid_id, "go", f"k{i}")
+            result = await run.result(timeout=30)
+            history = await second.history(run.run_id)
+            info = await second.get(run.run_id)
+            violations = await check_invariants(second.store)
+        finally:
+            await second.close()
+        return result, history, info, violations
+
+    result, history, info, violations = asyncio.run(scenario())
+    assert result == ["k0", "k1"]
+    assert [e.data["run_id"] for e in of_type(history, "ChildStarted")] == [
+        f"{info.run_id}/1",
+        "mine-5",
+    ]
+    assert len(of_type(history, "ChildCompleted")) == 2
+    assert info.children is not None and len(info.children) == 2
+    assert violations == []
+
+
+async def async_eventually(engine: wp.AsyncEngine, run_id: str, status: str) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if (await engine.get(run_id)).status == status:
+                return
+        except wp.RunNotFound:
+            pass
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"run {run_id} never {status}")
