@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +15,10 @@ import pytest
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
 from waypost.testing.invariants import check_invariants
+
+from .server_fixtures import Api, make_key, serve
+
+__all__ = ["serve"]  # the fixture, used by name
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -56,9 +64,9 @@ async def holder(ctx: wp.WorkflowContext, spec: dict[str, Any]) -> str:
     return handle.run_id
 
 
-def _status(engine: wp.Engine, run_id: str) -> str | None:
+def _status(engine: wp.Engine, run_id: str, tenant: str = "default") -> str | None:
     try:
-        return engine.get(run_id).status.value
+        return engine.get(run_id, tenant=tenant).status.value
     except wp.RunNotFound:
         return None  # not started yet
 
@@ -78,21 +86,21 @@ def test_a_parent_waits_for_its_child_and_catches_a_childs_failure(make_engine: 
     assert "no negative numbers: -4" in result["caught"]["message"]
     history = engine.history(run.run_id)
     started = of_type(history, "ChildStarted")
-    assert [e.data["run_id"] for e in started] == [f"{run.run_id}/1", f"{run.run_id}/2"]
+    assert [e.data["run_id"] for e in started] == [f"{run.run_id}-1", f"{run.run_id}-2"]
     done = of_type(history, "ChildCompleted")
     failed = of_type(history, "ChildFailed")
     assert [e.data["result"] for e in done] == [8]
     assert failed[0].data["error"]["message"].endswith("no negative numbers: -4")
     # The histories link both ways: the child's RunStarted names its parent and step.
-    child = engine.history(f"{run.run_id}/1")
+    child = engine.history(f"{run.run_id}-1")
     assert child[0].data["parent"] == {"run_id": run.run_id, "step": "1", "depth": 1}
     links = _links(engine, run.run_id)
     assert links["parent"] is None
     assert [(c["run_id"], c["status"]) for c in links["children"]] == [
-        (f"{run.run_id}/1", "completed"),
-        (f"{run.run_id}/2", "failed"),
+        (f"{run.run_id}-1", "completed"),
+        (f"{run.run_id}-2", "failed"),
     ]
-    assert _links(engine, f"{run.run_id}/2")["parent"] == {
+    assert _links(engine, f"{run.run_id}-2")["parent"] == {
         "run_id": run.run_id,
         "step": "2",
         "close": "cancel",
@@ -107,7 +115,7 @@ def test_a_parent_that_ends_applies_its_close_policy_to_its_open_child(
     engine = make_engine(holder, waiting_kid, double)
     with engine.running():
         run = engine.start(holder, {"close": close})
-        child_id = f"{run.run_id}/1"
+        child_id = f"{run.run_id}-1"
         eventually(lambda: _status(engine, child_id) == "waiting", "the child waits")
         engine.cancel(run.run_id, reason="no longer needed")
         eventually(lambda: engine.get(run.run_id).status == "cancelled", "parent cancelled")
@@ -139,7 +147,7 @@ def test_a_childs_end_reaches_its_parent_in_the_commit_that_ends_the_child(
     engine = make_engine(holder, waiting_kid, double)
     with engine.running():
         run = engine.start(holder, {"close": "cancel", "wait": True})
-        child_id = f"{run.run_id}/1"
+        child_id = f"{run.run_id}-1"
         eventually(lambda: _status(engine, child_id) == "waiting", "the child waits")
         engine.signal(child_id, "go", "hello")
         assert engine.result(run.run_id, timeout=30) == "hello"
@@ -174,7 +182,7 @@ def test_a_parent_replayed_by_another_engine_after_a_crash_never_starts_its_chil
     async def scenario() -> tuple[Any, list[wp.Event], wp.RunInfo, list[Any]]:
         first = await engine(f"first-{time.monotonic_ns()}")
         run = await first.start(parent_of_two, 5)
-        kids = [f"{run.run_id}/1", "mine-5"]
+        kids = [f"{run.run_id}-1", "mine-5"]
         for kid_id in kids:
             await async_eventually(first, kid_id, "waiting")
         await first.abandon()  # as SIGKILL would: the parent's instance is lost
@@ -193,7 +201,7 @@ def test_a_parent_replayed_by_another_engine_after_a_crash_never_starts_its_chil
     result, history, info, violations = asyncio.run(scenario())
     assert result == ["k0", "k1"]
     assert [e.data["run_id"] for e in of_type(history, "ChildStarted")] == [
-        f"{info.run_id}/1",
+        f"{info.run_id}-1",
         "mine-5",
     ]
     assert len(of_type(history, "ChildCompleted")) == 2
@@ -211,3 +219,112 @@ async def async_eventually(engine: wp.AsyncEngine, run_id: str, status: str) -> 
             pass
         await asyncio.sleep(0.02)
     raise AssertionError(f"run {run_id} never {status}")
+
+
+# == edges: an operator ends a child; the tenant's quotas; another tenant ================
+
+
+def test_a_child_terminated_by_an_operator_fails_its_parents_wait(make_engine: Any) -> None:
+    engine = make_engine(holder, waiting_kid, double)
+    with engine.running():
+        run = engine.start(holder, {"close": "cancel", "wait": True}, tenant="acme")
+        child_id = f"{run.run_id}-1"
+        eventually(lambda: _status(engine, child_id, "acme") == "waiting", "the child waits")
+        engine.terminate(child_id, reason="stuck", tenant="acme")
+        with pytest.raises(wp.WorkflowFailed) as failed:
+            engine.result(run.run_id, timeout=30, tenant="acme")
+    assert "ChildFailed" in str(failed.value) and "terminated" in str(failed.value)
+    ended = of_type(engine.history(run.run_id, tenant="acme"), "ChildFailed")
+    assert [e.data["status"] for e in ended] == ["terminated"]
+    # Children run in their parent's tenant, and only there.
+    with pytest.raises(wp.RunNotFound):
+        engine.get(child_id)
+    assert engine._call(check_invariants(engine.aio.store)) == []
+
+
+@wp.workflow(name="crowd")
+async def crowd(ctx: wp.WorkflowContext, n: int) -> str:
+    first = await ctx.start_child(waiting_kid, 1)
+    try:
+        await ctx.child(kid, 2)
+    except wp.ChildFailed as exc:
+        await ctx.wait_signal("end")
+        return f"{exc.status}: {exc.type} ({first.run_id} still waits)"
+    return "started both"
+
+
+def test_a_child_over_the_tenants_run_quota_fails_to_start_and_the_parent_goes_on(
+    make_engine: Any,
+) -> None:
+    engine = make_engine(crowd, waiting_kid, kid, double)
+    engine.create_tenant("acme")
+    engine.set_quotas("acme", {"max_concurrent_runs": 2})
+    with engine.running():
+        run = engine.start(crowd, 0, tenant="acme")
+        eventually(
+            lambda: of_type(engine.history(run.run_id, tenant="acme"), "ChildFailed"),
+            "the second child refused",
+        )
+        engine.signal(run.run_id, "end", None, tenant="acme")
+        result = engine.result(run.run_id, timeout=30, tenant="acme")
+    assert result.startswith("not_started: QuotaExceeded")
+    # Nothing of the refused child was written.
+    with pytest.raises(wp.RunNotFound):
+        engine.get(f"{run.run_id}-2", tenant="acme")
+    assert engine._call(check_invariants(engine.aio.store)) == []
+
+
+def test_over_http_and_the_cli_a_run_shows_its_parent_and_children(
+    make_engine: Any, serve: Any, db_url: str
+) -> None:
+    engine = make_engine(parent, kid, double)
+    with engine.running():
+        run = engine.start(parent, 3, tenant="acme")
+        engine.result(run.run_id, timeout=30, tenant="acme")
+        base = serve(engine)
+        reader = Api(base, make_key(engine, "acme", "rita", "viewer"))
+        outsider = Api(base, make_key(engine, "other", "oscar", "operator"))
+        with reader, outsider:
+            body = reader.get(f"/v1/runs/{run.run_id}").json()
+            child = reader.get(f"/v1/runs/{run.run_id}-1").json()
+            hidden = outsider.get(f"/v1/runs/{run.run_id}-1")
+    assert body["parent"] is None
+    assert [(c["run_id"], c["step"], c["status"]) for c in body["children"]] == [
+        (f"{run.run_id}-1", "1", "completed"),
+        (f"{run.run_id}-2", "2", "failed"),
+    ]
+    assert child["parent"] == {"run_id": run.run_id, "step": "1", "close": "cancel"}
+    assert child["children"] == []
+    assert hidden.status_code == 404
+    waypost = str(Path(sys.executable).with_name("waypost"))
+    shown = subprocess.run(
+        [waypost, "runs", "show", f"{run.run_id}-2", "--db", db_url, "--tenant", "acme"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"{run.run_id} (step 2)" in shown.stdout
+    listed = subprocess.run(
+        [waypost, "runs", "show", run.run_id, "--db", db_url, "--tenant", "acme", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert [c["status"] for c in json.loads(listed.stdout)["children"]] == [
+        "completed",
+        "failed",
+    ]
+
+
+def test_the_example_runs(tmp_path: Path) -> None:
+    script = Path(__file__).parents[2] / "examples" / "child_workflows.py"
+    url = f"sqlite:///{tmp_path / 'children.db'}"
+    proc = subprocess.run(
+        [sys.executable, str(script), url], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "'tracking': ['trk-p1', 'trk-p3']" in proc.stdout
+    assert "no courier takes 40 kg" in proc.stdout
+    assert "(receipt) -> completed" in proc.stdout
+    assert "-2 -> parent {'run_id':" in proc.stdout

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from waypost.model.events import EventType, NewEvent
+from waypost.model.quotas import Quotas
 from waypost.model.status import RunStatus
 from waypost.runtime.cancellation import cancelled_error
 from waypost.runtime.instance import WorkflowInstance
@@ -54,12 +55,15 @@ def decision_commit(
     lease: float,
     take_locally: Callable[[str], bool],
     activity: ActivityUpdate | None = None,
+    start_quotas: Quotas | None = None,
 ) -> RunCommit:
     """The commit for the instance's new commands, after the events it was `fed`.
 
     `take_locally(activity)` says whether this engine runs a new activity task
     itself (and has reserved a slot for it): the task is then inserted leased to
-    `owner`, so the attempt starts as soon as the commit returns.
+    `owner`, so the attempt starts as soon as the commit returns. Child runs it starts
+    are admitted under `start_quotas` (the engine's, with the tenant's overrides), as a
+    start is; one refused fails at once into this run's history.
     """
     commands = inst.take_commands()
     new_activities: list[NewActivityTask] = []
@@ -128,7 +132,7 @@ def decision_commit(
             withdraw_correlations.append(d["step"])
         elif t == _E.CHILD_STARTED:
             # Started even by a run that ends in this activation (a detached child).
-            children.append(child_run(tenant, run_id, d, now))
+            children.append(child_run(tenant, run_id, d, now, start_quotas))
     outcome = inst.outcome
     continuation: Continuation | None = None
     if outcome is not None and outcome.type == _E.RUN_CONTINUED_AS_NEW:
@@ -203,7 +207,9 @@ def next_generation(inst: WorkflowInstance, outcome: NewEvent) -> Continuation:
     )
 
 
-def child_run(tenant: str, parent_run_id: str, d: dict[str, Any], now: float) -> NewRun:
+def child_run(
+    tenant: str, parent_run_id: str, d: dict[str, Any], now: float, quotas: Quotas | None
+) -> NewRun:
     """The child run a ChildStarted command starts, linked to its parent run and step."""
     started = {
         "workflow": d["workflow"],
@@ -221,4 +227,5 @@ def child_run(tenant: str, parent_run_id: str, d: dict[str, Any], now: float) ->
         started=NewEvent(_E.RUN_STARTED, started, now),
         queue=d["queue"],
         parent=ChildLink(parent_run_id, d["step"], d["close"]),
+        quotas=quotas,
     )

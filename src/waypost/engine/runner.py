@@ -559,6 +559,7 @@ class Runner(Starts):
             lease=settings.lease,
             take_locally=take_locally,
             activity=activity,
+            start_quotas=settings.quotas,
         )
         if commit.continue_as is not None and not accepting:
             commit.owner = None  # a stopping engine leaves the next generation to others

@@ -4,7 +4,7 @@
 one is a command (ChildStarted, its own step) that names the child's workflow, version,
 input, run id and close policy; the engine turns it into the child's run, created in the
 same commit (so replay, which matches the recorded command, never starts it twice). The
-child's id is the parent's id and the step (`<parent>/<step>`) unless the code gives one;
+child's id is the parent's id and the step (`<parent>-<step>`) unless the code gives one;
 either way it is recorded, and replay checks the code asks for the same child. The
 child's end comes back as an event the store appends to this run's history in the commit
 that ends the child (ChildCompleted, ChildFailed), which resolves the handle's result.
@@ -37,6 +37,12 @@ from .registry import WorkflowDefn, workflow_queue
 _E = EventType
 MAX_CHILD_DEPTH = 5
 CLOSE_POLICIES = ("cancel", "terminate", "abandon")
+
+
+def child_run_id(parent_run_id: str, step: str) -> str:
+    """A child's id when the code gives none: the parent's id and the step, in characters
+    a URL path keeps as they are (`order-7-3`; generation 2's step `2/1` gives `-2~1`)."""
+    return f"{parent_run_id}-{step.replace('/', '~')}"
 
 
 class ChildHandle:
@@ -126,7 +132,7 @@ class ChildRuns:
                 raise WorkflowError(str(exc)) from None
         step = self.next_step()
         fut: asyncio.Future[Any] = self._loop.create_future()
-        child_id = run_id if run_id is not None else f"{self.run_id}/{step}"
+        child_id = run_id if run_id is not None else child_run_id(self.run_id, step)
         op = f"ctx.start_child({name!r})"
         if self.child_depth >= MAX_CHILD_DEPTH:
             # Nothing recorded: the depth comes from RunStarted, so replay decides the same.

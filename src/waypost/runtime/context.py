@@ -226,7 +226,7 @@ class WorkflowContext:
 
         The child runs in this run's tenant, with its own history; its RunStarted names
         this run and step, and this run's history records ChildStarted and, when the
-        child ends, ChildCompleted or ChildFailed. Its id is `<this run's id>/<step>`
+        child ends, ChildCompleted or ChildFailed. Its id is `<this run's id>-<step>`
         unless `run_id` is given, so replay never starts it twice. `await
         handle.result()` waits for its result (raising `wp.ChildFailed` if it failed, was
         cancelled or terminated). If this run ends while the child still runs, `close`
