@@ -149,6 +149,9 @@ def _check_children(run: RunRecord, history: Iterable[Event]) -> list[Violation]
     """Each child is started once per step, and its end is recorded at most once, after
     its start."""
     out: list[Violation] = []
+    history = list(history)
+    # A later generation hears of the children an earlier one started.
+    continued = bool(history) and "continued_from" in history[0].data
     started: set[str] = set()
     ended: set[str] = set()
     for ev in history:
@@ -158,7 +161,7 @@ def _check_children(run: RunRecord, history: Iterable[Event]) -> list[Violation]
                 out.append(Violation("child-once", run.tenant, run.run_id, f"step {step} twice"))
             started.add(step)
         elif ev.type in (_E.CHILD_COMPLETED, _E.CHILD_FAILED):
-            if step not in started or step in ended:
+            if (step not in started and not continued) or step in ended:
                 out.append(
                     Violation(
                         "child-once",
