@@ -328,3 +328,135 @@ def test_the_example_runs(tmp_path: Path) -> None:
     assert "no courier takes 40 kg" in proc.stdout
     assert "(receipt) -> completed" in proc.stdout
     assert "-2 -> parent {'run_id':" in proc.stdout
+
+
+# == a definition's call step =============================================================
+
+PRICE = """
+name: price
+start: quote
+steps:
+  quote:
+    type: activity
+    activity: double
+    input: {n: amount}
+    output: $.doubled
+    next: done
+  done:
+    type: succeed
+    output: doubled
+"""
+
+CHECKOUT = """
+name: checkout
+start: price_it
+steps:
+  price_it:
+    type: call
+    definition: price
+    input: {amount: amount}
+    output: $.price
+    next: done
+  done:
+    type: succeed
+"""
+
+LOOP = """
+name: loop
+start: again
+steps:
+  again:
+    type: call
+    definition: loop
+    next: done
+  done:
+    type: succeed
+"""
+
+
+@wp.activity(name="double")
+def double_by_name(ctx: wp.ActivityContext, n: int) -> int:
+    if n < 0:
+        raise wp.NonRetryableError(f"negative: {n}")
+    return n * 2
+
+
+def test_a_definition_calls_another_as_a_child_run(make_engine: Any) -> None:
+    engine = make_engine(double_by_name)
+    engine.publish(PRICE, tenant="acme")
+    engine.publish(CHECKOUT, tenant="acme")
+    with engine.running():
+        run = engine.start("checkout", {"amount": 21}, tenant="acme")
+        assert engine.result(run.run_id, timeout=30, tenant="acme") == {
+            "amount": 21,
+            "price": 42,
+        }
+        bad = engine.start("checkout", {"amount": -1}, tenant="acme")
+        with pytest.raises(wp.WorkflowFailed) as failed:
+            engine.result(bad.run_id, timeout=30, tenant="acme")
+    assert failed.value.type == "call_failed"
+    assert "definition 'price'" in failed.value.message and "negative: -1" in failed.value.message
+    info = engine.get(run.run_id, tenant="acme")
+    child = engine.history((info.children or [{}])[0]["run_id"], tenant="acme")
+    assert child[0].data["definition"]["name"] == "price"
+    assert child[0].data["definition"]["version"] == 1
+    assert child[0].data["parent"]["run_id"] == run.run_id
+    assert [(c["workflow"], c["status"]) for c in info.children or []] == [("price", "completed")]
+    assert engine._call(check_invariants(engine.aio.store)) == []
+
+
+def test_a_definition_that_calls_itself_stops_at_the_depth_bound(make_engine: Any) -> None:
+    engine = make_engine(double_by_name)
+    engine.publish(LOOP)
+    with engine.running():
+        run = engine.start("loop", {})
+        with pytest.raises(wp.WorkflowFailed) as failed:
+            engine.result(run.run_id, timeout=30)
+    assert failed.value.type == "call_failed"
+    # Five levels of children below the run, each failed by the one below it.
+    chain = [engine.get(run.run_id)]
+    while chain[-1].children:
+        (only,) = chain[-1].children
+        chain.append(engine.get(only["run_id"]))
+    assert len(chain) == 6 and len(engine.list_runs()) == 6
+    assert [i.status.value for i in chain] == ["failed"] * 6
+    assert chain[-1].error is not None and "TooDeep" in chain[-1].error["message"]
+    assert engine._call(check_invariants(engine.aio.store)) == []
+
+
+def test_calling_a_definition_the_tenant_has_not_published_fails_the_step(
+    make_engine: Any,
+) -> None:
+    engine = make_engine(double_by_name)
+    engine.publish(CHECKOUT, tenant="acme")  # price is published in another tenant only
+    engine.publish(PRICE, tenant="other")
+    with engine.running():
+        run = engine.start("checkout", {"amount": 1}, tenant="acme")
+        with pytest.raises(wp.WorkflowFailed) as failed:
+            engine.result(run.run_id, timeout=30, tenant="acme")
+    assert "not_started: DefinitionNotFound" in failed.value.message
+    assert len(engine.list_runs(tenant="acme")) == 1
+
+
+@pytest.mark.parametrize(
+    ("step", "where"),
+    [
+        ({"type": "call"}, "steps.c"),
+        ({"type": "call", "definition": "price", "version": 0}, "steps.c.version"),
+        ({"type": "call", "definition": "price", "close": "kill"}, "steps.c.close"),
+        ({"type": "call", "definition": "price", "input": {"a": "$.("}}, "steps.c.input.a"),
+        ({"type": "call", "definition": "price", "extra": 1}, "steps.c"),
+    ],
+)
+def test_a_call_step_is_validated_with_located_errors(
+    make_engine: Any, step: dict[str, Any], where: str
+) -> None:
+    engine = make_engine()
+    definition = {
+        "name": "bad",
+        "start": "c",
+        "steps": {"c": {**step, "next": "d"}, "d": {"type": "succeed"}},
+    }
+    with pytest.raises(wp.DefinitionError) as info:
+        engine.publish(definition)
+    assert any(p.path.startswith(where) for p in info.value.problems), info.value.problems

@@ -217,6 +217,8 @@ def child_run(
         "input": d["input"],
         "parent": {"run_id": parent_run_id, "step": d["step"], "depth": d["depth"]},
     }
+    if "definition" in d:  # a definition's `call` step: the store picks the version
+        started["definition"] = d["definition"]
     return NewRun(
         tenant=tenant,
         run_id=d["run_id"],

@@ -116,11 +116,21 @@ class ChildRuns:
         version: str | None = None,
         close: str = "cancel",
         queue: str | None = None,
+        definition: dict[str, Any] | None = None,
     ) -> ChildHandle:
-        """Start a child run (recorded as ChildStarted); its handle resolves with its end."""
+        """Start a child run (recorded as ChildStarted); its handle resolves with its end.
+
+        With `definition` (`{name, version (None: the newest), limits}`), the child is a run
+        of the tenant's published definition `workflow`: the store picks the version when
+        it creates the child, and a definition it does not find fails the child at once.
+        """
         self._check_usable()
         site = self.site_label or call_site()
-        name, version, queue = self._child_target(workflow, version, queue)
+        if definition is not None:
+            name, queue = str(workflow), queue or ""
+            version = "" if definition.get("version") is None else str(definition["version"])
+        else:
+            name, version, queue = self._child_target(workflow, version, queue)
         if close not in CLOSE_POLICIES:
             raise WorkflowError(
                 f"close must be one of {', '.join(CLOSE_POLICIES)}, not {preview(close)}"
@@ -156,21 +166,21 @@ class ChildRuns:
                 payload = self.codec.encode(input)
             except PayloadError as exc:
                 raise WorkflowError(f"the input of child {name!r}: {exc}") from None
-            self._command(
-                _E.CHILD_STARTED,
-                {
-                    "step": step,
-                    "kind": "child",
-                    "workflow": name,
-                    "version": version,
-                    "queue": queue,
-                    "run_id": child_id,
-                    "input": payload,
-                    "close": close,
-                    "depth": self.child_depth + 1,
-                    "site": site,
-                },
-            )
+            data = {
+                "step": step,
+                "kind": "child",
+                "workflow": name,
+                "version": version,
+                "queue": queue,
+                "run_id": child_id,
+                "input": payload,
+                "close": close,
+                "depth": self.child_depth + 1,
+                "site": site,
+            }
+            if definition is not None:
+                data["definition"] = definition
+            self._command(_E.CHILD_STARTED, data)
         elif (ev.data.get("workflow"), ev.data.get("run_id")) != (name, child_id):
             raise self._nondeterministic(
                 f"history {describe(ev)} does not match the code: the code called {op} at "

@@ -92,6 +92,7 @@ class ContextHost(Protocol):
         version: str | None = None,
         close: str = "cancel",
         queue: str | None = None,
+        definition: dict[str, Any] | None = None,
     ) -> ChildHandle: ...
 
 

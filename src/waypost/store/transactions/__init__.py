@@ -11,14 +11,14 @@ By domain, each module importing only those listed before it:
     records.py        rows into records, by column name
     quotas.py         a tenant's quotas in admissions, and what it holds
     outbox.py         messages to send after the commit
-    children.py       child runs started and ended inside a run's commit (runs.py calls it)
     approval_rows.py  the approval rows a run's commit writes
+    definitions.py    published workflow definitions
+    children.py       child runs started and ended inside a run's commit (runs.py calls it)
     runs.py           create, commit and read runs; history; a run's tasks; pages
     tasks.py          claim and lease tasks, fire due timers, workers
     approvals.py      decide, change approvers, credentials, votes
     directory.py      the built-in groups, and what membership changes do to credentials
     refusals.py       refused decisions, counted and bounded
-    definitions.py    published workflow definitions
     access.py         tenants and their API keys
     webhooks.py       signal-with-start; webhook sources and deliveries by correlation
     retention.py      finished runs purged, and the summaries they leave

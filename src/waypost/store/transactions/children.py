@@ -13,6 +13,7 @@ cleanup), `terminate` ends it at once, `abandon` leaves it running.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ from ..base import (
     WorkflowTaskOp,
 )
 from ..tx import Tx
+from .definitions import get_definition
 
 _E = EventType
 # `runs.commit_run` and `runs.create_run`, passed in (runs.py calls this module).
@@ -48,6 +50,14 @@ def start_children(tx: Tx, c: RunCommit, commit: Commit, create: Create) -> None
         if link is None:
             continue
         key = {"tenant": new.tenant, "run_id": new.run_id}
+        if "definition" in new.started.data:
+            pinned = _pin_definition(tx, new)
+            if isinstance(pinned, dict):
+                _deliver(
+                    tx, commit, c.tenant, c.run_id, _not_started(link, new.run_id, pinned, c.now)
+                )
+                continue
+            new = pinned
         try:
             with tx.savepoint():
                 result = create(tx, new)
@@ -78,6 +88,34 @@ def start_children(tx: Tx, c: RunCommit, commit: Commit, create: Create) -> None
             "message": f"run {new.run_id!r} exists already and is not this step's child",
         }
         _deliver(tx, commit, c.tenant, c.run_id, _not_started(link, new.run_id, error, c.now))
+
+
+def _pin_definition(tx: Tx, new: NewRun) -> NewRun | dict[str, Any]:
+    """The child run of a definition's `call` step, pinned to the version it runs (the
+    newest, unless the step named one) and that version's digest; or the error of a
+    definition the tenant has not published."""
+    asked = new.started.data["definition"]
+    number = asked.get("version")
+    record = get_definition(tx, new.tenant, new.workflow, None if number is None else int(number))
+    if record is None:
+        which = "" if number is None else f" version {number}"
+        return {
+            "type": "DefinitionNotFound",
+            "message": f"tenant {new.tenant!r} has no definition {new.workflow!r}{which}",
+        }
+    version = str(record.version)
+    pinned = {
+        "name": new.workflow,
+        "version": record.version,
+        "digest": record.digest,
+        "limits": asked.get("limits") or {},
+    }
+    started = {**new.started.data, "version": version, "definition": pinned}
+    return dataclasses.replace(
+        new,
+        version=version,
+        started=NewEvent(new.started.type, started, new.started.ts),
+    )
 
 
 def _not_started(link: ChildLink, run_id: str, error: dict[str, Any], now: float) -> NewEvent:
