@@ -16,6 +16,7 @@ import waypost as wp
 from tests.helpers import db_query, eventually, of_type
 from waypost.testing.invariants import check_invariants
 
+from .console_fixtures import Browser
 from .server_fixtures import Api, make_key, serve
 
 __all__ = ["serve"]  # the fixture, used by name
@@ -315,6 +316,22 @@ def test_over_http_and_the_cli_a_run_shows_its_parent_and_children(
         "completed",
         "failed",
     ]
+
+
+def test_the_consoles_run_page_links_a_parent_and_its_children(
+    make_engine: Any, serve: Any
+) -> None:
+    engine = make_engine(parent, kid, double)
+    with engine.running():
+        run = engine.start(parent, 3, tenant="acme", run_id="console-parent")
+        engine.result(run.run_id, timeout=30, tenant="acme")
+        b = Browser(serve(engine))
+        assert b.sign_in_key(make_key(engine, "acme", "vic", "viewer")).status_code == 303
+        page = b.get("/runs/console-parent").text
+        child = b.get("/runs/console-parent-2").text
+    assert '<a href="/runs/console-parent-1">console-parent-1</a> (kid, step 1' in page
+    assert '<a href="/runs/console-parent-2">console-parent-2</a> (kid, step 2' in page
+    assert 'Parent</dt><dd><a href="/runs/console-parent">console-parent</a> (step 2)' in child
 
 
 def test_the_example_runs(tmp_path: Path) -> None:
