@@ -243,6 +243,50 @@ def test_a_child_terminated_by_an_operator_fails_its_parents_wait(make_engine: A
     assert engine._call(check_invariants(engine.aio.store)) == []
 
 
+flaky_once: set[str] = set()
+
+
+@wp.activity(retry=wp.Retry(max_attempts=1))
+def fails_first(ctx: wp.ActivityContext, label: str) -> str:
+    if label not in flaky_once:
+        flaky_once.add(label)
+        raise RuntimeError("not yet")
+    return f"done {label}"
+
+
+@wp.workflow(name="retried_kid")
+async def retried_kid(ctx: wp.WorkflowContext, label: str) -> str:
+    return str(await ctx.run(fails_first, label))
+
+
+@wp.workflow(name="patient")
+async def patient(ctx: wp.WorkflowContext, label: str) -> str:
+    try:
+        return str(await ctx.child(retried_kid, label))
+    except wp.ChildFailed as exc:
+        await ctx.wait_signal("end")
+        return f"gave up: {exc.status}"
+
+
+def test_a_child_repaired_after_its_parent_heard_of_its_failure_is_not_told_twice(
+    make_engine: Any, db_url: str
+) -> None:
+    engine = make_engine(patient, retried_kid, fails_first)
+    label = f"once-{time.monotonic_ns()}"
+    with engine.running():
+        run = engine.start(patient, label)
+        child_id = f"{run.run_id}-1"
+        eventually(lambda: _status(engine, child_id) == "failed", "the child failed")
+        eventually(lambda: _status(engine, run.run_id) == "waiting", "the parent took it in")
+        engine.retry(child_id, reason="fixed")
+        assert engine.result(child_id, timeout=30) == f"done {label}"
+        engine.signal(run.run_id, "end", None)
+        assert engine.result(run.run_id, timeout=30) == "gave up: failed"
+    ends = [e.type for e in engine.history(run.run_id) if e.type.startswith("Child")]
+    assert ends == ["ChildStarted", "ChildFailed"]
+    assert engine._call(check_invariants(engine.aio.store)) == []
+
+
 @wp.workflow(name="crowd")
 async def crowd(ctx: wp.WorkflowContext, n: int) -> str:
     first = await ctx.start_child(waiting_kid, 1)

@@ -128,7 +128,9 @@ def run_ended(tx: Tx, c: RunCommit, snap: Snapshot, commit: Commit) -> None:
     (each change made with `commit`, the store's `commit_run`)."""
     key = {"tenant": c.tenant, "run_id": c.run_id}
     row = tx.one("run_parent", key)
-    if row is not None and row["parent_run_id"]:
+    if row is not None and row["parent_run_id"] and not row["parent_told"]:
+        # Told once: a child that a repair made run again and end again is not news.
+        tx.run("parent_told", key)
         data: dict[str, Any] = {
             "step": row["parent_step"],
             "run_id": c.run_id,

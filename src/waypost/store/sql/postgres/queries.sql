@@ -957,7 +957,7 @@ UPDATE runs SET parent_run_id = %(parent_run_id)s, parent_step = %(parent_step)s
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
 
 -- name: run_parent
-SELECT parent_run_id, parent_step, parent_close, status, processed_seq FROM runs
+SELECT parent_run_id, parent_step, parent_close, parent_told, status, processed_seq FROM runs
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
 
 -- name: run_children
@@ -966,3 +966,7 @@ SELECT run_id, workflow, version, status, parent_step, parent_close, processed_s
 WHERE tenant = %(tenant)s AND parent_run_id = %(run_id)s
 ORDER BY created_at, run_id
 LIMIT %(limit)s;
+
+-- name: parent_told
+-- The parent has been told of the child's end: it is never told again.
+UPDATE runs SET parent_told = 1 WHERE tenant = %(tenant)s AND run_id = %(run_id)s;

@@ -22,6 +22,7 @@ CREATE TABLE runs (
     parent_run_id text,
     parent_step   text,
     parent_close  text,
+    parent_told   integer          NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, run_id)
 );
 

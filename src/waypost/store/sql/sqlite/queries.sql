@@ -945,7 +945,7 @@ UPDATE runs SET parent_run_id = :parent_run_id, parent_step = :parent_step, pare
 WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: run_parent
-SELECT parent_run_id, parent_step, parent_close, status, processed_seq FROM runs
+SELECT parent_run_id, parent_step, parent_close, parent_told, status, processed_seq FROM runs
 WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: run_children
@@ -954,3 +954,7 @@ SELECT run_id, workflow, version, status, parent_step, parent_close, processed_s
 WHERE tenant = :tenant AND parent_run_id = :run_id
 ORDER BY created_at, run_id
 LIMIT :limit;
+
+-- name: parent_told
+-- The parent has been told of the child's end: it is never told again.
+UPDATE runs SET parent_told = 1 WHERE tenant = :tenant AND run_id = :run_id;

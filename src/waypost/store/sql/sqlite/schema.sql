@@ -21,6 +21,7 @@ CREATE TABLE runs (
     parent_run_id TEXT,
     parent_step   TEXT,
     parent_close  TEXT,
+    parent_told   INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, run_id)
 ) WITHOUT ROWID;
 
