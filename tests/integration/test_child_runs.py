@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -210,6 +211,40 @@ def test_a_parent_replayed_by_another_engine_after_a_crash_never_starts_its_chil
     assert violations == []
 
 
+def test_a_parent_whose_worker_was_killed_is_replayed_elsewhere_without_a_second_child(
+    make_engine: Any, db_url: str, tmp_path: Path
+) -> None:
+    engine = make_engine(parent_of_two, waiting_kid, double)
+    run = engine.start(parent_of_two, 7)
+    kids = [f"{run.run_id}-1", "mine-7"]
+    log = (tmp_path / "worker.log").open("w")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "waypost.cli", "worker", "--db", db_url, "--app", __name__],
+        cwd=Path(__file__).parents[2],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        for kid_id in kids:
+            eventually(lambda k=kid_id: _status(engine, k) == "waiting", kid_id, timeout=30)
+        worker.send_signal(signal.SIGKILL)  # the parent's engine dies holding its run
+        worker.wait(10)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(10)
+        log.close()
+    with engine.running():
+        for i, kid_id in enumerate(kids):
+            engine.signal(kid_id, "go", f"k{i}")
+        assert engine.result(run.run_id, timeout=30) == ["k0", "k1"]
+    history = engine.history(run.run_id)
+    assert [e.data["run_id"] for e in of_type(history, "ChildStarted")] == kids
+    assert len(of_type(history, "ChildCompleted")) == 2
+    assert len(engine.list_runs()) == 3
+    assert engine._call(check_invariants(engine.aio.store)) == []
+
+
 async def async_eventually(engine: wp.AsyncEngine, run_id: str, status: str) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -399,7 +434,7 @@ start: quote
 steps:
   quote:
     type: activity
-    activity: double
+    activity: price.double
     input: {n: amount}
     output: $.doubled
     next: done
@@ -435,7 +470,7 @@ steps:
 """
 
 
-@wp.activity(name="double")
+@wp.activity(name="price.double")
 def double_by_name(ctx: wp.ActivityContext, n: int) -> int:
     if n < 0:
         raise wp.NonRetryableError(f"negative: {n}")
