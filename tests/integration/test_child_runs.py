@@ -119,6 +119,10 @@ def test_a_parent_that_ends_applies_its_close_policy_to_its_open_child(
         run = engine.start(holder, {"close": close})
         child_id = f"{run.run_id}-1"
         eventually(lambda: _status(engine, child_id) == "waiting", "the child waits")
+        waits = engine.get(run.run_id).waiting_for
+        assert {"kind": "child", "step": "1", "workflow": "waiting_kid", "run_id": child_id} in (
+            waits
+        )
         engine.cancel(run.run_id, reason="no longer needed")
         eventually(lambda: engine.get(run.run_id).status == "cancelled", "parent cancelled")
         expected = {"cancel": "cancelled", "terminate": "terminated", "abandon": "waiting"}
@@ -151,6 +155,9 @@ def test_a_childs_end_reaches_its_parent_in_the_commit_that_ends_the_child(
         run = engine.start(holder, {"close": "cancel", "wait": True})
         child_id = f"{run.run_id}-1"
         eventually(lambda: _status(engine, child_id) == "waiting", "the child waits")
+        action = engine.get(run.run_id).next_action
+        assert action is not None and action["kind"] == "child"
+        assert action["run_id"] == child_id and "waiting for child run" in action["detail"]
         engine.signal(child_id, "go", "hello")
         assert engine.result(run.run_id, timeout=30) == "hello"
     rows = db_query(

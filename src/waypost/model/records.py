@@ -33,7 +33,7 @@ class RunInfo:
     finished_at: datetime | None
     next_action: dict[str, Any] | None = None
     """What happens next, in words and data: `kind` (workflow, activity, retry, timer,
-    signal, approval, condition, no_worker, quota, suspended, paused), `detail` (plain words)
+    signal, approval, condition, child, no_worker, quota, suspended, paused), `detail` (plain words)
     and `at` (ISO time, when known); None once the run has ended."""
     priority: int = 0
     """Its tasks are claimed before the tenant's tasks of lower priority."""
