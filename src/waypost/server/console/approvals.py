@@ -30,13 +30,12 @@ from .pages import (
     Visit,
     engine_of,
     forbidden,
+    genuine,
     page,
     read_form,
     refusal,
-    secret_of,
     signed_in,
 )
-from .security import same_origin
 
 router = APIRouter(include_in_schema=False)
 
@@ -156,9 +155,7 @@ async def approval_page(request: Request, approval_id: str) -> Response:
 async def decide(request: Request, approval_id: str) -> Response:
     visit = await signed_in(request)
     form = await read_form(request)
-    if not same_origin(request) or not secret_of(request).csrf_matches(
-        visit.token, form.get("csrf")
-    ):
+    if not genuine(request, visit, form):
         return forbidden(visit, CSRF_REFUSED)
     decision = form.get("decision")
     comment = form.get("comment")

@@ -32,13 +32,12 @@ from .pages import (
     Visit,
     engine_of,
     forbidden,
+    genuine,
     page,
     query_of,
     refusal,
-    secret_of,
     signed_in,
 )
-from .security import same_origin
 
 router = APIRouter(include_in_schema=False)
 
@@ -169,9 +168,7 @@ async def publish(request: Request) -> Response:
     visit = await signed_in(request)
     # One file and a few fields; the form closes the uploaded file's spool, whatever happens.
     async with request.form(max_files=1, max_fields=10) as form:
-        if not same_origin(request) or not secret_of(request).csrf_matches(
-            visit.token, form.get("csrf")
-        ):
+        if not genuine(request, visit, form):
             return forbidden(visit, CSRF_REFUSED)
         upload = form.get("file")
         body: bytes | None = None

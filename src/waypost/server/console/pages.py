@@ -25,7 +25,7 @@ from waypost.model.identity import Principal
 
 from ..errors import answer
 from . import filters
-from .security import SESSION_COOKIE, ConsoleSecret
+from .security import SESSION_COOKIE, ConsoleSecret, same_origin
 
 HEADERS = {
     "Content-Security-Policy": (
@@ -151,6 +151,12 @@ async def signed_in(request: Request) -> Visit:
     if visit is None:
         raise SignInNeeded(request.url.path)
     return visit
+
+
+def genuine(request: Request, visit: Visit, form: Any) -> bool:
+    """Whether a posted form comes from this site's page for this session: the request's
+    origin is ours and the form carries the session's CSRF token."""
+    return same_origin(request) and secret_of(request).csrf_matches(visit.token, form.get("csrf"))
 
 
 def local_path(value: object, default: str = "/runs") -> str:

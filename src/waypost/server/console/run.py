@@ -26,14 +26,13 @@ from .pages import (
     Visit,
     engine_of,
     forbidden,
+    genuine,
     page,
     query_of,
     read_form,
     refusal,
-    secret_of,
     signed_in,
 )
-from .security import same_origin
 
 router = APIRouter(include_in_schema=False)
 
@@ -121,9 +120,7 @@ async def run_page(request: Request, run_id: str) -> Response:
 async def command(request: Request, run_id: str, name: str) -> Response:
     visit = await signed_in(request)
     form = await read_form(request)
-    if not same_origin(request) or not secret_of(request).csrf_matches(
-        visit.token, form.get("csrf")
-    ):
+    if not genuine(request, visit, form):
         return forbidden(visit, CSRF_REFUSED)
     chosen = COMMANDS.get(name)
     if chosen is None:

@@ -20,6 +20,7 @@ from .pages import (
     CSRF_REFUSED,
     engine_of,
     forbidden,
+    genuine,
     local_path,
     page,
     read_form,
@@ -124,9 +125,7 @@ async def sign_out(request: Request) -> Response:
     visit = await visit_of(request)
     form = await read_form(request)
     if visit is not None:
-        if not same_origin(request) or not secret_of(request).csrf_matches(
-            visit.token, form.get("csrf")
-        ):
+        if not genuine(request, visit, form):
             return forbidden(visit, CSRF_REFUSED)
         await engine_of(request).execute(ops.SignOut(token=visit.token), Principal.anonymous())
     response = RedirectResponse("/sign-in", status_code=303)
