@@ -602,6 +602,8 @@ class Runner(Starts):
             self._cache.evict(key)
             inst.close()
             self.run_ended(*key)
+            if "parent" in inst.started:
+                self.scheduler.wake()  # the commit woke the parent: take it up now
         else:
             self._cache.put(key, live)
         started = 0
