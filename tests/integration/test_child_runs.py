@@ -375,6 +375,14 @@ def test_over_http_and_the_cli_a_run_shows_its_parent_and_children(
             body = reader.get(f"/v1/runs/{run.run_id}").json()
             child = reader.get(f"/v1/runs/{run.run_id}-1").json()
             hidden = outsider.get(f"/v1/runs/{run.run_id}-1")
+        # The remote client reads the same links.
+        client = wp.Client(base, make_key(engine, "acme", "carl", "viewer"))
+        try:
+            remote = client.get(f"{run.run_id}-2")
+        finally:
+            client.close()
+    assert remote.parent == {"run_id": run.run_id, "step": "2", "close": "cancel"}
+    assert remote.children == []
     assert body["parent"] is None
     assert [(c["run_id"], c["step"], c["status"]) for c in body["children"]] == [
         (f"{run.run_id}-1", "1", "completed"),
