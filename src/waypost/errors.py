@@ -387,3 +387,12 @@ class UserExists(WaypostError):
 
 class UserNotFound(WaypostError, LookupError):
     """No user of this name in this tenant."""
+
+
+# == schedules ==========================================================================
+class ScheduleExists(WaypostError):
+    """The tenant has a schedule of this id already."""
+
+
+class ScheduleNotFound(WaypostError, LookupError):
+    """No schedule of this id in this tenant."""

@@ -46,7 +46,9 @@ def test_demo_runs_the_example_workflows_to_completion(tmp_path: Path) -> None:
     assert "tell the customer" in out and "completed on version 2" in out
 
 
-@pytest.mark.parametrize("script", ["orders.py", "approvals_by_signal.py", "purchase_approval.py"])
+@pytest.mark.parametrize(
+    "script", ["orders.py", "approvals_by_signal.py", "purchase_approval.py", "schedules.py"]
+)
 def test_examples_run(tmp_path: Path, script: str) -> None:
     proc = run([sys.executable, str(ROOT / "examples" / script)], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -41,6 +41,7 @@ from .output import cell, facts_grid, run_words, runs_table, show
 from .repairs import runs_retry, runs_skip, runs_update_input
 from .replay import replay
 from .retention import runs_purge, runs_purged
+from .schedules import schedules
 from .server import server
 from .users import users
 from .webhooks import webhooks
@@ -598,6 +599,7 @@ main.add_command(tenants)
 main.add_command(keys)
 main.add_command(users)
 main.add_command(webhooks)
+main.add_command(schedules)
 main.add_command(replay)
 runs.add_command(runs_migrate)
 runs.add_command(runs_purge)

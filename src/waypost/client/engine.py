@@ -63,13 +63,9 @@ from waypost.runtime.registry import Registry
 from waypost.store import open_store
 from waypost.store.base import Store
 
+from .calls import Calls
 from .door import Door, Handler
-from .encryption import EncryptionCalls
-from .fork import ForkCalls
-from .operator import OperatorCalls
-from .platform import PlatformCalls
-from .repairs import RepairCalls
-from .users import RunQueryCalls, UserCalls
+from .schedules import schedules_of
 
 T = TypeVar("T")
 
@@ -114,9 +110,7 @@ class AsyncRunHandle:
         return await self.engine.history(self.run_id, tenant=self.tenant)
 
 
-class AsyncEngine(
-    PlatformCalls, OperatorCalls, ForkCalls, EncryptionCalls, RepairCalls, UserCalls, RunQueryCalls
-):
+class AsyncEngine(Calls):
     """The waypost engine for asyncio applications.
 
     `url` is `sqlite:///path.db` (default `sqlite:///waypost.db`). Options:
@@ -235,6 +229,7 @@ class AsyncEngine(
         self._forks = Forks(self._runner)
         self._encryption = Encryption(self._runner)
         self._repairs = Repairs(self._runner, self._definitions)
+        self._schedules = schedules_of(self._runner, self._runs)
         self._runner.add_source(self._definitions)
         self._runner.on_approvals(self._outbox.wake)
         self._approvals.on_change(self._outbox.wake)
@@ -302,6 +297,7 @@ class AsyncEngine(
             ops.Skip: self._repairs.skip,
             ops.UpdateInput: self._repairs.update_input,
             **self._accounts.handlers(),
+            **self._schedules.handlers(),
         }
 
     # == the door =============================================================

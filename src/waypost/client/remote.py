@@ -30,6 +30,7 @@ from waypost.model.records import RunInfo, Started
 from waypost.model.status import RunStatus
 
 from .remote_operations import OperatorRequests, run_path, segment
+from .remote_schedules import ScheduleRequests
 from .sync import Blocking, LoopThread, blocking
 
 try:
@@ -158,7 +159,7 @@ def _json_body(body: Any) -> bytes:
     return text.encode()
 
 
-class AsyncClient(OperatorRequests):
+class AsyncClient(OperatorRequests, ScheduleRequests):
     """Runs on a `waypost server`, as the API key's principal sees them.
 
     `AsyncClient(url, api_key)`; use it as `async with` or call `close()`.
@@ -345,6 +346,13 @@ class Client(Blocking):
     purged_run = blocking(AsyncClient.purged_run)
     purged_runs = blocking(AsyncClient.purged_runs)
     verify = blocking(AsyncClient.verify)
+    schedule = blocking(AsyncClient.schedule)
+    schedules = blocking(AsyncClient.schedules)
+    describe_schedule = blocking(AsyncClient.describe_schedule)
+    pause_schedule = blocking(AsyncClient.pause_schedule)
+    resume_schedule = blocking(AsyncClient.resume_schedule)
+    delete_schedule = blocking(AsyncClient.delete_schedule)
+    backfill_schedule = blocking(AsyncClient.backfill_schedule)
 
 
 async def _make(url: str, api_key: str, timeout: float) -> AsyncClient:

@@ -250,6 +250,13 @@ class Engine(Blocking):
     list_users = blocking(AsyncEngine.list_users)
     disable_user = blocking(AsyncEngine.disable_user)
     set_password = blocking(AsyncEngine.set_password)
+    schedule = blocking(AsyncEngine.schedule)
+    schedules = blocking(AsyncEngine.schedules)
+    describe_schedule = blocking(AsyncEngine.describe_schedule)
+    pause_schedule = blocking(AsyncEngine.pause_schedule)
+    resume_schedule = blocking(AsyncEngine.resume_schedule)
+    delete_schedule = blocking(AsyncEngine.delete_schedule)
+    backfill_schedule = blocking(AsyncEngine.backfill_schedule)
     # the approval page
     resolve_credential = blocking(AsyncEngine.resolve_credential)
     start_run = blocking(AsyncEngine.start_run)

@@ -11,6 +11,8 @@ when real processes die at the worst moments and messages are lost.
 - ``activity:before`` / ``activity:after``: an attempt is about to call the
   activity / has returned or raised, before its outcome is reported.
 - ``timers:fired``: due timers were fired, before their runs are processed.
+- ``schedules:started``: a schedule's due fires have their runs started, before its
+  `next_fire_at` is advanced.
 
 `chance(fault)` asks whether a fault happens now:
 - ``activity:lose-response``: an attempt succeeded but its outcome never

@@ -99,6 +99,7 @@ class Scheduler:
         self._beating_since: float | None = None
         self._loops: dict[str, Loop] = {}
         self._topics: dict[str, Callable[[], None]] = {}
+        self._on_nudge: list[Callable[[], None]] = []
         self._wake = asyncio.Event()
         self._timer_wake = asyncio.Event()
         self._polling: list[asyncio.Task[Any]] = []
@@ -111,6 +112,10 @@ class Scheduler:
     def add_loop(self, name: str, loop: Loop) -> None:
         """Run `loop()` while this engine serves (a feature's background work)."""
         self._loops[name] = loop
+
+    def on_nudge(self, wake: Callable[[], None]) -> None:
+        """Call `wake()` when this engine is nudged (a feature's loop looks again too)."""
+        self._on_nudge.append(wake)
 
     def on_topic(self, topic: str, wake: Callable[[], None]) -> None:
         """Call `wake()` when another process notifies `topic` (instead of waking the poller)."""
@@ -178,6 +183,8 @@ class Scheduler:
         self._lapsed_at = 0.0
         self._wake.set()
         self._timer_wake.set()
+        for wake in self._on_nudge:
+            wake()
 
     def _on_notify(self, topic: str) -> None:
         """Another process has work: a task became ready, a timer was set, a message waits."""

@@ -170,6 +170,16 @@ class Runs:
             priority=req.priority,
         )
 
+    async def knows_workflow(self, tenant: str, name: str) -> bool:
+        """Whether a start of workflow `name` in `tenant` would find it: registered here,
+        published by the tenant as a definition, or served by a running worker."""
+        m = self.machinery
+        if m.registry.has_workflow(name):
+            return True
+        if await m.store.get_definition(tenant, name) is not None:
+            return True
+        return bool(await self._served_versions(name))
+
     async def _served_versions(self, name: str) -> set[str]:
         """The versions of workflow `name` that running workers serve (their queues)."""
         m = self.machinery

@@ -76,6 +76,16 @@ from waypost.model.requests import (
     check_roles as check_roles,
     checked as checked,
 )
+from waypost.model.schedules import (
+    SCHEDULE_OPERATIONS,
+    BackfillSchedule as BackfillSchedule,
+    CreateSchedule as CreateSchedule,
+    DeleteSchedule as DeleteSchedule,
+    GetSchedule as GetSchedule,
+    ListSchedules as ListSchedules,
+    PauseSchedule as PauseSchedule,
+    ResumeSchedule as ResumeSchedule,
+)
 from waypost.model.status import RunStatus
 
 T = TypeVar("T")
@@ -773,5 +783,6 @@ OPERATIONS: tuple[type[Request[Any]], ...] = (
     *REPAIR_OPERATIONS,
     *USER_OPERATIONS,
     *RUN_PAGE_OPERATIONS,
+    *SCHEDULE_OPERATIONS,
 )
 """Every operation the door serves (a test checks each has a handler and an engine method)."""

@@ -44,6 +44,7 @@ from .rows import (
     RunCount as RunCount,
     TenantRecord as TenantRecord,
 )
+from .schedules import ScheduleStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,7 +425,7 @@ class ResealCounts:
     resealed: int
 
 
-class Store(AccountStore, Protocol):
+class Store(AccountStore, ScheduleStore, Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str

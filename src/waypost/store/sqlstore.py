@@ -19,7 +19,7 @@ from waypost.model.chain import PLAIN, Chain
 from waypost.model.encryption import Keys
 
 from . import transactions as txn
-from .transactions import search, users
+from .transactions import schedules, search, users
 from .tx import Tx
 
 P = ParamSpec("P")
@@ -148,6 +148,15 @@ class SqlStore:
     create_session = write(users.create_session)
     get_session = read(users.get_session)
     end_session = write(users.end_session)
+
+    # -- schedules ---------------------------------------------------------------------
+    create_schedule = write(schedules.create_schedule)
+    get_schedule = read(schedules.get_schedule)
+    list_schedules = read(schedules.list_schedules)
+    delete_schedule = write(schedules.delete_schedule)
+    set_schedule_paused = write(schedules.set_schedule_paused)
+    due_schedules = read(schedules.due_schedules)
+    advance_schedule = write(schedules.advance_schedule)
 
     # -- signals from outside: signal-with-start, webhooks by correlation ------------
     signal_with_start = write(txn.signal_with_start)

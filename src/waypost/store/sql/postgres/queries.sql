@@ -970,3 +970,47 @@ LIMIT %(limit)s;
 -- name: parent_told
 -- The parent has been told of the child's end: it is never told again.
 UPDATE runs SET parent_told = 1 WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
+
+-- == schedules ===========================================================================
+-- name: insert_schedule
+INSERT INTO schedules (tenant, schedule_id, workflow, version, cron, tz, every, input,
+    overlap, catchup, catchup_window, paused, next_fire_at, last_fire_at, last_run_id,
+    buffered_fire_at, created_at, created_by)
+VALUES (%(tenant)s, %(schedule_id)s, %(workflow)s, %(version)s, %(cron)s, %(tz)s, %(every)s, %(input)s,
+    %(overlap)s, %(catchup)s, %(catchup_window)s, %(paused)s, %(next_fire_at)s, %(last_fire_at)s, %(last_run_id)s,
+    %(buffered_fire_at)s, %(created_at)s, %(created_by)s);
+
+-- name: get_schedule
+SELECT * FROM schedules WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s;
+
+-- name: list_schedules
+SELECT * FROM schedules WHERE tenant = %(tenant)s ORDER BY schedule_id;
+
+-- name: delete_schedule
+DELETE FROM schedules WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s;
+
+-- name: pause_schedule
+UPDATE schedules SET paused = 1, buffered_fire_at = NULL
+WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s;
+
+-- name: resume_schedule
+UPDATE schedules SET paused = 0, next_fire_at = %(next_fire_at)s
+WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s;
+
+-- name: due_schedules
+SELECT * FROM schedules
+WHERE paused = 0 AND (next_fire_at <= %(now)s OR buffered_fire_at IS NOT NULL)
+ORDER BY next_fire_at
+LIMIT %(limit)s;
+
+-- name: advance_schedule
+UPDATE schedules SET next_fire_at = %(next_fire_at)s, last_fire_at = %(last_fire_at)s,
+    last_run_id = %(last_run_id)s, buffered_fire_at = %(buffered_fire_at)s
+WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s AND paused = 0
+    AND next_fire_at = %(seen)s;
+
+-- name: advance_schedule_unset
+UPDATE schedules SET next_fire_at = %(next_fire_at)s, last_fire_at = %(last_fire_at)s,
+    last_run_id = %(last_run_id)s, buffered_fire_at = %(buffered_fire_at)s
+WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s AND paused = 0
+    AND next_fire_at IS NULL;

@@ -340,3 +340,27 @@ CREATE TABLE console_sessions (
 
 CREATE INDEX console_sessions_by_credential ON console_sessions (tenant, kind, credential);
 CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_at);
+
+CREATE TABLE schedules (
+    tenant           text NOT NULL,
+    schedule_id      text NOT NULL,
+    workflow         text NOT NULL,
+    version          text,
+    cron             text,
+    tz               text NOT NULL,
+    every            double precision,
+    input            text NOT NULL,
+    overlap          text NOT NULL,
+    catchup          text NOT NULL,
+    catchup_window   double precision NOT NULL,
+    paused           integer NOT NULL DEFAULT 0,
+    next_fire_at     double precision,
+    last_fire_at     double precision,
+    last_run_id      text,
+    buffered_fire_at double precision,
+    created_at       double precision NOT NULL,
+    created_by       text NOT NULL,
+    PRIMARY KEY (tenant, schedule_id)
+);
+
+CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE paused = 0;

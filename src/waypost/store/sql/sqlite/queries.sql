@@ -958,3 +958,47 @@ LIMIT :limit;
 -- name: parent_told
 -- The parent has been told of the child's end: it is never told again.
 UPDATE runs SET parent_told = 1 WHERE tenant = :tenant AND run_id = :run_id;
+
+-- == schedules ===========================================================================
+-- name: insert_schedule
+INSERT INTO schedules (tenant, schedule_id, workflow, version, cron, tz, every, input,
+    overlap, catchup, catchup_window, paused, next_fire_at, last_fire_at, last_run_id,
+    buffered_fire_at, created_at, created_by)
+VALUES (:tenant, :schedule_id, :workflow, :version, :cron, :tz, :every, :input,
+    :overlap, :catchup, :catchup_window, :paused, :next_fire_at, :last_fire_at, :last_run_id,
+    :buffered_fire_at, :created_at, :created_by);
+
+-- name: get_schedule
+SELECT * FROM schedules WHERE tenant = :tenant AND schedule_id = :schedule_id;
+
+-- name: list_schedules
+SELECT * FROM schedules WHERE tenant = :tenant ORDER BY schedule_id;
+
+-- name: delete_schedule
+DELETE FROM schedules WHERE tenant = :tenant AND schedule_id = :schedule_id;
+
+-- name: pause_schedule
+UPDATE schedules SET paused = 1, buffered_fire_at = NULL
+WHERE tenant = :tenant AND schedule_id = :schedule_id;
+
+-- name: resume_schedule
+UPDATE schedules SET paused = 0, next_fire_at = :next_fire_at
+WHERE tenant = :tenant AND schedule_id = :schedule_id;
+
+-- name: due_schedules
+SELECT * FROM schedules
+WHERE paused = 0 AND (next_fire_at <= :now OR buffered_fire_at IS NOT NULL)
+ORDER BY next_fire_at
+LIMIT :limit;
+
+-- name: advance_schedule
+UPDATE schedules SET next_fire_at = :next_fire_at, last_fire_at = :last_fire_at,
+    last_run_id = :last_run_id, buffered_fire_at = :buffered_fire_at
+WHERE tenant = :tenant AND schedule_id = :schedule_id AND paused = 0
+    AND next_fire_at = :seen;
+
+-- name: advance_schedule_unset
+UPDATE schedules SET next_fire_at = :next_fire_at, last_fire_at = :last_fire_at,
+    last_run_id = :last_run_id, buffered_fire_at = :buffered_fire_at
+WHERE tenant = :tenant AND schedule_id = :schedule_id AND paused = 0
+    AND next_fire_at IS NULL;

@@ -339,3 +339,27 @@ CREATE TABLE console_sessions (
 
 CREATE INDEX console_sessions_by_credential ON console_sessions (tenant, kind, credential);
 CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_at);
+
+CREATE TABLE schedules (
+    tenant           TEXT NOT NULL,
+    schedule_id      TEXT NOT NULL,
+    workflow         TEXT NOT NULL,
+    version          TEXT,
+    cron             TEXT,
+    tz               TEXT NOT NULL,
+    every            REAL,
+    input            TEXT NOT NULL,
+    overlap          TEXT NOT NULL,
+    catchup          TEXT NOT NULL,
+    catchup_window   REAL NOT NULL,
+    paused           INTEGER NOT NULL DEFAULT 0,
+    next_fire_at     REAL,
+    last_fire_at     REAL,
+    last_run_id      TEXT,
+    buffered_fire_at REAL,
+    created_at       REAL NOT NULL,
+    created_by       TEXT NOT NULL,
+    PRIMARY KEY (tenant, schedule_id)
+) WITHOUT ROWID;
+
+CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE paused = 0;

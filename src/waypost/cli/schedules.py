@@ -1,0 +1,170 @@
+"""The `waypost schedules` commands: create, list, show, pause, resume, delete and
+backfill a tenant's schedules (the engines that serve fire them)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from waypost.model.schedules import ScheduleInfo
+
+from .common import db_option, dump, open_engine
+
+tenant_option = click.option("--tenant", default="default", show_default=True)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _line(info: ScheduleInfo) -> str:
+    when = f"every {info.every:g}s" if info.every is not None else f"{info.cron!r} in {info.tz}"
+    state = "paused" if info.paused else f"next {info.to_dict()['next_fire']}"
+    return f"{info.schedule_id}  {info.workflow}  {when}  {info.overlap}  {state}"
+
+
+def _input(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--input") from None
+
+
+@click.group()
+def schedules() -> None:
+    """Schedules: runs of a workflow started on a cron expression or an interval."""
+
+
+@schedules.command("create")
+@click.argument("schedule_id")
+@click.argument("workflow")
+@click.option("--cron", help="Five cron fields, e.g. '0 9 * * MON-FRI'.")
+@click.option("--tz", help="The cron's time zone, e.g. Europe/Madrid (default UTC).")
+@click.option("--every", type=float, help="Or: an interval, in seconds.")
+@click.option("--input", "input_json", help="Each run's input, as JSON.")
+@click.option("--version", help="The workflow's version (default: the newest).")
+@click.option(
+    "--overlap",
+    default="skip",
+    show_default=True,
+    help="While the previous run runs: skip, buffer_one, allow_all, cancel_previous.",
+)
+@click.option("--catchup", default="last", show_default=True, help="Missed fires: none, last, all.")
+@click.option(
+    "--catchup-window", type=float, default=86400.0, show_default=True, help="Seconds, for all."
+)
+@tenant_option
+@json_option
+@db_option
+def schedules_create(
+    schedule_id: str,
+    workflow: str,
+    cron: str | None,
+    tz: str | None,
+    every: float | None,
+    input_json: str | None,
+    version: str | None,
+    overlap: str,
+    catchup: str,
+    catchup_window: float,
+    tenant: str,
+    as_json: bool,
+    db: str,
+) -> None:
+    """Make SCHEDULE_ID, starting runs of WORKFLOW."""
+    with open_engine(db) as engine:
+        made = engine.schedule(
+            workflow,
+            id=schedule_id,
+            cron=cron,
+            tz=tz,
+            every=every,
+            input=_input(input_json),
+            version=version,
+            overlap=overlap,
+            catchup=catchup,
+            catchup_window=catchup_window,
+            tenant=tenant,
+        )
+    click.echo(dump(made.to_dict()) if as_json else _line(made))
+
+
+@schedules.command("list")
+@tenant_option
+@json_option
+@db_option
+def schedules_list(tenant: str, as_json: bool, db: str) -> None:
+    """List the schedules of a tenant."""
+    with open_engine(db, must_exist=True) as engine:
+        found = engine.schedules(tenant=tenant)
+    if as_json:
+        click.echo(dump([s.to_dict() for s in found]))
+        return
+    for info in found:
+        click.echo(_line(info))
+    if not found:
+        click.echo(f"no schedules in tenant {tenant}", err=True)
+
+
+@schedules.command("show")
+@click.argument("schedule_id")
+@tenant_option
+@db_option
+def schedules_show(schedule_id: str, tenant: str, db: str) -> None:
+    """Show SCHEDULE_ID (JSON)."""
+    with open_engine(db, must_exist=True) as engine:
+        click.echo(dump(engine.describe_schedule(schedule_id, tenant=tenant).to_dict()))
+
+
+@schedules.command("pause")
+@click.argument("schedule_id")
+@tenant_option
+@db_option
+def schedules_pause(schedule_id: str, tenant: str, db: str) -> None:
+    """Stop SCHEDULE_ID firing; its runs go on."""
+    with open_engine(db, must_exist=True) as engine:
+        click.echo(_line(engine.pause_schedule(schedule_id, tenant=tenant)))
+
+
+@schedules.command("resume")
+@click.argument("schedule_id")
+@tenant_option
+@db_option
+def schedules_resume(schedule_id: str, tenant: str, db: str) -> None:
+    """Fire SCHEDULE_ID again, from now on."""
+    with open_engine(db, must_exist=True) as engine:
+        click.echo(_line(engine.resume_schedule(schedule_id, tenant=tenant)))
+
+
+@schedules.command("delete")
+@click.argument("schedule_id")
+@tenant_option
+@db_option
+def schedules_delete(schedule_id: str, tenant: str, db: str) -> None:
+    """Delete SCHEDULE_ID; the runs it started go on."""
+    with open_engine(db, must_exist=True) as engine:
+        engine.delete_schedule(schedule_id, tenant=tenant)
+    click.echo(f"schedule {schedule_id} deleted")
+
+
+@schedules.command("backfill")
+@click.argument("schedule_id")
+@click.option("--start", required=True, help="ISO 8601 with a zone: 2026-06-01T00:00:00Z.")
+@click.option("--end", required=True, help="ISO 8601 with a zone.")
+@click.option(
+    "--overlap",
+    default="allow_all",
+    show_default=True,
+    help="allow_all, or schedule (its overlap policy between the backfilled runs).",
+)
+@tenant_option
+@db_option
+def schedules_backfill(
+    schedule_id: str, start: str, end: str, overlap: str, tenant: str, db: str
+) -> None:
+    """Start the runs of SCHEDULE_ID's fire times in [--start, --end] (JSON: each fire and
+    its run, null where skipped)."""
+    with open_engine(db, must_exist=True) as engine:
+        done = engine.backfill_schedule(schedule_id, start, end, overlap=overlap, tenant=tenant)
+    click.echo(dump(done.to_dict()))

@@ -1,0 +1,70 @@
+"""The store verbs of schedules (decision 0017), beside the `Store` Protocol that
+includes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class ScheduleRecord:
+    """A schedule's row. `input` is the encoded input (JSON text); times are unix seconds."""
+
+    tenant: str
+    schedule_id: str
+    workflow: str
+    version: str | None
+    cron: str | None
+    tz: str
+    every: float | None
+    input: str
+    overlap: str
+    catchup: str
+    catchup_window: float
+    paused: bool
+    next_fire_at: float | None
+    last_fire_at: float | None
+    last_run_id: str | None
+    buffered_fire_at: float | None
+    created_at: float
+    created_by: str
+
+
+@dataclass(frozen=True)
+class ScheduleAdvance:
+    """What handling a schedule's due fires changes, if its `next_fire_at` is still `seen`."""
+
+    tenant: str
+    schedule_id: str
+    seen: float | None
+    next_fire_at: float | None
+    last_fire_at: float | None
+    last_run_id: str | None
+    buffered_fire_at: float | None
+
+
+class ScheduleStore(Protocol):
+    async def create_schedule(self, schedule: ScheduleRecord) -> bool:
+        """Insert a schedule; False if the tenant has one of that id."""
+        ...
+
+    async def get_schedule(self, tenant: str, schedule_id: str) -> ScheduleRecord | None: ...
+
+    async def list_schedules(self, tenant: str) -> list[ScheduleRecord]: ...
+
+    async def delete_schedule(self, tenant: str, schedule_id: str) -> bool: ...
+
+    async def set_schedule_paused(
+        self, tenant: str, schedule_id: str, paused: bool, next_fire_at: float | None
+    ) -> bool:
+        """Pause or resume (then from `next_fire_at`); False if there is no such schedule."""
+        ...
+
+    async def due_schedules(self, now: float, limit: int) -> list[ScheduleRecord]:
+        """Unpaused schedules, of every tenant, due at `now` (or holding a buffered fire)."""
+        ...
+
+    async def advance_schedule(self, advance: ScheduleAdvance) -> bool:
+        """Apply `advance` if the schedule's `next_fire_at` is still `advance.seen`."""
+        ...
