@@ -23,11 +23,11 @@ from waypost.model.events import Event, NewEvent
 from waypost.model.quotas import Quotas
 
 from .accounts import AccountStore
+from .children import ChildLink as ChildLink, ChildStore
 from .rows import (
     ApiKeyRecord as ApiKeyRecord,
     ApprovalRecord as ApprovalRecord,
     ApproverChange as ApproverChange,
-    ChildLink as ChildLink,
     CredentialLookup as CredentialLookup,
     CredentialRecord as CredentialRecord,
     DecideRequest as DecideRequest,
@@ -425,7 +425,7 @@ class ResealCounts:
     resealed: int
 
 
-class Store(AccountStore, ScheduleStore, Protocol):
+class Store(AccountStore, ScheduleStore, ChildStore, Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str
@@ -531,8 +531,6 @@ class Store(AccountStore, ScheduleStore, Protocol):
     ) -> tuple[RunRecord | None, list[Event]]:
         """The run's snapshot and its events after `after_seq`, read together."""
         ...
-
-    async def run_links(self, tenant: str, run_id: str) -> dict[str, Any] | None: ...
 
     async def beat_worker(self, worker: WorkerRecord) -> None: ...
 

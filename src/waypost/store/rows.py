@@ -27,16 +27,6 @@ class NewApproval:
 
 
 @dataclass(frozen=True, slots=True)
-class ChildLink:
-    """Where a child run comes from: its parent run, the parent's step, and what becomes
-    of the child if the parent ends first (`cancel`, `terminate` or `abandon`)."""
-
-    run_id: str
-    step: str
-    close: str = "cancel"
-
-
-@dataclass(frozen=True, slots=True)
 class NewCorrelation:
     """A signal wait made findable by (key, value) while it waits (CorrelationRegistered)."""
 
