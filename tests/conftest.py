@@ -15,8 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 import waypost as wp
+
+# No time limit per generated example: speed is measured in bench/, and a loaded machine
+# must not fail a property that holds.
+settings.register_profile("waypost", deadline=None)
+settings.load_profile("waypost")
 
 POSTGRES = os.environ.get("WAYPOST_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 STORES = ["sqlite", "postgres"]

@@ -396,3 +396,24 @@ class ScheduleExists(WaypostError):
 
 class ScheduleNotFound(WaypostError, LookupError):
     """No schedule of this id in this tenant."""
+
+
+# == queries and updates ================================================================
+class QueryFailed(WaypostError):
+    """A query could not be answered: the run has no handler of that name, the handler
+    raised, or it tried to do something (sleep, run an activity) a query may not.
+    Nothing was recorded."""
+
+
+class UpdateRejected(WaypostError):
+    """An update's validator refused it: nothing was recorded in the run's history."""
+
+
+class UpdateFailed(WaypostError):
+    """An accepted update's handler raised; its error is recorded in the history (the
+    run goes on)."""
+
+
+class UpdateTimeout(ResultTimeout):
+    """The caller stopped waiting for an accepted update's result; the update is recorded
+    and goes on: ask again with the same update id for its result."""

@@ -47,7 +47,14 @@ def test_demo_runs_the_example_workflows_to_completion(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "script", ["orders.py", "approvals_by_signal.py", "purchase_approval.py", "schedules.py"]
+    "script",
+    [
+        "orders.py",
+        "approvals_by_signal.py",
+        "purchase_approval.py",
+        "schedules.py",
+        "queries_and_updates.py",
+    ],
 )
 def test_examples_run(tmp_path: Path, script: str) -> None:
     proc = run([sys.executable, str(ROOT / "examples" / script)], cwd=tmp_path)

@@ -43,6 +43,7 @@ from .replay import replay
 from .retention import runs_purge, runs_purged
 from .schedules import schedules
 from .server import server
+from .updates import runs_query, runs_update
 from .users import users
 from .webhooks import webhooks
 
@@ -399,6 +400,8 @@ _operator_command(
     "resume", "resumed", "Resume a paused run, or a suspended one after its code is fixed."
 )
 runs.add_command(runs_fork)
+runs.add_command(runs_query)
+runs.add_command(runs_update)
 
 
 @main.group("db")

@@ -8,6 +8,7 @@ from .operator import OperatorCalls
 from .platform import PlatformCalls
 from .repairs import RepairCalls
 from .schedules import ScheduleCalls
+from .updates import UpdateCalls
 from .users import RunQueryCalls, UserCalls
 
 
@@ -20,5 +21,6 @@ class Calls(
     UserCalls,
     RunQueryCalls,
     ScheduleCalls,
+    UpdateCalls,
 ):
     """Every mixin of `AsyncEngine`."""

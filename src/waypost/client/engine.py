@@ -298,6 +298,7 @@ class AsyncEngine(Calls):
             ops.UpdateInput: self._repairs.update_input,
             **self._accounts.handlers(),
             **self._schedules.handlers(),
+            **self.update_handlers(),
         }
 
     # == the door =============================================================

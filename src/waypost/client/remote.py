@@ -31,6 +31,7 @@ from waypost.model.status import RunStatus
 
 from .remote_operations import OperatorRequests, run_path, segment
 from .remote_schedules import ScheduleRequests
+from .remote_updates import UpdateRequests
 from .sync import Blocking, LoopThread, blocking
 
 try:
@@ -159,7 +160,7 @@ def _json_body(body: Any) -> bytes:
     return text.encode()
 
 
-class AsyncClient(OperatorRequests, ScheduleRequests):
+class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests):
     """Runs on a `waypost server`, as the API key's principal sees them.
 
     `AsyncClient(url, api_key)`; use it as `async with` or call `close()`.
@@ -353,6 +354,8 @@ class Client(Blocking):
     resume_schedule = blocking(AsyncClient.resume_schedule)
     delete_schedule = blocking(AsyncClient.delete_schedule)
     backfill_schedule = blocking(AsyncClient.backfill_schedule)
+    query = blocking(AsyncClient.query)
+    update = blocking(AsyncClient.update)
 
 
 async def _make(url: str, api_key: str, timeout: float) -> AsyncClient:

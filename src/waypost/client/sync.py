@@ -217,6 +217,8 @@ class Engine(Blocking):
     pause = blocking(AsyncEngine.pause)
     resume = blocking(AsyncEngine.resume)
     fork = blocking(AsyncEngine.fork)
+    query = blocking(AsyncEngine.query)
+    update = blocking(AsyncEngine.update)
     retry = blocking(AsyncEngine.retry)
     skip = blocking(AsyncEngine.skip)
     update_input = blocking(AsyncEngine.update_input)

@@ -61,6 +61,10 @@ class EventType(StrEnum):
     CHILD_STARTED = "ChildStarted"
     CHILD_COMPLETED = "ChildCompleted"
     CHILD_FAILED = "ChildFailed"
+    # An update validated and accepted (its id, name and arguments; the code runs its
+    # handler), and the handler's result or error (a command, at step "u<accepted seq>").
+    UPDATE_ACCEPTED = "UpdateAccepted"
+    UPDATE_COMPLETED = "UpdateCompleted"
 
 
 # Events that workflow code issues (commands). Replay matches them to the code
@@ -78,6 +82,7 @@ COMMAND_EVENTS = frozenset(
         EventType.CORRELATION_REGISTERED,
         EventType.CORRELATION_WITHDRAWN,
         EventType.CHILD_STARTED,
+        EventType.UPDATE_COMPLETED,
     }
 )
 

@@ -50,6 +50,7 @@ STOPS = {
     _E.RUN_MIGRATED: "a migration to another definition version (a fork keeps its source's)",
     _E.STEP_SKIPPED: "a step an operator skipped (fork before it, and skip again if need be)",
     _E.INPUT_UPDATED: "an operator's update of the run's data (fork before it)",
+    _E.UPDATE_ACCEPTED: "an update (its caller waits on the source run, not on a fork)",
 }
 
 # Events of a step that may be copied with it.

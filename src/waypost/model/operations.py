@@ -49,6 +49,12 @@ from waypost.model.operations_runs import (
     SearchRuns as SearchRuns,
     check_status,
 )
+from waypost.model.operations_updates import (
+    UPDATE_OPERATIONS,
+    Query as Query,
+    Update as Update,
+    UpdateAnswer as UpdateAnswer,
+)
 from waypost.model.operations_users import (
     USER_OPERATIONS,
     CreateUser as CreateUser,
@@ -784,5 +790,6 @@ OPERATIONS: tuple[type[Request[Any]], ...] = (
     *USER_OPERATIONS,
     *RUN_PAGE_OPERATIONS,
     *SCHEDULE_OPERATIONS,
+    *UPDATE_OPERATIONS,
 )
 """Every operation the door serves (a test checks each has a handler and an engine method)."""

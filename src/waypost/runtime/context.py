@@ -65,6 +65,15 @@ class ContextHost(Protocol):
 
     def on_signal(self, name: str, handler: Callable[[Any], Any]) -> None: ...
 
+    def set_query(self, name: str, handler: Callable[..., Any]) -> None: ...
+
+    def set_update(
+        self,
+        name: str,
+        handler: Callable[..., Any],
+        validator: Callable[..., Any] | None = None,
+    ) -> None: ...
+
     def wait_condition(
         self, predicate: Callable[[], bool], timeout: timedelta | float | None
     ) -> asyncio.Future[bool]: ...
@@ -192,6 +201,27 @@ class WorkflowContext:
     def on_signal(self, name: str, handler: Callable[[Any], Any]) -> None:
         """Call `handler(payload)` for every signal `name`, including earlier ones."""
         self._instance.on_signal(name, handler)
+
+    def set_query(self, name: str, handler: Callable[..., Any]) -> None:
+        """Answer query `name` with `handler(*args)`: a plain function that reads the
+        workflow's state (`engine.query(run_id, name, *args)`). It runs on a copy of the
+        run rebuilt from its history, never recorded; it may not sleep, run activities
+        or record values. Set it before the code's first wait."""
+        self._instance.set_query(name, handler)
+
+    def set_update(
+        self,
+        name: str,
+        handler: Callable[..., Any],
+        validator: Callable[..., Any] | None = None,
+    ) -> None:
+        """Handle update `name` (`engine.update(run_id, name, *args)`): `validator(*args)`,
+        a plain function, runs first against the current state, read-only, and what it
+        raises rejects the update with nothing recorded; then `handler(*args)` (it may
+        be `async` and await activities, timers, signals) runs in the workflow, and what
+        it returns is recorded and returned to the caller. What it raises fails the
+        update, not the run."""
+        self._instance.set_update(name, handler, validator)
 
     def wait_condition(
         self, predicate: Callable[[], bool], timeout: timedelta | float | None = None

@@ -60,6 +60,7 @@ from .recorded import Recorded, describe
 from .registry import DEFAULT_ACTIVITY_TIMEOUT, ActivityDefn, WorkflowDefn
 from .repairs import RepairHooks
 from .signals import SignalWaits
+from .updates import Handlers, UpdateHandler
 
 _E = EventType
 # The defaults of an activity scheduled by name that this process has not registered.
@@ -75,7 +76,7 @@ def idempotency_key(tenant: str, run_id: str, step_id: str) -> str:
     return f"wp-{digest[:40]}"
 
 
-class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, ChildRuns):
+class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, ChildRuns, Handlers):
     """One run's workflow code, live in memory, fed events one at a time."""
 
     def __init__(
@@ -125,6 +126,9 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         # Open correlated waits: step -> (signal name, key, value).
         self._correlations: dict[str, tuple[str, str, str]] = {}
         self._handlers: dict[str, tuple[Callable[[Any], Any], Any]] = {}
+        self._queries: dict[str, Callable[..., Any]] = {}
+        self._updates: dict[str, UpdateHandler] = {}
+        self.read_only: str | None = None
         self._conditions: list[tuple[Callable[[], bool], asyncio.Future[bool], str]] = []
         self._migrate_handler: Callable[[dict[str, Any]], None] | None = None
         self.site_label: str | None = None  # names the caller when it is not user code
@@ -236,6 +240,9 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         except Exception as exc:
             raise PayloadError(f"cannot decode {data!r} as {hint}: {exc}") from exc
 
+    def _encode(self, value: Any) -> Any:
+        return self.codec.encode(value)
+
     @property
     def _handling(self) -> str:
         return f"event {self.current_seq} ({self.current_type})"
@@ -300,6 +307,8 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
                 self.fail_from_callback(exc)
         elif t == _E.INPUT_UPDATED:
             self.take_input_update(d)
+        elif t == _E.UPDATE_ACCEPTED:
+            self.accept_update(ev)
         elif t == _E.CANCEL_REQUESTED:
             if not self.cancel_requested:
                 self.cancel_requested = True
@@ -443,6 +452,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         return NewEvent(type_, data, self._clock())
 
     def _check_usable(self) -> None:
+        self.refuse_commands()
         if self.closed:
             raise WorkflowError("this workflow instance has finished or been evicted")
 
@@ -518,6 +528,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             )
 
     def _command(self, type_: EventType, data: dict[str, Any]) -> None:
+        self.refuse_commands()
         data["cause"] = self.current_seq
         self._commands.append(self._event(type_, data))
 

@@ -211,6 +211,7 @@ class Interpreter:
         instance_of(ctx).on_migrate(self._on_migrated)
         instance_of(ctx).on_input_updated(self._on_input_updated)
         self.data = self._initial_data(input)
+        ctx.set_query("data", lambda: self.data)  # the run's data, as it is now
         deadline: asyncio.Future[None] | None = None
         limit = self._time_limit()
         if limit is not None:

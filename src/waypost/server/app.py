@@ -36,7 +36,7 @@ from waypost.model.logs import configure_logging, logger
 from waypost.observability import Metrics
 from waypost.runtime.registry import items_in_modules
 
-from . import approval_page, console, metrics_route, routes, schedule_routes
+from . import approval_page, console, metrics_route, routes, routes_updates, schedule_routes
 from .console.pages import FormUnreadable, SignInNeeded, form_unreadable, sign_in_needed
 from .console.security import ConsoleSecret
 from .errors import answer, error_body
@@ -98,6 +98,7 @@ def create_app(
     )
     app.include_router(routes.router)
     app.include_router(schedule_routes.router)
+    app.include_router(routes_updates.router)
     app.include_router(metrics_route.router)
     app.include_router(approval_page.router)
     app.state.console_secret = console_secret or ConsoleSecret.random()

@@ -20,7 +20,9 @@ finds; an empty list means the store is sound:
   RunMigrated leaves the version the run was on, the runs row names the
   version of the last one, and the approvals it revoked stay revoked: closed
   "revoked" in the store at once, in the history once the run has processed
-  the move, and decided by nobody after it.
+  the move, and decided by nobody after it;
+- each update id is accepted at most once per run, and each UpdateCompleted ends
+  an accepted update (step "u<seq of its UpdateAccepted>", same id), once;
 - a child run is started once per step, its end recorded at most once and after its
   start, and its RunStarted names the parent run and step whose ChildStarted started it.
 
@@ -228,6 +230,7 @@ def check_run(
     out.extend(_check_approvals(run, history))
     out.extend(_check_migrations(run, history, approvals))
     out.extend(_check_children(run, history))
+    out.extend(_check_updates(run, history))
 
     if not status.finished:
         if status is RunStatus.SUSPENDED:
@@ -400,4 +403,39 @@ def _check_migrations(
         stored = approvals.get(approval_id) if approvals is not None else None
         if approvals is not None and stored != "revoked":
             bad(f"approval {approval_id}, revoked by event {moved}, is {stored} in the store")
+    return out
+
+
+def _check_updates(run: RunRecord, history: Iterable[Event]) -> list[Violation]:
+    out: list[Violation] = []
+    accepted: dict[str, str] = {}  # step -> update id
+    ids: set[str] = set()
+    ended: set[str] = set()
+    for ev in history:
+        if ev.type == _E.UPDATE_ACCEPTED:
+            update_id = str(ev.data.get("update_id"))
+            if update_id in ids:
+                out.append(
+                    Violation(
+                        "update-once",
+                        run.tenant,
+                        run.run_id,
+                        f"event {ev.seq}: update id {update_id!r} accepted again",
+                    )
+                )
+            ids.add(update_id)
+            accepted[f"u{ev.seq}"] = update_id
+        elif ev.type == _E.UPDATE_COMPLETED:
+            step = str(ev.data.get("step")).rpartition("/")[2]  # without the generation
+            if accepted.get(step) != ev.data.get("update_id") or step in ended:
+                out.append(
+                    Violation(
+                        "update-once",
+                        run.tenant,
+                        run.run_id,
+                        f"event {ev.seq}: UpdateCompleted of step {step} ends no accepted "
+                        "update of its id, or ends it again",
+                    )
+                )
+            ended.add(step)
     return out

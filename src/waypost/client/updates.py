@@ -1,0 +1,61 @@
+"""The `query` and `update` calls of `AsyncEngine` (thin methods over the one door)."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from waypost.engine.runner import Runner
+from waypost.features.definitions import Definitions
+from waypost.features.updates import Updates
+from waypost.model import operations as ops
+
+T = TypeVar("T")
+
+
+class UpdateCalls:
+    """Queries and updates of runs, as the embedded API's local principal."""
+
+    _runner: Runner
+    _definitions: Definitions
+
+    async def _local(self, request: ops.Request[T], tenant: str) -> T:
+        raise NotImplementedError
+
+    def update_handlers(self) -> dict[type[ops.Request[Any]], Any]:
+        """The door's handlers of queries and updates (the engine builds its door with them)."""
+        updates = Updates(self._runner, self._definitions)
+        return {ops.Query: updates.query, ops.Update: updates.update}
+
+    async def query(self, run_id: str, name: str, *args: Any, tenant: str = "default") -> Any:
+        """What the query handler `name` of run `run_id`'s code (`ctx.set_query`) answers
+        for `args`. The run's code is replayed from its history for it, in this engine;
+        nothing is recorded. Finished runs answer too. An unknown query, a handler that
+        raises or tries to act (sleep, run an activity): `QueryFailed`. Reader."""
+        answer: Any = await self._local(ops.Query(run_id=run_id, query=name, args=args), tenant)
+        return answer
+
+    async def update(
+        self,
+        run_id: str,
+        name: str,
+        *args: Any,
+        update_id: str | None = None,
+        timeout: float = 60.0,
+        tenant: str = "default",
+    ) -> Any:
+        """Send update `name` with `args` to run `run_id` and wait (at most `timeout`
+        seconds) for what its handler (`ctx.set_update`) returns.
+
+        The update's validator runs first against the run's current state: a refusal
+        is `UpdateRejected` and nothing is recorded. Accepted, it is recorded
+        (UpdateAccepted) and survives crashes; its handler runs in the workflow and its
+        result is recorded (UpdateCompleted). `update_id` (one is made if None)
+        deduplicates: the same id again answers the first update's result, it never
+        runs twice. A handler that raises: `UpdateFailed`. Not done within `timeout`:
+        `UpdateTimeout` (the update goes on; ask again with its id). Starter, operator.
+        """
+        request = ops.Update(
+            run_id=run_id, update=name, args=args, update_id=update_id, timeout=timeout
+        )
+        answer: ops.UpdateAnswer = await self._local(request, tenant)
+        return answer.result
