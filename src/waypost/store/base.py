@@ -23,6 +23,7 @@ from waypost.model.events import Event, NewEvent
 from waypost.model.quotas import Quotas
 
 from .accounts import AccountStore
+from .children import ChildLink as ChildLink, ChildStore
 from .rows import (
     ApiKeyRecord as ApiKeyRecord,
     ApprovalRecord as ApprovalRecord,
@@ -88,6 +89,7 @@ class NewRun:
     quotas: Quotas | None = None
     # The last event the code has seen: a fork's copied history is replayed up to it.
     processed_seq: int = 0
+    parent: ChildLink | None = None  # a child run's parent run and step, and close policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,9 +202,8 @@ class RunCommit:
     # Correlated signal waits opened, and withdrawn by step (an ending run withdraws all).
     new_correlations: Sequence[NewCorrelation] = ()
     withdraw_correlations: Sequence[str] = ()
-    # Repairs: activity tasks removed whatever their state (a skipped step: a late result
-    # of its attempt is then kept as audit), and a finished run's workflow task made again
-    # on this queue (a retried run goes on).
+    # Repairs: activity tasks removed whatever their state (a skipped step: a late result of
+    # its attempt is kept as audit), and a finished run's workflow task made again (retry).
     drop_activities: Sequence[str] = ()
     reopen_queue: str | None = None
     # Quotas (None: unlimited). An append after whatever is last that would take the
@@ -215,6 +216,7 @@ class RunCommit:
     max_concurrent_activities: int | None = None
     # The run's generation ends with this commit and the next one starts (continue-as-new).
     continue_as: Continuation | None = None
+    start_children: Sequence[NewRun] = ()  # child runs this commit creates, linked to it
 
 
 class Conflict(StrEnum):
@@ -423,7 +425,7 @@ class ResealCounts:
     resealed: int
 
 
-class Store(AccountStore, ScheduleStore, Protocol):
+class Store(AccountStore, ScheduleStore, ChildStore, Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str
