@@ -257,6 +257,27 @@ class ActivityError(WaypostError):
         )
 
 
+class ChildFailed(WaypostError):
+    """Raised inside a workflow when a child run it waits for ended without a result.
+
+    `status` is how the child ended (`failed`, `cancelled`, `terminated`, or
+    `not_started` when its run id was another run's); `type` and `message` describe
+    the child's error, which `error` holds whole.
+    """
+
+    def __init__(self, run_id: str, step_id: str, status: str, error: dict[str, Any]) -> None:
+        self.run_id = run_id
+        self.step_id = step_id
+        self.status = status
+        self.error = error
+        self.type = str(error.get("type", ""))
+        self.message = str(error.get("message", ""))
+        super().__init__(
+            f"child run {run_id!r} (step {step_id}) {status.replace('_', ' ')}: "
+            f"{self.type}: {self.message}"
+        )
+
+
 class RunEndedError(WaypostError):
     """Raised by `result()` when a run ended without a result."""
 

@@ -395,8 +395,8 @@ def test_a_database_of_schema_version_1_is_upgraded_and_keeps_its_runs(
 
 # Version 6 replaced the runs' status index and added the page indexes; version 8 added
 # priorities and the indexes that claims and quotas read; version 9 the index of finished
-# runs that retention reads; version 10 the tasks' count of lapsed leases; version 13 named
-# queues, concurrency keys and deduplication ids.
+# runs that retention reads; version 10 the tasks' count of lapsed leases; version 13 child runs;
+# version 14 named queues, concurrency keys and deduplication ids.
 _RUN_INDEXES_OF_VERSION_1 = [
     "DROP INDEX runs_by_created",
     "DROP INDEX runs_by_workflow",
@@ -409,6 +409,11 @@ _RUN_INDEXES_OF_VERSION_1 = [
     "ALTER TABLE runs DROP COLUMN priority",
     "ALTER TABLE tasks DROP COLUMN priority",
     "ALTER TABLE tasks DROP COLUMN lapses",
+    "DROP INDEX runs_by_parent",
+    "ALTER TABLE runs DROP COLUMN parent_run_id",
+    "ALTER TABLE runs DROP COLUMN parent_step",
+    "ALTER TABLE runs DROP COLUMN parent_close",
+    "ALTER TABLE runs DROP COLUMN parent_told",
     "DROP INDEX tasks_by_named_queue",
     "DROP INDEX runs_by_dedup_id",
     "ALTER TABLE tasks DROP COLUMN named_queue",

@@ -120,6 +120,7 @@ def test_event_types_are_their_stored_strings() -> None:
         EventType.APPROVAL_ESCALATED,
         EventType.CORRELATION_REGISTERED,
         EventType.CORRELATION_WITHDRAWN,
+        EventType.CHILD_STARTED,
         EventType.UPDATE_COMPLETED,  # the end of an update's handler, at step u<seq>
     }
     assert commands == COMMAND_EVENTS

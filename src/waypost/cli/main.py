@@ -315,6 +315,8 @@ def _info_json(info: Any) -> dict[str, Any]:
         "updated_at": info.updated_at.isoformat(),
         "finished_at": info.finished_at.isoformat() if info.finished_at else None,
         "next_action": info.next_action,
+        "parent": info.parent,
+        "children": info.children,
     }
 
 

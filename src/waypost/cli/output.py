@@ -222,6 +222,15 @@ def run_words(info: RunInfo, events: Sequence[Event]) -> list[Any]:
         facts.add_row("error", cell(_error_words(info.error), 400))
     if info.status.value == "completed":
         facts.add_row("result", cell(json.dumps(info.result, default=str, sort_keys=True), 400))
+    if info.parent is not None:
+        facts.add_row("parent", cell(f"{info.parent['run_id']} (step {info.parent['step']})"))
+    for child in info.children or ():
+        facts.add_row(
+            "child",
+            cell(
+                f"{child['run_id']} ({child['workflow']}, step {child['step']}, {child['status']})"
+            ),
+        )
     return [facts, "", timeline(events)]
 
 

@@ -132,6 +132,10 @@ def run_info(data: dict[str, Any]) -> RunInfo:
         created_at=created,
         updated_at=updated,
         finished_at=when(data.get("finished_at")),
+        next_action=data.get("next_action"),
+        priority=int(data.get("priority") or 0),
+        parent=data.get("parent"),
+        children=data.get("children"),
     )
 
 

@@ -9,17 +9,21 @@ timers, approvals, cancellations, correlated signal waits.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from waypost.model.events import EventType, NewEvent
+from waypost.model.quotas import Quotas
 from waypost.model.status import RunStatus
 from waypost.runtime.cancellation import cancelled_error
 from waypost.runtime.instance import WorkflowInstance
 from waypost.store.base import (
     ActivityUpdate,
+    ChildLink,
     Continuation,
     NewActivityTask,
     NewApproval,
     NewCorrelation,
+    NewRun,
     NewTimer,
     RunCommit,
     Snapshot,
@@ -51,12 +55,15 @@ def decision_commit(
     lease: float,
     take_locally: Callable[[str], bool],
     activity: ActivityUpdate | None = None,
+    start_quotas: Quotas | None = None,
 ) -> RunCommit:
     """The commit for the instance's new commands, after the events it was `fed`.
 
     `take_locally(activity)` says whether this engine runs a new activity task
     itself (and has reserved a slot for it): the task is then inserted leased to
-    `owner`, so the attempt starts as soon as the commit returns.
+    `owner`, so the attempt starts as soon as the commit returns. Child runs it starts
+    are admitted under `start_quotas` (the engine's, with the tenant's overrides), as a
+    start is; one refused fails at once into this run's history.
     """
     commands = inst.take_commands()
     new_activities: list[NewActivityTask] = []
@@ -68,6 +75,7 @@ def decision_commit(
     escalations: list[tuple[str, str]] = []
     new_correlations: list[NewCorrelation] = []
     withdraw_correlations: list[str] = []
+    children: list[NewRun] = []
     finished = inst.outcome is not None
     # A step scheduled and cancelled in the same activation (or by a run that
     # ends in it) gets no task: work that has not started is never started.
@@ -122,6 +130,9 @@ def decision_commit(
                 )
         elif t == _E.CORRELATION_WITHDRAWN:
             withdraw_correlations.append(d["step"])
+        elif t == _E.CHILD_STARTED:
+            # Started even by a run that ends in this activation (a detached child).
+            children.append(child_run(tenant, run_id, d, now, start_quotas))
     outcome = inst.outcome
     continuation: Continuation | None = None
     if outcome is not None and outcome.type == _E.RUN_CONTINUED_AS_NEW:
@@ -171,6 +182,7 @@ def decision_commit(
         new_correlations=new_correlations,
         withdraw_correlations=withdraw_correlations,
         continue_as=continuation,
+        start_children=children,
         owner=owner if continuation is not None else None,
         lease=lease,
     )
@@ -192,4 +204,30 @@ def next_generation(inst: WorkflowInstance, outcome: NewEvent) -> Continuation:
         started=NewEvent(_E.RUN_STARTED, started, outcome.ts),
         signals=signals,
         generation=d["generation"],
+    )
+
+
+def child_run(
+    tenant: str, parent_run_id: str, d: dict[str, Any], now: float, quotas: Quotas | None
+) -> NewRun:
+    """The child run a ChildStarted command starts, linked to its parent run and step."""
+    started = {
+        "workflow": d["workflow"],
+        "version": d["version"],
+        "input": d["input"],
+        "parent": {"run_id": parent_run_id, "step": d["step"], "depth": d["depth"]},
+    }
+    if "definition" in d:  # a definition's `call` step: the store picks the version
+        started["definition"] = d["definition"]
+    return NewRun(
+        tenant=tenant,
+        run_id=d["run_id"],
+        workflow=d["workflow"],
+        version=d["version"],
+        input=d["input"],
+        ts=now,
+        started=NewEvent(_E.RUN_STARTED, started, now),
+        queue=d["queue"],
+        parent=ChildLink(parent_run_id, d["step"], d["close"]),
+        quotas=quotas,
     )

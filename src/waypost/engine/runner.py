@@ -261,6 +261,7 @@ class Runner(Starts):
             tenant=tenant,
             run_id=run_id,
             clock=self.settings.clock,
+            workflows=self.registry.workflow,
         )
 
     # == workflow tasks =======================================================
@@ -558,6 +559,7 @@ class Runner(Starts):
             lease=settings.lease,
             take_locally=take_locally,
             activity=activity,
+            start_quotas=settings.quotas,
         )
         if commit.continue_as is not None and not accepting:
             commit.owner = None  # a stopping engine leaves the next generation to others
@@ -600,6 +602,8 @@ class Runner(Starts):
             self._cache.evict(key)
             inst.close()
             self.run_ended(*key)
+            if "parent" in inst.started:
+                self.scheduler.wake()  # the commit woke the parent: take it up now
         else:
             self._cache.put(key, live)
         started = 0
@@ -623,8 +627,8 @@ class Runner(Starts):
             self.worker.start(attempt)
         if started < reserved:
             self.worker.unreserve(reserved - started)
-        if started < len(commit.new_activities):
-            self.scheduler.wake()  # some went to the queue: a free worker may take them
+        if started < len(commit.new_activities) or commit.start_children:
+            self.scheduler.wake()  # work went to the queue: a free worker may take it
         for timer in commit.new_timers:
             self.scheduler.note_timer(timer.fire_at)
         if commit.continue_as is not None:

@@ -86,7 +86,9 @@ class Forks:
             "reason": req.reason,
             "copied": len(plan.events),
         }
-        started = {**history[0].data, "forked_from": link}
+        # A fork is nobody's child: its source's parent waits for the source alone.
+        started = {k: v for k, v in history[0].data.items() if k != "parent"}
+        started["forked_from"] = link
         workflow, version, queue = _code_of(source, history[0])
         run_id = req.new_run_id if req.new_run_id is not None else new_run_id()
         if run_id == source.run_id:

@@ -1,7 +1,7 @@
 """What happens next to a run, in words and data, from what its rows already hold.
 
 `next_action` reads the run's snapshot (status, error, `waiting_for`, which
-names each open activity, timer, signal, approval and condition, and the
+names each open activity, timer, signal, approval, condition and child run, and the
 timers that bound them), the run's tasks (is an attempt running, when is a
 retry due, is the workflow code about to run) and its pending approvals (who
 may decide, until when). It never replays the history, so reading a run or a
@@ -188,6 +188,10 @@ def _candidates(
             detail = _approval_detail(name, str(w.get("step")), record, at)
             data = {"approval_id": w.get("approval_id"), "step": w.get("step")}
             out.append((_TIMED if at else _WAITING, at, _action("approval", detail, at=at, **data)))
+        elif kind == "child":
+            detail = f"waiting for child run {w.get('run_id')!r} ({w.get('workflow')}) to end"
+            data = {"run_id": w.get("run_id"), "step": w.get("step")}
+            out.append((_WAITING, None, _action("child", detail, **data)))
         elif kind == "condition":
             at = bound("wait_condition timeout")
             detail = f"waiting for a condition in the workflow code ({_short(str(w.get('site')))})"

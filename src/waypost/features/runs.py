@@ -9,6 +9,7 @@ definition of that name (`Definitions.start`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -297,10 +298,15 @@ class Runs:
 
     # == reading runs ============================================================
     async def get(self, req: ops.GetRun, principal: Principal) -> RunInfo:
-        run = await self.machinery.store.get_run(principal.tenant, req.run_id)
+        store = self.machinery.store
+        run = await store.get_run(principal.tenant, req.run_id)
         if run is None:
             raise run_not_found(req.run_id, principal.tenant)
-        return (await self._infos([run]))[0]
+        info = (await self._infos([run]))[0]
+        links = await store.run_links(principal.tenant, req.run_id)
+        if links is None:
+            return info
+        return dataclasses.replace(info, parent=links["parent"], children=links["children"])
 
     async def list_runs(self, req: ops.ListRuns, principal: Principal) -> list[RunInfo]:
         status = None if req.status is None else RunStatus(req.status).value

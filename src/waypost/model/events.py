@@ -55,6 +55,12 @@ class EventType(StrEnum):
     RUN_RETRIED = "RunRetried"
     STEP_SKIPPED = "StepSkipped"
     INPUT_UPDATED = "InputUpdated"
+    # Child runs: one started by this run's code (a command), and its end, appended by
+    # the store in the commit that ends the child (completed; failed, cancelled or
+    # terminated; or never started).
+    CHILD_STARTED = "ChildStarted"
+    CHILD_COMPLETED = "ChildCompleted"
+    CHILD_FAILED = "ChildFailed"
     # An update validated and accepted (its id, name and arguments; the code runs its
     # handler), and the handler's result or error (a command, at step "u<accepted seq>").
     UPDATE_ACCEPTED = "UpdateAccepted"
@@ -75,6 +81,7 @@ COMMAND_EVENTS = frozenset(
         EventType.APPROVAL_ESCALATED,
         EventType.CORRELATION_REGISTERED,
         EventType.CORRELATION_WITHDRAWN,
+        EventType.CHILD_STARTED,
         EventType.UPDATE_COMPLETED,
     }
 )

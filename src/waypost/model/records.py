@@ -33,10 +33,15 @@ class RunInfo:
     finished_at: datetime | None
     next_action: dict[str, Any] | None = None
     """What happens next, in words and data: `kind` (workflow, activity, retry, timer,
-    signal, approval, condition, no_worker, quota, suspended, paused), `detail` (plain words)
+    signal, approval, condition, child, no_worker, quota, suspended, paused), `detail` (plain words)
     and `at` (ISO time, when known); None once the run has ended."""
     priority: int = 0
     """Its tasks are claimed before the tenant's tasks of lower priority."""
+    parent: dict[str, Any] | None = None
+    """The run that started this one as a child: `run_id`, `step`, `close` (its policy)."""
+    children: list[dict[str, Any]] | None = None
+    """Child runs this run started, oldest first: `run_id`, `step`, `workflow`, `version`,
+    `status`, `close`. Filled when one run is read (`get`), None in lists."""
 
     @property
     def finished(self) -> bool:

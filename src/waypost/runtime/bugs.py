@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import traceback
 
-from waypost.errors import ActivityError, Failure, WaitTimeout, WorkflowBug
+from waypost.errors import ActivityError, ChildFailed, Failure, WaitTimeout, WorkflowBug
 
 from .registry import WorkflowDefn
 
@@ -28,7 +28,7 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def is_failure(defn: WorkflowDefn, exc: BaseException) -> bool:
     """Whether `exc` escaping the workflow's code fails the run (else: a bug)."""
-    return isinstance(exc, Failure | ActivityError | WaitTimeout) or (
+    return isinstance(exc, Failure | ActivityError | ChildFailed | WaitTimeout) or (
         bool(defn.failure_types) and isinstance(exc, defn.failure_types)
     )
 

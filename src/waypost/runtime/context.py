@@ -13,6 +13,7 @@ from typing import Any, NoReturn, Protocol
 from waypost.errors import ActivityCancelled
 from waypost.model.approvals import Decision
 
+from .children import ChildHandle
 from .continuation import ContinueAsNew
 from .registry import WorkflowDefn
 
@@ -90,6 +91,18 @@ class ContextHost(Protocol):
     def on_input_updated(self, handler: Callable[[dict[str, Any]], None]) -> None: ...
 
     def withdraw_approvals(self, status: str) -> None: ...
+
+    def start_child(
+        self,
+        workflow: Any,
+        input: Any,
+        *,
+        run_id: str | None = None,
+        version: str | None = None,
+        close: str = "cancel",
+        queue: str | None = None,
+        definition: dict[str, Any] | None = None,
+    ) -> ChildHandle: ...
 
 
 class WorkflowContext:
@@ -230,6 +243,51 @@ class WorkflowContext:
     def uuid(self) -> uuid.UUID:
         """A random UUID, recorded."""
         return self._instance.uuid()
+
+    async def start_child(
+        self,
+        workflow: Any,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        version: str | None = None,
+        close: str = "cancel",
+    ) -> ChildHandle:
+        """Start a child run of `workflow` (a @workflow function or a name) and go on.
+
+        The child runs in this run's tenant, with its own history; its RunStarted names
+        this run and step, and this run's history records ChildStarted and, when the
+        child ends, ChildCompleted or ChildFailed. Its id is `<this run's id>-<step>`
+        unless `run_id` is given, so replay never starts it twice. `await
+        handle.result()` waits for its result (raising `wp.ChildFailed` if it failed, was
+        cancelled or terminated). If this run ends while the child still runs, `close`
+        says what becomes of it: `cancel` (asked to cancel, its cleanup runs),
+        `terminate` (ended at once), or `abandon` (it goes on alone).
+        """
+        return self._instance.start_child(
+            workflow, input, run_id=run_id, version=version, close=close
+        )
+
+    def child(
+        self,
+        workflow: Any,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        version: str | None = None,
+        close: str = "cancel",
+    ) -> asyncio.Future[Any]:
+        """Start a child run and wait for its result (see `start_child`).
+
+        Raises `wp.ChildFailed` (with the child's `status` and `error`) if the child
+        ended without a result; the code may catch it. Like `run`, the child's step is
+        fixed when this is called, so `asyncio.gather(ctx.child(a), ctx.child(b))` runs
+        both children at once.
+        """
+        handle = self._instance.start_child(
+            workflow, input, run_id=run_id, version=version, close=close
+        )
+        return handle.result()
 
     def continue_as_new(self, input: Any = None) -> NoReturn:
         """End this generation of the run and go on as a new one with `input`.

@@ -52,6 +52,7 @@ from waypost.model.status import RunStatus
 from .approval_waits import ApprovalWaits
 from .bugs import MAX_MESSAGE, MAX_TRACEBACK, bounded, is_failure, workflow_bug
 from .cancellation import CANCEL_GRACE_STEP, CancelGrace
+from .children import ChildRuns
 from .context import WorkflowContext
 from .continuation import ContinueAsNew, continued, step_prefix
 from .loop import Pending, StepFuture, WorkflowLoop, as_seconds, call_site
@@ -75,7 +76,7 @@ def idempotency_key(tenant: str, run_id: str, step_id: str) -> str:
     return f"wp-{digest[:40]}"
 
 
-class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Handlers):
+class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, ChildRuns, Handlers):
     """One run's workflow code, live in memory, fed events one at a time."""
 
     def __init__(
@@ -87,8 +88,10 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Han
         tenant: str,
         run_id: str,
         clock: Callable[[], float],
+        workflows: Callable[[str, str | None], WorkflowDefn] | None = None,
     ) -> None:
         self.workflow = workflow
+        self.workflows = workflows  # finds a child's workflow started by name
         self.activities = activities
         self.codec = codec
         self.tenant = tenant
@@ -113,6 +116,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Han
         self._activities: dict[str, Pending] = {}
         self._timers: dict[str, Pending] = {}
         self._approvals: dict[str, Pending] = {}
+        self._children: dict[str, Pending] = {}
         self._fire_at: dict[str, float] = {}
         self.started_by: str | None = None
         self.started: dict[str, Any] = {}  # RunStarted's data; `generation` in it, if past 1
@@ -217,6 +221,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Han
         for _, fut, site in self._conditions:
             if not fut.done():
                 waiting.append({"kind": "condition", "site": site})
+        waiting.extend(self.child_waits())
         waiting.extend(self.grace_waits())
         status = RunStatus.RUNNING if self._activities else RunStatus.WAITING
         return status, waiting
@@ -277,6 +282,8 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Han
                 p.future.set_result(None)
         elif t == _E.SIGNAL_RECEIVED:
             self.deliver_signal(d["name"], d.get("payload"))
+        elif t in (_E.CHILD_COMPLETED, _E.CHILD_FAILED):
+            self.child_ended(ev)
         elif t == _E.APPROVAL_DECIDED:
             if d.get("outcome") not in (ap.APPROVED, ap.REJECTED):
                 return  # one vote of several: the code waits on

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from waypost.errors import (
     ActivityError,
+    ChildFailed,
     Failure,
     InvalidRequest,
     NondeterminismError,
@@ -74,6 +75,7 @@ from waypost.model.definitions.expressions import (
 from waypost.model.definitions.format import describe_duration
 from waypost.model.identity import check_id
 
+from .calls import start_call
 from .context import ContextHost, instance_of
 from .loop import StepFuture
 
@@ -168,6 +170,7 @@ class Interpreter:
         self.definitions = dict(definitions)
         self.version = version
         recorded = dict(limits or {})
+        self.limits = recorded  # a `call` step's child runs under the same
         self.budget = (
             Budget(int(recorded["max_expression_steps"]), int(recorded["max_expression_size"]))
             if "max_expression_steps" in recorded and "max_expression_size" in recorded
@@ -333,6 +336,8 @@ class Interpreter:
                     step_id = self._choice(step_id, step, data)
                 elif kind == "parallel":
                     step_id = await self._parallel(step_id, step, data, path)
+                elif kind == "call":
+                    step_id = await self._call_definition(step_id, step, data)
                 else:  # validation makes this unreachable
                     raise WorkflowError(f"step {step_id!r} has unknown type {kind!r}")
             return data
@@ -448,6 +453,23 @@ class Interpreter:
                     "input": self._mapping(compensate.get("input"), data, step_id, "compensate"),
                 }
             )
+        next_step: str | None = step.get("next")
+        return next_step
+
+    async def _call_definition(
+        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
+    ) -> str | None:
+        inputs = self._mapping(step.get("input"), data, step_id, "input")
+        try:
+            result = await start_call(self._inst, step, inputs, self.limits, DEFINITIONS_QUEUE)
+        except ChildFailed as exc:
+            raise _Failure(
+                "call_failed",
+                f"step {step_id!r} (definition {step['definition']!r}) {exc.status}: "
+                f"{exc.type}: {exc.message}",
+                step_id,
+            ) from None
+        self._store(step, data, result)
         next_step: str | None = step.get("next")
         return next_step
 

@@ -23,6 +23,7 @@ from waypost.model.events import Event, NewEvent
 from waypost.model.quotas import Quotas
 
 from .accounts import AccountStore
+from .children import ChildLink as ChildLink, ChildStore
 from .queues import QueueStore
 from .rows import (
     ApiKeyRecord as ApiKeyRecord,
@@ -86,11 +87,10 @@ class NewRun:
     priority: int = 0  # given to the run's tasks: claimed before the tenant's lower ones
     concurrency_key: str | None = None  # given to its activity tasks (a queue's per-key limit)
     dedup_id: str | None = None  # while a run with it is unfinished, a start finds that run
-    # The engine's default quotas: with the tenant's overrides, they admit the run or
-    # refuse it (`QuotaExceeded`, nothing written). None admits without looking.
+    # The engine's default quotas, with the tenant's overrides, admit it or refuse it (None: admit).
     quotas: Quotas | None = None
-    # The last event the code has seen: a fork's copied history is replayed up to it.
-    processed_seq: int = 0
+    processed_seq: int = 0  # the last event the code has seen (of a fork's copied history)
+    parent: ChildLink | None = None  # a child run's parent run and step, and close policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,9 +203,8 @@ class RunCommit:
     # Correlated signal waits opened, and withdrawn by step (an ending run withdraws all).
     new_correlations: Sequence[NewCorrelation] = ()
     withdraw_correlations: Sequence[str] = ()
-    # Repairs: activity tasks removed whatever their state (a skipped step: a late result
-    # of its attempt is then kept as audit), and a finished run's workflow task made again
-    # on this queue (a retried run goes on).
+    # Repairs: activity tasks removed whatever their state (a skipped step: a late result of
+    # its attempt is kept as audit), and a finished run's workflow task made again (retry).
     drop_activities: Sequence[str] = ()
     reopen_queue: str | None = None
     # Quotas (None: unlimited). An append after whatever is last that would take the
@@ -218,6 +217,7 @@ class RunCommit:
     max_concurrent_activities: int | None = None
     # The run's generation ends with this commit and the next one starts (continue-as-new).
     continue_as: Continuation | None = None
+    start_children: Sequence[NewRun] = ()  # child runs this commit creates, linked to it
 
 
 class Conflict(StrEnum):
@@ -426,7 +426,7 @@ class ResealCounts:
     resealed: int
 
 
-class Store(AccountStore, QueueStore, ScheduleStore, Protocol):
+class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str

@@ -22,7 +22,9 @@ finds; an empty list means the store is sound:
   "revoked" in the store at once, in the history once the run has processed
   the move, and decided by nobody after it;
 - each update id is accepted at most once per run, and each UpdateCompleted ends
-  an accepted update (step "u<seq of its UpdateAccepted>", same id), once.
+  an accepted update (step "u<seq of its UpdateAccepted>", same id), once;
+- a child run is started once per step, its end recorded at most once and after its
+  start, and its RunStarted names the parent run and step whose ChildStarted started it.
 
 Effects outside the database are checked with a `Ledger`: an idempotent sink
 keyed by the step's idempotency key, which must record at most one effect per
@@ -98,8 +100,10 @@ async def all_runs(store: Store) -> list[RunRecord]:
 async def check_invariants(store: Store) -> list[Violation]:
     """Every violation of the invariants above, over every run in `store`."""
     out: list[Violation] = []
+    histories: dict[tuple[str, str], list[Event]] = {}
     for run in await all_runs(store):
         history = await store.load_history(run.tenant, run.run_id)
+        histories[run.tenant, run.run_id] = history
         tasks = await store.run_tasks(run.tenant, run.run_id)
         approvals = None
         if any(e.type == _E.RUN_MIGRATED for e in history):
@@ -110,6 +114,66 @@ async def check_invariants(store: Store) -> list[Violation]:
                 run, history, has_open_task=bool(tasks), approvals=approvals, chain=store.chain
             )
         )
+    out.extend(check_child_links(histories))
+    return out
+
+
+def check_child_links(histories: Mapping[tuple[str, str], list[Event]]) -> list[Violation]:
+    """Child runs and their parents agree: a child's RunStarted names a run (of its tenant)
+    whose history started it as that run at that step, once."""
+    out: list[Violation] = []
+    for (tenant, run_id), history in histories.items():
+        parent = history[0].data.get("parent") if history else None
+        if not isinstance(parent, dict):
+            continue
+        theirs = histories.get((tenant, str(parent.get("run_id"))))
+        if theirs is None or (theirs and "continued_from" in theirs[0].data):
+            continue  # purged, or its generation that started the child has ended
+        started = [
+            e
+            for e in theirs
+            if e.type == _E.CHILD_STARTED and e.data.get("step") == parent.get("step")
+        ]
+        if len(started) != 1 or started[0].data.get("run_id") != run_id:
+            out.append(
+                Violation(
+                    "child-link",
+                    tenant,
+                    run_id,
+                    f"its parent {parent.get('run_id')!r} has {len(started)} ChildStarted "
+                    f"at step {parent.get('step')!r} for this run",
+                )
+            )
+    return out
+
+
+def _check_children(run: RunRecord, history: Iterable[Event]) -> list[Violation]:
+    """Each child is started once per step, and its end is recorded at most once, after
+    its start."""
+    out: list[Violation] = []
+    history = list(history)
+    # A later generation hears of the children an earlier one started.
+    continued = bool(history) and "continued_from" in history[0].data
+    started: set[str] = set()
+    ended: set[str] = set()
+    for ev in history:
+        step = str(ev.data.get("step"))
+        if ev.type == _E.CHILD_STARTED:
+            if step in started:
+                out.append(Violation("child-once", run.tenant, run.run_id, f"step {step} twice"))
+            started.add(step)
+        elif ev.type in (_E.CHILD_COMPLETED, _E.CHILD_FAILED):
+            if (step not in started and not continued) or step in ended:
+                out.append(
+                    Violation(
+                        "child-once",
+                        run.tenant,
+                        run.run_id,
+                        f"{ev.type} (event {ev.seq}) for step {step}, "
+                        f"{'ended already' if step in ended else 'never started'}",
+                    )
+                )
+            ended.add(step)
     return out
 
 
@@ -165,6 +229,7 @@ def check_run(
     out.extend(_check_timers(run, history))
     out.extend(_check_approvals(run, history))
     out.extend(_check_migrations(run, history, approvals))
+    out.extend(_check_children(run, history))
     out.extend(_check_updates(run, history))
 
     if not status.finished:

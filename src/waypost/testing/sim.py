@@ -258,6 +258,11 @@ class Sim:
             worker_id=f"sim-{self.seed}-{self._spawned}",
             shutdown_grace=2.0,
             notifier=self.inbox,
+            # The simulation drops claimed tasks and stalls workers past their lease on
+            # purpose, many times over: those lapses are its faults, not a poison run's crash
+            # loop (which tests/acceptance/test_poison.py checks), so no run is suspended
+            # for them.
+            max_lapses=1_000_000,
         )
         engine.register(*(code or OLD_CODE))
         self.clock.attach(engine)

@@ -56,7 +56,7 @@ __all__ = [
     "unstorable_problem",
 ]
 
-STEP_TYPES = ("activity", "approval", "wait", "choice", "parallel", "succeed", "fail")
+STEP_TYPES = ("activity", "approval", "wait", "choice", "parallel", "call", "succeed", "fail")
 # Fields of a step that name the step to go to next.
 TARGET_FIELDS = ("next", "default", "on_reject", "on_expiry", "on_timeout")
 # Fields of a step that hold a duration.

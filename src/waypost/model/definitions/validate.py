@@ -122,7 +122,7 @@ def _waits(step: Any) -> bool:
     """
     if not isinstance(step, Mapping):
         return False
-    if step.get("type") in ("activity", "approval", "wait"):
+    if step.get("type") in ("activity", "approval", "wait", "call"):
         return True
     branches = step.get("branches")
     if step.get("type") == "parallel" and isinstance(branches, list):
@@ -320,6 +320,8 @@ class _Checker:
             self.expression(step.get("output"), f"{path}.output")
         elif kind == "parallel":
             self.parallel(step, path, depth)
+        elif kind == "call":
+            self.mapping(step.get("input"), f"{path}.input")
 
     def activity(self, step: Mapping[str, Any], path: str) -> None:
         self.activity_name(step.get("activity"), f"{path}.activity")

@@ -12,13 +12,14 @@ By domain, each module importing only those listed before it:
     quotas.py         a tenant's quotas in admissions, and what it holds
     outbox.py         messages to send after the commit
     approval_rows.py  the approval rows a run's commit writes
+    definitions.py    published workflow definitions
+    children.py       child runs started and ended inside a run's commit (runs.py calls it)
     runs.py           create, commit and read runs; history; a run's tasks; pages
     queues.py         named queues' limits at claim time, and what they hold
     tasks.py          claim and lease tasks, fire due timers, workers
     approvals.py      decide, change approvers, credentials, votes
     directory.py      the built-in groups, and what membership changes do to credentials
     refusals.py       refused decisions, counted and bounded
-    definitions.py    published workflow definitions
     access.py         tenants and their API keys
     webhooks.py       signal-with-start; webhook sources and deliveries by correlation
     retention.py      finished runs purged, and the summaries they leave
@@ -50,6 +51,7 @@ from .approvals import (
     list_approvals,
     look_up_credential,
 )
+from .children import run_links
 from .definitions import get_definition, list_definitions, publish_definition
 from .directory import add_group_members, list_groups, remove_group_members
 from .encryption import reencrypt_run, run_ids_after
@@ -157,6 +159,7 @@ __all__ = [
     "revoke_api_key",
     "run_counts",
     "run_ids_after",
+    "run_links",
     "run_outlooks",
     "run_tasks",
     "set_quotas",

@@ -35,6 +35,7 @@ from ..base import (
 )
 from ..tx import TASKS, TIMERS, Abort, Row, Tx
 from .approval_rows import close_approval, escalate_approval, insert_approval
+from .children import run_ended, start_children
 from .generations import begin_generation
 from .queues import limited_queues
 from .quotas import activity_room, admit_run, timer_room
@@ -356,10 +357,13 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
         )
     for step in c.withdraw_correlations:
         tx.run("delete_correlation", {**key, "step": step})
+    if c.start_children:
+        start_children(tx, c, commit_run, create_run)
     if snap is not None and snap.finished:
         tx.run("delete_run_tasks", key)
         tx.run("delete_run_timers", key)
         tx.run("delete_run_correlations", key)
+        run_ended(tx, c, snap, commit_run)
     if c.continue_as is not None:
         fence_after = begin_generation(tx, c, wt, last_seq, last_hash) or None
 

@@ -1014,6 +1014,26 @@ LIMIT %(limit)s;
 -- The tenant's runs by status, read from the status index alone.
 SELECT status, count(*) AS runs FROM runs WHERE tenant = %(tenant)s GROUP BY status;
 
+-- name: set_run_parent
+-- A child run's link to the run that started it (and the step), and its close policy.
+UPDATE runs SET parent_run_id = %(parent_run_id)s, parent_step = %(parent_step)s, parent_close = %(parent_close)s
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
+
+-- name: run_parent
+SELECT parent_run_id, parent_step, parent_close, parent_told, status, processed_seq FROM runs
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
+
+-- name: run_children
+-- A run's children, oldest first (the index on the parent finds them).
+SELECT run_id, workflow, version, status, parent_step, parent_close, processed_seq FROM runs
+WHERE tenant = %(tenant)s AND parent_run_id = %(run_id)s
+ORDER BY created_at, run_id
+LIMIT %(limit)s;
+
+-- name: parent_told
+-- The parent has been told of the child's end: it is never told again.
+UPDATE runs SET parent_told = 1 WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
+
 -- == schedules ===========================================================================
 -- name: insert_schedule
 INSERT INTO schedules (tenant, schedule_id, workflow, version, cron, tz, every, input,

@@ -19,6 +19,10 @@ CREATE TABLE runs (
     updated_at    double precision NOT NULL,
     finished_at   double precision,
     priority      integer          NOT NULL DEFAULT 0,
+    parent_run_id text,
+    parent_step   text,
+    parent_close  text,
+    parent_told   integer          NOT NULL DEFAULT 0,
     concurrency_key text,
     dedup_id      text,
     PRIMARY KEY (tenant, run_id)
@@ -34,6 +38,8 @@ CREATE UNIQUE INDEX runs_by_dedup_id ON runs (tenant, dedup_id)
 CREATE INDEX runs_by_created ON runs (tenant, created_at, run_id);
 CREATE INDEX runs_by_status ON runs (tenant, status, created_at, run_id);
 CREATE INDEX runs_by_workflow ON runs (tenant, workflow, created_at, run_id);
+-- A parent's children (child runs, migration 14).
+CREATE INDEX runs_by_parent ON runs (tenant, parent_run_id);
 
 CREATE TABLE events (
     tenant text             NOT NULL,

@@ -18,6 +18,10 @@ CREATE TABLE runs (
     updated_at    REAL    NOT NULL,
     finished_at   REAL,
     priority      INTEGER NOT NULL DEFAULT 0,
+    parent_run_id TEXT,
+    parent_step   TEXT,
+    parent_close  TEXT,
+    parent_told   INTEGER NOT NULL DEFAULT 0,
     concurrency_key TEXT,
     dedup_id      TEXT,
     PRIMARY KEY (tenant, run_id)
@@ -33,6 +37,8 @@ CREATE UNIQUE INDEX runs_by_dedup_id ON runs (tenant, dedup_id)
 CREATE INDEX runs_by_created ON runs (tenant, created_at, run_id);
 CREATE INDEX runs_by_status ON runs (tenant, status, created_at, run_id);
 CREATE INDEX runs_by_workflow ON runs (tenant, workflow, created_at, run_id);
+-- A parent's children (child runs, migration 14).
+CREATE INDEX runs_by_parent ON runs (tenant, parent_run_id);
 
 CREATE TABLE events (
     tenant TEXT    NOT NULL,

@@ -1,4 +1,4 @@
--- waypost schema, version 13 (PostgreSQL): named queues. An activity names the queue its
+-- waypost schema, version 14 (PostgreSQL): named queues. An activity names the queue its
 -- tasks wait in (`named_queue`, 'default' when it names none); a tenant's `queues` row holds
 -- that queue's limits: at most `concurrency` attempts leased at once (counted in the claim,
 -- which locks the row first) and at most `rate_count` starts per `rate_period` seconds (a
