@@ -257,12 +257,12 @@ def test_an_attempt_that_stops_heartbeating_is_timed_out(make_engine: Any, label
 
 
 @wp.activity(
-    timeout=timedelta(seconds=30), heartbeat_timeout=timedelta(seconds=1), retry=FAST_RETRY
+    timeout=timedelta(seconds=30), heartbeat_timeout=timedelta(seconds=2), retry=FAST_RETRY
 )
 async def keeps_beating(ctx: wp.ActivityContext, label: str) -> int:
     record(ctx, label)
     loop = asyncio.get_running_loop()
-    end = loop.time() + 3.0
+    end = loop.time() + 5.0
     beats = 0
     while loop.time() < end:
         ctx.heartbeat(beats)
@@ -280,7 +280,7 @@ async def beating_flow(ctx: wp.WorkflowContext, label: str) -> int:
 def test_an_attempt_that_keeps_heartbeating_is_not_timed_out(
     make_engine: Any, label: str, lease: float
 ) -> None:
-    """Heartbeats every 100 ms against a 1 s heartbeat timeout: never a timeout,
+    """Heartbeats every 100 ms for 5 s against a 2 s heartbeat timeout: never a timeout,
     whatever the engine's lease (the lease only bounds how soon a dead worker's
     task is taken over)."""
     engine = make_engine(beating_flow, keeps_beating, lease=lease)
