@@ -22,6 +22,7 @@ only finds it again.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -211,7 +212,22 @@ def iso(instant: float) -> str:
 
 def fire_run_id(schedule_id: str, fire_at: float) -> str:
     """The run id of a schedule's fire: one fire, one run, whoever starts it."""
-    return f"sched:{schedule_id}:{iso(fire_at)}"
+    return f"{fire_run_prefix(schedule_id)}{iso(fire_at)}"
+
+
+_ISO_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+def fire_run_prefix(schedule_id: str) -> str:
+    """What the run ids of a schedule's fires start with."""
+    return f"sched:{schedule_id}:"
+
+
+def is_fire_run(schedule_id: str, run_id: str) -> bool:
+    """Whether `run_id` is the run of one of the schedule's fires (not of a schedule whose
+    id merely starts with this one's and a colon)."""
+    prefix = fire_run_prefix(schedule_id)
+    return run_id.startswith(prefix) and bool(_ISO_SECOND.fullmatch(run_id[len(prefix) :]))
 
 
 def check_schedule_id(value: Any) -> str:

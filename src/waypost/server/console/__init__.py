@@ -1,5 +1,5 @@
 """The web console, served by `waypost server` at `/`: sign-in, runs, a run, suspended
-runs, the approver's inbox, definitions.
+runs, the approver's inbox, definitions, schedules.
 
 Server-rendered HTML (Jinja2 templates in `server/templates/console/`), a stylesheet
 and one small script served by waypost itself, nothing from another site. Every page
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from . import approvals, assets, definitions, run, runs, signin, suspended
+from . import approvals, assets, definitions, run, runs, schedules, signin, suspended
 
 
 def router() -> APIRouter:
     """Every console page's route."""
     gathered = APIRouter(include_in_schema=False)
-    for area in (assets, signin, runs, run, suspended, approvals, definitions):
+    for area in (assets, signin, runs, run, suspended, approvals, definitions, schedules):
         gathered.include_router(area.router)
     return gathered

@@ -1,0 +1,175 @@
+"""The schedules pages: the tenant's schedules (timing, next and last fire, overlap,
+paused), a schedule's page with its recent runs, and the commands the door offers for
+a schedule (pause, resume, delete) as forms, shown to the roles that may use them.
+
+A schedule's runs are the runs whose id starts with `sched:<id>:` (decision 0017), so
+its page finds them with `SearchRuns`, newest first; backfilled runs are among them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+
+from waypost.errors import WaypostError
+from waypost.model import operations as ops, schedules as sch
+from waypost.model.identity import preview
+
+from .pages import (
+    CSRF_REFUSED,
+    Visit,
+    engine_of,
+    forbidden,
+    genuine,
+    page,
+    read_form,
+    refusal,
+    signed_in,
+)
+
+router = APIRouter(include_in_schema=False)
+
+RECENT_RUNS = 20
+
+
+@dataclass(frozen=True)
+class ScheduleCommand:
+    name: str
+    label: str
+    request: type[ops.Request[Any]]
+    build: Callable[[str], ops.Request[Any]]
+    danger: bool = False
+
+    def offered(self, info: sch.ScheduleInfo) -> bool:
+        if self.name == "pause":
+            return not info.paused
+        if self.name == "resume":
+            return info.paused
+        return True
+
+
+SCHEDULE_COMMANDS: dict[str, ScheduleCommand] = {
+    c.name: c
+    for c in (
+        ScheduleCommand(
+            "pause", "Pause", sch.PauseSchedule, lambda s: sch.PauseSchedule(schedule_id=s)
+        ),
+        ScheduleCommand(
+            "resume", "Resume", sch.ResumeSchedule, lambda s: sch.ResumeSchedule(schedule_id=s)
+        ),
+        ScheduleCommand(
+            "delete",
+            "Delete",
+            sch.DeleteSchedule,
+            lambda s: sch.DeleteSchedule(schedule_id=s),
+            danger=True,
+        ),
+    )
+}
+
+
+def _address(schedule_id: str) -> str:
+    return "/schedules/" + quote(schedule_id, safe="")
+
+
+@router.get("/schedules")
+async def schedules_page(request: Request) -> Response:
+    visit = await signed_in(request)
+    error, status, found = "", 200, []
+    try:
+        found = await engine_of(request).execute(sch.ListSchedules(), visit.principal)
+    except WaypostError as exc:
+        status, error = refusal(exc)
+    return page(
+        "console/schedules.html",
+        visit,
+        status=status,
+        nav="schedules",
+        schedules=found,
+        error=error,
+        commands=SCHEDULE_COMMANDS,
+    )
+
+
+async def _schedule_page(
+    request: Request,
+    visit: Visit,
+    schedule_id: str,
+    *,
+    status: int = 200,
+    notice: str = "",
+    notice_kind: str = "ok",
+) -> Response:
+    engine = engine_of(request)
+    try:
+        info = await engine.execute(sch.GetSchedule(schedule_id=schedule_id), visit.principal)
+        found = await engine.execute(
+            ops.SearchRuns(text=sch.fire_run_prefix(info.schedule_id), limit=RECENT_RUNS),
+            visit.principal,
+        )
+    except WaypostError as exc:
+        code, message = refusal(exc)
+        return page(
+            "console/message.html",
+            visit,
+            status=code,
+            title="Schedule not shown",
+            message=message,
+            notice=notice,
+            notice_kind=notice_kind,
+        )
+    runs = [r for r in found if sch.is_fire_run(info.schedule_id, r.run_id)]
+    return page(
+        "console/schedule.html",
+        visit,
+        status=status,
+        nav="schedules",
+        s=info,
+        runs=runs,
+        commands=[c for c in SCHEDULE_COMMANDS.values() if visit.can(c.request)],
+        notice=notice,
+        notice_kind=notice_kind,
+    )
+
+
+@router.get("/schedules/{schedule_id}")
+async def schedule_page(request: Request, schedule_id: str) -> Response:
+    visit = await signed_in(request)
+    return await _schedule_page(request, visit, schedule_id)
+
+
+@router.post("/schedules/{schedule_id}/commands/{name}")
+async def schedule_command(request: Request, schedule_id: str, name: str) -> Response:
+    visit = await signed_in(request)
+    form = await read_form(request)
+    if not genuine(request, visit, form):
+        return forbidden(visit, CSRF_REFUSED)
+    chosen = SCHEDULE_COMMANDS.get(name)
+    if chosen is None:
+        return page(
+            "console/message.html",
+            visit,
+            status=404,
+            title="No such command",
+            message=f"There is no schedule command {preview(name)}.",
+        )
+    try:
+        await engine_of(request).execute(chosen.build(schedule_id), visit.principal)
+    except WaypostError as exc:
+        code, message = refusal(exc)
+        return await _schedule_page(
+            request,
+            visit,
+            schedule_id,
+            status=code,
+            notice=f"{chosen.label}: not done. {message}",
+            notice_kind="bad",
+        )
+    if chosen.name == "delete":
+        return RedirectResponse("/schedules", status_code=303)
+    return await _schedule_page(request, visit, schedule_id, notice=f"{chosen.label}: done.")
