@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from waypost.observability import Metrics, StoreGauges
 from waypost.store.base import QueueGauge, RunCount
+from waypost.store.schedules import ScheduleCount
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SERIES = re.compile(r"\bwaypost_[a-z_]+")
@@ -38,9 +39,11 @@ def exposed() -> dict[str, set[str]]:
     m.lease_taken_over("workflow")
     m.approval_decided("t", "approved", 5.0)
     m.quota_refused("t", "max_concurrent_runs")
+    m.schedule_fired("t", "started", 1.0)
     gauges = StoreGauges(store=None, clock=time.time, ttl=3600)  # type: ignore[arg-type]
     gauges.runs = [RunCount("t", "w", "running", 1)]
     gauges.queues = [QueueGauge("t", "q", "activity", 1, time.time())]
+    gauges.schedules = [ScheduleCount("t", "active", 1)]
     gauges.now, gauges.read_at = time.time(), time.monotonic()
     registry.register(gauges)
     names: dict[str, set[str]] = {}
@@ -98,6 +101,8 @@ def test_the_alert_rules_use_only_exposed_series() -> None:
         "waypost_runs",
         "waypost_approval_dwell_seconds_bucket",
         "waypost_lease_takeovers_total",
+        "waypost_schedule_fire_lag_seconds_bucket",
+        "waypost_schedule_fires_total",
     }
     assert names <= set().union(*(SERIES.findall(e) for e in exprs))
     check(exprs, exposed())

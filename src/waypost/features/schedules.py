@@ -228,9 +228,11 @@ class Schedules:
         previous: str | None = None
         fires: list[tuple[str, str | None]] = []
         for at in times:
-            started = await self._fire(rec, at, policy, previous)
+            started, unstarted = await self._fire(rec, at, policy, previous, "backfilled")
             if started is not None:
                 previous = started
+            if unstarted is not None:
+                self._observe(rec, unstarted)
             fires.append((sch.iso(at), started))
         return sch.Backfilled(rec.schedule_id, fires)
 
@@ -268,16 +270,21 @@ class Schedules:
         fires, upcoming = fires_to_run(rec, now)
         last_run, last_fire, buffered = rec.last_run_id, rec.last_fire_at, rec.buffered_fire_at
         policy = Overlap(rec.overlap)
+        unstarted: list[str] = []  # outcomes told only by the engine whose advance lands
         if buffered is not None and not await self._running(rec.tenant, last_run):
-            started = await self._fire(rec, buffered, Overlap.ALLOW_ALL, last_run)
+            started, outcome = await self._fire(rec, buffered, Overlap.ALLOW_ALL, last_run)
             last_run, last_fire, buffered = started or last_run, buffered, None
+            unstarted += [outcome] if outcome is not None else []
         for at in fires:
             if policy is Overlap.BUFFER_ONE and await self._running(rec.tenant, last_run):
                 buffered = at  # the latest replaces any older one
+                unstarted.append("buffered")
                 continue
-            started = await self._fire(rec, at, policy, last_run)
+            kind = "started" if at >= now - sch.ON_TIME else "caught_up"
+            started, outcome = await self._fire(rec, at, policy, last_run, kind)
             if started is not None:
                 last_run, last_fire = started, at
+            unstarted += [outcome] if outcome is not None else []
         if (last_run, last_fire, buffered) == (
             rec.last_run_id,
             rec.last_fire_at,
@@ -296,7 +303,13 @@ class Schedules:
                 buffered_fire_at=buffered,
             )
         )
+        if moved:
+            for outcome in unstarted:
+                self._observe(rec, outcome)
         return int(moved)
+
+    def _observe(self, rec: ScheduleRecord, outcome: str, lag: float | None = None) -> None:
+        self.machinery.settings.observer.schedule_fired(rec.tenant, outcome, lag)
 
     async def _running(self, tenant: str, run_id: str | None) -> bool:
         if run_id is None:
@@ -305,15 +318,25 @@ class Schedules:
         return run is not None and not RunStatus(run.status).finished
 
     async def _fire(
-        self, rec: ScheduleRecord, at: float, policy: Overlap, previous: str | None
-    ) -> str | None:
-        """Start the run of the fire at `at` as `policy` says; its run id (None: skipped)."""
+        self,
+        rec: ScheduleRecord,
+        at: float,
+        policy: Overlap,
+        previous: str | None,
+        kind: str = "started",
+    ) -> tuple[str | None, str | None]:
+        """Start the run of the fire at `at` as `policy` says: its run id (None: not
+        started), and the outcome to tell if no run started (skipped, not_started).
+
+        A run this call creates is told at once as `kind` (started, caught_up,
+        backfilled) with its lag; a start that finds the run another engine made is not
+        told again."""
         running = await self._running(rec.tenant, previous)
         if running and policy in (Overlap.SKIP, Overlap.BUFFER_ONE):
             log.info(
                 "schedule %s: fire %s skipped (%s runs)", rec.schedule_id, sch.iso(at), previous
             )
-            return None
+            return None, "skipped"
         principal = Principal.local_for(rec.tenant, f"schedule {rec.schedule_id}")
         if running and policy is Overlap.CANCEL_PREVIOUS and previous is not None:
             reason = f"schedule {rec.schedule_id} fired again at {sch.iso(at)}"
@@ -329,10 +352,12 @@ class Schedules:
             started = await self.runs.start_run(request, principal)
         except (QuotaExceeded, UnknownWorkflow, RunIdConflict) as exc:
             log.warning("schedule %s: fire %s not started: %s", rec.schedule_id, sch.iso(at), exc)
-            return None
+            return None, "not_started"
         except WaypostError as exc:
             if isinstance(exc, StoreError):
                 raise
             log.warning("schedule %s: fire %s not started: %s", rec.schedule_id, sch.iso(at), exc)
-            return None
-        return started.run_id
+            return None, "not_started"
+        if started.created:
+            self._observe(rec, kind, self.machinery.settings.clock() - at)
+        return started.run_id, None

@@ -2,7 +2,7 @@
 
 The machinery calls an `Observer` at the few points where these things happen
 (a commit, an activity attempt's outcome, a timer firing, a lapsed lease taken
-over, an approval decided, a quota refusing a caller); what is done with them
+over, an approval decided, a quota refusing a caller, a schedule's fire); what is done with them
 (Prometheus counters, `waypost.observability`) lives above the machinery, which
 never imports a metrics library. `NO_OBSERVER` does nothing and is the default.
 
@@ -56,6 +56,12 @@ class Observer(Protocol):
     def quota_refused(self, tenant: str, quota: str) -> None:
         """A tenant's quota refused a caller, or held a run's progress."""
 
+    def schedule_fired(self, tenant: str, outcome: str, lag: float | None) -> None:
+        """A schedule's fire was handled: `outcome` is started (on time), caught_up (a
+        missed fire its catch-up policy ran), backfilled, skipped or buffered (by its
+        overlap policy), or not_started (refused: a quota, an unknown workflow); `lag`,
+        for a fire that started a run, is the start's time minus the fire's."""
+
 
 class NoObserver:
     """Counts nothing."""
@@ -94,6 +100,9 @@ class NoObserver:
         pass
 
     def quota_refused(self, tenant: str, quota: str) -> None:
+        pass
+
+    def schedule_fired(self, tenant: str, outcome: str, lag: float | None) -> None:
         pass
 
 
@@ -153,6 +162,10 @@ class FanOut:
     def quota_refused(self, tenant: str, quota: str) -> None:
         for o in self.observers:
             o.quota_refused(tenant, quota)
+
+    def schedule_fired(self, tenant: str, outcome: str, lag: float | None) -> None:
+        for o in self.observers:
+            o.schedule_fired(tenant, outcome, lag)
 
 
 def fan_out(*observers: Observer) -> Observer:

@@ -1,4 +1,5 @@
-"""Gauges read from the database when Prometheus scrapes: runs by status, and queues.
+"""Gauges read from the database when Prometheus scrapes: runs by status, queues, and
+schedules by state.
 
 A few grouped statements, at most every `ttl` seconds however often (and by however many
 scrapers) the process is asked: a scrape within the `ttl` answers the last reading. The
@@ -21,6 +22,7 @@ from waypost.model.logs import logger
 from waypost.store import Store
 from waypost.store.base import QueueGauge, RunCount
 from waypost.store.queues import QueueLoad
+from waypost.store.schedules import ScheduleCount
 
 log = logger("waypost.metrics")
 _WAIT = 10.0  # seconds a scrape from another thread waits for the database
@@ -37,6 +39,7 @@ class StoreGauges(Collector):
         self.runs: list[RunCount] = []
         self.queues: list[QueueGauge] = []
         self.loads: list[QueueLoad] = []
+        self.schedules: list[ScheduleCount] = []
         self.read_at: float | None = None  # monotonic; None: never, or the last read failed
         self.now = 0.0  # the engine's time of the last reading
         self._reading: asyncio.Lock | None = None
@@ -57,11 +60,13 @@ class StoreGauges(Collector):
                 runs = await self.store.run_counts()
                 queues = await self.store.queue_gauges(now)
                 loads = await self.store.queue_loads(now)
+                schedules = await self.store.schedule_counts()
             except Exception as exc:
                 log.warning("metrics: reading the database failed: %s", exc)
                 self.read_at = None
                 return
             self.runs, self.queues, self.loads, self.now = runs, queues, loads, now
+            self.schedules = schedules
             self.read_at = time.monotonic()
 
     def refresh_from_thread(self) -> None:
@@ -146,7 +151,16 @@ class StoreGauges(Collector):
                 if load.oldest_visible_at is not None:
                     seconds = max(0.0, self.now - load.oldest_visible_at)
                     named["age"].add_metric([load.tenant, load.queue], seconds)
+        schedules = GaugeMetricFamily(
+            "waypost_schedules",
+            "Schedules by tenant and state (active, buffered, paused).",
+            labels=["tenant", "state"],
+        )
+        if with_samples and ok:
+            for c in self.schedules:
+                schedules.add_metric([c.tenant, c.state], c.schedules)
         yield runs
+        yield schedules
         yield depth
         yield age
         yield running

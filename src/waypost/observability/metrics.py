@@ -21,6 +21,7 @@ from .gauges import StoreGauges
 COMMIT_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 COMMIT_EVENTS = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128)
 TIMER_LAG = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+FIRE_LAG = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86400)
 APPROVAL_DWELL = (1, 10, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400)
 _END_COUNTERS = {"completed", "failed", "cancelled", "terminated"}
 
@@ -111,10 +112,23 @@ class Metrics:
             "quota",
         )
 
+        self.fires = counter(
+            "waypost_schedule_fires",
+            "Schedule fires handled, by outcome (started, caught_up, backfilled, skipped, "
+            "buffered, not_started).",
+            "tenant",
+            "outcome",
+        )
+        self.fire_lag = histogram(
+            "waypost_schedule_fire_lag_seconds",
+            "A scheduled run's start minus its fire time (backfills left out).",
+            FIRE_LAG,
+        )
+
     # -- the gauges read at scrape time -------------------------------------------
     def watch_store(self, store: Store, clock: Callable[[], float], ttl: float = 2.0) -> None:
-        """Read runs by status and the queues from `store` when scraped (at most every
-        `ttl` seconds)."""
+        """Read runs by status, the queues and schedules by state from `store` when
+        scraped (at most every `ttl` seconds)."""
         self.gauges = StoreGauges(store, clock, ttl)
         self.registry.register(self.gauges)
 
@@ -168,3 +182,8 @@ class Metrics:
 
     def quota_refused(self, tenant: str, quota: str) -> None:
         self.refusals(tenant, quota).inc()
+
+    def schedule_fired(self, tenant: str, outcome: str, lag: float | None) -> None:
+        self.fires(tenant, outcome).inc()
+        if lag is not None and outcome != "backfilled":
+            self.fire_lag.observe(max(0.0, lag))

@@ -44,6 +44,16 @@ class ScheduleAdvance:
     buffered_fire_at: float | None
 
 
+@dataclass(frozen=True)
+class ScheduleCount:
+    """How many schedules a tenant has in a state: active, buffered (a fire waits for
+    the previous run to end) or paused."""
+
+    tenant: str
+    state: str
+    schedules: int
+
+
 class ScheduleStore(Protocol):
     async def create_schedule(self, schedule: ScheduleRecord) -> bool:
         """Insert a schedule; False if the tenant has one of that id."""
@@ -67,4 +77,8 @@ class ScheduleStore(Protocol):
 
     async def advance_schedule(self, advance: ScheduleAdvance) -> bool:
         """Apply `advance` if the schedule's `next_fire_at` is still `advance.seen`."""
+        ...
+
+    async def schedule_counts(self) -> list[ScheduleCount]:
+        """How many schedules each tenant has in each state (for the metrics' gauges)."""
         ...

@@ -157,6 +157,7 @@ class SqlStore:
     set_schedule_paused = write(schedules.set_schedule_paused)
     due_schedules = read(schedules.due_schedules)
     advance_schedule = write(schedules.advance_schedule)
+    schedule_counts = read(schedules.schedule_counts)
 
     # -- signals from outside: signal-with-start, webhooks by correlation ------------
     signal_with_start = write(txn.signal_with_start)

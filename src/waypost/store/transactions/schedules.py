@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from waypost.model.encryption import Keys, Place, open_text
 
-from ..schedules import ScheduleAdvance, ScheduleRecord
+from ..schedules import ScheduleAdvance, ScheduleCount, ScheduleRecord
 from ..tx import Row, Tx
 from .records import sealed
 
@@ -58,6 +58,13 @@ def advance_schedule(tx: Tx, advance: ScheduleAdvance) -> bool:
     if advance.seen is None:
         return tx.run("advance_schedule_unset", params) == 1
     return tx.run("advance_schedule", params) == 1
+
+
+def schedule_counts(tx: Tx) -> list[ScheduleCount]:
+    return [
+        ScheduleCount(row["tenant"], row["state"], int(row["schedules"]))
+        for row in tx.all("schedule_counts", {})
+    ]
 
 
 def schedule_from_row(row: Row, keys: Keys | None) -> ScheduleRecord:

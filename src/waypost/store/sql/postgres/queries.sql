@@ -1066,6 +1066,16 @@ WHERE paused = 0 AND (next_fire_at <= %(now)s OR buffered_fire_at IS NOT NULL)
 ORDER BY next_fire_at
 LIMIT %(limit)s;
 
+-- name: schedule_counts
+-- Metrics: schedules by tenant and state (read at most every few seconds).
+SELECT tenant,
+       CASE WHEN paused = 1 THEN 'paused'
+            WHEN buffered_fire_at IS NOT NULL THEN 'buffered'
+            ELSE 'active' END AS state,
+       count(*) AS schedules
+FROM schedules
+GROUP BY tenant, state;
+
 -- name: advance_schedule
 UPDATE schedules SET next_fire_at = %(next_fire_at)s, last_fire_at = %(last_fire_at)s,
     last_run_id = %(last_run_id)s, buffered_fire_at = %(buffered_fire_at)s
