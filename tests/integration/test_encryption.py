@@ -361,6 +361,7 @@ def test_re_encrypt_is_for_admins_of_the_run_s_tenant_with_bounded_input(
 def test_the_cli_re_encrypts_with_progress(make_engine: Any, db_url: str) -> None:
     engine = make_engine(enc_echo, encryption=wp.Keys({"k1": K1}))
     runs = [engine.start(enc_echo, {"n": i}) for i in range(3)]
+    engine.schedule(enc_echo, id="hourly", every=3600, input="MARKER-SCHED")
     rotated = {**os.environ, "WAYPOST_ENCRYPTION_KEYS": f"k2:{b64(K2)},k1:{b64(K1)}"}
     bare = {k: v for k, v in os.environ.items() if not k.startswith("WAYPOST_ENCRYPTION")}
 
@@ -377,11 +378,13 @@ def test_the_cli_re_encrypts_with_progress(make_engine: Any, db_url: str) -> Non
     dry = cli("re-encrypt", "--all", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.startswith("would re-encrypt ") and "in 3 runs" in dry.stdout
+    assert "and 1 of 1 schedule inputs" in dry.stdout
     assert "batch 1: 3 runs" in dry.stderr
     assert stored_key_ids(db_url) == {"k1"}
     done = cli("re-encrypt", "--all", "--json")
     assert done.returncode == 0, done.stderr
     assert '"key": "k2"' in done.stdout and '"runs": 3' in done.stdout
+    assert '"schedules_resealed": 1' in done.stdout
     assert stored_key_ids(db_url) == {"k2"}
     one = cli("re-encrypt", "--run", runs[0].run_id)
     assert one.returncode == 0 and one.stdout.startswith("re-encrypted 0 of ")
@@ -436,3 +439,50 @@ def test_over_http_an_admin_re_encrypts_and_an_operator_may_not(
     assert stored_key_ids(db_url) == {"k2"}
     assert done.json()["next_after"] is None
     assert engine.verify(run.run_id, tenant="acme") == []
+
+
+def schedule_key_ids(db_url: str) -> dict[tuple[str, str], str]:
+    """How each schedule's input is kept, by tenant and schedule id."""
+    rows = db_query(db_url, "SELECT tenant, schedule_id, input FROM schedules")
+    return {(r[0], r[1]): sealed_key_id(r[2]) or "plain" for r in rows}
+
+
+def test_re_encryption_reseals_schedule_inputs_so_the_old_key_can_go(
+    make_engine: Any, db_url: str
+) -> None:
+    first = make_engine(enc_echo, encryption=wp.Keys({"k1": K1}))
+    first.schedule(enc_echo, id="nightly", every=3600, input="MARKER-SCHED", tenant="acme")
+    first.schedule(enc_echo, id="theirs", every=3600, input="MARKER-OTHER", tenant="globex")
+    run = first.start(enc_echo, "a run", tenant="acme")
+    first.close()
+    assert set(schedule_key_ids(db_url).values()) == {"k1"}
+
+    rotated = make_engine(enc_echo, encryption=wp.Keys({"k2": K2, "k1": K1}))
+    dry = rotated.reencrypt(limit=10, dry_run=True, tenant="acme")
+    assert (dry.schedules, dry.schedules_resealed) == (1, 1)
+    assert set(schedule_key_ids(db_url).values()) == {"k1"}  # a dry run writes nothing
+    # One run, or a later batch of the walk, leaves the schedules alone.
+    one = rotated.reencrypt(run.run_id, tenant="acme")
+    later = rotated.reencrypt(after=run.run_id, tenant="acme")
+    assert (one.schedules, later.schedules) == (0, 0)
+    assert set(schedule_key_ids(db_url).values()) == {"k1"}
+    report = rotated.reencrypt(limit=10, tenant="acme")
+    assert (report.schedules, report.schedules_resealed, report.key) == (1, 1, "k2")
+    # only the acme tenant's: globex's is its admin's to re-encrypt
+    assert schedule_key_ids(db_url) == {("acme", "nightly"): "k2", ("globex", "theirs"): "k1"}
+    again = rotated.reencrypt(limit=10, tenant="acme")
+    assert (again.schedules, again.schedules_resealed) == (1, 0)
+    assert b"MARKER-SCHED" not in raw_dump(db_url)
+
+    # The old key retired: the schedule's input reads back, and its fires run with it.
+    only_new = make_engine(enc_echo, encryption=wp.Keys({"k2": K2}))
+    assert only_new.describe_schedule("nightly", tenant="acme").input == "MARKER-SCHED"
+    with only_new.running():
+        filled = only_new.backfill_schedule("nightly", 0, 0, tenant="acme")
+        fired = filled.fires[0][1]
+        assert fired is not None
+        only_new.signal(fired, "go", "now", tenant="acme")
+        assert only_new.result(fired, timeout=10, tenant="acme")["value"] == "MARKER-SCHED"
+    # what was not re-encrypted names the key it needs
+    with pytest.raises(wp.EncryptionKeyMissing, match="k1"):
+        only_new.describe_schedule("theirs", tenant="globex")

@@ -2,7 +2,8 @@
 
 The keys come from the environment (`WAYPOST_ENCRYPTION_KEYS=k2:base64,k1:base64`,
 the first is current, or `WAYPOST_ENCRYPTION_KEYS_FILE`). `--all` walks the
-tenant's runs in batches (one transaction per run), printing a progress line per
+tenant's runs in batches (one transaction per run) after re-sealing the inputs of its
+schedules, printing a progress line per
 batch on stderr and the totals on stdout.
 """
 
@@ -19,11 +20,15 @@ from .common import db_option, open_engine, tenant_option
 BATCH = 200
 
 
-def _words(report: ReEncryptReport, runs: int, values: int, resealed: int) -> str:
+def _words(
+    report: ReEncryptReport, runs: int, values: int, resealed: int, schedules: tuple[int, int]
+) -> str:
     verb = "would re-encrypt" if report.dry_run else "re-encrypted"
+    found, sealed = schedules
+    of_schedules = f" and {sealed} of {found} schedule inputs" if found else ""
     return (
-        f"{verb} {resealed} of {values} payloads in {runs} runs of tenant {report.tenant} "
-        f"under key {report.key!r}"
+        f"{verb} {resealed} of {values} payloads in {runs} runs{of_schedules} of tenant "
+        f"{report.tenant} under key {report.key!r}"
     )
 
 
@@ -38,20 +43,24 @@ def runs_reencrypt(
     run_id: str | None, all_runs: bool, dry_run: bool, as_json: bool, db: str, tenant: str
 ) -> None:
     """Re-encrypt stored payloads (inputs, results, signals, activity arguments and
-    results) under the current key of WAYPOST_ENCRYPTION_KEYS, so that older keys can
-    be retired. The history's hashes do not change: `runs verify` still passes."""
+    results; with --all, the inputs of the tenant's schedules too) under the current
+    key of WAYPOST_ENCRYPTION_KEYS, so that older keys can be retired. The history's
+    hashes do not change: `runs verify` still passes."""
     if (run_id is None) == (not all_runs):
         raise click.UsageError("give --run RUN_ID or --all")
     with open_engine(db, must_exist=True) as engine:
         if run_id is not None:
             report = engine.reencrypt(run_id, dry_run=dry_run, tenant=tenant)
             runs, values, resealed = report.runs, report.values, report.resealed
+            schedules = (0, 0)
         else:
             runs = values = resealed = 0
             after: str | None = None
             batch = 0
             while True:
                 report = engine.reencrypt(after=after, limit=BATCH, dry_run=dry_run, tenant=tenant)
+                if batch == 0:  # the first batch re-seals the schedules' inputs
+                    schedules = (report.schedules, report.schedules_resealed)
                 batch += 1
                 runs += report.runs
                 values += report.values
@@ -72,7 +81,9 @@ def runs_reencrypt(
             "runs": runs,
             "values": values,
             "resealed": resealed,
+            "schedules": schedules[0],
+            "schedules_resealed": schedules[1],
         }
         click.echo(json.dumps(totals, sort_keys=True))
     else:
-        click.echo(_words(report, runs, values, resealed))
+        click.echo(_words(report, runs, values, resealed, schedules))

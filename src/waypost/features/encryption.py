@@ -1,8 +1,11 @@
-"""Payload encryption's command: re-encrypting stored runs under the current key.
+"""Payload encryption's command: re-encrypting stored runs and schedules under the
+current key.
 
 Encryption itself happens in the store (`waypost.model.encryption`, decision
 0009); this room only walks the tenant's runs for `ReEncrypt`, one transaction
-per run, so that a rotation of a large database never holds the tables long.
+per run, so that a rotation of a large database never holds the tables long. The
+first batch of a walk also re-seals the inputs of the tenant's schedules (one
+transaction: a tenant has few schedules, and each is one short value).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ log = logger("waypost.encryption")
 
 
 class Encryption:
-    """Re-encrypts the stored payloads of runs under the engine's current key."""
+    """Re-encrypts the stored payloads of runs and schedules under the engine's current
+    key."""
 
     def __init__(self, machinery: Machinery):
         self.machinery = machinery
@@ -53,6 +57,16 @@ class Encryption:
             runs += 1
             values += counts.values
             resealed += counts.resealed
+        schedules = None
+        if req.run_id is None and req.after is None:  # a walk's first batch
+            schedules = await store.reencrypt_schedules(tenant, req.dry_run)
+            if schedules.resealed and not req.dry_run:
+                log.info(
+                    "re-encrypted the inputs of %d schedules of tenant %s under key %s",
+                    schedules.resealed,
+                    tenant,
+                    keys.current,
+                )
         more = req.run_id is None and len(run_ids) == req.limit
         if resealed and not req.dry_run:
             log.info(
@@ -70,4 +84,6 @@ class Encryption:
             values=values,
             resealed=resealed,
             next_after=run_ids[-1] if more else None,
+            schedules=schedules.schedules if schedules is not None else 0,
+            schedules_resealed=schedules.resealed if schedules is not None else 0,
         )

@@ -24,7 +24,10 @@ class ReEncryptReport:
 
     `runs`: runs looked at; `values`: encrypted or plaintext payloads found in them;
     `resealed`: those (re-)encrypted under `key` (with `dry_run`: that would be);
-    `next_after`: the run id to continue after, None when no run is left.
+    `next_after`: the run id to continue after, None when no run is left;
+    `schedules`: schedule inputs found, and `schedules_resealed` those (re-)encrypted
+    (the first batch of a walk, without `run_id` or `after`, does the tenant's
+    schedules; other requests leave them alone and say 0).
     """
 
     tenant: str
@@ -34,6 +37,8 @@ class ReEncryptReport:
     values: int
     resealed: int
     next_after: str | None
+    schedules: int = 0
+    schedules_resealed: int = 0
 
 
 @dataclass(frozen=True)
@@ -41,8 +46,9 @@ class ReEncrypt(Request[ReEncryptReport]):
     """Re-encrypt stored payloads under the current encryption key (`ReEncryptReport`).
 
     With `run_id`: that run (`RunNotFound` if the tenant has none). Without: up to
-    `limit` of the tenant's runs whose ids sort after `after` (None: from the first);
-    call again with the report's `next_after` until it is None. `dry_run` counts and
+    `limit` of the tenant's runs whose ids sort after `after` (None: from the first,
+    and the inputs of the tenant's schedules too); call again with the report's
+    `next_after` until it is None. `dry_run` counts and
     writes nothing. Needs the engine to have encryption keys (`ConfigurationError`).
     """
 

@@ -54,6 +54,15 @@ class ScheduleCount:
     schedules: int
 
 
+@dataclass(frozen=True)
+class SchedulesResealed:
+    """What re-encrypting a tenant's schedules found: inputs stored, and how many it
+    (would) re-seal under the current key."""
+
+    schedules: int
+    resealed: int
+
+
 class ScheduleStore(Protocol):
     async def create_schedule(self, schedule: ScheduleRecord) -> bool:
         """Insert a schedule; False if the tenant has one of that id."""
@@ -81,4 +90,9 @@ class ScheduleStore(Protocol):
 
     async def schedule_counts(self) -> list[ScheduleCount]:
         """How many schedules each tenant has in each state (for the metrics' gauges)."""
+        ...
+
+    async def reencrypt_schedules(self, tenant: str, dry_run: bool) -> SchedulesResealed:
+        """Re-seal the inputs of the tenant's schedules under the current encryption key
+        (plaintext ones are encrypted), in one transaction; `dry_run` writes nothing."""
         ...

@@ -158,6 +158,7 @@ class SqlStore:
     due_schedules = read(schedules.due_schedules)
     advance_schedule = write(schedules.advance_schedule)
     schedule_counts = read(schedules.schedule_counts)
+    reencrypt_schedules = write(schedules.reencrypt_schedules)
 
     # -- signals from outside: signal-with-start, webhooks by correlation ------------
     signal_with_start = write(txn.signal_with_start)

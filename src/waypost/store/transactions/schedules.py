@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from waypost.errors import ConfigurationError
 from waypost.model.encryption import Keys, Place, open_text
 
-from ..schedules import ScheduleAdvance, ScheduleCount, ScheduleRecord
+from ..schedules import ScheduleAdvance, ScheduleCount, ScheduleRecord, SchedulesResealed
 from ..tx import Row, Tx
 from .records import sealed
 
@@ -65,6 +66,27 @@ def schedule_counts(tx: Tx) -> list[ScheduleCount]:
         ScheduleCount(row["tenant"], row["state"], int(row["schedules"]))
         for row in tx.all("schedule_counts", {})
     ]
+
+
+def reencrypt_schedules(tx: Tx, tenant: str, dry_run: bool) -> SchedulesResealed:
+    """Each schedule's input opened with whichever key sealed it and sealed again under
+    the current one; the write is conditioned on the text read (a schedule re-created
+    meanwhile was sealed under the current key already)."""
+    keys = tx.keys
+    if keys is None:
+        raise ConfigurationError("re-encrypting needs encryption keys (WAYPOST_ENCRYPTION_KEYS)")
+    found = resealed = 0
+    for row in tx.all("schedule_inputs", {"tenant": tenant}):
+        found += 1
+        # a missing key or a forged ciphertext stops the transaction, as for runs
+        new = keys.reseal(row["input"], schedule_place(tenant, row["schedule_id"]))
+        if new is None:
+            continue
+        resealed += 1
+        if not dry_run:
+            params = {"tenant": tenant, "schedule_id": row["schedule_id"]}
+            tx.run("reseal_schedule_input", {**params, "old": row["input"], "new": new})
+    return SchedulesResealed(found, resealed)
 
 
 def schedule_from_row(row: Row, keys: Keys | None) -> ScheduleRecord:

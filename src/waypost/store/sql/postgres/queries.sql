@@ -1066,6 +1066,13 @@ WHERE paused = 0 AND (next_fire_at <= %(now)s OR buffered_fire_at IS NOT NULL)
 ORDER BY next_fire_at
 LIMIT %(limit)s;
 
+-- name: schedule_inputs
+SELECT schedule_id, input FROM schedules WHERE tenant = %(tenant)s ORDER BY schedule_id;
+
+-- name: reseal_schedule_input
+UPDATE schedules SET input = %(new)s
+WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s AND input = %(old)s;
+
 -- name: schedule_counts
 -- Metrics: schedules by tenant and state (read at most every few seconds).
 SELECT tenant,

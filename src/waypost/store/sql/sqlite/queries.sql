@@ -1054,6 +1054,13 @@ WHERE paused = 0 AND (next_fire_at <= :now OR buffered_fire_at IS NOT NULL)
 ORDER BY next_fire_at
 LIMIT :limit;
 
+-- name: schedule_inputs
+SELECT schedule_id, input FROM schedules WHERE tenant = :tenant ORDER BY schedule_id;
+
+-- name: reseal_schedule_input
+UPDATE schedules SET input = :new
+WHERE tenant = :tenant AND schedule_id = :schedule_id AND input = :old;
+
 -- name: schedule_counts
 -- Metrics: schedules by tenant and state (read at most every few seconds).
 SELECT tenant,
