@@ -447,6 +447,59 @@ def test_a_backfill_with_the_schedules_overlap_policy(
     assert engine.result(first, timeout=10) == label
 
 
+def test_a_backfill_and_the_regular_fires_do_not_see_each_others_runs(
+    make_engine: Any, serving: contextlib.ExitStack
+) -> None:
+    clock = TestClock(start=at("2026-06-10T11:59:00"))
+    engine = make_engine(gated, clock=clock)
+    label = uuid.uuid4().hex[:8]
+    skip, cancel = f"bo-skip-{label}", f"bo-cancel-{label}"
+    for sid, policy in ((skip, "skip"), (cancel, "cancel_previous")):
+        engine.schedule(gated, id=sid, every=timedelta(hours=1), input=label, overlap=policy)
+    serving.enter_context(engine.running())
+    old = [at("2026-06-01T00:00:00"), at("2026-06-01T01:00:00")]
+    for sid in (skip, cancel):
+        done = engine.backfill_schedule(sid, "2026-06-01T00:00:00Z", "2026-06-01T01:00:00Z")
+        assert [run for _, run in done.fires] == [fire_run_id(sid, t) for t in old]
+        assert engine.describe_schedule(sid).last_run_id is None  # the row is the fires'
+    # The regular fire: the backfilled runs still run, yet "skip" starts it and
+    # "cancel_previous" cancels none of them.
+    set_clock(clock, at("2026-06-10T12:00:01"))
+    noon = at("2026-06-10T12:00:00")
+    for sid in (skip, cancel):
+        eventually(
+            lambda sid=sid: engine.describe_schedule(sid).last_run_id == fire_run_id(sid, noon),
+            f"{sid}'s noon fire",
+        )
+        for t in old:
+            assert engine.get(fire_run_id(sid, t)).status == "waiting"
+    # A backfill's own policy between its own runs; the running noon run does not count.
+    skipped = engine.backfill_schedule(
+        skip, "2026-06-02T00:00:00Z", "2026-06-02T01:00:00Z", overlap="skip"
+    )
+    assert skipped.fires == [
+        ("2026-06-02T00:00:00Z", fire_run_id(skip, at("2026-06-02T00:00:00"))),
+        ("2026-06-02T01:00:00Z", None),
+    ]
+    replaced = engine.backfill_schedule(
+        cancel, "2026-06-02T00:00:00Z", "2026-06-02T01:00:00Z", overlap="cancel_previous"
+    )
+    first, second = (run for _, run in replaced.fires)
+    assert first is not None and second is not None
+    eventually(lambda: engine.get(first).status == "cancelled", "the backfill's first run")
+    assert engine.get(second).status == "waiting"
+    assert engine.get(fire_run_id(cancel, noon)).status == "waiting"
+    for sid in (skip, cancel):
+        assert engine.describe_schedule(sid).last_run_id == fire_run_id(sid, noon)
+    with pytest.raises(InvalidRequest, match="does not wait") as refused:
+        engine.backfill_schedule(
+            skip, "2026-06-03T00:00:00Z", "2026-06-03T01:00:00Z", overlap="buffer_one"
+        )
+    assert refused.value.field == "overlap"
+    for sid in (skip, cancel):
+        release(engine, sid)
+
+
 NIGHTLY = """
 name: nightly
 start: done

@@ -156,7 +156,8 @@ def schedules_delete(schedule_id: str, tenant: str, db: str) -> None:
     "--overlap",
     default="allow_all",
     show_default=True,
-    help="allow_all, or schedule (its overlap policy between the backfilled runs).",
+    help="The backfill's own policy between its runs: allow_all, skip, cancel_previous, "
+    "or schedule (the schedule's; buffer_one skips). Regular fires' runs do not count.",
 )
 @tenant_option
 @db_option

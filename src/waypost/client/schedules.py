@@ -102,9 +102,12 @@ class ScheduleCalls:
         overlap: str = "allow_all",
         tenant: str = "default",
     ) -> Backfilled:
-        """Start the runs of the schedule's fire times in [start, end] (at most 1000):
-        all at once (`allow_all`), or with the schedule's overlap policy between them
-        (`overlap="schedule"`). A fire that has its run already finds it again."""
+        """Start the runs of the schedule's fire times in [start, end] (at most 1000).
+
+        `overlap` is the backfill's own policy between its own runs: `allow_all` (all at
+        once), `skip`, `cancel_previous`, or `schedule` (the schedule's; `buffer_one`
+        skips). Runs of the schedule's regular fires do not count for it, nor its runs
+        for later regular fires. A fire that has its run already finds it again."""
         request = sch.BackfillSchedule(schedule_id=id, start=start, end=end, overlap=overlap)
         done: Backfilled = await self._local(request, tenant)
         return done

@@ -224,7 +224,9 @@ class Schedules:
         """Start the runs of the fire times in [start, end] (see `BackfillSchedule`)."""
         rec = await self._record(principal.tenant, req.schedule_id)
         times = timing_of(rec).fires(float(req.start), float(req.end))
-        policy = Overlap.ALLOW_ALL if req.overlap == "allow_all" else Overlap(rec.overlap)
+        # Its own policy, between its own runs: the regular fires' last run is not its
+        # previous, and it never moves `last_run_id` (decision 0017, "Backfill and overlap").
+        policy = Overlap(rec.overlap) if req.overlap == "schedule" else Overlap(req.overlap)
         previous: str | None = None
         fires: list[tuple[str, str | None]] = []
         for at in times:

@@ -56,6 +56,10 @@ class Overlap(StrEnum):
     CANCEL_PREVIOUS = "cancel_previous"  # ask the previous run to cancel, start this one
 
 
+# A backfill's own overlap policies: `schedule` takes the schedule's.
+BACKFILL_OVERLAPS = ("allow_all", "skip", "cancel_previous", "schedule")
+
+
 class CatchUp(StrEnum):
     """What happens to fires missed while no engine ran (found later than `ON_TIME`)."""
 
@@ -378,8 +382,11 @@ class DeleteSchedule(Request[None]):
 class BackfillSchedule(Request[Backfilled]):
     """Start the runs of a schedule's fire times in [start, end] (at most `MAX_FIRES`).
 
-    `overlap` is `allow_all` (default: every fire's run starts at once) or the schedule's
-    policy to apply between the backfilled runs (`"schedule"`). A fire that already has
+    A backfill has its own overlap policy, applied between its own runs only (decision
+    0017): `allow_all` (default: every fire's run starts at once), `skip`,
+    `cancel_previous`, or `schedule` (the schedule's policy; `buffer_one` skips, as a
+    backfill does not wait). A run the schedule's regular fires started does not count
+    for it, and its runs do not count for later regular fires. A fire that already has
     its run (it fired, or was backfilled before) finds that run again."""
 
     roles = CHANGERS
@@ -394,9 +401,10 @@ class BackfillSchedule(Request[Backfilled]):
         end = instant_of(self.end, "end")
         if end < start:
             raise InvalidRequest("end comes before start", field="end")
-        if self.overlap not in ("allow_all", "schedule"):
+        if self.overlap not in BACKFILL_OVERLAPS:
             raise InvalidRequest(
-                f"a backfill's overlap is allow_all or schedule, not {preview(self.overlap)}",
+                f"a backfill's overlap is one of {', '.join(BACKFILL_OVERLAPS)}, not "
+                f"{preview(self.overlap)} (a backfill does not wait, so it buffers nothing)",
                 field="overlap",
             )
         same = super().checked(principal)

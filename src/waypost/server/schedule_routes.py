@@ -53,7 +53,11 @@ class ScheduleBody(_Body):
 class BackfillBody(_Body):
     start: str = Field(description="ISO 8601 with a zone: the range's first instant.")
     end: str = Field(description="ISO 8601 with a zone: the range's last instant.")
-    overlap: str = Field(default="allow_all", description="allow_all, or schedule (its policy)")
+    overlap: str = Field(
+        default="allow_all",
+        description="The backfill's own policy between its runs: allow_all, skip, "
+        "cancel_previous, or schedule (the schedule's). Regular fires' runs do not count.",
+    )
 
 
 def _out(info: sch.ScheduleInfo) -> dict[str, Any]:
