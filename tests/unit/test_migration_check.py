@@ -406,6 +406,22 @@ def test_only_a_run_at_an_approval_or_wait_can_be_moved(v1: Definition, v2: Defi
     assert check.notes == []
 
 
+def test_a_run_at_a_call_step_cannot_be_moved_and_is_told_why() -> None:
+    calling = parse_definition(
+        {
+            "name": "order",
+            "start": "price_it",
+            "steps": {
+                "price_it": {"type": "call", "definition": "quote", "next": "done"},
+                "done": {"type": "succeed"},
+            },
+        }
+    )
+    [reason] = migrate(calling, calling, "price_it", {}).reasons
+    assert reason.startswith("the run waits at call step 'price_it' for its child run: ")
+    assert "start the child again" in reason
+
+
 def test_a_run_inside_a_parallel_branch_cannot_be_moved(v2: Definition) -> None:
     check = migrate(v2, v2, "hold", {**AT_AWAIT_GOODS, "payment": {"id": "P-1"}})
     assert check.reasons == [

@@ -42,7 +42,11 @@ from waypost.model.definitions import (
     input_problems,
     parse_definition,
 )
-from waypost.model.definitions.migration import check_mapping, check_migration
+from waypost.model.definitions.migration import (
+    call_step_reason,
+    check_mapping,
+    check_migration,
+)
 from waypost.model.events import (
     Event,
     EventType,
@@ -412,6 +416,8 @@ class Definitions:
                 return report(["the run is not at any step"], **known)
             if len(position) > 1 or not interpreter.waiting:
                 kind = interpreter.definition.all_steps[at]["type"]
+                if kind == "call" and len(position) == 1:
+                    return report([call_step_reason(at, run.waiting_for)], **known, from_step=at)
                 where = "in the branches of" if len(position) > 1 else "at"
                 return report(
                     [

@@ -4,9 +4,12 @@ What is copied is decided by `waypost.model.fork` (decision 0008). Here:
 
 - The source may have finished (completed, failed, cancelled, terminated) or be
   waiting, suspended or paused; an unfinished source with an activity step scheduled
-  and not finished (a `running` run, or a paused one whose attempt still runs) is
-  refused: that step would run in both. Fork it once the step has finished, or after
-  ending the run.
+  and not finished (a `running` run, or a paused one whose attempt still runs), or a
+  child run that has not ended, is refused: that work would run in both. Fork it once
+  the step or the child has finished, or after ending the run.
+- A fork never shares its source's children: copying stops at a child's start, so the
+  fork's code starts the children from there again, as its own runs under its own
+  ids (`<fork>-<step>`); the source's children stay the source's.
 - The new run is created as any start is, in one transaction with its copied history:
   under the tenant's start quotas, a workflow task leased here if this engine serves
   it. Its RunStarted is the source's (same workflow, version or pinned definition,
@@ -28,7 +31,7 @@ from waypost.engine.starts import new_run_id
 from waypost.errors import InvalidState, QuotaExceeded, RunIdConflict
 from waypost.model import operations as ops
 from waypost.model.events import Event, EventType, NewEvent
-from waypost.model.fork import Forked, in_flight, plan_fork
+from waypost.model.fork import Forked, children_in_flight, in_flight, plan_fork
 from waypost.model.identity import Principal, preview
 from waypost.model.status import RunStatus
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE
@@ -54,7 +57,18 @@ class Forks:
         source, history = await m.store.load_run(tenant, req.run_id)
         if source is None:
             raise run_not_found(req.run_id, tenant)
-        busy = [] if RunStatus(source.status).finished else in_flight(history)
+        finished = RunStatus(source.status).finished
+        children = [] if finished else children_in_flight(history)
+        if children:
+            child = children[0].data
+            raise InvalidState(
+                f"cannot fork run {preview(req.run_id)}: its child run "
+                f"{preview(str(child.get('run_id')))} (step {preview(str(child.get('step')))}) "
+                "has not ended, and the fork would start its own for the same work, which "
+                "would run in both; fork it once the child has ended, or after ending the run "
+                "(which closes its children as their close policy says)"
+            )
+        busy = [] if finished else in_flight(history)
         if busy:
             step = busy[0].data
             raise InvalidState(

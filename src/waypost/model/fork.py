@@ -16,8 +16,10 @@ again — and goes on live from there. The rules, decided once here (decision 00
   copied (the code may have taken them in); later ones are not.
 - **Where copying stops.** Nothing from an approval on is copied (its credentials
   are never copied: the new run asks again), nor from a cancellation request (a fork
-  is not cancelled) or a migration to another definition version (a fork stays on
-  the version its source started on) on. A cut past one of these is refused.
+  is not cancelled), a migration to another definition version (a fork stays on
+  the version its source started on) or a child run's start (the child is the
+  source's; a fork starts its own, under its own run ids) on. A cut past one of
+  these is refused.
 - **Never copied.** Audit facts (late results, refused approvals, changed
   approvers, forks), operator events (pause, resume, suspension, termination) and
   the run's end (completed, failed, cancelled): the new run ends by its own code.
@@ -51,6 +53,9 @@ STOPS = {
     _E.STEP_SKIPPED: "a step an operator skipped (fork before it, and skip again if need be)",
     _E.INPUT_UPDATED: "an operator's update of the run's data (fork before it)",
     _E.UPDATE_ACCEPTED: "an update (its caller waits on the source run, not on a fork)",
+    # A copied ChildStarted would name the source's child (its run id, its parent link):
+    # the fork would share it. From a child on, a fork starts children of its own.
+    _E.CHILD_STARTED: "a child run (a fork starts its children again, as its own runs)",
 }
 
 # Events of a step that may be copied with it.
@@ -77,6 +82,7 @@ _STARTS_STEP = frozenset(
         _E.MARKER_RECORDED,
         _E.APPROVAL_REQUESTED,
         _E.CORRELATION_REGISTERED,
+        _E.CHILD_STARTED,
     }
 )
 
@@ -170,6 +176,17 @@ def in_flight(history: Sequence[Event]) -> list[Event]:
         elif step in open_steps and _finished([ev]):
             del open_steps[step]
     return list(open_steps.values())
+
+
+def children_in_flight(history: Sequence[Event]) -> list[Event]:
+    """The child runs started and not ended (their ChildStarted events)."""
+    open_children: dict[str, Event] = {}
+    for ev in history:
+        if ev.type == _E.CHILD_STARTED:
+            open_children[str(ev.data.get("step"))] = ev
+        elif ev.type in (_E.CHILD_COMPLETED, _E.CHILD_FAILED):
+            open_children.pop(str(ev.data.get("step")), None)
+    return list(open_children.values())
 
 
 def plan_fork(

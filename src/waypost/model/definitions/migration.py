@@ -44,6 +44,7 @@ from waypost.model.definitions.inputs import input_errors
 
 __all__ = [
     "MigrationCheck",
+    "call_step_reason",
     "check_mapping",
     "check_migration",
     "read_paths",
@@ -308,12 +309,29 @@ def _source_reasons(source: Definition, at: str) -> list[str]:
             "waiting at a top-level approval or wait step can be moved"
         ]
     kind = source.steps[at].get("type")
+    if kind == "call":
+        return [call_step_reason(at, [])]
     if kind not in WAITING_TYPES:
         return [
             "only a run waiting at an approval or wait step can be moved; "
             f"it is at {kind} step {at!r}"
         ]
     return []
+
+
+def call_step_reason(at: str, waiting_for: Iterable[Mapping[str, Any]]) -> str:
+    """Why a run waiting at call step `at` (for the child run `waiting_for` names) is
+    not moved: the move enters the mapped step afresh, which for a call step starts the
+    child again while the first one runs, and the first one's end would reach a step
+    the run no longer waits at."""
+    children = [str(w.get("run_id")) for w in waiting_for if w.get("kind") == "child"]
+    child = f"its child run {children[0]!r}" if children else "its child run"
+    return (
+        f"the run waits at call step {at!r} for {child}: moving it would enter the step "
+        "afresh on the new version and start the child again while this one runs (and "
+        "this one's end would reach a step the run no longer waits at). Migrate it once "
+        "the child has ended and the run waits at an approval or wait step"
+    )
 
 
 def _resolve_target(
