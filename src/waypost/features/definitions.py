@@ -334,8 +334,9 @@ class Definitions:
     async def versions(
         self, req: ops.ListDefinitions, principal: Principal
     ) -> list[DefinitionInfo]:
-        """Every published version of every definition of the tenant."""
-        return [definition_info(r) for r in await self.store.list_definitions(principal.tenant)]
+        """The tenant's published versions: of every definition, or of `req.definition`."""
+        found = await self.store.list_definitions(principal.tenant, req.definition)
+        return [definition_info(r) for r in found]
 
     async def get(self, req: ops.GetDefinition, principal: Principal) -> DefinitionInfo:
         """One version (the newest by default); `DefinitionNotFound` if there is none."""

@@ -370,10 +370,11 @@ class Publish(Request[Any]):
 
 @dataclass(frozen=True)
 class ListDefinitions(Request[Any]):
-    """Every published version of every definition (`list[DefinitionInfo]`)."""
+    """Published versions (`list[DefinitionInfo]`): of every definition, or `definition`'s."""
 
     roles = READERS
     name = "definitions"
+    definition: str | None = checked(Check.OPTIONAL_ID, what="definition", default=None)
 
 
 @dataclass(frozen=True)

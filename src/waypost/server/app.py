@@ -48,6 +48,7 @@ from . import (
 from .console.pages import FormUnreadable, SignInNeeded, form_unreadable, sign_in_needed
 from .console.security import ConsoleSecret
 from .errors import answer, error_body
+from .paths import EncodedSlashes
 
 log = logger("waypost.server")
 
@@ -119,6 +120,7 @@ def create_app(
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
     app.add_middleware(BodyLimit, limit=max_body)
+    app.add_middleware(EncodedSlashes)
     return app
 
 

@@ -192,16 +192,15 @@ async def list_definitions(request: Request, principal: Caller) -> dict[str, Any
     return {"definitions": [_definition(d) for d in found]}
 
 
-@router.get("/v1/definitions/{name}", tags=["definitions"], summary="A definition's versions.")
+@router.get("/v1/definitions/{name:id}", tags=["definitions"], summary="A definition's versions.")
 async def definition_versions(request: Request, name: str, principal: Caller) -> dict[str, Any]:
     newest = await door(request, ops.GetDefinition(definition=name), principal)
-    found = await door(request, ops.ListDefinitions(), principal)
-    versions = [_definition(d) for d in found if d.name == newest.name]
-    return {"name": newest.name, "versions": versions}
+    found = await door(request, ops.ListDefinitions(definition=newest.name), principal)
+    return {"name": newest.name, "versions": [_definition(d) for d in found]}
 
 
 @router.get(
-    "/v1/definitions/{name}/{version}", tags=["definitions"], summary="One published version."
+    "/v1/definitions/{name:id}/{version}", tags=["definitions"], summary="One published version."
 )
 async def definition_version(
     request: Request, name: str, version: int, principal: Caller
@@ -271,13 +270,13 @@ async def list_runs(
     return {"runs": [_run(r) for r in page.runs], "next_cursor": page.next_cursor}
 
 
-@router.get("/v1/runs/{run_id}", tags=["runs"], summary="A run as it stands.")
+@router.get("/v1/runs/{run_id:id}", tags=["runs"], summary="A run as it stands.")
 async def get_run(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
     return _run(await door(request, ops.GetRun(run_id=run_id), principal))
 
 
 @router.get(
-    "/v1/runs/{run_id}/result",
+    "/v1/runs/{run_id:id}/result",
     tags=["runs"],
     summary="Wait (up to `wait` seconds) for the run to end; 202 if it has not.",
     responses={202: {"description": "The run has not ended yet."}},
@@ -299,20 +298,20 @@ async def run_result(
     return _run(info)
 
 
-@router.get("/v1/runs/{run_id}/history", tags=["runs"], summary="A run's history.")
+@router.get("/v1/runs/{run_id:id}/history", tags=["runs"], summary="A run's history.")
 async def history(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
     events = await door(request, ops.GetHistory(run_id=run_id), principal)
     return {"run_id": run_id, "events": [event_wire(e) for e in events]}
 
 
-@router.get("/v1/runs/{run_id}/verify", tags=["runs"], summary="Check a run's hash chain.")
+@router.get("/v1/runs/{run_id:id}/verify", tags=["runs"], summary="Check a run's hash chain.")
 async def verify(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
     problems = await door(request, ops.Verify(run_id=run_id), principal)
     return {"run_id": run_id, **problems_wire(problems)}
 
 
 @router.post(
-    "/v1/runs/{run_id}/signals/{name}",
+    "/v1/runs/{run_id:id}/signals/{name:id}",
     tags=["runs"],
     status_code=202,
     summary="Deliver a signal; the run takes it in at its next wait for it.",
@@ -329,7 +328,7 @@ async def signal(
     return {"run_id": run_id, "signal": name, "accepted": True}
 
 
-# Commands on a run with a reason, one route each: `POST /v1/runs/{run_id}/<command>`.
+# Commands on a run with a reason, one route each: `POST /v1/runs/{run_id:id}/<command>`.
 RUN_COMMANDS: list[tuple[str, Callable[..., ops.Request[Any]], str]] = [
     ("cancel", ops.Cancel, "Ask a run to stop; it ends `cancelled`."),
     ("terminate", ops.Terminate, "End a run now; it ends `terminated`, no compensation."),
@@ -346,9 +345,9 @@ def _command_route(command: str, kind: Callable[..., ops.Request[Any]], summary:
         return {"run_id": run_id, "accepted": True}
 
     route.__name__ = route.__qualname__ = command
-    router.post(f"/v1/runs/{{run_id}}/{command}", tags=["runs"], status_code=202, summary=summary)(
-        route
-    )
+    router.post(
+        f"/v1/runs/{{run_id:id}}/{command}", tags=["runs"], status_code=202, summary=summary
+    )(route)
 
 
 for _command, _kind, _summary in RUN_COMMANDS:
@@ -367,7 +366,7 @@ class ForkBody(_Body):
 
 
 @router.post(
-    "/v1/runs/{run_id}/fork",
+    "/v1/runs/{run_id:id}/fork",
     tags=["runs"],
     status_code=201,
     summary="Start a new run from this run's history up to a step; its results are reused.",
@@ -449,7 +448,7 @@ async def list_purged(
 
 
 @router.get(
-    "/v1/purged-runs/{run_id}", tags=["retention"], summary="The summary a purged run left."
+    "/v1/purged-runs/{run_id:id}", tags=["retention"], summary="The summary a purged run left."
 )
 async def get_purged(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(await door(request, ops.GetPurged(run_id=run_id), principal))
@@ -485,7 +484,7 @@ async def reencrypt(
 
 # Repairs: commands with fields besides the reason.
 @router.post(
-    "/v1/runs/{run_id}/retry",
+    "/v1/runs/{run_id:id}/retry",
     tags=["runs"],
     status_code=202,
     summary="Re-run a failed run from its failed step; earlier results are kept.",
@@ -498,7 +497,7 @@ async def retry(
 
 
 @router.post(
-    "/v1/runs/{run_id}/skip",
+    "/v1/runs/{run_id:id}/skip",
     tags=["runs"],
     status_code=202,
     summary="Mark a step skipped, with the output the run uses instead.",
@@ -510,7 +509,7 @@ async def skip(request: Request, run_id: str, body: SkipBody, principal: Caller)
 
 
 @router.post(
-    "/v1/runs/{run_id}/update-input",
+    "/v1/runs/{run_id:id}/update-input",
     tags=["runs"],
     status_code=202,
     summary="Replace fields of a waiting definition run's data (old and new recorded).",
@@ -548,7 +547,7 @@ async def list_approvals(
     return {"approvals": [to_wire(a) for a in found]}
 
 
-@router.get("/v1/approvals/{approval_id}", tags=["approvals"], summary="One approval.")
+@router.get("/v1/approvals/{approval_id:id}", tags=["approvals"], summary="One approval.")
 async def get_approval(request: Request, approval_id: str, principal: Caller) -> dict[str, Any]:
     info = await door(request, ops.GetApproval(approval_id=approval_id), principal)
     out: dict[str, Any] = to_wire(info)
@@ -556,7 +555,7 @@ async def get_approval(request: Request, approval_id: str, principal: Caller) ->
 
 
 @router.post(
-    "/v1/approvals/{approval_id}/decision",
+    "/v1/approvals/{approval_id:id}/decision",
     tags=["approvals"],
     summary="Approve or reject as the signed-in approver.",
 )
@@ -580,7 +579,7 @@ async def decide(
 
 
 # == signal-with-start and webhooks by correlation =======================================
-# `POST /v1/webhooks/{source}` is the one route of the API that takes no API key: the
+# `POST /v1/webhooks/{source:id}` is the one route of the API that takes no API key: the
 # sender signs the delivery with the source's secret (Standard Webhooks), and the door
 # runs it for the unauthenticated principal. Its refusals never say which tenant owns a
 # source: an unknown source and a wrong signature are one answer.
@@ -594,7 +593,7 @@ class SignalWithStartBody(_Body):
 
 
 class WebhookSourceBody(_Body):
-    source: str = Field(description="The source's id: its URL is /v1/webhooks/{source}.")
+    source: str = Field(description="The source's id: its URL is /v1/webhooks/{source:id}.")
     signal: str = Field(description="The signal its deliveries send.")
     correlate_key: str = Field(description="The key of `correlate=(key, value)` runs wait with.")
     correlate_path: str = Field(description="Where the value is in the JSON body: `data.id`.")
@@ -625,7 +624,7 @@ async def signal_with_start(
 
 
 @router.post(
-    "/v1/webhooks/{source}",
+    "/v1/webhooks/{source:id}",
     tags=["webhooks"],
     summary="A signed webhook: its signal goes to the runs waiting with its correlation value.",
     responses={
@@ -666,7 +665,7 @@ async def list_webhook_sources(request: Request, principal: Caller) -> dict[str,
 
 
 @router.delete(
-    "/v1/webhook-sources/{source}", tags=["webhooks"], summary="Delete a webhook source."
+    "/v1/webhook-sources/{source:id}", tags=["webhooks"], summary="Delete a webhook source."
 )
 async def delete_webhook_source(request: Request, source: str, principal: Caller) -> dict[str, Any]:
     await door(request, wh.DeleteWebhookSource(source), principal)

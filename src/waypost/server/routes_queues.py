@@ -39,7 +39,7 @@ async def list_queues(request: Request, principal: Caller) -> dict[str, Any]:
     return {"queues": [q.to_json() for q in found]}
 
 
-@router.get("/v1/queues/{name}", tags=["queues"], summary="One named queue and its load.")
+@router.get("/v1/queues/{name:id}", tags=["queues"], summary="One named queue and its load.")
 async def get_queue(request: Request, name: str, principal: Caller) -> dict[str, Any]:
     found = await door(request, oq.ListQueues(queue=name), principal)
     out: dict[str, Any] = found[0].to_json()
@@ -47,7 +47,7 @@ async def get_queue(request: Request, name: str, principal: Caller) -> dict[str,
 
 
 @router.put(
-    "/v1/queues/{name}",
+    "/v1/queues/{name:id}",
     tags=["queues"],
     summary="Set a named queue's limits: concurrency, rate (operator, admin).",
 )

@@ -1,7 +1,7 @@
 """The API's query and update routes (decision 0020).
 
-`POST /v1/runs/{run_id}/queries/{name}` answers what the run's query handler returns
-(readers; nothing is recorded). `POST /v1/runs/{run_id}/updates/{name}` validates,
+`POST /v1/runs/{run_id:id}/queries/{name}` answers what the run's query handler returns
+(readers; nothing is recorded). `POST /v1/runs/{run_id:id}/updates/{name}` validates,
 records and waits for an update (starters and operators): 200 with its result, 422
 `update_rejected` (nothing recorded) or `update_failed` (its handler raised), 408
 `update_timeout` (accepted and still running: ask again with the same `update_id`).
@@ -54,7 +54,7 @@ class UpdateBody(_Body):
 
 
 @router.post(
-    "/v1/runs/{run_id}/queries/{name}",
+    "/v1/runs/{run_id:id}/queries/{name:id}",
     tags=["runs"],
     summary="What a run's query handler answers; read-only, never recorded.",
 )
@@ -67,7 +67,7 @@ async def query(
 
 
 @router.post(
-    "/v1/runs/{run_id}/updates/{name}",
+    "/v1/runs/{run_id:id}/updates/{name:id}",
     tags=["runs"],
     summary="Validate, record and run an update; answers its result (or waits at most "
     "`timeout`: 408, ask again with the same update_id).",

@@ -89,29 +89,29 @@ async def list_schedules(request: Request, principal: Caller) -> dict[str, Any]:
     return {"schedules": [_out(s) for s in found]}
 
 
-@router.get("/v1/schedules/{schedule_id}", summary="A schedule.")
+@router.get("/v1/schedules/{schedule_id:id}", summary="A schedule.")
 async def get_schedule(request: Request, schedule_id: str, principal: Caller) -> dict[str, Any]:
     return _out(await door(request, sch.GetSchedule(schedule_id=schedule_id), principal))
 
 
-@router.post("/v1/schedules/{schedule_id}/pause", summary="Stop a schedule firing (operator).")
+@router.post("/v1/schedules/{schedule_id:id}/pause", summary="Stop a schedule firing (operator).")
 async def pause_schedule(request: Request, schedule_id: str, principal: Caller) -> dict[str, Any]:
     return _out(await door(request, sch.PauseSchedule(schedule_id=schedule_id), principal))
 
 
-@router.post("/v1/schedules/{schedule_id}/resume", summary="Fire again from now (operator).")
+@router.post("/v1/schedules/{schedule_id:id}/resume", summary="Fire again from now (operator).")
 async def resume_schedule(request: Request, schedule_id: str, principal: Caller) -> dict[str, Any]:
     return _out(await door(request, sch.ResumeSchedule(schedule_id=schedule_id), principal))
 
 
-@router.delete("/v1/schedules/{schedule_id}", summary="Delete a schedule (operator).")
+@router.delete("/v1/schedules/{schedule_id:id}", summary="Delete a schedule (operator).")
 async def delete_schedule(request: Request, schedule_id: str, principal: Caller) -> dict[str, Any]:
     await door(request, sch.DeleteSchedule(schedule_id=schedule_id), principal)
     return {"schedule_id": schedule_id, "deleted": True}
 
 
 @router.post(
-    "/v1/schedules/{schedule_id}/backfill",
+    "/v1/schedules/{schedule_id:id}/backfill",
     summary="Start the runs of the fire times in [start, end] (operator).",
 )
 async def backfill_schedule(

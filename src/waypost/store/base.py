@@ -662,11 +662,8 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
         now: float,
         quotas: Quotas | None = None,
     ) -> tuple[DefinitionRecord, bool]:
-        """The version with this digest, created as the next version if new (and whether).
-
-        A new version over the tenant's `max_definitions` (the `quotas` defaults with
-        its overrides) raises `QuotaExceeded`.
-        """
+        """The version with this digest, created as the next version if new (and whether);
+        a new version over the tenant's `max_definitions` raises `QuotaExceeded`."""
         ...
 
     async def get_definition(
@@ -675,7 +672,9 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
         """A version of a definition; the newest without `version`."""
         ...
 
-    async def list_definitions(self, tenant: str) -> list[DefinitionRecord]: ...
+    async def list_definitions(
+        self, tenant: str, name: str | None = None
+    ) -> list[DefinitionRecord]: ...
 
     # -- tenants and API keys ----------------------------------------------------
     async def create_tenant(

@@ -58,9 +58,12 @@ def _version(text: str | None) -> int | None:
     return int(text)
 
 
-async def _versions(request: Request, visit: Visit) -> dict[str, list[Any]]:
-    """Every published version by definition name, newest version first."""
-    found = await engine_of(request).execute(ops.ListDefinitions(), visit.principal)
+async def _versions(
+    request: Request, visit: Visit, name: str | None = None
+) -> dict[str, list[Any]]:
+    """Every published version (or only `name`'s) by definition name, newest first."""
+    asked = ops.ListDefinitions(definition=name)
+    found = await engine_of(request).execute(asked, visit.principal)
     by_name: dict[str, list[Any]] = defaultdict(list)
     for info in found:
         by_name[info.name].append(info)
@@ -98,7 +101,7 @@ async def definition_page(request: Request, name: str) -> Response:
         shown = await engine.execute(
             ops.GetDefinition(definition=name, version=version), visit.principal
         )
-        versions = (await _versions(request, visit)).get(shown.name, [shown])
+        versions = (await _versions(request, visit, shown.name)).get(shown.name, [shown])
     except WaypostError as exc:
         return _refused(visit, exc, "Definition not shown")
     graph = Markup(render_graph(shown.body, title=f"{shown.name} v{shown.version}"))
@@ -124,7 +127,7 @@ async def diff_page(request: Request, name: str) -> Response:
     visit = await signed_in(request)
     engine = engine_of(request)
     try:
-        versions = (await _versions(request, visit)).get(name)
+        versions = (await _versions(request, visit, name)).get(name)
         if not versions:
             # The door's own answer for a name it does not know (a 404).
             await engine.execute(ops.GetDefinition(definition=name), visit.principal)

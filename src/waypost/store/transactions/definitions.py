@@ -88,5 +88,10 @@ def get_definition(
     return definition_from_row(row) if row is not None else None
 
 
-def list_definitions(tx: Tx, tenant: str) -> list[DefinitionRecord]:
-    return [definition_from_row(r) for r in tx.all("list_definitions", {"tenant": tenant})]
+def list_definitions(tx: Tx, tenant: str, name: str | None = None) -> list[DefinitionRecord]:
+    """The tenant's versions by name and version; only `name`'s (on the index) if given."""
+    if name is not None:
+        rows = tx.all("list_definition_versions", {"tenant": tenant, "name": name})
+    else:
+        rows = tx.all("list_definitions", {"tenant": tenant})
+    return [definition_from_row(r) for r in rows]

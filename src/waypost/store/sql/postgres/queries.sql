@@ -570,6 +570,11 @@ SELECT tenant, name, version, digest, body, source, published_at, published_by
 FROM definitions WHERE tenant = %(tenant)s
 ORDER BY name, version;
 
+-- name: list_definition_versions
+SELECT tenant, name, version, digest, body, source, published_at, published_by
+FROM definitions WHERE tenant = %(tenant)s AND name = %(name)s
+ORDER BY version;
+
 -- == tenants and API keys ===============================================================
 
 -- name: insert_tenant

@@ -559,6 +559,11 @@ SELECT tenant, name, version, digest, body, source, published_at, published_by
 FROM definitions WHERE tenant = :tenant
 ORDER BY name, version;
 
+-- name: list_definition_versions
+SELECT tenant, name, version, digest, body, source, published_at, published_by
+FROM definitions WHERE tenant = :tenant AND name = :name
+ORDER BY version;
+
 -- == tenants and API keys ===============================================================
 
 -- name: insert_tenant
