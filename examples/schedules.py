@@ -28,9 +28,14 @@ def main() -> int:
         print("weekday-report fires next at", weekday.to_dict()["next_fire"])
         engine.schedule(report, id="pulse", every=timedelta(seconds=1), input="all")
         with engine.running():
-            # the week of the spring change: Monday 23 to Sunday 29 March 2026
+            # The week of the spring change: Monday 23 to Sunday 29 March 2026. A backfill
+            # has an overlap policy of its own, between its own runs (allow_all: all at
+            # once); the schedule's regular fires and the backfill do not see each other.
             done = engine.backfill_schedule(
-                "weekday-report", "2026-03-23T00:00:00Z", "2026-03-29T23:59:59Z"
+                "weekday-report",
+                "2026-03-23T00:00:00Z",
+                "2026-03-29T23:59:59Z",
+                overlap="allow_all",
             )
             for fire_at, run_id in done.fires:
                 assert run_id is not None

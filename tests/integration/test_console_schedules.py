@@ -61,7 +61,7 @@ def site(make_engine: Any, serve: Any) -> Iterator[dict[str, Any]]:
 
 
 def link(run_id: str) -> str:
-    return f'href="/runs/{quote(run_id)}"'
+    return f'href="/runs/{quote(run_id, safe="")}"'
 
 
 def signed_in(site: dict[str, Any], key: str) -> Browser:
@@ -153,3 +153,20 @@ def test_roles_and_tenants_are_the_doors(site: dict[str, Any]) -> None:
     anonymous = Browser(site["base"])
     answer = anonymous.http.get("/schedules")
     assert answer.status_code == 303 and answer.headers["location"].startswith("/sign-in")
+
+
+def test_ids_with_slashes_have_their_pages(site: dict[str, Any]) -> None:
+    engine = site["engine"]
+    engine.schedule(tick, id="eu/daily", every=timedelta(hours=1), input="x", tenant="acme")
+    engine.start(tick, "r", run_id="orders/1", tenant="acme")
+    b = signed_in(site, "ops")
+    assert 'href="/schedules/eu%2Fdaily"' in b.get("/schedules").text
+    shown = b.get("/schedules/eu%2Fdaily")
+    assert shown.status_code == 200 and "Schedule eu/daily" in shown.text
+    paused = b.post_form("/schedules/eu%2Fdaily/commands/pause", {}, page="/schedules")
+    assert "Pause: done." in paused.text
+    assert engine.describe_schedule("eu/daily", tenant="acme").paused
+    assert not engine.describe_schedule("hourly", tenant="acme").paused
+    run_page = b.get("/runs/orders%2F1")
+    assert run_page.status_code == 200 and "orders/1" in run_page.text
+    assert 'action="/runs/orders%2F1/commands/' in run_page.text

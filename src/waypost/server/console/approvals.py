@@ -145,13 +145,13 @@ async def _approval_page(
     )
 
 
-@router.get("/approvals/{approval_id}")
+@router.get("/approvals/{approval_id:id}")
 async def approval_page(request: Request, approval_id: str) -> Response:
     visit = await signed_in(request)
     return await _approval_page(request, visit, approval_id)
 
 
-@router.post("/approvals/{approval_id}")
+@router.post("/approvals/{approval_id:id}")
 async def decide(request: Request, approval_id: str) -> Response:
     visit = await signed_in(request)
     form = await read_form(request)

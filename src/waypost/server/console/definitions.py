@@ -90,7 +90,7 @@ async def definitions_page(request: Request) -> Response:
     )
 
 
-@router.get("/definitions/{name}")
+@router.get("/definitions/{name:id}")
 async def definition_page(request: Request, name: str) -> Response:
     """A definition: its versions, one version's graph and text (`?version=N`, newest
     by default), and the form that compares two versions."""
@@ -121,7 +121,7 @@ async def definition_page(request: Request, name: str) -> Response:
     )
 
 
-@router.get("/definitions/{name}/diff")
+@router.get("/definitions/{name:id}/diff")
 async def diff_page(request: Request, name: str) -> Response:
     """Two versions side by side (`?old=N&new=M`; by default the two newest)."""
     visit = await signed_in(request)

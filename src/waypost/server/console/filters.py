@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 
@@ -40,7 +41,14 @@ def pretty(value: Any, limit: int = 20_000) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n… ({len(text)} characters)"
 
 
+def segment(value: object) -> str:
+    """`value` as one segment of a URL's path: every `/` encoded too (`%2F`), which
+    Jinja's `urlencode` leaves as it is (the server reads it back: `server/paths.py`)."""
+    return quote(str(value), safe="")
+
+
 def install(env: jinja2.Environment) -> None:
+    env.filters["segment"] = segment
     env.filters["when"] = when
     env.filters["duration"] = duration
     env.filters["pretty"] = pretty

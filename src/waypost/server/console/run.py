@@ -110,13 +110,13 @@ async def _run_page(
     )
 
 
-@router.get("/runs/{run_id}")
+@router.get("/runs/{run_id:id}")
 async def run_page(request: Request, run_id: str) -> Response:
     visit = await signed_in(request)
     return await _run_page(request, visit, run_id)
 
 
-@router.post("/runs/{run_id}/commands/{name}")
+@router.post("/runs/{run_id:id}/commands/{name}")
 async def command(request: Request, run_id: str, name: str) -> Response:
     visit = await signed_in(request)
     form = await read_form(request)

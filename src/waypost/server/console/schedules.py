@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
@@ -71,10 +70,6 @@ SCHEDULE_COMMANDS: dict[str, ScheduleCommand] = {
         ),
     )
 }
-
-
-def _address(schedule_id: str) -> str:
-    return "/schedules/" + quote(schedule_id, safe="")
 
 
 @router.get("/schedules")
@@ -137,13 +132,13 @@ async def _schedule_page(
     )
 
 
-@router.get("/schedules/{schedule_id}")
+@router.get("/schedules/{schedule_id:id}")
 async def schedule_page(request: Request, schedule_id: str) -> Response:
     visit = await signed_in(request)
     return await _schedule_page(request, visit, schedule_id)
 
 
-@router.post("/schedules/{schedule_id}/commands/{name}")
+@router.post("/schedules/{schedule_id:id}/commands/{name}")
 async def schedule_command(request: Request, schedule_id: str, name: str) -> Response:
     visit = await signed_in(request)
     form = await read_form(request)
