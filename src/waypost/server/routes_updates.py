@@ -82,7 +82,7 @@ async def update(
         update=name,
         args=tuple(body.args),
         update_id=body.update_id,
-        timeout=min(float(body.timeout), MAX_WAIT),
+        timeout=min(body.timeout, MAX_WAIT),  # no float(): 10**400 is an int, not a float
     )
     answer: ops.UpdateAnswer = await door(request, request_, principal)
     return {

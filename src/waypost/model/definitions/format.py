@@ -31,6 +31,8 @@ from waypost.model.definitions.expressions import (
     Expression,
     compile_expression,
 )
+from waypost.model.identity import preview
+from waypost.model.numbers import finite
 
 __all__ = [
     "DURATION_FIELDS",
@@ -256,9 +258,12 @@ def parse_duration(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"a duration is a number of seconds or an ISO-8601 string, not {value}")
     if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"a duration cannot be negative or infinite, got {value}")
-        return float(value)
+        seconds = finite(value)
+        if seconds is None or seconds < 0:
+            raise ValueError(
+                f"must be a duration: a finite number of seconds, not {preview(value)}"
+            )
+        return seconds
     if isinstance(value, str):
         match = _ISO_DURATION.match(value)
         if match is None:
