@@ -158,6 +158,8 @@ class Definitions:
                     "max_run_seconds": limits.max_total_timeout,
                     "max_expression_steps": limits.max_expression_steps,
                     "max_expression_size": limits.max_expression_size,
+                    "max_map_items": limits.max_map_items,
+                    "max_map_concurrency": limits.max_map_concurrency,
                 },
             },
         }
