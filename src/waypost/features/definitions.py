@@ -414,7 +414,8 @@ class Definitions:
                 return report(["the run is not at any step"], **known)
             if len(position) > 1 or not interpreter.waiting:
                 kind = interpreter.definition.all_steps[at]["type"]
-                where = "in the branches of" if len(position) > 1 else "at"
+                inside = "in the items of" if kind == "map" else "in the branches of"
+                where = inside if len(position) > 1 else "at"
                 return report(
                     [
                         f"only a run waiting at a top-level approval or wait step can be moved; "

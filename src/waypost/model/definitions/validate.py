@@ -423,7 +423,13 @@ class _Checker:
                     f"{path}.{name}", f"at most {ceiling} (the tenant's {limit}; found {value})"
                 )
         tolerate, most = step.get("tolerate"), step.get("max_items")
-        if self.rules and isinstance(tolerate, int) and isinstance(most, int) and tolerate > most:
+        if (
+            self.rules
+            and isinstance(most, int)
+            and most >= 0
+            and isinstance(tolerate, int)
+            and tolerate > most
+        ):
             self.add(f"{path}.tolerate", f"{tolerate} is more than max_items ({most})")
         iterator = step.get("iterator")
         if isinstance(iterator, Mapping):
