@@ -14,6 +14,8 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from waypost.model.definitions import parse_definition
+from waypost.testing.replay import ReplayStatus, replay_history
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -165,6 +167,27 @@ def test_a_map_walks_every_item_in_order_with_at_most_its_concurrency(engine: An
     assert [step.rsplit(".", 2)[-2] for step in steps] == ["1", "2", "3", "4", "5"]
     assert len({e.data["key"] for e in scheduled}) == 5
     assert engine.verify(run.run_id) == []
+
+
+def test_a_finished_map_run_replays_on_its_definition_and_not_on_a_changed_one(
+    engine: Any,
+) -> None:
+    text = TOLERANT
+    engine.publish(text)
+    run = engine.start("charges", lines(100, -1, 300, 400))
+    engine.result(run.run_id, timeout=60)
+    history = engine.history(run.run_id)
+    same = replay_history([], history, definitions={1: parse_definition(text)})
+    assert same.status is ReplayStatus.OK, same
+    # An extra step in the iterator shifts the ids of the items' steps: caught.
+    changed = text.replace(
+        "      start: pay\n      steps:\n",
+        "      start: first\n      steps:\n        first: {type: wait, duration: 0, next: pay}\n",
+    )
+    other = replay_history([], history, definitions={1: parse_definition(changed)})
+    assert other.status is ReplayStatus.MISMATCH, other
+    # Without its definition, a definition run is skipped, as before.
+    assert replay_history([], history).status is ReplayStatus.SKIPPED
 
 
 def test_a_map_over_an_empty_array_stores_an_empty_list(engine: Any) -> None:
