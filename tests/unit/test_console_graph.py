@@ -212,6 +212,10 @@ def test_canonical_yaml_reads_back_to_the_same_body() -> None:
     text = canonical_yaml(definition.data)
     assert yaml.safe_load(text) == definition.data
     assert re.search(r"^name: purchase_order$", text, re.M)
+    # Map iterators, catch rules and pass steps' `$.` keys read back too, to the same digest.
+    lines = parse_definition((EXAMPLES / "order_lines.yaml").read_text())
+    again = parse_definition(canonical_yaml(lines.data))
+    assert again.data == lines.data and again.digest == lines.digest
 
 
 def test_a_choice_the_run_went_through_counts_as_completed() -> None:
