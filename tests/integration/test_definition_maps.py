@@ -403,3 +403,27 @@ steps:
     eventually(lambda: engine.get(run.run_id).status == "waiting", "the run waiting")
     engine.signal(run.run_id, "shipped", {"tracking": "T1", "carrier": {"name": "DHL"}, "x": 1})
     assert engine.result(run.run_id, timeout=30) == {"tracking": "T1", "carrier": "DHL"}
+
+
+def test_a_map_without_bounds_takes_the_tenants_and_too_many_items_is_caught(
+    make_engine: Any,
+) -> None:
+    global CALLS
+    CALLS = Calls()
+    limits = wp.Limits(max_map_items=3, max_map_concurrency=1)
+    engine = make_engine(*ACTIVITIES, limits={"*": limits})
+    unbounded = MAP.replace("    concurrency: 2\n    max_items: 10\n", "").replace(
+        "    output: $.receipts\n    next: done\n",
+        "    output: $.receipts\n    catch: [{errors: [too_many_items], next: split}]\n"
+        "    next: done\n  split: {type: succeed, output: error.message}\n",
+    )
+    with engine.running():
+        engine.publish(unbounded)
+        run = engine.start("charges", lines(1, 2, 3))
+        assert [
+            r["receipt"]["cents"] for r in engine.result(run.run_id, timeout=60)["receipts"]
+        ] == [1, 2, 3]
+        assert CALLS.most_in_flight == 1  # the tenant's max_map_concurrency
+        run = engine.start("charges", lines(1, 2, 3, 4))
+        assert engine.result(run.run_id, timeout=60) == ("step 'each' has 4 items, more than its 3")
+    assert CALLS.started == ["s0", "s1", "s2"]
