@@ -437,7 +437,7 @@ def test_a_parallel_too_deep() -> None:
     assert found == [
         Problem(
             "steps.p1.branches[0].steps.p2.branches[0].steps.p3.branches[0].steps.p4",
-            "parallel steps nest at most 3 deep (found 4)",
+            "parallel and map steps nest at most 3 deep (found 4)",
         )
     ]
 
