@@ -63,6 +63,19 @@ def test_examples_run(tmp_path: Path, script: str) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_the_order_lines_example_maps_tolerates_and_catches(tmp_path: Path) -> None:
+    script = str(ROOT / "examples" / "order_lines_definition.py")
+    proc = run([sys.executable, script, f"sqlite:///{tmp_path / 'lines.db'}"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "order A1 -> total 1000, shipped as parcel-A1" in out
+    # Results in line order, whatever order the lines were charged in.
+    assert out.index("ch-A1-book-1: 100") < out.index("ch-A1-book-4: 400")
+    assert "order B2 -> shipped as parcel-B2" in out and "'type': 'PaymentDeclined'" in out
+    assert "told the customer of C3" in out
+    assert "order C3 -> payment_declined" in out
+
+
 def test_the_definition_example_publishes_runs_and_migrates(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'purchases.db'}"
     script = str(ROOT / "examples" / "purchase_order_definition.py")

@@ -6,6 +6,10 @@ The test kills A with SIGKILL there, starts worker B, and checks that the run
 completes on its pinned version with the right result, that `first` (committed
 before the kill) ran once, that `second` ran again with the same idempotency
 key, and that the history is intact. On SQLite and PostgreSQL.
+
+The same for a map step: A is killed inside the activity of item 2, B finishes the
+map; every item ran under its own key, each attempt at most once, and the held
+item's attempt 1 was run again as attempt 2 with the same key.
 """
 
 from __future__ import annotations
@@ -112,6 +116,79 @@ def test_a_definition_run_survives_sigkill_mid_step(db_url: str, tmp_path: Path)
         ]
         failed: list[Any] = of_type(history, "ActivityFailed")
         assert [e.data["step"] for e in failed] == second_step  # attempt 1 lost its worker
+        assert engine.verify(run.run_id) == []
+    finally:
+        engine.close()
+
+
+MAP_DEFINITION = """
+name: crashy_map
+start: each
+steps:
+  each:
+    type: map
+    items: ns
+    concurrency: 2
+    iterator:
+      start: work
+      steps:
+        work:
+          type: activity
+          activity: crash.work
+          input: {step: "join('-', ['item', to_string(index)])", value: item}
+          output: $.v
+    output: $.results
+    next: done
+  done: {type: succeed, output: "results[].v"}
+"""
+
+
+def test_a_map_survives_sigkill_mid_item_and_each_attempt_runs_once(
+    db_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "executions.jsonl"
+    engine = wp.Engine(db_url)
+    try:
+        engine.publish(MAP_DEFINITION, by="test")
+        run = engine.start("crashy_map", {"ns": [1, 2, 3, 4]}, run_id="crashy-map-1")
+        a = worker(db_url, log, hold="item-2")
+        try:
+            eventually(
+                lambda: any(e["step"] == "item-2" for e in app.read_log(str(log))),
+                "worker A inside item 2",
+                timeout=60,
+            )
+            a.send_signal(signal.SIGKILL)
+            a.wait(30)
+        finally:
+            if a.poll() is None:
+                a.kill()
+            a.communicate(timeout=30)
+        assert a.returncode == -signal.SIGKILL
+        b = worker(db_url, log, hold=None)
+        try:
+            assert engine.result(run.run_id, timeout=60) == [2, 4, 6, 8]
+        finally:
+            b.send_signal(signal.SIGTERM)
+            _, err = b.communicate(timeout=60)
+        assert b.returncode == 0, err.decode()
+        executions = app.read_log(str(log))
+        by_item: dict[str, list[dict[str, Any]]] = {}
+        for execution in executions:
+            by_item.setdefault(execution["step"], []).append(execution)
+        assert sorted(by_item) == ["item-0", "item-1", "item-2", "item-3"]
+        # Each item has its own key, and each attempt of it ran at most once (an attempt
+        # that worker A claimed but was killed before starting never ran at all).
+        assert len({runs[0]["key"] for runs in by_item.values()}) == 4
+        for runs in by_item.values():
+            attempts = [e["attempt"] for e in runs]
+            assert len({e["key"] for e in runs}) == 1
+            assert attempts == sorted(set(attempts))
+        held = by_item["item-2"]
+        assert [e["attempt"] for e in held] == [1, 2]  # attempt 1 lost its worker
+        history = engine.history(run.run_id)
+        completed = of_type(history, "ActivityCompleted")
+        assert len(completed) == 4  # one result per item, none applied twice
         assert engine.verify(run.run_id) == []
     finally:
         engine.close()

@@ -212,6 +212,10 @@ def test_canonical_yaml_reads_back_to_the_same_body() -> None:
     text = canonical_yaml(definition.data)
     assert yaml.safe_load(text) == definition.data
     assert re.search(r"^name: purchase_order$", text, re.M)
+    # Map iterators, catch rules and pass steps' `$.` keys read back too, to the same digest.
+    lines = parse_definition((EXAMPLES / "order_lines.yaml").read_text())
+    again = parse_definition(canonical_yaml(lines.data))
+    assert again.data == lines.data and again.digest == lines.digest
 
 
 def test_a_choice_the_run_went_through_counts_as_completed() -> None:
@@ -226,3 +230,28 @@ def test_a_choice_the_run_went_through_counts_as_completed() -> None:
         "manager_approval": "waiting",
     }
     assert "needs_approval" not in passed_choices(definition.data, {"reserve_budget": "running"})
+
+
+def test_a_map_with_its_iterator_a_pass_step_and_dashed_catch_edges() -> None:
+    definition = parse_definition((EXAMPLES / "order_lines.yaml").read_text())
+    svg = render_graph(definition)
+    root = _parsed(svg)
+    steps = _steps(root)
+    assert set(steps) == set(definition.all_steps)  # the iterator's step included
+    assert "map" in (steps["charge_lines"].findtext(f"{SVG}title") or "")
+    assert "pass" in (steps["totals"].findtext(f"{SVG}title") or "")
+    edges = _edges(root)
+    assert ("totals", "charge_lines") in edges
+    assert ("charge_lines", "charge") in edges  # into the iterator: "each item"
+    assert ("charge", "ship") in edges  # the iterator's end joins at the map's next
+    assert ("charge_lines", "ship") not in edges  # reached through the iterator only
+    catches = [g for g in root.iter(f"{SVG}g") if g.get("class") == "wp-edge wp-catch"]
+    assert [(g.get("data-from"), g.get("data-to")) for g in catches] == [
+        ("charge_lines", "declined")
+    ]
+    drawn = catches[0].find(f"{SVG}path")
+    assert drawn is not None and catches[0].get("stroke-dasharray")
+    assert "catch activity_failed" in "".join(catches[0].itertext())
+    assert "each item" in svg
+    # Layered: the iterator's step below its map.
+    assert _centre_y(steps["charge_lines"]) < _centre_y(steps["charge"])

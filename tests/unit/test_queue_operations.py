@@ -33,10 +33,11 @@ def test_every_queue_operation_has_a_handler(tmp_path: Path) -> None:
         ({"queue": "q", "concurrency": 0}, "concurrency"),
         ({"queue": "q", "key_concurrency": -1}, "key_concurrency"),
         ({"queue": "q", "rate": (1, 0)}, "rate"),
+        ({"queue": "q", "rate": (1, 10**400)}, "rate"),
         ({"queue": "q"}, "queue"),
         ({"queue": "", "concurrency": 1}, "queue"),
     ],
-    ids=["concurrency", "key_concurrency", "rate", "nothing", "name"],
+    ids=["concurrency", "key_concurrency", "rate", "huge period", "nothing", "name"],
 )
 def test_configure_queue_is_checked_with_the_field_named(
     fields: dict[str, object], field: str

@@ -45,6 +45,7 @@ def test_overrides_apply_by_name_and_damaged_ones_limit_nothing_new() -> None:
         {"max_concurrent_runs": -1},
         {"starts_per_second": 0},
         {"starts_per_second": float("nan")},
+        {"starts_per_second": 10**400},
         {"start_burst": 0},
         {"max_events_per_run": 0},
         {"max_payload_bytes": 0},

@@ -76,6 +76,7 @@ def test_a_range_with_too_many_fires_is_refused() -> None:
         ("0 9 * * *", "x" * 100, None, "tz"),
         (None, None, True, "every"),
         (None, None, float("nan"), "every"),
+        (None, None, 10**400, "every"),
         (None, "Europe/Madrid", 60, "tz"),
     ],
     ids=lambda v: repr(v)[:20],

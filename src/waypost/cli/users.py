@@ -11,8 +11,6 @@ import sys
 
 import click
 
-from waypost.model.users import UserInfo
-
 from .common import db_option, dump, open_engine
 
 tenant_option = click.option("--tenant", required=True, help="The tenant of the users.")
@@ -29,18 +27,6 @@ def read_password(from_stdin: bool) -> str:
         return line[:-1] if line.endswith("\n") else line
     password: str = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     return password
-
-
-def _user_json(user: UserInfo) -> dict[str, object]:
-    return {
-        "tenant": user.tenant,
-        "name": user.name,
-        "roles": [r.value for r in user.roles],
-        "created_at": user.created_at.isoformat(),
-        "created_by": user.created_by,
-        "disabled_at": user.disabled_at.isoformat() if user.disabled_at else None,
-        "disabled_by": user.disabled_by,
-    }
 
 
 @click.group()
@@ -78,7 +64,7 @@ def users_list(tenant: str, as_json: bool, db: str) -> None:
     with open_engine(db, must_exist=True) as engine:
         found = engine.list_users(tenant=tenant)
     if as_json:
-        click.echo(dump([_user_json(u) for u in found]))
+        click.echo(dump([u.to_json() for u in found]))
         return
     for u in found:
         state = "disabled" if u.disabled else "active"

@@ -32,6 +32,7 @@ from waypost.model.status import RunStatus
 from .remote_operations import OperatorRequests, run_path, segment
 from .remote_schedules import ScheduleRequests
 from .remote_updates import UpdateRequests
+from .remote_users import UserRequests
 from .sync import Blocking, LoopThread, blocking
 
 try:
@@ -160,7 +161,7 @@ def _json_body(body: Any) -> bytes:
     return text.encode()
 
 
-class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests):
+class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests, UserRequests):
     """Runs on a `waypost server`, as the API key's principal sees them.
 
     `AsyncClient(url, api_key)`; use it as `async with` or call `close()`.
@@ -366,6 +367,10 @@ class Client(Blocking):
     backfill_schedule = blocking(AsyncClient.backfill_schedule)
     query = blocking(AsyncClient.query)
     update = blocking(AsyncClient.update)
+    create_user = blocking(AsyncClient.create_user)
+    list_users = blocking(AsyncClient.list_users)
+    disable_user = blocking(AsyncClient.disable_user)
+    set_password = blocking(AsyncClient.set_password)
 
 
 async def _make(url: str, api_key: str, timeout: float) -> AsyncClient:

@@ -162,6 +162,8 @@ class Definitions:
                     "max_run_seconds": limits.max_total_timeout,
                     "max_expression_steps": limits.max_expression_steps,
                     "max_expression_size": limits.max_expression_size,
+                    "max_map_items": limits.max_map_items,
+                    "max_map_concurrency": limits.max_map_concurrency,
                 },
             },
         }
@@ -419,7 +421,8 @@ class Definitions:
                 kind = interpreter.definition.all_steps[at]["type"]
                 if kind == "call" and len(position) == 1:
                     return report([call_step_reason(at, run.waiting_for)], **known, from_step=at)
-                where = "in the branches of" if len(position) > 1 else "at"
+                inside = "in the items of" if kind == "map" else "in the branches of"
+                where = inside if len(position) > 1 else "at"
                 return report(
                     [
                         f"only a run waiting at a top-level approval or wait step can be moved; "

@@ -9,7 +9,6 @@ bucket of N tokens refilled over the period).
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +16,7 @@ from typing import Any
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import preview
+from waypost.model.numbers import finite
 
 DEFAULT_QUEUE = "default"
 MAX_CONCURRENCY = 1_000_000
@@ -67,7 +67,7 @@ def check_rate(value: Any) -> tuple[int, float] | None:
     if (
         isinstance(period, bool)
         or not isinstance(period, int | float)
-        or not math.isfinite(period)
+        or finite(period) is None
         or not MIN_RATE_PERIOD <= period <= MAX_RATE_PERIOD
     ):
         raise InvalidRequest(

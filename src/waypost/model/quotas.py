@@ -17,13 +17,13 @@ only where one is set.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import preview
+from waypost.model.numbers import finite
 
 UNLIMITED = "unlimited"  # what the command line and JSON callers write for None
 DEFAULT = "default"  # in `SetQuotas`: drop the tenant's override, take the engine's default
@@ -104,7 +104,8 @@ def _problem(name: str, value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return "must be a number"
     if name == "starts_per_second":
-        if not (math.isfinite(value) and 0 < value < MAX_QUOTA):
+        number = finite(value)
+        if number is None or not 0 < number < MAX_QUOTA:
             return "must be a positive number of starts per second"
         return ""
     if not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):

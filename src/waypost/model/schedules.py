@@ -34,6 +34,7 @@ from croniter import croniter  # type: ignore[import-untyped]
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role, check_id, preview
+from waypost.model.numbers import finite
 from waypost.model.requests import READERS, Check, Request, checked
 
 MAX_SCHEDULE_ID = 120  # the run ids made from it stay within an id's 200 characters
@@ -82,11 +83,12 @@ def seconds_of(value: Any, what: str, low: float, high: float) -> float:
     """A duration given as a `timedelta` or seconds, within [low, high]."""
     if isinstance(value, timedelta):
         value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidRequest(f"{what} must be a duration, not {preview(value)}", field=what)
-    if not low <= value <= high:
+    # Compared before any conversion: an integer of 400 digits is no float.
+    if finite(value) is None or not low <= value <= high:
         raise InvalidRequest(
-            f"{what} must be from {low:g} to {high:g} seconds, not {value:g}", field=what
+            f"{what} must be from {low:g} to {high:g} seconds, not {preview(value)}", field=what
         )
     return float(value)
 
@@ -251,9 +253,10 @@ def instant_of(value: Any, what: str) -> float:
         if value.tzinfo is None:
             raise InvalidRequest(f"{what} needs a time zone (e.g. ...Z or +02:00)", field=what)
         return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    instant = finite(value)
+    if instant is None:
         raise InvalidRequest(f"{what} must be a time, not {preview(value)}", field=what)
-    return float(value)
+    return instant
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,11 @@ never a session's token after it was made)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from waypost.model.identity import Principal, Role
 
@@ -40,6 +42,39 @@ class UserInfo:
     @property
     def disabled(self) -> bool:
         return self.disabled_at is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """The user as the API and `waypost users list --json` show it."""
+
+        def when(moment: datetime | None) -> str | None:
+            return moment.isoformat() if moment is not None else None
+
+        return {
+            "tenant": self.tenant,
+            "name": self.name,
+            "roles": [r.value for r in self.roles],
+            "created_at": self.created_at.isoformat(),
+            "created_by": self.created_by,
+            "disabled_at": when(self.disabled_at),
+            "disabled_by": self.disabled_by,
+            "password_changed_at": when(self.password_changed_at),
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> UserInfo:
+        def when(text: Any) -> datetime | None:
+            return datetime.fromisoformat(text) if isinstance(text, str) else None
+
+        return UserInfo(
+            tenant=str(data["tenant"]),
+            name=str(data["name"]),
+            roles=tuple(Role(r) for r in data["roles"]),
+            created_at=datetime.fromisoformat(data["created_at"]),
+            created_by=str(data["created_by"]),
+            disabled_at=when(data.get("disabled_at")),
+            disabled_by=data.get("disabled_by"),
+            password_changed_at=when(data.get("password_changed_at")),
+        )
 
 
 @dataclass(frozen=True)

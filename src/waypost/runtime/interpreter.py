@@ -44,54 +44,47 @@ replay, leases, retries, timers and approvals behave as for code workflows.
 - A RunMigrated event (written by `engine.migrate`) arrives while the run
   waits at a top-level step: the interpreter withdraws the step's open
   approval, stops the wait, and goes on at the mapped step of the new version.
+- What each step does, `map`, `pass`, `catch` and `result` among them, is in
+  interpreter_steps.py (`InterpreterSteps`, a mixin of `Interpreter`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from waypost.errors import (
     ActivityError,
-    ChildFailed,
     Failure,
-    InvalidRequest,
     NondeterminismError,
-    WaitTimeout,
     WorkflowError,
 )
 from waypost.model import approvals as ap
 from waypost.model.definitions import Definition
-from waypost.model.definitions.expressions import (
-    DEFAULT_BUDGET,
-    Budget,
-    ExpressionError,
-    assign,
-    evaluate_mapping,
-    parse_output_path,
-)
+from waypost.model.definitions.expressions import DEFAULT_BUDGET, Budget
 from waypost.model.definitions.format import describe_duration
-from waypost.model.identity import check_id
 
-from .calls import start_call
 from .context import ContextHost, instance_of
-from .loop import StepFuture
+from .interpreter_steps import (
+    DEFINITIONS_QUEUE,
+    HTTP_ACTIVITY,
+    JOIN_BY_PATHS,
+    InterpreterSteps,
+    StepFailure,
+)
 
 if TYPE_CHECKING:
     from .context import WorkflowContext
 
-__all__ = ["DEFINITIONS_QUEUE", "HTTP_ACTIVITY", "DefinitionFailed", "Interpreter"]
-
-DEFINITIONS_QUEUE = "waypost:definitions"
-"""The workflow queue of every definition run: any engine can interpret any definition."""
-
-HTTP_ACTIVITY = "waypost.http"
-"""The built-in activity that carries out `http` steps (engines given `http_allow` serve it)."""
-
-JOIN_BY_PATHS = "waypost:join-by-paths"
-"""The patch marker of runs whose parallel joins merge by the paths each branch wrote."""
+__all__ = [
+    "DEFINITIONS_QUEUE",
+    "HTTP_ACTIVITY",
+    "JOIN_BY_PATHS",
+    "DefinitionFailed",
+    "Interpreter",
+    "StepFailure",
+]
 
 
 class DefinitionFailed(Failure):
@@ -102,63 +95,7 @@ class DefinitionFailed(Failure):
         super().__init__(message, type=error, details=details)
 
 
-class _Failure(Exception):
-    """A step ended the run badly (inside the interpreter, before compensation)."""
-
-    def __init__(self, error: str, message: str, step: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-        self.step = step
-
-
-def _policy(approvers: Mapping[str, Any]) -> ap.Policy:
-    users = tuple(approvers.get("users", ()))
-    groups = tuple(approvers.get("groups", ()))
-    veto = bool(approvers.get("veto", True))
-    if approvers.get("all"):
-        return ap.Policy("all", users, groups, len(users), veto)
-    quorum = int(approvers.get("quorum", 1))
-    return ap.Policy("quorum" if quorum > 1 else "any", users, groups, quorum, veto)
-
-
-_RETRY_FIELDS: dict[str, type] = {
-    "max_attempts": int,
-    "initial_interval": float,
-    "backoff": float,
-    "max_interval": float,
-}
-
-
-def _retry(spec: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The retry fields a step sets (seconds); the activity's policy supplies the rest."""
-    if not spec:
-        return None
-    return {name: cast(spec[name]) for name, cast in _RETRY_FIELDS.items() if name in spec}
-
-
-def _instant(value: Any, step: str) -> float:
-    """Seconds since the epoch of an ISO-8601 date-time (UTC when it names no zone)."""
-    if not isinstance(value, str):
-        raise _Failure(
-            "expression_failed",
-            f"step {step!r}: 'until' gave {value!r}, not an ISO-8601 date-time",
-            step,
-        )
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise _Failure(
-            "expression_failed",
-            f"step {step!r}: 'until' gave {value!r}, not an ISO-8601 date-time",
-            step,
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
-
-
-class Interpreter:
+class Interpreter(InterpreterSteps):
     """The code of one definition run. `definitions` holds every version the run uses."""
 
     def __init__(
@@ -197,10 +134,6 @@ class Interpreter:
         self._writes: dict[int, list[tuple[str, ...]]] = {}
 
     @property
-    def definition(self) -> Definition:
-        return self.definitions[self.version]
-
-    @property
     def _inst(self) -> ContextHost:
         assert self._ctx is not None
         return instance_of(self._ctx)
@@ -233,7 +166,7 @@ class Interpreter:
                             raise  # the run itself is being cancelled
                         if self._timed_out is not None and limit is not None:
                             seconds, error, what = limit
-                            raise _Failure(
+                            raise StepFailure(
                                 error,
                                 f"the run did not finish within {what} of "
                                 f"{describe_duration(seconds)} "
@@ -245,7 +178,7 @@ class Interpreter:
                         moved, self._migration = self._migration, None
                         self.version = int(moved["to_version"])
                         step_id = str(moved["to_step"])
-            except _Failure as failure:
+            except StepFailure as failure:
                 details = await self._compensate(failure)
                 raise DefinitionFailed(failure.error, failure.message, details) from None
         except asyncio.CancelledError:
@@ -318,28 +251,15 @@ class Interpreter:
                 kind = step["type"]
                 if kind == "succeed":
                     if "output" in step:
-                        return self._evaluate(step["output"], data, step_id, "output")
+                        return self.evaluate(step["output"], data, step_id, "output")
                     return data
                 if kind == "fail":
-                    raise _Failure(
+                    raise StepFailure(
                         step["error"],
                         step.get("message") or f"the run failed at step {step_id!r}",
                         step_id,
                     )
-                if kind == "activity":
-                    step_id = await self._activity(step_id, step, data)
-                elif kind == "approval":
-                    step_id = await self._waiting(self._approval(step_id, step, data), path)
-                elif kind == "wait":
-                    step_id = await self._waiting(self._wait(step_id, step, data), path)
-                elif kind == "choice":
-                    step_id = self._choice(step_id, step, data)
-                elif kind == "parallel":
-                    step_id = await self._parallel(step_id, step, data, path)
-                elif kind == "call":
-                    step_id = await self._call_definition(step_id, step, data)
-                else:  # validation makes this unreachable
-                    raise WorkflowError(f"step {step_id!r} has unknown type {kind!r}")
+                step_id = await self.take_step(step_id, step, data, path)
             return data
         finally:
             self.position.pop(path, None)
@@ -350,290 +270,14 @@ class Interpreter:
         label = f"{self.definition.name} v{self.version} step {step_id}"
         self._inst.site_label = label
 
-    async def _waiting(self, step: Any, path: str) -> str | None:
-        self.waiting = path == ""
-        try:
-            result: str | None = await step
-            return result
-        finally:
-            self.waiting = False
-
-    def _evaluate(self, text: str, data: Mapping[str, Any], step: str, where: str) -> Any:
-        try:
-            return self.definition.expression(text).evaluate(data, self.budget)
-        except ExpressionError as exc:
-            raise _Failure("expression_failed", f"step {step!r} {where}: {exc}", step) from None
-
-    def _mapping(
-        self, mapping: Mapping[str, Any] | None, data: Mapping[str, Any], step: str, where: str
-    ) -> dict[str, Any]:
-        if not mapping:
-            return {}
-        try:
-            return evaluate_mapping(mapping, data, self.budget)
-        except ExpressionError as exc:
-            raise _Failure("expression_failed", f"step {step!r} {where}: {exc}", step) from None
-
-    def _store(self, step: Mapping[str, Any], data: dict[str, Any], value: Any) -> None:
-        location = step.get("output")
-        if location:
-            self._assign(data, parse_output_path(location), value)
-
-    def _assign(self, data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-        """Store `value` at `path` in a walk's data (in place), remembering the write."""
-        updated = assign(data, "$." + ".".join(path), value)
-        data.clear()
-        data.update(updated)
-        writes = self._writes.get(id(data))
-        if writes is not None:  # the data of a parallel branch
-            writes.append(path)
-
-    # == steps ==================================================================
-    def _spec(self, step_id: str, step: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
-        spec: dict[str, Any] = {
-            "definition_step": step_id,
-            "definition_version": self.version,
-            **extra,
-        }
-        if "timeout" in step:
-            spec["timeout"] = float(step["timeout"])
-        if "queue" in step:
-            spec["queue"] = step["queue"]
-        retry = _retry(step.get("retry"))
-        if retry is not None:
-            spec["retry"] = retry
-        return spec
-
     async def _call(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any
     ) -> Any:
         assert self._ctx is not None
         return await self._inst.schedule_activity(name, args, kwargs, spec)
 
-    async def _activity(
-        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
-    ) -> str | None:
-        args: tuple[Any, ...]
-        if "http" in step:
-            http = step["http"]
-            body = self._mapping(http.get("body"), data, step_id, "body")
-            request: dict[str, Any] = {
-                "url": http["url"],
-                "method": http.get("method") or ("POST" if "body" in http else "GET"),
-                "headers": dict(http.get("headers") or {}),
-                "timeout": float(step.get("timeout", 30)),
-            }
-            if "body" in http:
-                request["body"] = body
-            if "signature" in http:
-                request["signature"] = dict(http["signature"])
-            name, args, kwargs = HTTP_ACTIVITY, (request,), {}
-        else:
-            name, args = step["activity"], ()
-            kwargs = self._mapping(step.get("input"), data, step_id, "input")
-        call = self._inst.schedule_activity(name, args, kwargs, self._spec(step_id, step))
-        try:
-            result = await call
-        except ActivityError as exc:
-            message = exc.error.get("message") or str(exc)
-            raise _Failure(
-                "activity_failed",
-                f"step {step_id!r} ({name}) failed after {exc.attempts} attempt(s): {message}",
-                step_id,
-            ) from None
-        self._store(step, data, result)
-        compensate = step.get("compensate")
-        # A step an operator skipped did nothing here: there is nothing of it to undo.
-        if compensate is not None and not (isinstance(call, StepFuture) and call.skipped):
-            self.compensations.append(
-                {
-                    "step": step_id,
-                    "version": self.version,
-                    "activity": compensate["activity"],
-                    "input": self._mapping(compensate.get("input"), data, step_id, "compensate"),
-                }
-            )
-        next_step: str | None = step.get("next")
-        return next_step
-
-    async def _call_definition(
-        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
-    ) -> str | None:
-        inputs = self._mapping(step.get("input"), data, step_id, "input")
-        try:
-            result = await start_call(self._inst, step, inputs, self.limits, DEFINITIONS_QUEUE)
-        except ChildFailed as exc:
-            raise _Failure(
-                "call_failed",
-                f"step {step_id!r} (definition {step['definition']!r}) {exc.status}: "
-                f"{exc.type}: {exc.message}",
-                step_id,
-            ) from None
-        self._store(step, data, result)
-        next_step: str | None = step.get("next")
-        return next_step
-
-    async def _approval(
-        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
-    ) -> str | None:
-        assert self._ctx is not None
-        shown = self._mapping(step.get("input"), data, step_id, "input") or None
-        try:
-            policy = _policy(step["approvers"])
-        except Exception as exc:  # a policy the model refuses (e.g. `all` with groups)
-            raise _Failure("invalid_approvers", f"step {step_id!r}: {exc}", step_id) from None
-        decision = await self._ctx.approval(
-            step_id, approvers=policy, expires_in=step.get("expires_in"), data=shown
-        )
-        self._store(
-            step,
-            data,
-            {
-                "outcome": decision.outcome,
-                "approval_id": decision.approval_id,
-                "votes": [
-                    {"principal": v.principal, "decision": v.decision, "comment": v.comment}
-                    for v in decision.votes
-                ],
-            },
-        )
-        if decision.outcome == ap.APPROVED:
-            approved: str | None = step.get("next")
-            return approved
-        field = "on_reject" if decision.outcome == ap.REJECTED else "on_expiry"
-        if field in step:
-            handled: str = step[field]
-            return handled
-        what = "rejected" if decision.outcome == ap.REJECTED else "expired"
-        raise _Failure(what, f"the approval of step {step_id!r} was {what}", step_id)
-
-    async def _wait(
-        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
-    ) -> str | None:
-        assert self._ctx is not None
-        timeout = step.get("timeout")
-        if "signal" in step:
-            correlate = self._correlation(step_id, step, data)
-            try:
-                payload = await self._ctx.wait_signal(step["signal"], timeout, correlate=correlate)
-            except WaitTimeout:
-                return self._timed_out_at(step_id, step)
-            self._store(step, data, payload)
-            signalled: str | None = step.get("next")
-            return signalled
-        if "duration" in step:
-            delay = float(step["duration"])
-            if timeout is not None and float(timeout) < delay:
-                await self._ctx.sleep(float(timeout))
-                return self._timed_out_at(step_id, step)
-            await self._ctx.sleep(delay)
-        else:
-            at = _instant(self._evaluate(step["until"], data, step_id, "until"), step_id)
-            now = asyncio.get_running_loop().time()  # the time of the event being handled
-            if timeout is not None and now + float(timeout) < at:
-                await self._ctx.sleep(float(timeout))
-                return self._timed_out_at(step_id, step)
-            await self._inst.sleep_until(at)
-        waited: str | None = step.get("next")
-        return waited
-
-    def _correlation(
-        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
-    ) -> tuple[str, str] | None:
-        """A wait's `correlate` pair: its key, and its value expression's text or number."""
-        correlate = step.get("correlate")
-        if not isinstance(correlate, Mapping):
-            return None
-        value = self._evaluate(correlate["value"], data, step_id, "correlate.value")
-        if isinstance(value, int) and not isinstance(value, bool):
-            value = str(value)
-        try:
-            return str(correlate["key"]), check_id(value, "correlate.value")
-        except InvalidRequest as exc:
-            raise _Failure(
-                "expression_failed",
-                f"step {step_id!r} correlate.value must give a string or a whole number: {exc}",
-                step_id,
-            ) from None
-
-    @staticmethod
-    def _timed_out_at(step_id: str, step: Mapping[str, Any]) -> str:
-        if "on_timeout" in step:
-            target: str = step["on_timeout"]
-            return target
-        raise _Failure(
-            "timeout", f"step {step_id!r} waited {float(step['timeout']):g} s in vain", step_id
-        )
-
-    def _choice(self, step_id: str, step: Mapping[str, Any], data: dict[str, Any]) -> str:
-        passes = self.iterations.get(step_id, 0) + 1
-        self.iterations[step_id] = passes
-        bound = step.get("max_iterations")
-        if bound is not None and passes > int(bound):
-            raise _Failure(
-                "too_many_iterations",
-                f"the run passed choice {step_id!r} more than {bound} times",
-                step_id,
-            )
-        for i, choice in enumerate(step["choices"]):
-            try:
-                holds = self.definition.expression(choice["when"]).holds(data, self.budget)
-            except ExpressionError as exc:
-                raise _Failure(
-                    "expression_failed", f"step {step_id!r} choices[{i}]: {exc}", step_id
-                ) from None
-            if holds:
-                chosen: str = choice["next"]
-                return chosen
-        default: str = step["default"]
-        return default
-
-    async def _parallel(
-        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any], path: str
-    ) -> str | None:
-        loop = asyncio.get_running_loop()
-        copies = [dict(data) for _ in step["branches"]]
-        for copy in copies:
-            self._writes[id(copy)] = []
-        tasks = [
-            loop.create_task(self._walk_from(branch["start"], copy, f"{path}{step_id}[{i}]/"))
-            for i, (branch, copy) in enumerate(zip(step["branches"], copies, strict=True))
-        ]
-        try:
-            _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        except asyncio.CancelledError:
-            for task in tasks:
-                task.cancel()
-            for copy in copies:
-                self._writes.pop(id(copy), None)
-            raise
-        failed = next(
-            (t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None),
-            None,
-        )
-        if failed is not None:
-            for task in pending:
-                task.cancel()
-            error = failed.exception()
-            assert error is not None
-            raise error
-        assert self._ctx is not None
-        if self._ctx.patched(JOIN_BY_PATHS):
-            for copy in copies:
-                for written in dict.fromkeys(self._writes.pop(id(copy), [])):
-                    self._assign(data, written, _value_at(copy, written))
-        else:  # how runs that joined before paths were merged did it (see the module's doc)
-            before = dict(data)
-            for copy in copies:
-                self._writes.pop(id(copy), None)
-                for name, value in copy.items():
-                    if name not in before or before[name] != value:
-                        data[name] = value
-        joined: str | None = step.get("next")
-        return joined
-
     # == compensation ===========================================================
-    async def _compensate(self, failure: _Failure) -> dict[str, Any]:
+    async def _compensate(self, failure: StepFailure) -> dict[str, Any]:
         """Undo completed steps newest first; what was undone (and what could not be)."""
         details: dict[str, Any] = {"step": failure.step, "version": self.version}
         await self._undo()
@@ -681,14 +325,6 @@ class Interpreter:
         if self._undo_failed or full:
             details["compensation_failed"] = list(self._undo_failed)
         return details
-
-
-def _value_at(data: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    """The value a walk stored at `path` (its branch wrote it, so it is there)."""
-    value: Any = data
-    for name in path:
-        value = value.get(name) if isinstance(value, Mapping) else None
-    return value
 
 
 def definition_of(fn: Any) -> Interpreter | None:

@@ -43,6 +43,7 @@ from . import (
     routes,
     routes_queues,
     routes_updates,
+    routes_users,
     schedule_routes,
 )
 from .console.pages import FormUnreadable, SignInNeeded, form_unreadable, sign_in_needed
@@ -109,6 +110,7 @@ def create_app(
     app.include_router(schedule_routes.router)
     app.include_router(routes_updates.router)
     app.include_router(routes_queues.router)
+    app.include_router(routes_users.router)
     app.include_router(metrics_route.router)
     app.include_router(approval_page.router)
     app.state.console_secret = console_secret or ConsoleSecret.random()

@@ -328,7 +328,7 @@ async def signal(
     return {"run_id": run_id, "signal": name, "accepted": True}
 
 
-# Commands on a run with a reason, one route each: `POST /v1/runs/{run_id:id}/<command>`.
+# Commands on a run with a reason, one route each: `POST /v1/runs/{run_id}/<command>`.
 RUN_COMMANDS: list[tuple[str, Callable[..., ops.Request[Any]], str]] = [
     ("cancel", ops.Cancel, "Ask a run to stop; it ends `cancelled`."),
     ("terminate", ops.Terminate, "End a run now; it ends `terminated`, no compensation."),

@@ -1,7 +1,7 @@
 """The API's query and update routes (decision 0020).
 
-`POST /v1/runs/{run_id:id}/queries/{name}` answers what the run's query handler returns
-(readers; nothing is recorded). `POST /v1/runs/{run_id:id}/updates/{name}` validates,
+`POST /v1/runs/{run_id}/queries/{name}` answers what the run's query handler returns
+(readers; nothing is recorded). `POST /v1/runs/{run_id}/updates/{name}` validates,
 records and waits for an update (starters and operators): 200 with its result, 422
 `update_rejected` (nothing recorded) or `update_failed` (its handler raised), 408
 `update_timeout` (accepted and still running: ask again with the same `update_id`).
@@ -82,7 +82,7 @@ async def update(
         update=name,
         args=tuple(body.args),
         update_id=body.update_id,
-        timeout=min(float(body.timeout), MAX_WAIT),
+        timeout=min(body.timeout, MAX_WAIT),  # no float(): 10**400 is an int, not a float
     )
     answer: ops.UpdateAnswer = await door(request, request_, principal)
     return {

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -33,10 +33,12 @@ from typing import Any
 
 from waypost.errors import InvalidHistory, NondeterminismError, WaypostError, WorkflowBug
 from waypost.model.codec import Codec, JsonCodec
+from waypost.model.definitions import Definition
 from waypost.model.events import TERMINAL_EVENTS, Event, EventType, feeds_code
 from waypost.model.identity import preview
 from waypost.model.repairs import effective
 from waypost.runtime.instance import WorkflowInstance
+from waypost.runtime.interpreter import Interpreter
 from waypost.runtime.registry import ActivityDefn, Registry, WorkflowDefn
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -250,6 +252,7 @@ def replay_history(
     run_id: str = "replay",
     tenant: str = "default",
     codec: Codec | None = None,
+    definitions: Mapping[int, Definition] | None = None,
 ) -> ReplayResult:
     """Replay a run's history against `code` (a @workflow function, a list of
     workflows and activities, or a Registry) on the version the run is pinned to.
@@ -258,6 +261,11 @@ def replay_history(
     last event the code had handled); without it, it is inferred from the history.
     Nothing is written, no activity runs. Raises `InvalidHistory` for a history that
     cannot be replayed at all.
+
+    A definition run is replayed when `definitions` gives the versions of its
+    definition its history names (by number: `parse_definition` of each version's
+    body), interpreted under the limits its RunStarted recorded; without them it is
+    skipped.
     """
     items: list[Any] = list(events)
     history: list[Event] = (
@@ -273,7 +281,13 @@ def replay_history(
         return ReplayResult(run_id, workflow, version, status, n, tenant=tenant, **kw)
 
     if "definition" in started:
-        return result(ReplayStatus.SKIPPED, note="a definition run (interpreted): not replayed")
+        if definitions is None:
+            return result(ReplayStatus.SKIPPED, note="a definition run (interpreted): not replayed")
+        pinned = started["definition"]
+        interpreter = Interpreter(definitions, int(pinned["version"]), pinned.get("limits"))
+        interpreted = WorkflowDefn(name=workflow, version=version, fn=interpreter.run)
+        registry = as_registry(code)
+        return _replay(interpreted, registry, history, processed_seq, run_id, tenant, codec, result)
     registry = as_registry(code)
     defn = registry.find_workflow(workflow, version)
     if defn is None:

@@ -44,8 +44,23 @@ without `next` ends its run (or its parallel branch) successfully.
                the choice more often fails; this is what bounds a loop).
     parallel   `branches: [{start, steps}, ...]`, each a sub-graph whose steps
                go only to steps of the same branch; joined when all end; `next`.
+    map        `items` (expression giving an array), `iterator: {start, steps}`
+               walked once per item on a copy of the data with `item` and
+               `index` added; `max_items`, `concurrency`, `tolerate` (failed
+               items allowed), `output` (the items' results, in item order),
+               `next`. An item's result is its `succeed` step's output, else
+               an object of what its steps stored.
+    pass       `set: {location: expression or {literal: value}, ...}`, `next`.
     succeed    `output` (expression giving the run's result; all data if absent).
     fail       `error` (a name), `message`.
+
+`activity`, `approval`, `wait`, `parallel`, `map`, `pass` and `call` steps may
+have `catch: [{errors: [names] or ["*"], next: step, output: location}]`:
+a failure the first matching rule names (the interpreter's error name or the
+activity's own error type) stores `{error, type, message, step}` at `output`
+(`$.error`) and goes on at `next`, without compensating. `activity`, `approval`,
+`wait` (for a signal), `map` and `call` steps may have `result` (expression
+or mapping over the raw result) selecting what is stored at `output`.
 
 Static validation checks the schema, step targets, reachability, loops (each
 needs a bound), activity names, expressions, durations and a tenant's

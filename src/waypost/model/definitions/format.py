@@ -31,8 +31,11 @@ from waypost.model.definitions.expressions import (
     Expression,
     compile_expression,
 )
+from waypost.model.identity import preview
+from waypost.model.numbers import finite
 
 __all__ = [
+    "CATCHING_TYPES",
     "DURATION_FIELDS",
     "MAX_NESTING",
     "RETRY_DURATION_FIELDS",
@@ -47,6 +50,7 @@ __all__ = [
     "canonical_json",
     "definition_schema",
     "describe_duration",
+    "inner_scopes",
     "join_all",
     "join_path",
     "json_type_name",
@@ -56,7 +60,20 @@ __all__ = [
     "unstorable_problem",
 ]
 
-STEP_TYPES = ("activity", "approval", "wait", "choice", "parallel", "call", "succeed", "fail")
+STEP_TYPES = (
+    "activity",
+    "approval",
+    "wait",
+    "choice",
+    "parallel",
+    "map",
+    "pass",
+    "call",
+    "succeed",
+    "fail",
+)
+# Step types that may end badly, and so may say where a failure goes (`catch`).
+CATCHING_TYPES = ("activity", "approval", "wait", "parallel", "map", "pass", "call")
 # Fields of a step that name the step to go to next.
 TARGET_FIELDS = ("next", "default", "on_reject", "on_expiry", "on_timeout")
 # Fields of a step that hold a duration.
@@ -132,8 +149,11 @@ class Limits:
     """What a tenant's definitions may contain, and what their runs may compute.
 
     Checked when a definition is published: `max_steps` (steps in all, branch
-    steps included), `max_depth` (parallel steps inside parallel steps),
-    `max_parallel_width` (branches of one parallel step), `max_total_timeout`
+    and map iterator steps included), `max_depth` (parallel and map steps inside
+    one another), `max_parallel_width` (branches of one parallel step),
+    `max_map_depth` (map steps inside map steps' iterators), `max_map_items`
+    and `max_map_concurrency` (the most a map step's `max_items` and
+    `concurrency` may say), `max_total_timeout`
     (seconds; the definition's `timeout` and every duration in it) and
     `max_definition_bytes` (the text, or the canonical JSON of a dict).
 
@@ -141,8 +161,10 @@ class Limits:
     tenant's definitions may take, with or without a `timeout` of its own;
     `max_expression_steps` and `max_expression_size` are the `Budget` of every
     expression a run evaluates (nodes visited; characters of JSON of each value
-    built). A run records these three when it starts and keeps them, so a
-    later change of the tenant's limits applies to new runs only.
+    built); `max_map_items` and `max_map_concurrency` are also what a map step
+    that sets no `max_items` (or `concurrency`) of its own allows. A run records
+    these when it starts and keeps them, so a later change of the tenant's
+    limits applies to new runs only.
 
     Applied when a run starts: `max_input_checks`, how many keywords of the
     input schema checking the run's input may apply (each keyword on each value
@@ -157,6 +179,9 @@ class Limits:
     max_steps: int = 20
     max_depth: int = 3
     max_parallel_width: int = 5
+    max_map_depth: int = 2
+    max_map_items: int = 1_000
+    max_map_concurrency: int = 10
     max_total_timeout: float = 90 * 24 * 3600.0
     max_definition_bytes: int = 256_000
     max_expression_steps: int = DEFAULT_BUDGET.max_steps
@@ -170,6 +195,9 @@ class Limits:
             "max_steps",
             "max_depth",
             "max_parallel_width",
+            "max_map_depth",
+            "max_map_items",
+            "max_map_concurrency",
             "max_definition_bytes",
             "max_expression_steps",
             "max_expression_size",
@@ -202,9 +230,10 @@ class Definition:
     steps: Mapping[str, Mapping[str, Any]]
     """The top-level steps by id."""
     all_steps: Mapping[str, Mapping[str, Any]]
-    """Every step by id, those inside parallel branches included."""
+    """Every step by id, those inside parallel branches and map iterators included."""
     parents: Mapping[str, str | None]
-    """For each step, the id of the parallel step whose branch holds it (None at top level)."""
+    """For each step, the id of the parallel (or map) step whose branch (or iterator)
+    holds it; None at top level."""
     timeout: float | None
     """The total timeout in seconds, when the definition sets one."""
     input_schema: Mapping[str, Any] | bool | None
@@ -256,9 +285,12 @@ def parse_duration(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"a duration is a number of seconds or an ISO-8601 string, not {value}")
     if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"a duration cannot be negative or infinite, got {value}")
-        return float(value)
+        seconds = finite(value)
+        if seconds is None or seconds < 0:
+            raise ValueError(
+                f"must be a duration: a finite number of seconds, not {preview(value)}"
+            )
+        return seconds
     if isinstance(value, str):
         match = _ISO_DURATION.match(value)
         if match is None:
@@ -277,6 +309,23 @@ def describe_duration(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)} {unit}"
     return f"{int(seconds) if float(seconds).is_integer() else seconds} seconds"
+
+
+def inner_scopes(step: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(location inside the step, scope) of each sub-graph of a step: the branches of a
+    parallel step (`branches[0]`, ...) or the iterator of a map step (`iterator`).
+
+    A scope is `{start, steps}` when the definition is valid; it is returned as
+    found, so the checks that tolerate a malformed structure can use it too.
+    """
+    found: list[tuple[str, Any]] = []
+    branches = step.get("branches")
+    if isinstance(branches, list):
+        found.extend((f"branches[{index}]", branch) for index, branch in enumerate(branches))
+    iterator = step.get("iterator")
+    if step.get("type") == "map" and iterator is not None:
+        found.append(("iterator", iterator))
+    return found
 
 
 def join_path(base: str, key: str | int) -> str:

@@ -39,8 +39,15 @@ from waypost.model.definitions.expressions import (
     compile_expression,
     parse_output_path,
 )
-from waypost.model.definitions.format import TARGET_FIELDS, Definition, join_path, nesting_problem
+from waypost.model.definitions.format import (
+    TARGET_FIELDS,
+    Definition,
+    inner_scopes,
+    join_path,
+    nesting_problem,
+)
 from waypost.model.definitions.inputs import input_errors
+from waypost.model.definitions.validate import step_writes
 
 __all__ = [
     "MigrationCheck",
@@ -187,8 +194,10 @@ def step_reads(step: Mapping[str, Any]) -> list[tuple[str, str]]:
 
     These are the values of its `input` and HTTP `body` mappings (literals
     excepted), the `when` of each choice, a wait's `until`, a succeed step's
-    `output`, a wait's `correlate.value` and the input of its compensation; a location reads like
-    `input.amount`, `http.body.reference` or `choices[0].when`.
+    `output`, a wait's `correlate.value`, the input of its compensation, a map's
+    `items` and the values a pass step sets; a location reads like `input.amount`,
+    `http.body.reference` or `choices[0].when`. A `result` reads the step's raw
+    result, not the run's data.
     """
     kind = step.get("type")
     reads = list(_mapping_reads(step.get("input"), "input"))
@@ -212,6 +221,10 @@ def step_reads(step: Mapping[str, Any]) -> list[tuple[str, str]]:
     compensate = step.get("compensate")
     if isinstance(compensate, Mapping):
         reads.extend(_mapping_reads(compensate.get("input"), "compensate.input"))
+    if kind == "map" and isinstance(step.get("items"), str):
+        reads.append(("items", step["items"]))
+    if kind == "pass":
+        reads.extend(_mapping_reads(step.get("set"), "set"))
     return reads
 
 
@@ -254,10 +267,17 @@ def _target_problem(target: Definition, old: str, new: Any) -> str | None:
     parent = target.parents.get(new)
     if parent is not None:
         return (
-            f"the mapping sends step {old!r} to {new!r}, which is inside parallel step "
-            f"{parent!r} of the new version; a run can only be moved to a top-level step"
+            f"the mapping sends step {old!r} to {new!r}, which is inside "
+            f"{_scope_of(target, parent)} of the new version; a run can only be moved to a "
+            "top-level step"
         )
     return None
+
+
+def _scope_of(definition: Definition, parent: str) -> str:
+    """How a message names the step whose branches (or iterator) hold a step."""
+    kind = definition.all_steps[parent].get("type")
+    return f"{kind} step {parent!r}"
 
 
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
@@ -305,7 +325,7 @@ def _source_reasons(source: Definition, at: str) -> list[str]:
     parent = source.parents.get(at)
     if parent is not None:
         return [
-            f"step {at!r} is inside parallel step {parent!r} of the old version; only a run "
+            f"step {at!r} is inside {_scope_of(source, parent)} of the old version; only a run "
             "waiting at a top-level approval or wait step can be moved"
         ]
     kind = source.steps[at].get("type")
@@ -346,7 +366,7 @@ def _resolve_target(
     parent = target.parents.get(at)
     if parent is not None:
         return None, (
-            f"the new version has step {at!r} only inside parallel step {parent!r}, and a run "
+            f"the new version has step {at!r} only inside {_scope_of(target, parent)}, and a run "
             f"can only be moved to a top-level step: map {at!r} to a top-level step of the "
             "new version"
         )
@@ -399,9 +419,9 @@ def _data_reasons(target: Definition, to_step: str, data: Mapping[str, Any]) -> 
     schema = target.input_schema
     reachable = _reachable(target, to_step)
     stored = [
-        parse_output_path(step["output"])
-        for step in (target.all_steps[step_id] for step_id in reachable)
-        if step.get("type") != "succeed" and isinstance(step.get("output"), str)
+        parse_output_path(location)
+        for step_id in reachable
+        for _, location in step_writes(target.all_steps[step_id])
     ]
 
     def present(path: tuple[str, ...], later: bool) -> bool:
@@ -475,9 +495,12 @@ def _successors(step: Mapping[str, Any]) -> list[str]:
     for choice in step.get("choices", ()):
         if isinstance(choice, Mapping) and isinstance(choice.get("next"), str):
             found.append(choice["next"])
-    for branch in step.get("branches", ()):
-        if isinstance(branch, Mapping) and isinstance(branch.get("start"), str):
-            found.append(branch["start"])
+    for rule in step.get("catch", ()):
+        if isinstance(rule, Mapping) and isinstance(rule.get("next"), str):
+            found.append(rule["next"])
+    for _, scope in inner_scopes(step):
+        if isinstance(scope, Mapping) and isinstance(scope.get("start"), str):
+            found.append(scope["start"])
     return found
 
 

@@ -13,7 +13,17 @@ Decisions:
 
 - Step ids are unique across the whole definition, branches included, so an
   event or a migration mapping can name a step by its id alone. A step goes
-  only to steps of its own scope: the top level, or its parallel branch.
+  only to steps of its own scope: the top level, its parallel branch or its
+  map step's iterator. A catch rule's `next` is a transition like any other
+  (reachability, loops).
+- What a step writes into its walk's data (`step_writes`: its `output`, a
+  pass step's `set` locations, its catch rules' error locations) is what the
+  parallel overlap rule compares. A map's items write into their own data
+  only; the map's `output` is its one write.
+- Map steps count toward `max_depth` like parallel steps, and nest inside
+  map steps' iterators at most `max_map_depth` deep; `max_items` and
+  `concurrency` are bounded by the tenant's `max_map_items` and
+  `max_map_concurrency`, which are also what a map without them allows.
 - A loop must be bounded. It is when one of its steps is a `choice` with
   `max_iterations`, a `wait` for a `signal` with a `timeout` whose way out
   (`on_timeout`, or failing the run) leaves the loop, or an `approval` with
@@ -57,6 +67,7 @@ from waypost.model.definitions.format import (
     canonical_digest,
     canonical_json,
     describe_duration,
+    inner_scopes,
     join_all,
     join_path,
     json_type_name,
@@ -66,12 +77,14 @@ from waypost.model.definitions.inputs import input_schema_problems, validate_inp
 from waypost.model.definitions.reading import json_problems, read_source, schema_problems
 from waypost.model.identity import check_id
 
-__all__ = ["input_problems", "parse_definition"]
+__all__ = ["DEFAULT_ERROR_OUTPUT", "input_problems", "parse_definition", "step_writes"]
 
 # Beyond this many steps in one scope the definition is refused on count alone,
 # and the graph checks are skipped rather than run on a pathological input.
 _GRAPH_CHECK_MAX_STEPS = 1000
 _LOCATION = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+DEFAULT_ERROR_OUTPUT = "$.error"
+"""Where a catch rule stores the error it caught, when it names no `output`."""
 # What a definition may contain when the caller names no tenant's limits.
 _DEFAULT_LIMITS = Limits()
 # No limit a published version could have been allowed past.
@@ -79,6 +92,9 @@ _PUBLISHED = Limits(
     max_steps=2**31,
     max_depth=2**31,
     max_parallel_width=2**31,
+    max_map_depth=2**31,
+    max_map_items=2**31,
+    max_map_concurrency=2**31,
     max_total_timeout=float(2**62),
     max_definition_bytes=2**62,
 )
@@ -99,6 +115,11 @@ def _targets(step: Mapping[str, Any]) -> list[tuple[str, Any]]:
         for index, choice in enumerate(choices):
             if isinstance(choice, Mapping) and "next" in choice:
                 found.append((f"choices[{index}].next", choice["next"]))
+    catch = step.get("catch")
+    if isinstance(catch, list):
+        for index, rule in enumerate(catch):
+            if isinstance(rule, Mapping) and "next" in rule:
+                found.append((f"catch[{index}].next", rule["next"]))
     return found
 
 
@@ -124,12 +145,10 @@ def _waits(step: Any) -> bool:
         return False
     if step.get("type") in ("activity", "approval", "wait", "call"):
         return True
-    branches = step.get("branches")
-    if step.get("type") == "parallel" and isinstance(branches, list):
-        for branch in branches:
-            inner = branch.get("steps") if isinstance(branch, Mapping) else None
-            if isinstance(inner, Mapping) and any(_waits(s) for s in inner.values()):
-                return True
+    for _, scope in inner_scopes(step):
+        inner = scope.get("steps") if isinstance(scope, Mapping) else None
+        if isinstance(inner, Mapping) and any(_waits(s) for s in inner.values()):
+            return True
     return False
 
 
@@ -156,6 +175,27 @@ def _loops(graph: Mapping[str, list[str]]) -> list[list[str]]:
     return loops
 
 
+def step_writes(step: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(location within the step, output location) of every place a step stores into its
+    walk's data: its `output`, the locations a pass step `set`s, where its catch rules put
+    the error. A map's items store into their own data, which the run never sees: only
+    the map's `output` counts."""
+    output = step.get("output")
+    if step.get("type") != "succeed" and isinstance(output, str):
+        yield "output", output
+    assigned = step.get("set")
+    if step.get("type") == "pass" and isinstance(assigned, Mapping):
+        for location in assigned:
+            yield join_path("set", location), location
+    catch = step.get("catch")
+    if isinstance(catch, list):
+        for index, rule in enumerate(catch):
+            if isinstance(rule, Mapping):
+                where = rule.get("output", DEFAULT_ERROR_OUTPUT)
+                if isinstance(where, str):
+                    yield f"catch[{index}].output", where
+
+
 def _outputs(steps: Any, prefix: str) -> Iterator[tuple[tuple[str, ...], str, str]]:
     """(path, location, text) of every output location in `steps`, nested branches included."""
     if not isinstance(steps, Mapping):
@@ -163,10 +203,10 @@ def _outputs(steps: Any, prefix: str) -> Iterator[tuple[tuple[str, ...], str, st
     for step_id, step in steps.items():
         if not isinstance(step, Mapping):
             continue
-        output = step.get("output")
-        # A malformed location is the schema's to report.
-        if step.get("type") != "succeed" and isinstance(output, str) and _LOCATION.match(output):
-            yield parse_output_path(output), f"{prefix}steps.{step_id}.output", output
+        for within, output in step_writes(step):
+            # A malformed location is the schema's to report.
+            if _LOCATION.match(output):
+                yield parse_output_path(output), f"{prefix}steps.{step_id}.{within}", output
         branches = step.get("branches")
         if isinstance(branches, list):
             for index, branch in enumerate(branches):
@@ -193,6 +233,7 @@ class _Checker:
         self.where: dict[str, str] = {}  # step id -> path where it is defined
         self.durations: list[tuple[str, float]] = []
         self.compensations = 0  # steps that say how to undo them
+        self.map_depth = 0  # map steps around the scope being checked
 
     def add(self, path: str, message: str) -> None:
         if path not in self.faulted:
@@ -225,17 +266,15 @@ class _Checker:
                 self.where[step_id] = path
         for step_id, step in steps.items():
             path = f"{prefix}steps.{step_id}"
-            branches = step.get("branches") if isinstance(step, Mapping) else None
-            if isinstance(branches, list):
-                for index, branch in enumerate(branches):
-                    if isinstance(branch, Mapping):
-                        self.collect_ids(branch.get("steps"), f"{path}.branches[{index}].")
+            for within, scope in inner_scopes(step) if isinstance(step, Mapping) else ():
+                if isinstance(scope, Mapping):
+                    self.collect_ids(scope.get("steps"), f"{path}.{within}.")
 
     def unknown_target(self, target: str) -> str:
         if target in self.where:
             return (
                 f"step {target!r} is in another scope (at {self.where[target]}): "
-                "a step can only go to steps of its own branch or level"
+                "a step can only go to steps of its own branch, iterator or level"
             )
         return f"no step {target!r}"
 
@@ -320,8 +359,82 @@ class _Checker:
             self.expression(step.get("output"), f"{path}.output")
         elif kind == "parallel":
             self.parallel(step, path, depth)
+        elif kind == "map":
+            self.map(step, path, depth)
+        elif kind == "pass":
+            self.mapping(step.get("set"), f"{path}.set")
         elif kind == "call":
             self.mapping(step.get("input"), f"{path}.input")
+        self.result(step, path)
+        self.catch(step.get("catch"), f"{path}.catch")
+
+    def result(self, step: Mapping[str, Any], path: str) -> None:
+        selected = step.get("result")
+        if selected is None:
+            return
+        if isinstance(selected, Mapping):
+            self.mapping(selected, f"{path}.result")
+        else:
+            self.expression(selected, f"{path}.result")
+        if not self.rules:
+            return
+        if "output" not in step:
+            self.add(f"{path}.result", "selects what is stored at `output`, but the step has none")
+        elif step.get("type") == "wait" and "signal" not in step:
+            self.add(f"{path}.result", "only a wait for a signal has a result (its payload)")
+
+    def catch(self, rules: Any, path: str) -> None:
+        if not isinstance(rules, list) or not self.rules:
+            return
+        for index, rule in enumerate(rules):
+            names = rule.get("errors") if isinstance(rule, Mapping) else None
+            if not isinstance(names, list):
+                continue
+            if "*" in names and len(names) > 1:
+                self.add(f"{path}[{index}].errors", "'*' stands for every error: list it alone")
+            elif names == ["*"] and index < len(rules) - 1:
+                self.add(
+                    f"{path}[{index + 1}]",
+                    f"is never used: rule {index} catches every error ('*') before it",
+                )
+
+    def map(self, step: Mapping[str, Any], path: str, depth: int) -> None:
+        depth += 1
+        if depth > self.limits.max_depth:
+            self.add(
+                path,
+                f"parallel and map steps nest at most {self.limits.max_depth} deep (found {depth})",
+            )
+        self.map_depth += 1
+        if self.map_depth > self.limits.max_map_depth:
+            self.add(
+                path,
+                f"map steps nest at most {self.limits.max_map_depth} deep inside map "
+                f"steps' iterators (found {self.map_depth}): each level multiplies the items",
+            )
+        self.expression(step.get("items"), f"{path}.items")
+        for name, ceiling, limit in (
+            ("max_items", self.limits.max_map_items, "max_map_items"),
+            ("concurrency", self.limits.max_map_concurrency, "max_map_concurrency"),
+        ):
+            value = step.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value > ceiling:
+                self.add(
+                    f"{path}.{name}", f"at most {ceiling} (the tenant's {limit}; found {value})"
+                )
+        tolerate, most = step.get("tolerate"), step.get("max_items")
+        if (
+            self.rules
+            and isinstance(most, int)
+            and most >= 0
+            and isinstance(tolerate, int)
+            and tolerate > most
+        ):
+            self.add(f"{path}.tolerate", f"{tolerate} is more than max_items ({most})")
+        iterator = step.get("iterator")
+        if isinstance(iterator, Mapping):
+            self.scope(iterator.get("steps"), iterator.get("start"), f"{path}.iterator.", depth)
+        self.map_depth -= 1
 
     def activity(self, step: Mapping[str, Any], path: str) -> None:
         self.activity_name(step.get("activity"), f"{path}.activity")
@@ -381,7 +494,8 @@ class _Checker:
         depth += 1
         if depth > self.limits.max_depth:
             self.add(
-                path, f"parallel steps nest at most {self.limits.max_depth} deep (found {depth})"
+                path,
+                f"parallel and map steps nest at most {self.limits.max_depth} deep (found {depth})",
             )
         branches = step.get("branches")
         if not isinstance(branches, list):
@@ -503,8 +617,8 @@ def _canonical_step(step: dict[str, Any]) -> dict[str, Any]:
                 retry[name] = _seconds(parse_duration(retry[name]))
     if isinstance(step.get("compensate"), str):
         step["compensate"] = {"activity": step["compensate"]}
-    for branch in step.get("branches", ()):
-        branch["steps"] = {key: _canonical_step(value) for key, value in branch["steps"].items()}
+    for _, scope in inner_scopes(step):
+        scope["steps"] = {key: _canonical_step(value) for key, value in scope["steps"].items()}
     return step
 
 
@@ -526,8 +640,8 @@ def _index_steps(
     for step_id, step in steps.items():
         all_steps[step_id] = step
         parents[step_id] = parent
-        for branch in step.get("branches", ()):
-            _index_steps(branch["steps"], step_id, all_steps, parents)
+        for _, scope in inner_scopes(step):
+            _index_steps(scope["steps"], step_id, all_steps, parents)
 
 
 # Entry point -----------------------------------------------------------------

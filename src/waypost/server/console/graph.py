@@ -5,8 +5,10 @@ layered one: transitions that close a loop are set aside (a depth-first walk
 from the start finds them), every other step goes one layer below the deepest
 step that leads to it, and the steps of a layer are ordered by the mean
 position of their predecessors, so edges cross little. A parallel step leads
-to the start of each branch; the steps that end a branch lead to the parallel
-step's `next` (the join). Loop edges are drawn dashed, beside the nodes.
+to the start of each branch, a map step to the start of its iterator ("each
+item"); the steps that end a branch or the iterator lead to the step's `next`
+(the join). Loop edges are drawn dashed, beside the nodes; so are the edges of
+`catch` rules, labelled with the errors they catch.
 
 Every text that comes from a definition or a run (step ids, expressions,
 states) is escaped, and characters XML refuses are replaced, so a hostile
@@ -31,6 +33,7 @@ from markupsafe import Markup
 from waypost.errors import WaypostError
 from waypost.model import operations as ops
 from waypost.model.definitions import Definition
+from waypost.model.definitions.format import inner_scopes
 from waypost.model.events import Event, EventType
 from waypost.model.identity import Principal
 from waypost.model.records import RunInfo
@@ -74,6 +77,7 @@ class _Edge:
     target: str
     label: str
     back: bool = False
+    dashed: bool = False  # a catch rule's: where a failure goes
 
 
 def _text(value: Any, most: int = MAX_TITLE) -> str:
@@ -111,20 +115,28 @@ def _collect(
                 if isinstance(choice, Mapping) and isinstance(choice.get("next"), str):
                     when = choice.get("when")
                     edges.append(_Edge(source, choice["next"], str(when) if when else ""))
+        catch = step.get("catch")
+        for rule in catch if isinstance(catch, list) else ():
+            if isinstance(rule, Mapping) and isinstance(rule.get("next"), str):
+                names = rule.get("errors")
+                caught = ", ".join(map(str, names)) if isinstance(names, list) else ""
+                edges.append(_Edge(source, rule["next"], f"catch {caught}", dashed=True))
         kind = step.get("type")
-        if kind == "parallel" and isinstance(step.get("branches"), list):
+        scopes = inner_scopes(step) if kind in ("parallel", "map") else []
+        if scopes:
             branch_join = step.get("next") if isinstance(step.get("next"), str) else None
-            for index, branch in enumerate(step["branches"]):
+            for index, (_, branch) in enumerate(scopes):
                 if not isinstance(branch, Mapping) or not isinstance(branch.get("steps"), Mapping):
                     continue
                 if isinstance(branch.get("start"), str):
-                    edges.append(_Edge(source, branch["start"], f"branch {index + 1}"))
+                    label = "each item" if kind == "map" else f"branch {index + 1}"
+                    edges.append(_Edge(source, branch["start"], label))
                 _collect(branch["steps"], branch_join, nodes, edges)
-            # The parallel step's `next` is reached through its branches, not directly.
+            # The step's `next` is reached through its branches (or iterator), not directly.
             direct = _Edge(source, branch_join, "") if branch_join is not None else None
             edges[:] = [e for e in edges if e != direct]
             if branch_join is not None and not any(
-                isinstance(b, Mapping) and b.get("steps") for b in step["branches"]
+                isinstance(b, Mapping) and b.get("steps") for _, b in scopes
             ):
                 edges.append(_Edge(source, branch_join, ""))
         elif join is not None and kind not in ("succeed", "fail") and not leaves:
@@ -140,13 +152,21 @@ def _graph(data: Mapping[str, Any]) -> tuple[list[str], list[_Edge], dict[str, M
     # Two transitions between the same steps (`on_reject` and `on_expiry` to one
     # step, say) are drawn as one edge carrying both labels.
     merged: dict[tuple[str, str], list[str]] = {}
+    dashed: dict[tuple[str, str], bool] = {}
     for edge in edges:
         if edge.target in nodes:
             labels = merged.setdefault((edge.source, edge.target), [])
             if edge.label not in labels:
                 labels.append(edge.label)
+            key = (edge.source, edge.target)
+            dashed[key] = dashed.get(key, True) and edge.dashed
     edges = [
-        _Edge(source, target, " / ".join(label for label in labels if label))
+        _Edge(
+            source,
+            target,
+            " / ".join(label for label in labels if label),
+            dashed=dashed[(source, target)],
+        )
         for (source, target), labels in merged.items()
     ]
     order = list(nodes)
@@ -183,7 +203,10 @@ def _mark_back_edges(order: list[str], edges: list[_Edge]) -> list[_Edge]:
             else:
                 state[node] = 2
                 stack.pop()
-    return [_Edge(e.source, e.target, e.label, back=i in back) for i, e in enumerate(edges)]
+    return [
+        _Edge(e.source, e.target, e.label, back=i in back, dashed=e.dashed)
+        for i, e in enumerate(edges)
+    ]
 
 
 def _layers(order: list[str], edges: list[_Edge]) -> tuple[list[list[str]], dict[int, list[str]]]:
@@ -344,8 +367,9 @@ def _edge_svg(
     label = _shortened(edge.label, MAX_EDGE_LABEL)
     title = f"<title>{_text(edge.source)} \u2192 {_text(edge.target)}"
     title += f": {_text(edge.label)}</title>" if edge.label else "</title>"
+    kind = "wp-edge wp-catch" if edge.dashed else "wp-edge"
     attributes = (
-        f'class="wp-edge" data-from="{_text(edge.source)}" data-to="{_text(edge.target)}"'
+        f'class="{kind}" data-from="{_text(edge.source)}" data-to="{_text(edge.target)}"'
         ' fill="none" stroke="#64748b" stroke-width="1.4" marker-end="url(#wp-arrow)"'
     )
     if edge.back or y2 <= y1:
@@ -375,7 +399,7 @@ def _edge_svg(
                 path += f" L{points[k + 2][0]:.1f},{points[k + 2][1]:.1f}"
         (ax, ay), (bx, by) = points[0], points[1]
         lx, ly = (ax + bx) / 2, (ay + by) / 2 - 3
-        dash = ""
+        dash = ' stroke-dasharray="3 3"' if edge.dashed else ""
         anchor = "middle"
     text = (
         f'<text x="{lx:.1f}" y="{ly:.1f}" text-anchor="{anchor}" font-size="11"'

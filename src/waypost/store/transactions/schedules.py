@@ -23,8 +23,8 @@ def create_schedule(tx: Tx, schedule: ScheduleRecord) -> bool:
     params["input"] = sealed(
         tx.keys, schedule.input, schedule_place(schedule.tenant, schedule.schedule_id)
     )
-    tx.run("insert_schedule", params)
-    return True
+    # Two callers making the same schedule at once: the second inserts nothing.
+    return tx.run("insert_schedule", params) == 1
 
 
 def get_schedule(tx: Tx, tenant: str, schedule_id: str) -> ScheduleRecord | None:

@@ -1046,7 +1046,8 @@ INSERT INTO schedules (tenant, schedule_id, workflow, version, cron, tz, every, 
     buffered_fire_at, created_at, created_by)
 VALUES (%(tenant)s, %(schedule_id)s, %(workflow)s, %(version)s, %(cron)s, %(tz)s, %(every)s, %(input)s,
     %(overlap)s, %(catchup)s, %(catchup_window)s, %(paused)s, %(next_fire_at)s, %(last_fire_at)s, %(last_run_id)s,
-    %(buffered_fire_at)s, %(created_at)s, %(created_by)s);
+    %(buffered_fire_at)s, %(created_at)s, %(created_by)s)
+ON CONFLICT (tenant, schedule_id) DO NOTHING;
 
 -- name: get_schedule
 SELECT * FROM schedules WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s;

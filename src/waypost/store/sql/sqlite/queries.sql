@@ -1034,7 +1034,8 @@ INSERT INTO schedules (tenant, schedule_id, workflow, version, cron, tz, every, 
     buffered_fire_at, created_at, created_by)
 VALUES (:tenant, :schedule_id, :workflow, :version, :cron, :tz, :every, :input,
     :overlap, :catchup, :catchup_window, :paused, :next_fire_at, :last_fire_at, :last_run_id,
-    :buffered_fire_at, :created_at, :created_by);
+    :buffered_fire_at, :created_at, :created_by)
+ON CONFLICT (tenant, schedule_id) DO NOTHING;
 
 -- name: get_schedule
 SELECT * FROM schedules WHERE tenant = :tenant AND schedule_id = :schedule_id;
