@@ -9,7 +9,7 @@ import pytest
 from waypost.errors import InvalidRequest
 from waypost.model.chain import seal
 from waypost.model.events import Event, EventType, NewEvent
-from waypost.model.fork import in_flight, plan_fork
+from waypost.model.fork import children_in_flight, in_flight, plan_fork
 
 E = EventType
 
@@ -125,11 +125,13 @@ def test_timers_markers_and_correlations_are_copied_when_finished() -> None:
     assert plan.processed_seq == 4  # the unfinished timer and wait were issued at event 5
 
 
-def test_copying_stops_at_an_approval_a_cancellation_and_a_migration() -> None:
-    for stop in (E.APPROVAL_REQUESTED, E.CANCEL_REQUESTED, E.RUN_MIGRATED):
+def test_copying_stops_at_an_approval_a_cancellation_a_migration_and_a_child() -> None:
+    for stop in (E.APPROVAL_REQUESTED, E.CANCEL_REQUESTED, E.RUN_MIGRATED, E.CHILD_STARTED):
         data: dict[str, Any] = {"reason": "r"}
         if stop is E.APPROVAL_REQUESTED:
             data = {"step": "2", "kind": "approval:x", "cause": 3}
+        if stop is E.CHILD_STARTED:  # the child is the source's: never shared with a fork
+            data = {"step": "2", "kind": "child", "run_id": "src-2", "cause": 3}
         hist = history(sched("1", 1), done("1"), (stop, data), sched("3", 4), done("3"))
         plan = plan_fork(hist, 6)
         assert plan.cut == 3 and plan.source_seqs == [2, 3], stop
@@ -206,3 +208,14 @@ def test_a_command_caused_by_an_event_not_copied_runs_again_with_what_followed_f
     assert plan.source_seqs == [2, 3]  # step 2 (and so step 3, and the marker) run again
     # Nothing left out was issued while handling a copy: all copies are checked strictly.
     assert plan.processed_seq == 3
+
+
+def test_children_in_flight_are_those_started_and_not_ended() -> None:
+    hist = history(
+        (E.CHILD_STARTED, {"step": "1", "run_id": "p-1", "cause": 1}),
+        (E.CHILD_STARTED, {"step": "2", "run_id": "p-2", "cause": 1}),
+        (E.CHILD_COMPLETED, {"step": "1", "run_id": "p-1", "result": None}),
+    )
+    assert [e.data["run_id"] for e in children_in_flight(hist)] == ["p-2"]
+    ended = [*hist[1:], *history((E.CHILD_FAILED, {"step": "2", "run_id": "p-2"}))[1:]]
+    assert children_in_flight(ended) == []
