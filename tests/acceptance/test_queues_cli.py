@@ -33,7 +33,16 @@ def test_queues_are_set_shown_and_listed_from_the_command_line(tmp_path: Path) -
     ok(waypost(tmp_path, "queues", "set", "bulk", "--concurrency", "1", "--tenant", "acme"))
 
     table = ok(waypost(tmp_path, "queues", "list")).stdout.splitlines()
-    assert table[0].split() == ["QUEUE", "CONCURRENCY", "RATE", "DEPTH", "RUNNING", "OLDEST"]
+    assert table[0].split() == [
+        "QUEUE",
+        "CONCURRENCY",
+        "RATE",
+        "DEPTH",
+        "RUNNING",
+        "OLDEST",
+        "ENQUEUED",
+        "ADMITTED",
+    ]
     assert [line.split()[0] for line in table[1:]] == ["payments"]  # acme's is its own
     listed = json.loads(
         ok(waypost(tmp_path, "queues", "list", "--tenant", "acme", "--json")).stdout

@@ -309,6 +309,8 @@ class Scheduler:
                         )
                 if owner is None and fired:
                     self._wake.set()
+                if await host.store.admit_enqueued(now):
+                    self._wake.set()  # admitted runs' workflow tasks are ready to claim
                 expired = await host.store.expired_activities(now, _BATCH)
                 for task in expired:
                     self._expire(task, now)
