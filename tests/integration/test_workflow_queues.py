@@ -150,6 +150,8 @@ def test_enqueued_runs_are_listed_with_their_status_and_admitted_by_priority_the
             for n, p in ((0, 0), (5, 5), (10, 10), (3, 3), (1, 0))
         ]
         assert {engine.get(r.run_id).status for r in waiting} == {wp.RunStatus.ENQUEUED}
+        told = engine.get(waiting[0].run_id).next_action
+        assert told is not None and told["kind"] == "enqueued"
         listed = engine.list_runs(status="enqueued")
         assert {i.run_id for i in listed} == {r.run_id for r in waiting}
         q = engine.queue("reports")

@@ -702,7 +702,7 @@ WHERE tenant = %(tenant)s;
 -- name: count_active_runs
 -- Counts stop at :limit: a count is needed only up to the quota it is compared with.
 SELECT count(*) AS n FROM (
-    SELECT 1 FROM runs WHERE tenant = %(tenant)s AND status IN ('running', 'waiting', 'paused', 'suspended')
+    SELECT 1 FROM runs WHERE tenant = %(tenant)s AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended')
     LIMIT %(limit)s) counted;
 
 -- name: count_leased_activities
