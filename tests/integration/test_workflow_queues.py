@@ -10,6 +10,7 @@ refused; another tenant's queue is not found.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 import time
@@ -20,6 +21,8 @@ import pytest
 import waypost as wp
 from tests.helpers import eventually
 from waypost.model.events import EventType
+from waypost.store import open_store
+from waypost.testing import check_invariants
 
 from .server_fixtures import Api, make_key, serve
 
@@ -95,8 +98,34 @@ async def wq_fan(ctx: wp.WorkflowContext, n: int) -> list[int]:
     return list(await asyncio.gather(*(ctx.run(wq_pay, i) for i in range(n))))
 
 
+@wp.workflow(name="wq_waiter", queue="reports")
+async def wq_waiter(ctx: wp.WorkflowContext) -> Any:
+    return await ctx.wait_signal("go")
+
+
+CHASE = """
+name: wq_chase
+start: answer
+steps:
+  answer: {type: wait, signal: reply, output: $.reply, next: thanks}
+  thanks: {type: succeed, output: reply.text}
+"""
+
+
 def _fresh_gate() -> None:
     GATE.__init__()  # type: ignore[misc]
+
+
+def _violations(url: str) -> list[Any]:
+    async def check() -> list[Any]:
+        store = open_store(url)
+        await store.open()
+        try:
+            return await check_invariants(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(check())
 
 
 def _admitted_at(engine: wp.Engine, run_id: str) -> float | None:
@@ -208,7 +237,7 @@ def test_a_concurrency_key_bounds_the_admitted_runs_of_each_key(make_engine: Any
 
 # == cancel, terminate, deduplication ========================================================
 def test_an_enqueued_run_cancelled_or_terminated_never_starts_and_frees_no_slot(
-    make_engine: Any,
+    make_engine: Any, db_url: str
 ) -> None:
     _fresh_gate()
     engine = make_engine(wq_report, wq_step)
@@ -228,6 +257,7 @@ def test_an_enqueued_run_cancelled_or_terminated_never_starts_and_frees_no_slot(
         q = engine.queue("reports")
         assert (q.runs_admitted, q.runs_enqueued) == (1, 1)
         assert GATE.started == ["blocker"]
+        assert _violations(db_url) == []  # enqueued, cancelled and terminated runs are sound
         GATE.open.set()
         assert blocker.result(timeout=30) == "blocker"
         eventually(lambda: engine.queue("reports").runs_enqueued == 0, "the last one admitted")
@@ -236,6 +266,7 @@ def test_an_enqueued_run_cancelled_or_terminated_never_starts_and_frees_no_slot(
         assert EventType.RUN_ADMITTED not in types
         assert EventType.ACTIVITY_SCHEDULED not in types
     assert "cancelled" not in GATE.started and "terminated" not in GATE.started
+    assert _violations(db_url) == []
 
 
 def test_a_dedup_id_finds_an_enqueued_run(make_engine: Any) -> None:
@@ -271,6 +302,29 @@ def test_start_run_passes_the_concurrency_key_dedup_id_and_queue_through(
         GATE.open.set()
         eventually(lambda: engine.get(two.run_id).status.finished, "the second run ran")
         assert engine.get(one.run_id).status == wp.RunStatus.COMPLETED
+
+
+def test_a_signal_to_an_enqueued_run_waits_for_its_admission_and_definitions_queue_too(
+    make_engine: Any,
+) -> None:
+    _fresh_gate()
+    engine = make_engine(wq_report, wq_step, wq_waiter)
+    engine.publish(CHASE)
+    engine.configure_queue("reports", concurrency=1)
+    with engine.running():
+        blocker = engine.start(wq_report, ["blocker", "", True])
+        eventually(lambda: GATE.started == ["blocker"], "the first run holds the slot")
+        waiter = engine.start(wq_waiter)
+        chase = engine.start("wq_chase", {}, queue="reports")
+        engine.signal(waiter.run_id, "go", {"n": 7})
+        engine.signal(chase.run_id, "reply", {"text": "yes"})
+        for run in (waiter, chase):
+            assert engine.get(run.run_id).status == wp.RunStatus.ENQUEUED
+        assert engine.queue("reports").runs_enqueued == 2
+        GATE.open.set()
+        assert blocker.result(timeout=30) == "blocker"
+        assert waiter.result(timeout=30) == {"n": 7}
+        assert chase.result(timeout=30) == "yes"
 
 
 def test_a_start_on_a_queue_with_no_limits_runs_at_once(make_engine: Any) -> None:
@@ -371,3 +425,34 @@ def test_workflow_queues_over_http_and_other_tenants_see_nothing(
             lambda: admin.get(f"/v1/runs/{third}").json()["status"] == "completed",
             "every run ran",
         )
+
+
+def test_metrics_and_the_console_count_enqueued_runs(make_engine: Any, serve: Any) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from waypost.observability import Metrics
+
+    _fresh_gate()
+    metrics = Metrics()
+    engine = make_engine(wq_report, wq_step, observer=metrics)
+    metrics.watch_store(engine.aio.store, engine.aio.clock)
+    base = serve(engine, metrics=metrics)
+    engine.configure_queue("reports", concurrency=1)
+
+    def enqueued() -> float | None:
+        with Api(base, None) as anyone:
+            text = anyone.get("/metrics").text
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name == "waypost_runs" and s.labels.get("status") == "enqueued":
+                    return float(s.value)
+        return None
+
+    with engine.running():
+        blocker = engine.start(wq_report, ["blocker", "", True])
+        eventually(lambda: GATE.started == ["blocker"], "the first run holds the slot")
+        later = [engine.start(wq_report, [n, "", True]) for n in range(3)]
+        eventually(lambda: enqueued() == 3, "three enqueued runs in the metrics")
+        assert engine.count_runs()["enqueued"] == 3  # what the console's counts show
+        GATE.open.set()
+        assert [r.result(timeout=60) for r in [blocker, *later]] == ["blocker", 0, 1, 2]
