@@ -355,6 +355,32 @@ def test_a_per_worker_limit_bounds_what_each_engine_holds(make_engine: Any) -> N
     assert GATE.most[""] == 2
 
 
+def test_two_engines_share_a_limited_queues_slots_fairly(make_engine: Any, db_url: str) -> None:
+    from tests.helpers import db_query
+
+    _fresh_gate()
+    a = make_engine(wq_fan, wq_pay)
+    b = make_engine(wq_fan, wq_pay)
+    a.configure_queue("payments", concurrency=2)
+    with a.running(), b.running():
+        serving = "SELECT worker_id FROM workers WHERE queues LIKE ?"
+        eventually(
+            lambda: len(db_query(db_url, serving, ('%"named:payments"%',))) == 2,
+            "both engines announced that they serve the queue",
+        )
+        run = a.start(wq_fan, 4)
+        eventually(lambda: GATE.now() == 2, "two payments running")
+        held = db_query(
+            db_url,
+            "SELECT owner, count(*) FROM tasks WHERE state = 'leased' "
+            "AND named_queue = 'payments' GROUP BY owner",
+        )
+        assert sorted(n for _, n in held) == [1, 1]  # one each: neither took both slots
+        GATE.open.set()
+        assert run.result(timeout=60) == [0, 1, 2, 3]
+    assert GATE.most[""] == 2
+
+
 # == bad input and tenants ===================================================================
 @pytest.mark.parametrize("value", [0, -1, 10**12, 2.5, "3", True])
 def test_a_bad_worker_concurrency_is_refused_and_writes_nothing(

@@ -29,6 +29,18 @@ MIN_RATE_PERIOD = 0.001
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
 
+WORKER_TTL = 6.0
+"""A worker whose last heartbeat is older than this is taken for gone (its row in
+`workers` no longer counts as serving anything)."""
+SERVES_PREFIX = "named:"
+"""In a worker's heartbeat, `named:<queue>` says it takes attempts of that named queue
+(its other entries are the task queues it claims, which hold no ':'-prefixed name)."""
+
+
+def serves_entry(name: str) -> str:
+    """The heartbeat entry saying a worker takes attempts of named queue `name`."""
+    return f"{SERVES_PREFIX}{name}"
+
 
 def check_queue_name(name: Any, field: str = "queue") -> str:
     """A queue's name: 1-200 letters, digits, '_', '-', '.', ':'."""

@@ -19,7 +19,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from waypost.model.queues import QueueInfo, refill
+from waypost.model.queues import WORKER_TTL, QueueInfo, refill, serves_entry
 
 from ..tx import Row, Tx
 
@@ -50,13 +50,8 @@ def queue_room(
         most = int(row["concurrency"])
         leased = tx.one("count_leased_in_queue", {"tenant": tenant, "name": name, "limit": most})
         room = max(0, most - (int(leased["n"]) if leased is not None else 0))
-    if row["worker_concurrency"] is not None and owner is not None:
-        mine = int(row["worker_concurrency"])
-        held = tx.one(
-            "count_leased_in_queue_by_owner",
-            {"tenant": tenant, "name": name, "owner": owner, "limit": mine},
-        )
-        room = min(room, max(0, mine - (int(held["n"]) if held is not None else 0)))
+    if owner is not None:
+        room = min(room, _own_room(tx, row, tenant, name, now, owner))
     rate = rate_of(row)
     if rate is not None:
         tokens = refill(float(row["tokens"]), float(row["refilled_at"]), rate, now)
@@ -64,6 +59,32 @@ def queue_room(
         room = min(room, whole)
     per_key = row["key_concurrency"]
     return room, (int(per_key) if per_key is not None else None)
+
+
+def _own_room(tx: Tx, row: Row, tenant: str, name: str, now: float, owner: str) -> int:
+    """What the claiming engine may still take of the queue: its `worker_concurrency`, and
+    its fair share of `concurrency` among the live workers that serve the queue.
+
+    The share keeps one engine from holding every slot: on SQLite nothing wakes the
+    other engines when a slot frees, so the engine whose attempt ended would claim it
+    again at once, every time (measured in bench/queue_fairness.py)."""
+    most = _NO_LIMIT
+    if row["worker_concurrency"] is not None:
+        most = int(row["worker_concurrency"])
+    if row["concurrency"] is not None:
+        serving = tx.one(
+            "count_workers_serving",
+            {"since": now - WORKER_TTL, "entry": serves_entry(name)},
+        )
+        workers = max(1, int(serving["n"]) if serving is not None else 1)
+        most = min(most, -(-int(row["concurrency"]) // workers))  # ceil: no slot idles
+    if most >= _NO_LIMIT:
+        return _NO_LIMIT
+    held = tx.one(
+        "count_leased_in_queue_by_owner",
+        {"tenant": tenant, "name": name, "owner": owner, "limit": most},
+    )
+    return max(0, most - (int(held["n"]) if held is not None else 0))
 
 
 def took_from_queue(tx: Tx, tenant: str, name: str, taken: int, now: float) -> None:

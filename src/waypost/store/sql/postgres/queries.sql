@@ -1214,3 +1214,10 @@ FROM runs
 WHERE tenant = %(tenant)s AND named_queue IS NOT NULL
   AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended')
 GROUP BY named_queue ORDER BY named_queue;
+
+-- name: count_workers_serving
+-- Live workers that take attempts of a named queue (their heartbeat names it).
+SELECT count(*) AS n FROM workers w
+WHERE w.heartbeat_at >= %(since)s
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(w.queues::jsonb) AS e(value)
+              WHERE e.value = %(entry)s);

@@ -1202,3 +1202,9 @@ FROM runs
 WHERE tenant = :tenant AND named_queue IS NOT NULL
   AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended')
 GROUP BY named_queue ORDER BY named_queue;
+
+-- name: count_workers_serving
+-- Live workers that take attempts of a named queue (their heartbeat names it).
+SELECT count(*) AS n FROM workers w
+WHERE w.heartbeat_at >= :since
+  AND EXISTS (SELECT 1 FROM json_each(w.queues) WHERE value = :entry);
