@@ -38,7 +38,8 @@ def one(url: str, per_worker: int | None, n: int) -> tuple[float, float]:
     engine.register(app.fair_run, app.fair_step)
     script = Path(sys.executable).with_name("waypost")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "waypost.cli"]
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    path = [str(HERE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     workers = [
         subprocess.Popen(
             [*command, "worker", "--db", url, "--app", "fairness_app"],
