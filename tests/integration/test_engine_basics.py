@@ -399,6 +399,7 @@ def test_a_database_of_schema_version_1_is_upgraded_and_keeps_its_runs(
 # version 14 named queues, concurrency keys and deduplication ids; version 15 workflow queues.
 _RUN_INDEXES_OF_VERSION_1 = [
     "DROP INDEX runs_by_named_queue",
+    "DROP INDEX runs_enqueued",
     "ALTER TABLE runs DROP COLUMN named_queue",
     "DROP INDEX runs_by_created",
     "DROP INDEX runs_by_workflow",

@@ -16,3 +16,5 @@ CREATE UNIQUE INDEX runs_by_dedup_id ON runs (tenant, dedup_id)
 -- oldest first).
 CREATE INDEX runs_by_named_queue ON runs (tenant, named_queue, status, priority, created_at)
     WHERE named_queue IS NOT NULL;
+-- The scheduler's pass finds the queues with enqueued runs, across tenants, in this one.
+CREATE INDEX runs_enqueued ON runs (tenant, named_queue) WHERE status = 'enqueued';

@@ -1187,7 +1187,8 @@ RETURNING fence;
 
 -- name: queues_with_enqueued
 -- The workflow queues with runs waiting for admission, by tenant and name.
-SELECT DISTINCT tenant, named_queue AS name FROM runs
+-- (SQLite's planner, without statistics, would scan every queued run ever started.)
+SELECT DISTINCT tenant, named_queue AS name FROM runs INDEXED BY runs_enqueued
 WHERE status = 'enqueued' AND named_queue IS NOT NULL
 ORDER BY tenant, name
 LIMIT :limit;
