@@ -72,6 +72,7 @@ def test_queues_are_set_shown_and_listed_from_the_command_line(tmp_path: Path) -
     assert (keyed["key_concurrency"], keyed["rate"]) == (2, [100, 60.0])
     assert "--concurrency-key" in ok(waypost(tmp_path, "start", "--help")).stdout
     assert "--queue" in ok(waypost(tmp_path, "start", "--help")).stdout
+    assert "--queue" in ok(waypost(tmp_path, "runs", "start", "--help")).stdout
     per_worker = json.loads(
         ok(
             waypost(tmp_path, "queues", "set", "payments", "--worker-concurrency", "2", "--json")

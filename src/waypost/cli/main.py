@@ -279,7 +279,10 @@ def _json_arg(text: str | None, name: str) -> Any:
 
 @main.group()
 def runs() -> None:
-    """Inspect runs; move waiting definition runs to another version."""
+    """Start and inspect runs; move waiting definition runs to another version."""
+
+
+runs.add_command(start, "start")  # `waypost runs start` is `waypost start`
 
 
 @runs.command("list")
