@@ -25,8 +25,8 @@ from ..base import RunCommit
 from ..tx import TASKS, Tx
 from .queues import rate_of, took_from_queue
 
-ADMITTED_STATUSES = ("running", "waiting", "paused", "suspended")
 _NO_LIMIT = 1 << 30
+_MOST_PER_ADMISSION = 1000  # a queue without a concurrency limit admits in batches of this
 _QUEUES_PER_PASS = 256
 
 
@@ -51,7 +51,7 @@ def admit_runs(
         per_key = int(row["key_concurrency"]) if row["key_concurrency"] is not None else None
     if room <= 0:
         return []
-    params = {"tenant": tenant, "name": name, "limit": min(room, 1000)}
+    params = {"tenant": tenant, "name": name, "limit": min(room, _MOST_PER_ADMISSION)}
     if per_key is not None:
         rows = tx.all("enqueued_runs_by_key", {**params, "per_key": per_key})
     else:
