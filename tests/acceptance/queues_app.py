@@ -69,3 +69,19 @@ async def queued(ctx: wp.WorkflowContext, n: int) -> int:
 @wp.workflow(name="sided")
 async def sided(ctx: wp.WorkflowContext, n: int) -> dict[str, Any]:
     return dict(await ctx.run(side, n))
+
+
+@wp.activity(retry=RETRY, timeout=timedelta(seconds=20))
+def report_step(ctx: wp.ActivityContext, n: int) -> int:
+    log(ctx, "start")
+    time.sleep(WORK_SECONDS)
+    log(ctx, "end")
+    return n
+
+
+@wp.workflow(name="wqueued", queue="wlimited")
+async def wqueued(ctx: wp.WorkflowContext, n: int) -> int:
+    """A run of workflow queue "wlimited": two steps, holding its slot between them."""
+    first = await ctx.run(report_step, n)
+    await ctx.run(report_step, n)
+    return int(first)

@@ -33,7 +33,16 @@ def test_queues_are_set_shown_and_listed_from_the_command_line(tmp_path: Path) -
     ok(waypost(tmp_path, "queues", "set", "bulk", "--concurrency", "1", "--tenant", "acme"))
 
     table = ok(waypost(tmp_path, "queues", "list")).stdout.splitlines()
-    assert table[0].split() == ["QUEUE", "CONCURRENCY", "RATE", "DEPTH", "RUNNING", "OLDEST"]
+    assert table[0].split() == [
+        "QUEUE",
+        "CONCURRENCY",
+        "RATE",
+        "DEPTH",
+        "RUNNING",
+        "OLDEST",
+        "ENQUEUED",
+        "ADMITTED",
+    ]
     assert [line.split()[0] for line in table[1:]] == ["payments"]  # acme's is its own
     listed = json.loads(
         ok(waypost(tmp_path, "queues", "list", "--tenant", "acme", "--json")).stdout
@@ -62,6 +71,19 @@ def test_queues_are_set_shown_and_listed_from_the_command_line(tmp_path: Path) -
     )
     assert (keyed["key_concurrency"], keyed["rate"]) == (2, [100, 60.0])
     assert "--concurrency-key" in ok(waypost(tmp_path, "start", "--help")).stdout
+    assert "--queue" in ok(waypost(tmp_path, "start", "--help")).stdout
+    assert "--queue" in ok(waypost(tmp_path, "runs", "start", "--help")).stdout
+    per_worker = json.loads(
+        ok(
+            waypost(tmp_path, "queues", "set", "payments", "--worker-concurrency", "2", "--json")
+        ).stdout
+    )
+    assert (per_worker["worker_concurrency"], per_worker["key_concurrency"]) == (2, 2)
+    assert "worker_concurrency must be a whole number" in failed(
+        waypost(tmp_path, "queues", "set", "payments", "--worker-concurrency", "0")
+    )
+    assert "queue's name" in failed(waypost(tmp_path, "start", "anything", "1", "--queue", "a b"))
+    assert "--worker-concurrency" in ok(waypost(tmp_path, "queues", "set", "--help")).stdout
 
 
 def test_the_guides_queue_example_runs() -> None:
@@ -79,3 +101,23 @@ def test_the_guides_queue_example_runs() -> None:
     assert done.returncode == 0, done.stderr
     assert "at most 2 payments ran at once" in done.stdout
     assert "[('payments', 2, (5, 1.0))]" in done.stdout
+
+
+def test_the_guides_workflow_queue_example_runs() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "examples/workflow_queues.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "admitted 1, enqueued 3" in done.stdout
+    assert "urgent is enqueued" in done.stdout
+    assert "at most 1 report ran at once; in order: monthly-0, urgent, monthly-1, monthly-2" in (
+        done.stdout
+    )

@@ -396,8 +396,11 @@ def test_a_database_of_schema_version_1_is_upgraded_and_keeps_its_runs(
 # Version 6 replaced the runs' status index and added the page indexes; version 8 added
 # priorities and the indexes that claims and quotas read; version 9 the index of finished
 # runs that retention reads; version 10 the tasks' count of lapsed leases; version 13 child runs;
-# version 14 named queues, concurrency keys and deduplication ids.
+# version 14 named queues, concurrency keys and deduplication ids; version 15 workflow queues.
 _RUN_INDEXES_OF_VERSION_1 = [
+    "DROP INDEX runs_by_named_queue",
+    "DROP INDEX runs_enqueued",
+    "ALTER TABLE runs DROP COLUMN named_queue",
     "DROP INDEX runs_by_created",
     "DROP INDEX runs_by_workflow",
     "DROP INDEX runs_by_status",

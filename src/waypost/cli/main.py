@@ -209,6 +209,11 @@ def _load_apps(apps: tuple[str, ...]) -> list[Any]:
     default=None,
     help="While a run started with this id has not finished, print that run's id instead.",
 )
+@click.option(
+    "--queue",
+    default=None,
+    help="A workflow queue: the run is enqueued until the queue's limits admit it.",
+)
 @db_option
 @tenant_option
 def start(
@@ -220,6 +225,7 @@ def start(
     started_by: str | None,
     concurrency_key: str | None,
     dedup_id: str | None,
+    queue: str | None,
     db: str,
     tenant: str,
 ) -> None:
@@ -243,6 +249,7 @@ def start(
                 started_by=started_by,
                 concurrency_key=concurrency_key,
                 dedup_id=dedup_id,
+                queue=queue,
             )
         except InputError as exc:
             count = len(exc.problems)
@@ -272,7 +279,10 @@ def _json_arg(text: str | None, name: str) -> Any:
 
 @main.group()
 def runs() -> None:
-    """Inspect runs; move waiting definition runs to another version."""
+    """Start and inspect runs; move waiting definition runs to another version."""
+
+
+runs.add_command(start, "start")  # `waypost runs start` is `waypost start`
 
 
 @runs.command("list")

@@ -47,19 +47,24 @@ def _row(q: QueueInfo) -> str:
     most = "-" if q.concurrency is None else str(q.concurrency)
     rate = "-" if q.rate is None else f"{q.rate[0]}/{q.rate[1]:g}s"
     age = "-" if q.oldest_age is None else f"{q.oldest_age:.1f}s"
-    return f"{q.name:<24} {most:>11} {rate:>12} {q.depth:>7} {q.running:>7} {age:>10}"
+    runs = f"{q.runs_enqueued:>8} {q.runs_admitted:>8}"
+    return f"{q.name:<24} {most:>11} {rate:>12} {q.depth:>7} {q.running:>7} {age:>10} {runs}"
 
 
 def _table(found: list[QueueInfo]) -> None:
-    head = ("QUEUE", "CONCURRENCY", "RATE", "DEPTH", "RUNNING", "OLDEST")
-    click.echo(f"{head[0]:<24} {head[1]:>11} {head[2]:>12} {head[3]:>7} {head[4]:>7} {head[5]:>10}")
+    head = ("QUEUE", "CONCURRENCY", "RATE", "DEPTH", "RUNNING", "OLDEST", "ENQUEUED", "ADMITTED")
+    click.echo(
+        f"{head[0]:<24} {head[1]:>11} {head[2]:>12} {head[3]:>7} {head[4]:>7} {head[5]:>10} "
+        f"{head[6]:>8} {head[7]:>8}"
+    )
     for q in found:
         click.echo(_row(q))
 
 
 @click.group()
 def queues() -> None:
-    """Named queues: the limits on an activity's attempts (concurrency, rate) and their load."""
+    """Named queues: the limits on an activity's attempts and on the runs started on a
+    queue (concurrency, rate), and their load."""
 
 
 @queues.command("list")
@@ -109,6 +114,11 @@ def queues_show(name: str, tenant: str, as_json: bool, db: str) -> None:
     callback=_concurrency,
     help="At most N attempts at once of the runs with one concurrency key ('none').",
 )
+@click.option(
+    "--worker-concurrency",
+    callback=_concurrency,
+    help="At most N attempts of the queue held at once by one worker process ('none').",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the queue as JSON afterwards.")
 @db_option
 def queues_set(
@@ -117,6 +127,7 @@ def queues_set(
     concurrency: Any,
     rate: Any,
     key_concurrency: Any,
+    worker_concurrency: Any,
     as_json: bool,
     db: str,
 ) -> None:
@@ -127,6 +138,7 @@ def queues_set(
             concurrency=concurrency,
             rate=rate,
             key_concurrency=key_concurrency,
+            worker_concurrency=worker_concurrency,
             tenant=tenant,
         )
     if as_json:

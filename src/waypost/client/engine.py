@@ -390,6 +390,7 @@ class AsyncEngine(Calls):
         priority: int = 0,
         concurrency_key: str | None = None,
         dedup_id: str | None = None,
+        queue: str | None = None,
     ) -> AsyncRunHandle:
         """Start a run; with `run_id`, starting the same run again returns it.
 
@@ -399,7 +400,8 @@ class AsyncEngine(Calls):
         priority. `concurrency_key` (a customer's id, say): a queue's `key_concurrency`
         bounds the attempts running at once of the runs with one key. `dedup_id`:
         while a run started with it has not finished, a start with it returns that run.
-        Over a start quota of the tenant: `QuotaExceeded` (nothing started).
+        `queue` (default: the workflow's `queue`, if any): the run is `enqueued` until the
+        queue's limits admit it. Over a start quota of the tenant: `QuotaExceeded`.
 
         A name that no registered workflow has starts a run of the tenant's
         published definition of that name: the newest version, or `version`.
@@ -414,6 +416,7 @@ class AsyncEngine(Calls):
             priority=priority,
             concurrency_key=concurrency_key,
             dedup_id=dedup_id,
+            queue=queue,
         )
         return AsyncRunHandle(self, await self._local(request, tenant), tenant)
 
@@ -705,6 +708,9 @@ class AsyncEngine(Calls):
         version: str | int | None = None,
         started_by: str | None = None,
         priority: int = 0,
+        concurrency_key: str | None = None,
+        dedup_id: str | None = None,
+        queue: str | None = None,
     ) -> Started:
         """Start a run as `start` does, and say whether this call created it.
 
@@ -724,6 +730,9 @@ class AsyncEngine(Calls):
             version=version,
             started_by=started_by,
             priority=priority,
+            concurrency_key=concurrency_key,
+            dedup_id=dedup_id,
+            queue=queue,
         )
         started: Started = await self._local(request, tenant)
         return started

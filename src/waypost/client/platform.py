@@ -124,6 +124,7 @@ class PlatformCalls:
         concurrency: int | str | None = oq.KEEP,
         rate: tuple[int, float] | str | None = oq.KEEP,
         key_concurrency: int | str | None = oq.KEEP,
+        worker_concurrency: int | str | None = oq.KEEP,
         tenant: str = "default",
     ) -> QueueInfo:
         """Set the limits of `tenant`'s queue `name` (the queue an `@activity(queue=...)`
@@ -133,10 +134,17 @@ class PlatformCalls:
         and host; `rate`: at most N attempts start per period seconds, `(N, period)`. None
         removes that limit; a limit not given stays as it is. Every engine's next claim
         honours the change. `key_concurrency`: at most this many at once of the runs
-        started with one `concurrency_key` (a customer's id, say).
+        started with one `concurrency_key` (a customer's id, say). `worker_concurrency`:
+        at most this many of its attempts held at once by one engine (worker process).
+        A queue that runs are started on (`start(..., queue=)`) admits runs under the
+        same limits, counted apart from its attempts (decision 0022).
         """
         request = oq.ConfigureQueue(
-            queue=name, concurrency=concurrency, rate=rate, key_concurrency=key_concurrency
+            queue=name,
+            concurrency=concurrency,
+            rate=rate,
+            key_concurrency=key_concurrency,
+            worker_concurrency=worker_concurrency,
         )
         info: QueueInfo = await self._local(request, tenant)
         return info

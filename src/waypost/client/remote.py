@@ -221,10 +221,11 @@ class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests, UserReques
         version: str | int | None = None,
         concurrency_key: str | None = None,
         dedup_id: str | None = None,
+        queue: str | None = None,
     ) -> str:
         """Start a run of a workflow the server's workers serve, or of a published
         definition; its run id (the same run_id and input again find the same run).
-        `concurrency_key`, `dedup_id`: as `AsyncEngine.start`'s."""
+        `concurrency_key`, `dedup_id`, `queue`: as `AsyncEngine.start`'s."""
         body: dict[str, Any] = {"workflow": workflow, "input": input}
         if run_id is not None:
             body["run_id"] = run_id
@@ -232,6 +233,8 @@ class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests, UserReques
             body["concurrency_key"] = concurrency_key
         if dedup_id is not None:
             body["dedup_id"] = dedup_id
+        if queue is not None:
+            body["queue"] = queue
         if version is not None:
             body["version"] = version
         answer = await self._request("POST", "/v1/runs", json=body)

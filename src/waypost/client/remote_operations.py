@@ -167,16 +167,23 @@ class OperatorRequests:
         concurrency: int | str | None = oq.KEEP,
         rate: tuple[int, float] | str | None = oq.KEEP,
         key_concurrency: int | str | None = oq.KEEP,
+        worker_concurrency: int | str | None = oq.KEEP,
     ) -> QueueInfo:
         """Set the limits of the tenant's queue `name`: `concurrency` (attempts at once,
         across every engine), `rate` ((N, period): N starts per period seconds); None
         removes a limit, one not given stays. Operator."""
         asked = _checked(
             oq.ConfigureQueue(
-                queue=name, concurrency=concurrency, rate=rate, key_concurrency=key_concurrency
+                queue=name,
+                concurrency=concurrency,
+                rate=rate,
+                key_concurrency=key_concurrency,
+                worker_concurrency=worker_concurrency,
             )
         )
         body: dict[str, Any] = {}
+        if asked.worker_concurrency != oq.KEEP:
+            body["worker_concurrency"] = asked.worker_concurrency
         if asked.key_concurrency != oq.KEEP:
             body["key_concurrency"] = asked.key_concurrency
         if asked.concurrency != oq.KEEP:

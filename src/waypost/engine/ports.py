@@ -100,12 +100,14 @@ class Machinery(Protocol):
         dedup_id: str | None = None,
         history: Sequence[NewEvent] = (),
         processed_seq: int = 0,
+        run_queue: str | None = None,
     ) -> Started:
         """Create a run (or find the same one again) and start processing it; its id and
         whether this call created it. With `signal`, a run that has the id gets the signal
         (whatever its input) instead of being found again, in the same transaction. Over a
         start quota of the tenant: `QuotaExceeded`. `history` follows RunStarted (a fork's
-        copied events), replayed up to `processed_seq`."""
+        copied events), replayed up to `processed_seq`. With `run_queue`, the run is
+        `enqueued` until that workflow queue's limits admit it."""
         ...
 
     def waking(self, commit: RunCommit) -> RunCommit:

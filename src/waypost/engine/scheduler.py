@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from waypost.errors import StoreError
 from waypost.model.logs import logger
+from waypost.model.queues import WORKER_TTL as QUEUES_WORKER_TTL, serves_entry
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE
 from waypost.runtime.registry import Registry
 from waypost.store.base import ClaimedTask, LeaseRenewal, Store, TaskRef, WorkerRecord
@@ -36,7 +37,7 @@ log = logger("waypost.scheduler")
 _BATCH = 256
 _LAPSED_EVERY = 1.0
 _BEAT_EVERY = 1.0
-WORKER_TTL = 6.0
+WORKER_TTL = QUEUES_WORKER_TTL
 """An engine whose heartbeat is older than this (and whose lock, on this host, cannot be
 seen) is taken for dead by engines that kept beating meanwhile (see `liveness.py`)."""
 """A worker whose heartbeat is older than this is taken for gone."""
@@ -83,6 +84,7 @@ class Scheduler:
         self.workflow_queues: frozenset[str] = frozenset()
         self.activity_queues: frozenset[str] = frozenset()
         self.named_queues = False
+        self.served_named: frozenset[str] = frozenset()
         self.processing: dict[tuple[str, str], int] = {}
         # Claimed workflow tasks not yet done: bounded, so one engine does not lease a
         # whole backlog at once (starving its own new runs and other engines).
@@ -132,6 +134,8 @@ class Scheduler:
         # A claim may leave attempts of a named queue behind for its limits: a slot
         # of this engine that frees then tries again rather than waiting for a poll.
         self.named_queues = bool(registry.named_queues())
+        # Announced in the heartbeat: a limited queue's claims share it among its workers.
+        self.served_named = frozenset(serves_entry(q) for q in registry.named_queues())
 
     def start(self) -> None:
         self.refresh_queues()
@@ -164,6 +168,7 @@ class Scheduler:
         self._life.drop(remove=True)
         self.workflow_queues = frozenset()
         self.activity_queues = frozenset()
+        self.served_named = frozenset()
 
     def abandon(self) -> list[asyncio.Task[Any]]:
         """Hand over the loops to be cancelled, without any goodbye to the store.
@@ -309,6 +314,8 @@ class Scheduler:
                         )
                 if owner is None and fired:
                     self._wake.set()
+                if await host.store.admit_enqueued(now):
+                    self._wake.set()  # admitted runs' workflow tasks are ready to claim
                 expired = await host.store.expired_activities(now, _BATCH)
                 for task in expired:
                     self._expire(task, now)
@@ -365,7 +372,9 @@ class Scheduler:
                             worker_id=settings.owner,
                             host=socket.gethostname(),
                             pid=os.getpid(),
-                            queues=sorted(self.workflow_queues | self.activity_queues),
+                            queues=sorted(
+                                self.workflow_queues | self.activity_queues | self.served_named
+                            ),
                             started_at=self._started_at,
                             heartbeat_at=now,
                         )

@@ -85,6 +85,7 @@ class Starts:
         dedup_id: str | None = None,
         history: Sequence[NewEvent] = (),
         processed_seq: int = 0,
+        run_queue: str | None = None,
     ) -> Started:
         """Create a run with its RunStarted event, or find the same run again.
 
@@ -117,6 +118,7 @@ class Starts:
                 dedup_id=dedup_id,
                 history=history,
                 processed_seq=processed_seq,
+                run_queue=run_queue,
             )
 
     async def _start_run(
@@ -135,6 +137,7 @@ class Starts:
         dedup_id: str | None,
         history: Sequence[NewEvent],
         processed_seq: int,
+        run_queue: str | None,
     ) -> Started:
         settings = self.settings
         now = settings.clock()
@@ -156,6 +159,7 @@ class Starts:
             dedup_id=dedup_id,
             quotas=settings.quotas,
             processed_seq=processed_seq,
+            named_queue=run_queue,
         )
         if signal is not None:
             return await self._signal_with_start(new, signal)
@@ -173,7 +177,7 @@ class Starts:
         self.started(tenant, run_id, workflow)
         if result.workflow_fence is not None:
             first = Event(1, _E.RUN_STARTED, started.data, now, run.last_hash, started.encode())
-            preloaded = None if history else (run, [first])
+            preloaded = None if history or run.last_seq != 1 else (run, [first])
             self.spawn(self.process(tenant, run_id, result.workflow_fence, queue, preloaded))
         return Started(run_id, created=True)
 

@@ -179,10 +179,9 @@ class Definitions:
             queue=DEFINITIONS_QUEUE,
             signal=signal,
             priority=req.priority,
-            concurrency_key=req.concurrency_key
-            if isinstance(req, ops.Start | ops.StartRun)
-            else None,
-            dedup_id=req.dedup_id if isinstance(req, ops.Start | ops.StartRun) else None,
+            concurrency_key=req.concurrency_key if isinstance(req, ops.StartFields) else None,
+            dedup_id=req.dedup_id if isinstance(req, ops.StartFields) else None,
+            run_queue=req.queue if isinstance(req, ops.StartFields) else None,
         )
 
     async def bounded(self, tenant: str, what: str, value: Any) -> None:

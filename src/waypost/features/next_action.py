@@ -88,6 +88,12 @@ def next_action(
         )
     if status is RunStatus.PAUSED:
         return _action("paused", "paused: nothing runs until an operator resumes the run")
+    if status is RunStatus.ENQUEUED:
+        return _action(
+            "enqueued",
+            "enqueued: it starts when its workflow queue's limits admit it (a slot frees, "
+            "the rate allows)",
+        )
     for w in waiting:
         if w.get("kind") == "code" and "activity" not in w:
             return _action("no_worker", str(w.get("detail")))

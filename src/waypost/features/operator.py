@@ -86,6 +86,8 @@ class OperatorCommands:
                 return (
                     "it is suspended (its code cannot run); resume it after a fix, or terminate it"
                 )
+            if status is RunStatus.ENQUEUED:
+                return "it is enqueued (nothing of it runs yet); cancel or terminate it"
             return None
 
         await self._change(req.run_id, req.reason, principal, "pause", allowed, change)

@@ -32,7 +32,7 @@ class Queues:
     async def configure(self, req: oq.ConfigureQueue, principal: Principal) -> QueueInfo:
         changes = {
             k: getattr(req, k)
-            for k in ("concurrency", "rate", "key_concurrency")
+            for k in ("concurrency", "rate", "key_concurrency", "worker_concurrency")
             if getattr(req, k) != oq.KEEP
         }
         now = self.machinery.settings.clock()

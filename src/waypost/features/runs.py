@@ -62,6 +62,9 @@ def _dt(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
 
 
+_DIRECT_TRIES = 5  # a cancel that ends a run directly, judged again after a change
+
+
 class Runs:
     """The run operations of one engine."""
 
@@ -111,6 +114,7 @@ class Runs:
             priority=req.priority,
             concurrency_key=concurrency_key(req),
             dedup_id=dedup_id(req),
+            run_queue=run_queue(req, defn.run_queue),
         )
 
     async def signal_with_start(self, req: ops.SignalWithStart, principal: Principal) -> Started:
@@ -172,6 +176,7 @@ class Runs:
             priority=req.priority,
             concurrency_key=concurrency_key(req),
             dedup_id=dedup_id(req),
+            run_queue=run_queue(req),
         )
 
     async def knows_workflow(self, tenant: str, name: str) -> bool:
@@ -218,16 +223,19 @@ class Runs:
         """Ask a run to stop: work not started is dropped, the run ends `cancelled`."""
         m = self.machinery
         tenant, run_id, reason = principal.tenant, req.run_id, req.reason
-        run = await m.store.get_run(tenant, run_id)
-        if run is None:
-            raise run_not_found(run_id, tenant)
-        now = m.settings.clock()
         data: dict[str, Any] = {"reason": reason}
         if m.settings.cancel_grace is not None:
             data["grace"] = m.settings.cancel_grace  # then the run ends, whatever its code does
-        requested = NewEvent(_E.CANCEL_REQUESTED, data, now)
-        if run.status == RunStatus.SUSPENDED:
-            # Suspended code cannot run its cancellation; end the run directly.
+        for _ in range(_DIRECT_TRIES):
+            run = await m.store.get_run(tenant, run_id)
+            if run is None:
+                raise run_not_found(run_id, tenant)
+            now = m.settings.clock()
+            requested = NewEvent(_E.CANCEL_REQUESTED, data, now)
+            # Suspended code cannot run its cancellation, an enqueued run's has not started
+            # (and never will): end the run directly.
+            if run.status not in (RunStatus.SUSPENDED, RunStatus.ENQUEUED):
+                break
             ended = NewEvent(_E.RUN_CANCELLED, {"reason": reason}, now)
             res = await m.commit(
                 RunCommit(
@@ -253,6 +261,7 @@ class Runs:
                 return
             if res.conflict is not Conflict.SEQ:
                 raise run_not_found(run_id, tenant)
+            # Conflict.SEQ: the run changed (a signal, its admission): judge it again.
         # Outstanding approval credentials die with the request, before the code runs.
         await self._external(tenant, run_id, [requested], "cancel", close_approvals="cancelled")
 
@@ -618,9 +627,18 @@ class _ActivityLimits:
 
 def concurrency_key(req: ops.Start | ops.StartRun | ops.SignalWithStart) -> str | None:
     """The run's concurrency key: a start may give one (a queue's per-key limit)."""
-    return req.concurrency_key if isinstance(req, ops.Start | ops.StartRun) else None
+    return req.concurrency_key if isinstance(req, ops.StartFields) else None
 
 
 def dedup_id(req: ops.Start | ops.StartRun | ops.SignalWithStart) -> str | None:
     """The start's deduplication id: while a run with it is unfinished, a start finds it."""
-    return req.dedup_id if isinstance(req, ops.Start | ops.StartRun) else None
+    return req.dedup_id if isinstance(req, ops.StartFields) else None
+
+
+def run_queue(
+    req: ops.Start | ops.StartRun | ops.SignalWithStart, default: str | None = None
+) -> str | None:
+    """The workflow queue the run waits in for admission: the start's, else the workflow's
+    own (None: started at once)."""
+    given = req.queue if isinstance(req, ops.StartFields) else None
+    return given if given is not None else default

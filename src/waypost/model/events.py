@@ -65,6 +65,8 @@ class EventType(StrEnum):
     # handler), and the handler's result or error (a command, at step "u<accepted seq>").
     UPDATE_ACCEPTED = "UpdateAccepted"
     UPDATE_COMPLETED = "UpdateCompleted"
+    # A run started on a workflow queue, admitted by the queue's limits (its code starts).
+    RUN_ADMITTED = "RunAdmitted"
 
 
 # Events that workflow code issues (commands). Replay matches them to the code
@@ -95,6 +97,7 @@ AUDIT_EVENTS = frozenset(
         EventType.RUN_PAUSED,
         EventType.RUN_FORKED,
         EventType.RUN_RETRIED,
+        EventType.RUN_ADMITTED,
     }
 )
 

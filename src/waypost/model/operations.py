@@ -49,6 +49,11 @@ from waypost.model.operations_runs import (
     SearchRuns as SearchRuns,
     check_status,
 )
+from waypost.model.operations_start import (
+    MAX_PRIORITY as MAX_PRIORITY,
+    StartFields as StartFields,
+    check_priority as check_priority,
+)
 from waypost.model.operations_updates import (
     UPDATE_OPERATIONS,
     Query as Query,
@@ -99,24 +104,14 @@ T = TypeVar("T")
 
 # == runs ==============================================================================
 @dataclass(frozen=True)
-class Start(Request[str]):
+class Start(StartFields, Request[str]):
     """Start a run of a workflow (a `@workflow` function or a name); answers its run id."""
 
     roles = frozenset({Role.STARTER, Role.OPERATOR})
     name = "start"
-    workflow: Any
-    input: Any = None
-    run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
-    version: str | int | None = checked(Check.VERSION, default=None)
-    started_by: str | None = checked(Check.ON_BEHALF, what="started_by", default=None)
-    priority: int = 0
-    concurrency_key: str | None = checked(Check.OPTIONAL_ID, what="concurrency_key", default=None)
-    dedup_id: str | None = checked(Check.OPTIONAL_ID, what="dedup_id", default=None)
 
     def checked(self, principal: Principal) -> Request[str]:
-        if isinstance(self.workflow, str):
-            check_id(self.workflow, "workflow")
-        check_priority(self.priority)
+        self.check_start()
         return super().checked(principal)
 
 
@@ -551,25 +546,15 @@ class ResolveCredential(Request[Any]):
 
 # == runs for the HTTP API ==============================================================
 @dataclass(frozen=True)
-class StartRun(Request[Started]):
+class StartRun(StartFields, Request[Started]):
     """`Start`, answering whether this start created the run (`Started`): a start of the
     same run (same run_id, workflow and input) again answers `created=False`."""
 
     roles = frozenset({Role.STARTER, Role.OPERATOR})
     name = "start run"
-    workflow: Any
-    input: Any = None
-    run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
-    version: str | int | None = checked(Check.VERSION, default=None)
-    started_by: str | None = checked(Check.ON_BEHALF, what="started_by", default=None)
-    priority: int = 0
-    concurrency_key: str | None = checked(Check.OPTIONAL_ID, what="concurrency_key", default=None)
-    dedup_id: str | None = checked(Check.OPTIONAL_ID, what="dedup_id", default=None)
 
     def checked(self, principal: Principal) -> Request[Started]:
-        if isinstance(self.workflow, str):
-            check_id(self.workflow, "workflow")
-        check_priority(self.priority)
+        self.check_start()
         return super().checked(principal)
 
 
@@ -600,23 +585,6 @@ class SignalWithStart(Request[Started]):
 
 
 # == quotas and fair scheduling ==========================================================
-MAX_PRIORITY = 1_000
-
-
-def check_priority(priority: Any) -> None:
-    """A run's priority: a whole number from -MAX_PRIORITY to MAX_PRIORITY (higher first)."""
-    if (
-        isinstance(priority, bool)
-        or not isinstance(priority, int)
-        or not -MAX_PRIORITY <= priority <= MAX_PRIORITY
-    ):
-        raise InvalidRequest(
-            f"priority must be a whole number from {-MAX_PRIORITY} to {MAX_PRIORITY}, "
-            f"not {preview(priority)}",
-            field="priority",
-        )
-
-
 @dataclass(frozen=True)
 class GetTenant(Request[Any]):
     """The caller's own tenant (`TenantInfo`): its effective quotas and what it holds now."""

@@ -22,7 +22,9 @@ class ConfigureQueue(Request[QueueInfo]):
     `concurrency`: at most this many attempts of the queue leased at once, across
     every engine; `rate`: at most N attempts started per period seconds, as (N, period);
     `key_concurrency`: at most this many at once of the runs started with one
-    `concurrency_key`.
+    `concurrency_key`; `worker_concurrency`: at most this many attempts held at once by
+    one engine. Runs started on the queue are admitted under the same limits, counted
+    apart from its attempts.
     None removes that limit; `KEEP` (the default) leaves it as it is.
     """
 
@@ -32,6 +34,7 @@ class ConfigureQueue(Request[QueueInfo]):
     concurrency: Any = KEEP
     rate: Any = KEEP
     key_concurrency: Any = KEEP
+    worker_concurrency: Any = KEEP
 
     def checked(self, principal: Principal) -> Request[QueueInfo]:
         done = super().checked(principal)
@@ -44,9 +47,13 @@ class ConfigureQueue(Request[QueueInfo]):
         per_key = self.key_concurrency
         if not (isinstance(per_key, str) and per_key == KEEP):
             changes["key_concurrency"] = check_concurrency(per_key, "key_concurrency")
+        per_worker = self.worker_concurrency
+        if not (isinstance(per_worker, str) and per_worker == KEEP):
+            changes["worker_concurrency"] = check_concurrency(per_worker, "worker_concurrency")
         if not changes:
             raise InvalidRequest(
-                "give a limit to set: concurrency, rate or key_concurrency", field="queue"
+                "give a limit to set: concurrency, rate, key_concurrency or worker_concurrency",
+                field="queue",
             )
         return dataclasses.replace(done, **changes)  # type: ignore[type-var]
 

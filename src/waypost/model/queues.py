@@ -1,5 +1,8 @@
 """Named queues: what an activity's tasks wait in, and the limits a tenant sets on one.
 
+A run started on a queue (a workflow queue) is `enqueued` until the same limits admit it:
+they count the queue's runs admitted and not finished, apart from its attempts.
+
 An activity names its queue (`@activity(queue="payments")`); one that names none waits
 in `DEFAULT_QUEUE`. A queue without a row has no limits. Its row holds, per tenant, at
 most `concurrency` attempts leased at once (across every engine: the claim counts them
@@ -25,6 +28,18 @@ MAX_RATE_PERIOD = 366 * 86400.0  # a year: a longer period is surely a mistake
 MIN_RATE_PERIOD = 0.001
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
+
+WORKER_TTL = 6.0
+"""A worker whose last heartbeat is older than this is taken for gone (its row in
+`workers` no longer counts as serving anything)."""
+SERVES_PREFIX = "named:"
+"""In a worker's heartbeat, `named:<queue>` says it takes attempts of that named queue
+(its other entries are the task queues it claims, which hold no ':'-prefixed name)."""
+
+
+def serves_entry(name: str) -> str:
+    """The heartbeat entry saying a worker takes attempts of named queue `name`."""
+    return f"{SERVES_PREFIX}{name}"
 
 
 def check_queue_name(name: Any, field: str = "queue") -> str:
@@ -108,6 +123,13 @@ class QueueInfo:
     key_concurrency: int | None = None
     """At most this many attempts at once of the runs with one `concurrency_key` (None: no
     limit per key)."""
+    worker_concurrency: int | None = None
+    """At most this many attempts of the queue held at once by one engine (None: no limit
+    per engine)."""
+    runs_enqueued: int = 0
+    """Runs started on the queue (a workflow queue) that wait for admission."""
+    runs_admitted: int = 0
+    """Runs of the queue admitted and not finished: what its concurrency counts."""
     configured: bool = False
     updated_at: datetime | None = None
     updated_by: str | None = None
@@ -118,9 +140,12 @@ class QueueInfo:
             "concurrency": self.concurrency,
             "rate": list(self.rate) if self.rate is not None else None,
             "key_concurrency": self.key_concurrency,
+            "worker_concurrency": self.worker_concurrency,
             "depth": self.depth,
             "running": self.running,
             "oldest_age": self.oldest_age,
+            "runs_enqueued": self.runs_enqueued,
+            "runs_admitted": self.runs_admitted,
             "configured": self.configured,
             "updated_at": self.updated_at.isoformat() if self.updated_at else None,
             "updated_by": self.updated_by,

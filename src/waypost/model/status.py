@@ -6,6 +6,7 @@ from enum import StrEnum
 class RunStatus(StrEnum):
     """Where a run is. The string values are what the store and the API show."""
 
+    ENQUEUED = "enqueued"  # waiting in a workflow queue until its limits admit it
     RUNNING = "running"
     WAITING = "waiting"
     PAUSED = "paused"

@@ -35,6 +35,7 @@ class WorkflowDefn:
     # Exceptions that fail the run (besides waypost.Failure and an uncaught
     # ActivityError); any other exception from the code suspends it as a bug.
     failure_types: tuple[type[BaseException], ...] = ()
+    run_queue: str | None = None  # the workflow queue its runs wait in for admission
 
     @property
     def queue(self) -> str:
@@ -108,6 +109,7 @@ def workflow(
     name: str | None = None,
     version: str = "1",
     failure_types: tuple[type[BaseException], ...] = (),
+    queue: str | None = None,
 ) -> Callable[[F], F]: ...
 def workflow(
     fn: F | None = None,
@@ -116,6 +118,7 @@ def workflow(
     name: str | None = None,
     version: str = "1",
     failure_types: tuple[type[BaseException], ...] = (),
+    queue: str | None = None,
 ) -> F | Callable[[F], F]:
     """Mark `async def f(ctx: WorkflowContext, input)` as a workflow.
 
@@ -127,7 +130,15 @@ def workflow(
     instance of one of `failure_types`; any other (a `KeyError`, a
     `TypeError`...) is a bug and suspends the run until the code is fixed and
     the run resumed.
+
+    `queue`: a start that names no queue puts the run in this workflow queue: it is
+    `enqueued` until the queue's limits (`configure_queue`) admit it.
     """
+    if queue is not None and (not isinstance(queue, str) or not _NAME.fullmatch(queue)):
+        raise ConfigurationError(
+            f"workflow queue {queue!r} is not allowed: use 1-200 letters, digits, '_', '-', "
+            "'.', ':'"
+        )
     for kind in failure_types:
         if not (isinstance(kind, type) and issubclass(kind, BaseException)):
             raise ConfigurationError(
@@ -150,6 +161,7 @@ def workflow(
             result_hint=result,
             takes_input=bool(positional),
             failure_types=tuple(failure_types),
+            run_queue=queue,
         )
         f.__waypost_workflow__ = defn  # type: ignore[attr-defined]
         return f

@@ -110,6 +110,11 @@ class StartBody(_Body):
         description="While a run started with this id has not finished, a start with it "
         "answers that run (200).",
     )
+    queue: str | None = Field(
+        default=None,
+        description="A workflow queue: the run is 'enqueued' until the queue's limits admit "
+        "it (default: the workflow's own queue, if any).",
+    )
 
 
 class SignalBody(_Body):
@@ -244,6 +249,7 @@ async def start(
             priority=body.priority,
             concurrency_key=body.concurrency_key,
             dedup_id=body.dedup_id,
+            queue=body.queue,
         ),
         principal,
     )

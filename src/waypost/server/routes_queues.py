@@ -29,7 +29,12 @@ class QueueBody(BaseModel):
     )
     key_concurrency: Any = Field(
         default=oq.KEEP,
-        description="At most this many attempts at once of the runs with one concurrency key.",
+        description="At most this many attempts (or admitted runs) at once of the runs with "
+        "one concurrency key.",
+    )
+    worker_concurrency: Any = Field(
+        default=oq.KEEP,
+        description="At most this many attempts of the queue held at once by one engine.",
     )
 
 
@@ -59,6 +64,7 @@ async def configure_queue(
         concurrency=body.concurrency,
         rate=body.rate,
         key_concurrency=body.key_concurrency,
+        worker_concurrency=body.worker_concurrency,
     )
     out: dict[str, Any] = (await door(request, request_, principal)).to_json()
     return out

@@ -1,11 +1,10 @@
 """The store Protocol: the domain verbs the engine needs from a database.
 
-Every state change of a run goes through `commit_run`: one atomic
-transaction that appends events (under a sequence check), writes the
-snapshot, and adds or removes the run's tasks and timers. Its conditions
-(the last sequence number, the workflow task's fence, the activity task's
-fence) are what make stale workers and racing engines harmless: a failed
-condition changes nothing and says which one failed.
+Every state change of a run goes through `commit_run`: one atomic transaction that
+appends events (under a sequence check), writes the snapshot, and adds or removes the
+run's tasks and timers. Its conditions (the last sequence number, the workflow task's
+fence, the activity task's fence) are what make stale workers and racing engines
+harmless: a failed condition changes nothing and says which one failed.
 
 Times are seconds since the epoch (floats) everywhere.
 """
@@ -91,6 +90,7 @@ class NewRun:
     quotas: Quotas | None = None
     processed_seq: int = 0  # the last event the code has seen (of a fork's copied history)
     parent: ChildLink | None = None  # a child run's parent run and step, and close policy
+    named_queue: str | None = None  # a workflow queue: the run is enqueued until admitted
 
 
 @dataclass(frozen=True, slots=True)

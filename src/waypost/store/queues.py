@@ -40,6 +40,11 @@ class QueueStore(Protocol):
         """The tenant's queues (configured, or holding attempts), by name; or just `only`."""
         ...
 
+    async def admit_enqueued(self, now: float) -> int:
+        """Admit the enqueued runs that their workflow queues' limits allow now (a refilled
+        rate bucket, a raised limit, a slot freed); how many were admitted."""
+        ...
+
     async def queue_loads(self, now: float) -> list[QueueLoad]:
         """For metrics, across tenants: the tasks each queue holds running (leased), and
         the named queues' depth, running count and oldest due task."""

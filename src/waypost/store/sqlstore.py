@@ -176,6 +176,7 @@ class SqlStore:
     # -- named queues ---------------------------------------------------------------
     configure_queue = write(txn.configure_queue)
     list_queues = read(txn.list_queues)
+    admit_enqueued = write(txn.admit_enqueued)
 
     # -- retention: purged runs -------------------------------------------------------
     purge_runs = write(txn.purge_runs)

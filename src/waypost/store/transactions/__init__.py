@@ -16,6 +16,7 @@ By domain, each module importing only those listed before it:
     children.py       child runs started and ended inside a run's commit (runs.py calls it)
     runs.py           create, commit and read runs; history; a run's tasks; pages
     queues.py         named queues' limits at claim time, and what they hold
+    workflow_queues.py  runs enqueued on a workflow queue, admitted under its limits
     tasks.py          claim and lease tasks, fire due timers, workers
     approvals.py      decide, change approvers, credentials, votes
     directory.py      the built-in groups, and what membership changes do to credentials
@@ -68,6 +69,7 @@ from .retention import (
     purge_runs,
 )
 from .runs import (
+    admit_enqueued,
     commit_run,
     create_run,
     get_run,
@@ -102,6 +104,7 @@ from .webhooks import (
 __all__ = [
     "add_group_members",
     "add_outbox",
+    "admit_enqueued",
     "api_key_to_authenticate",
     "approval_refusals",
     "approval_votes",

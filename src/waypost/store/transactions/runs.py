@@ -40,6 +40,7 @@ from .generations import begin_generation
 from .queues import limited_queues
 from .quotas import activity_room, admit_run, timer_room
 from .records import approval_from_row, event_from_row, run_from_row, sealed, task_from_row
+from .workflow_queues import admit_enqueued_runs, admit_runs
 
 _FINISHED = frozenset(s.value for s in FINISHED)
 
@@ -84,6 +85,8 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
             "concurrency_key": new.concurrency_key,
             "dedup_id": new.dedup_id,
             "processed_seq": new.processed_seq,
+            "status": "enqueued" if new.named_queue is not None else "running",
+            "named_queue": new.named_queue,
         },
     )
     if inserted == 0:
@@ -100,28 +103,47 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
         admit_run(tx, new.tenant, new.quotas, new.ts)
     tx.many("insert_event", _event_rows(tx, new.tenant, new.run_id, events))
     claimed = new.claim_owner is not None
-    fence = 1 if claimed else 0
-    if not claimed:
+    held = new.named_queue is not None  # enqueued: held until its queue admits it
+    fence = 1 if claimed and not held else 0
+    if not claimed and not held:
         tx.notify(TASKS)
     tx.run(
         "insert_workflow_task",
         {
             **key,
             "queue": new.queue or f"{new.workflow}@{new.version}",
-            "state": "leased" if claimed else "ready",
-            "visible_at": new.ts + new.lease if claimed else new.ts,
-            "owner": new.claim_owner,
+            "state": "held" if held else "leased" if claimed else "ready",
+            "visible_at": new.ts + new.lease if claimed and not held else new.ts,
+            "owner": new.claim_owner if not held else None,
             "fence": fence,
             "now": new.ts,
             "priority": new.priority,
         },
     )
+    status = RunStatus.RUNNING.value
+    if new.named_queue is not None:
+        status = RunStatus.ENQUEUED.value
+        if new.run_id in admit_runs(tx, new.tenant, new.named_queue, new.ts, commit_run):
+            status, claimed = RunStatus.RUNNING.value, False
+            if new.claim_owner is not None:
+                leased = tx.one(
+                    "lease_admitted_task",
+                    {
+                        **key,
+                        "owner": new.claim_owner,
+                        "now": new.ts,
+                        "lease_until": new.ts + new.lease,
+                    },
+                )
+                claimed, fence = leased is not None, int(leased["fence"]) if leased else 0
+        else:
+            claimed = False
     run = RunRecord(
         tenant=new.tenant,
         run_id=new.run_id,
         workflow=new.workflow,
         version=new.version,
-        status=RunStatus.RUNNING.value,
+        status=status,
         input=new.input,
         input_json=input_json,
         result=None,
@@ -135,6 +157,8 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
         finished_at=None,
         priority=new.priority,
     )
+    if new.named_queue is not None:  # its admission (if any) appended RunAdmitted
+        run = get_run(tx, new.tenant, new.run_id) or run
     return CreateRunResult(created=True, run=run, workflow_fence=fence if claimed else None)
 
 
@@ -179,6 +203,9 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
 
     status = ""
     snap = c.snapshot
+    # A run of a workflow queue that ends having been admitted frees its slot: the next is
+    # admitted in this commit.
+    ending = tx.one("run_head", key) if snap is not None and snap.finished else None
     if c.expect_seq is not None:
         prev_seq, prev_hash = c.expect_seq, c.expect_hash
         if c.require_active:
@@ -364,6 +391,8 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
         tx.run("delete_run_timers", key)
         tx.run("delete_run_correlations", key)
         run_ended(tx, c, snap, commit_run)
+        if ending is not None and ending["named_queue"] and ending["status"] != "enqueued":
+            admit_runs(tx, c.tenant, ending["named_queue"], now, commit_run)
     if c.continue_as is not None:
         fence_after = begin_generation(tx, c, wt, last_seq, last_hash) or None
 
@@ -387,7 +416,7 @@ def _workflow_task_op(tx: Tx, c: RunCommit, wt: Row | None) -> int | None:
     if op is WorkflowTaskOp.DELETE:
         tx.run("delete_workflow_task", {"tenant": c.tenant, "run_id": c.run_id})
         return None
-    if wt is None:
+    if wt is None or wt["state"] == "held":  # an enqueued run's task waits for admission
         return None
     if op is WorkflowTaskOp.DEFER:
         tx.run(
@@ -578,3 +607,9 @@ def _event_rows(tx: Tx, tenant: str, run_id: str, events: list[Event]) -> list[d
         }
         for ev in events
     ]
+
+
+def admit_enqueued(tx: Tx, now: float) -> int:
+    """The scheduler's pass over the workflow queues with enqueued runs: admit what their
+    limits allow now; how many runs were admitted."""
+    return admit_enqueued_runs(tx, now, commit_run)

@@ -127,7 +127,9 @@ def _claim_fairly(
     queue_rooms: dict[tuple[str, str], tuple[int, int | None]] = {}
     if kind == "activity":
         for tenant, name in limited_queues(tx, tenants):
-            queue_rooms[(tenant, name)] = queue_room(tx, tenant, name, params["now"])
+            queue_rooms[(tenant, name)] = queue_room(
+                tx, tenant, name, params["now"], params["owner"]
+            )
     claimed: list[ClaimedTask] = []
     for i, tenant in enumerate(tenants):
         left = limit - len(claimed)

@@ -61,19 +61,20 @@ LIMIT %(limit)s;
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
                   last_seq, last_hash, processed_seq, created_at, updated_at, priority,
-                  concurrency_key, dedup_id)
-VALUES (%(tenant)s, %(run_id)s, %(workflow)s, %(version)s, 'running', %(input)s, '[]',
+                  concurrency_key, dedup_id, named_queue)
+VALUES (%(tenant)s, %(run_id)s, %(workflow)s, %(version)s, %(status)s, %(input)s, '[]',
         %(last_seq)s, %(last_hash)s, %(processed_seq)s, %(now)s, %(now)s, %(priority)s,
-        %(concurrency_key)s, %(dedup_id)s)
+        %(concurrency_key)s, %(dedup_id)s, %(named_queue)s)
 -- A run of that id, or a run not yet finished with that deduplication id, is there.
 ON CONFLICT DO NOTHING;
 
 -- name: run_by_dedup_id
 SELECT run_id FROM runs
-WHERE tenant = %(tenant)s AND dedup_id = %(dedup_id)s AND status IN ('running', 'waiting', 'paused', 'suspended');
+WHERE tenant = %(tenant)s AND dedup_id = %(dedup_id)s
+  AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended');
 
 -- name: run_head
-SELECT last_seq, last_hash, status, processed_seq FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s
+SELECT last_seq, last_hash, status, processed_seq, named_queue FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s
 FOR UPDATE;
 
 -- name: pending_signals
@@ -706,7 +707,7 @@ WHERE tenant = %(tenant)s;
 -- name: count_active_runs
 -- Counts stop at :limit: a count is needed only up to the quota it is compared with.
 SELECT count(*) AS n FROM (
-    SELECT 1 FROM runs WHERE tenant = %(tenant)s AND status IN ('running', 'waiting', 'paused', 'suspended')
+    SELECT 1 FROM runs WHERE tenant = %(tenant)s AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended')
     LIMIT %(limit)s) counted;
 
 -- name: count_leased_activities
@@ -1107,24 +1108,25 @@ WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s AND paused = 0
 -- These tenants' queues with a limit, by tenant and name (the order their rows are locked in).
 SELECT tenant, name FROM queues
 WHERE tenant IN (SELECT jsonb_array_elements_text(%(tenants)s::jsonb))
-  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL OR key_concurrency IS NOT NULL)
+  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL OR key_concurrency IS NOT NULL
+       OR worker_concurrency IS NOT NULL)
 ORDER BY tenant, name;
 
 -- name: lock_queue
 -- A claim from a limited queue takes its row first, so the claims of every engine count
 -- each other's leases and draw from one bucket.
-SELECT tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
-       updated_by
+SELECT tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count, rate_period,
+       tokens, refilled_at, updated_at, updated_by
 FROM queues WHERE tenant = %(tenant)s AND name = %(name)s FOR UPDATE;
 
 -- name: queue_row
-SELECT tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
-       updated_by
+SELECT tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count, rate_period,
+       tokens, refilled_at, updated_at, updated_by
 FROM queues WHERE tenant = %(tenant)s AND name = %(name)s;
 
 -- name: queue_rows
-SELECT tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
-       updated_by
+SELECT tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count, rate_period,
+       tokens, refilled_at, updated_at, updated_by
 FROM queues WHERE tenant = %(tenant)s ORDER BY name;
 
 -- name: take_queue_tokens
@@ -1132,12 +1134,13 @@ UPDATE queues SET tokens = %(tokens)s, refilled_at = %(refilled_at)s
 WHERE tenant = %(tenant)s AND name = %(name)s;
 
 -- name: upsert_queue
-INSERT INTO queues (tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at,
-                    updated_at, updated_by)
-VALUES (%(tenant)s, %(name)s, %(concurrency)s, %(key_concurrency)s, %(rate_count)s, %(rate_period)s, %(tokens)s, %(refilled_at)s,
-        %(now)s, %(by)s)
+INSERT INTO queues (tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count,
+                    rate_period, tokens, refilled_at, updated_at, updated_by)
+VALUES (%(tenant)s, %(name)s, %(concurrency)s, %(key_concurrency)s, %(worker_concurrency)s, %(rate_count)s,
+        %(rate_period)s, %(tokens)s, %(refilled_at)s, %(now)s, %(by)s)
 ON CONFLICT (tenant, name) DO UPDATE SET
     concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency,
+    worker_concurrency = excluded.worker_concurrency,
     rate_count = excluded.rate_count,
     rate_period = excluded.rate_period, tokens = excluded.tokens,
     refilled_at = excluded.refilled_at, updated_at = excluded.updated_at,
@@ -1157,3 +1160,87 @@ SELECT named_queue AS name,
        min(CASE WHEN state = 'ready' AND visible_at <= %(now)s THEN visible_at END) AS oldest_ready
 FROM tasks WHERE tenant = %(tenant)s AND kind = 'activity'
 GROUP BY named_queue ORDER BY named_queue;
+
+-- name: count_leased_in_queue_by_owner
+-- What one engine holds of a queue (its per-worker limit).
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM tasks WHERE tenant = %(tenant)s AND kind = 'activity' AND named_queue = %(name)s
+      AND state = 'leased' AND owner = %(owner)s
+    LIMIT %(limit)s) counted;
+
+-- == workflow queues ===================================================================
+
+-- name: count_admitted_in_queue
+-- A workflow queue's runs admitted and not finished: what its concurrency counts.
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM runs WHERE tenant = %(tenant)s AND named_queue = %(name)s
+      AND status IN ('running', 'waiting', 'paused', 'suspended')
+    LIMIT %(limit)s) counted;
+
+-- name: enqueued_runs
+-- The next runs of a workflow queue to admit: by priority, then oldest first.
+SELECT run_id FROM runs
+WHERE tenant = %(tenant)s AND named_queue = %(name)s AND status = 'enqueued'
+ORDER BY priority DESC, created_at, run_id
+LIMIT %(limit)s;
+
+-- name: enqueued_runs_by_key
+-- As enqueued_runs, where at most %(per_key)s runs of one concurrency key are admitted at
+-- once: the n-th enqueued run of a key is taken only if n more than the key's admitted
+-- runs stays within %(per_key)s.
+SELECT run_id FROM (
+    SELECT r.run_id, r.priority, r.created_at, r.concurrency_key,
+           row_number() OVER (PARTITION BY r.concurrency_key
+                              ORDER BY r.priority DESC, r.created_at, r.run_id) AS nth
+    FROM runs r
+    WHERE r.tenant = %(tenant)s AND r.named_queue = %(name)s AND r.status = 'enqueued') ranked
+WHERE concurrency_key IS NULL
+   OR nth + (SELECT count(*) FROM runs h
+             WHERE h.tenant = %(tenant)s AND h.named_queue = %(name)s
+               AND h.status IN ('running', 'waiting', 'paused', 'suspended')
+               AND h.concurrency_key = ranked.concurrency_key) <= %(per_key)s
+ORDER BY priority DESC, created_at, run_id
+LIMIT %(limit)s;
+
+-- name: admit_run
+UPDATE runs SET status = 'running', updated_at = %(now)s
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND status = 'enqueued';
+
+-- name: release_held_task
+-- An admitted run's workflow task, held while it was enqueued, is claimable now.
+UPDATE tasks SET state = 'ready', visible_at = %(now)s
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'workflow' AND step = ''
+  AND state = 'held';
+
+-- name: lease_admitted_task
+-- The engine that started a run admitted at once takes its workflow task.
+UPDATE tasks SET state = 'leased', owner = %(owner)s, fence = fence + 1, visible_at = %(lease_until)s,
+                 started_at = %(now)s
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'workflow' AND step = ''
+  AND state = 'ready'
+RETURNING fence;
+
+-- name: queues_with_enqueued
+-- The workflow queues with runs waiting for admission, by tenant and name.
+SELECT DISTINCT tenant, named_queue AS name FROM runs
+WHERE status = 'enqueued' AND named_queue IS NOT NULL
+ORDER BY tenant, name
+LIMIT %(limit)s;
+
+-- name: workflow_queue_usage
+-- What each workflow queue of a tenant holds: runs enqueued and runs admitted.
+SELECT named_queue AS name,
+       sum(CASE WHEN status = 'enqueued' THEN 1 ELSE 0 END) AS depth,
+       sum(CASE WHEN status <> 'enqueued' THEN 1 ELSE 0 END) AS running,
+       min(CASE WHEN status = 'enqueued' THEN created_at END) AS oldest_ready
+FROM runs
+WHERE tenant = %(tenant)s AND named_queue IS NOT NULL
+  AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended')
+GROUP BY named_queue ORDER BY named_queue;
+
+-- name: count_workers_serving
+-- Live workers that take attempts of a named queue (their heartbeat names it).
+SELECT count(*) AS n FROM workers w
+WHERE w.heartbeat_at >= %(since)s
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(w.queues::jsonb) AS e(value)
+              WHERE e.value = %(entry)s);

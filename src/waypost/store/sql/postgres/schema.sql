@@ -25,13 +25,21 @@ CREATE TABLE runs (
     parent_told   integer          NOT NULL DEFAULT 0,
     concurrency_key text,
     dedup_id      text,
+    named_queue   text,
     PRIMARY KEY (tenant, run_id)
 );
 
 -- A start with a deduplication id finds the run not yet finished that has it: at most
 -- one such run per (tenant, id), so of concurrent starts one creates it.
 CREATE UNIQUE INDEX runs_by_dedup_id ON runs (tenant, dedup_id)
-    WHERE dedup_id IS NOT NULL AND status IN ('running', 'waiting', 'paused', 'suspended');
+    WHERE dedup_id IS NOT NULL
+      AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended');
+-- A workflow queue's runs: those admitted (counted) and those enqueued (by priority, then
+-- oldest first).
+CREATE INDEX runs_by_named_queue ON runs (tenant, named_queue, status, priority, created_at)
+    WHERE named_queue IS NOT NULL;
+-- The scheduler's pass finds the queues with enqueued runs, across tenants, in this one.
+CREATE INDEX runs_enqueued ON runs (tenant, named_queue) WHERE status = 'enqueued';
 
 -- Pages of runs, newest first: a keyset on (created_at, run_id) within the tenant,
 -- alone or with one filter.
@@ -388,5 +396,6 @@ CREATE TABLE queues (
     refilled_at double precision NOT NULL,
     updated_at  double precision NOT NULL,
     updated_by  text             NOT NULL,
+    worker_concurrency integer,
     PRIMARY KEY (tenant, name)
 );

@@ -59,19 +59,20 @@ LIMIT :limit;
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
                   last_seq, last_hash, processed_seq, created_at, updated_at, priority,
-                  concurrency_key, dedup_id)
-VALUES (:tenant, :run_id, :workflow, :version, 'running', :input, '[]',
+                  concurrency_key, dedup_id, named_queue)
+VALUES (:tenant, :run_id, :workflow, :version, :status, :input, '[]',
         :last_seq, :last_hash, :processed_seq, :now, :now, :priority,
-        :concurrency_key, :dedup_id)
+        :concurrency_key, :dedup_id, :named_queue)
 -- A run of that id, or a run not yet finished with that deduplication id, is there.
 ON CONFLICT DO NOTHING;
 
 -- name: run_by_dedup_id
 SELECT run_id FROM runs
-WHERE tenant = :tenant AND dedup_id = :dedup_id AND status IN ('running', 'waiting', 'paused', 'suspended');
+WHERE tenant = :tenant AND dedup_id = :dedup_id
+  AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended');
 
 -- name: run_head
-SELECT last_seq, last_hash, status, processed_seq FROM runs WHERE tenant = :tenant AND run_id = :run_id;
+SELECT last_seq, last_hash, status, processed_seq, named_queue FROM runs WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: pending_signals
 SELECT count(*) AS pending FROM events
@@ -695,7 +696,7 @@ WHERE tenant = :tenant;
 -- name: count_active_runs
 -- Counts stop at :limit: a count is needed only up to the quota it is compared with.
 SELECT count(*) AS n FROM (
-    SELECT 1 FROM runs WHERE tenant = :tenant AND status IN ('running', 'waiting', 'paused', 'suspended')
+    SELECT 1 FROM runs WHERE tenant = :tenant AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended')
     LIMIT :limit) counted;
 
 -- name: count_leased_activities
@@ -1095,24 +1096,25 @@ WHERE tenant = :tenant AND schedule_id = :schedule_id AND paused = 0
 -- These tenants' queues with a limit, by tenant and name (the order their rows are locked in).
 SELECT tenant, name FROM queues
 WHERE tenant IN (SELECT value FROM json_each(:tenants))
-  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL OR key_concurrency IS NOT NULL)
+  AND (concurrency IS NOT NULL OR rate_count IS NOT NULL OR key_concurrency IS NOT NULL
+       OR worker_concurrency IS NOT NULL)
 ORDER BY tenant, name;
 
 -- name: lock_queue
 -- A claim from a limited queue takes its row first, so the claims of every engine count
 -- each other's leases and draw from one bucket.
-SELECT tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
-       updated_by
+SELECT tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count, rate_period,
+       tokens, refilled_at, updated_at, updated_by
 FROM queues WHERE tenant = :tenant AND name = :name;
 
 -- name: queue_row
-SELECT tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
-       updated_by
+SELECT tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count, rate_period,
+       tokens, refilled_at, updated_at, updated_by
 FROM queues WHERE tenant = :tenant AND name = :name;
 
 -- name: queue_rows
-SELECT tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at, updated_at,
-       updated_by
+SELECT tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count, rate_period,
+       tokens, refilled_at, updated_at, updated_by
 FROM queues WHERE tenant = :tenant ORDER BY name;
 
 -- name: take_queue_tokens
@@ -1120,12 +1122,13 @@ UPDATE queues SET tokens = :tokens, refilled_at = :refilled_at
 WHERE tenant = :tenant AND name = :name;
 
 -- name: upsert_queue
-INSERT INTO queues (tenant, name, concurrency, key_concurrency, rate_count, rate_period, tokens, refilled_at,
-                    updated_at, updated_by)
-VALUES (:tenant, :name, :concurrency, :key_concurrency, :rate_count, :rate_period, :tokens, :refilled_at,
-        :now, :by)
+INSERT INTO queues (tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count,
+                    rate_period, tokens, refilled_at, updated_at, updated_by)
+VALUES (:tenant, :name, :concurrency, :key_concurrency, :worker_concurrency, :rate_count,
+        :rate_period, :tokens, :refilled_at, :now, :by)
 ON CONFLICT (tenant, name) DO UPDATE SET
     concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency,
+    worker_concurrency = excluded.worker_concurrency,
     rate_count = excluded.rate_count,
     rate_period = excluded.rate_period, tokens = excluded.tokens,
     refilled_at = excluded.refilled_at, updated_at = excluded.updated_at,
@@ -1145,3 +1148,87 @@ SELECT named_queue AS name,
        min(CASE WHEN state = 'ready' AND visible_at <= :now THEN visible_at END) AS oldest_ready
 FROM tasks WHERE tenant = :tenant AND kind = 'activity'
 GROUP BY named_queue ORDER BY named_queue;
+
+-- name: count_leased_in_queue_by_owner
+-- What one engine holds of a queue (its per-worker limit).
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM tasks WHERE tenant = :tenant AND kind = 'activity' AND named_queue = :name
+      AND state = 'leased' AND owner = :owner
+    LIMIT :limit) counted;
+
+-- == workflow queues ===================================================================
+
+-- name: count_admitted_in_queue
+-- A workflow queue's runs admitted and not finished: what its concurrency counts.
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM runs WHERE tenant = :tenant AND named_queue = :name
+      AND status IN ('running', 'waiting', 'paused', 'suspended')
+    LIMIT :limit) counted;
+
+-- name: enqueued_runs
+-- The next runs of a workflow queue to admit: by priority, then oldest first.
+SELECT run_id FROM runs
+WHERE tenant = :tenant AND named_queue = :name AND status = 'enqueued'
+ORDER BY priority DESC, created_at, run_id
+LIMIT :limit;
+
+-- name: enqueued_runs_by_key
+-- As enqueued_runs, where at most :per_key runs of one concurrency key are admitted at
+-- once: the n-th enqueued run of a key is taken only if n more than the key's admitted
+-- runs stays within :per_key.
+SELECT run_id FROM (
+    SELECT r.run_id, r.priority, r.created_at, r.concurrency_key,
+           row_number() OVER (PARTITION BY r.concurrency_key
+                              ORDER BY r.priority DESC, r.created_at, r.run_id) AS nth
+    FROM runs r
+    WHERE r.tenant = :tenant AND r.named_queue = :name AND r.status = 'enqueued') ranked
+WHERE concurrency_key IS NULL
+   OR nth + (SELECT count(*) FROM runs h
+             WHERE h.tenant = :tenant AND h.named_queue = :name
+               AND h.status IN ('running', 'waiting', 'paused', 'suspended')
+               AND h.concurrency_key = ranked.concurrency_key) <= :per_key
+ORDER BY priority DESC, created_at, run_id
+LIMIT :limit;
+
+-- name: admit_run
+UPDATE runs SET status = 'running', updated_at = :now
+WHERE tenant = :tenant AND run_id = :run_id AND status = 'enqueued';
+
+-- name: release_held_task
+-- An admitted run's workflow task, held while it was enqueued, is claimable now.
+UPDATE tasks SET state = 'ready', visible_at = :now
+WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = ''
+  AND state = 'held';
+
+-- name: lease_admitted_task
+-- The engine that started a run admitted at once takes its workflow task.
+UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, visible_at = :lease_until,
+                 started_at = :now
+WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = ''
+  AND state = 'ready'
+RETURNING fence;
+
+-- name: queues_with_enqueued
+-- The workflow queues with runs waiting for admission, by tenant and name.
+-- (SQLite's planner, without statistics, would scan every queued run ever started.)
+SELECT DISTINCT tenant, named_queue AS name FROM runs INDEXED BY runs_enqueued
+WHERE status = 'enqueued' AND named_queue IS NOT NULL
+ORDER BY tenant, name
+LIMIT :limit;
+
+-- name: workflow_queue_usage
+-- What each workflow queue of a tenant holds: runs enqueued and runs admitted.
+SELECT named_queue AS name,
+       sum(CASE WHEN status = 'enqueued' THEN 1 ELSE 0 END) AS depth,
+       sum(CASE WHEN status <> 'enqueued' THEN 1 ELSE 0 END) AS running,
+       min(CASE WHEN status = 'enqueued' THEN created_at END) AS oldest_ready
+FROM runs
+WHERE tenant = :tenant AND named_queue IS NOT NULL
+  AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended')
+GROUP BY named_queue ORDER BY named_queue;
+
+-- name: count_workers_serving
+-- Live workers that take attempts of a named queue (their heartbeat names it).
+SELECT count(*) AS n FROM workers w
+WHERE w.heartbeat_at >= :since
+  AND EXISTS (SELECT 1 FROM json_each(w.queues) WHERE value = :entry);

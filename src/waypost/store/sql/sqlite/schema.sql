@@ -24,13 +24,21 @@ CREATE TABLE runs (
     parent_told   INTEGER NOT NULL DEFAULT 0,
     concurrency_key TEXT,
     dedup_id      TEXT,
+    named_queue   TEXT,
     PRIMARY KEY (tenant, run_id)
 ) WITHOUT ROWID;
 
 -- A start with a deduplication id finds the run not yet finished that has it: at most
 -- one such run per (tenant, id), so of concurrent starts one creates it.
 CREATE UNIQUE INDEX runs_by_dedup_id ON runs (tenant, dedup_id)
-    WHERE dedup_id IS NOT NULL AND status IN ('running', 'waiting', 'paused', 'suspended');
+    WHERE dedup_id IS NOT NULL
+      AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended');
+-- A workflow queue's runs: those admitted (counted) and those enqueued (by priority, then
+-- oldest first).
+CREATE INDEX runs_by_named_queue ON runs (tenant, named_queue, status, priority, created_at)
+    WHERE named_queue IS NOT NULL;
+-- The scheduler's pass finds the queues with enqueued runs, across tenants, in this one.
+CREATE INDEX runs_enqueued ON runs (tenant, named_queue) WHERE status = 'enqueued';
 
 -- Pages of runs, newest first: a keyset on (created_at, run_id) within the tenant,
 -- alone or with one filter.
@@ -387,5 +395,6 @@ CREATE TABLE queues (
     refilled_at REAL    NOT NULL,
     updated_at  REAL    NOT NULL,
     updated_by  TEXT    NOT NULL,
+    worker_concurrency INTEGER,
     PRIMARY KEY (tenant, name)
 ) WITHOUT ROWID;
