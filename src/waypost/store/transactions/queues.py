@@ -36,6 +36,13 @@ def limited_queues(tx: Tx, tenants: Iterable[str]) -> list[tuple[str, str]]:
     return sorted((r["tenant"], r["name"]) for r in rows)
 
 
+def limits_read_with(row: Row) -> list[str]:
+    """The tenant's queues with a limit, as `workflow_task_and_limits` read them with the
+    run's workflow task (the names of `limited_queues`, one round trip fewer)."""
+    names = json.loads(row["limited_queues"])
+    return [str(name) for name in names]
+
+
 def queue_room(
     tx: Tx, tenant: str, name: str, now: float, owner: str | None = None
 ) -> tuple[int, int | None]:

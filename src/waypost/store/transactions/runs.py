@@ -37,7 +37,7 @@ from ..tx import TASKS, TIMERS, Abort, Row, Tx
 from .approval_rows import close_approval, escalate_approval, insert_approval
 from .children import run_ended, start_children
 from .generations import begin_generation
-from .queues import limited_queues
+from .queues import limited_queues, limits_read_with
 from .quotas import activity_room, admit_run, timer_room
 from .records import approval_from_row, event_from_row, run_from_row, sealed, task_from_row
 from .workflow_queues import admit_enqueued_runs, admit_runs
@@ -196,8 +196,11 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
         WorkflowTaskOp.IDLE,
         WorkflowTaskOp.DEFER,
     )
+    # Leasing an attempt needs the tenant's limited queues: read with the task, one
+    # round trip fewer for each step on PostgreSQL.
+    leasing = any(na.owner for na in c.new_activities)
     if needs_task:
-        wt = tx.one("workflow_task", key)
+        wt = tx.one("workflow_task_and_limits" if leasing else "workflow_task", key)
         if c.workflow_fence is not None and (wt is None or wt["fence"] != c.workflow_fence):
             raise Abort(CommitResult(Conflict.WORKFLOW_FENCE))
 
@@ -298,7 +301,8 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
     if c.max_concurrent_activities is not None and any(na.owner for na in c.new_activities):
         room = activity_room(tx, c.tenant, c.max_concurrent_activities, now)
     queued: list[str] = []
-    limited: list[str] | None = None  # the tenant's queues with a limit, read when needed
+    # The tenant's queues with a limit, read when needed (with the workflow task if any).
+    limited = limits_read_with(wt) if leasing and wt is not None else None
     for na in c.new_activities:
         leased = na.owner is not None
         named = activity_queue(na.spec)

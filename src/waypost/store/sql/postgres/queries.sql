@@ -116,6 +116,19 @@ SELECT state, visible_at, owner, fence, queue, lapses FROM tasks
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'workflow' AND step = ''
 FOR UPDATE;
 
+-- name: workflow_task_and_limits
+-- `workflow_task` (the row locked) and, in the same round trip, the names of the run's
+-- tenant's queues with a limit (what `limited_queues` reads), as a JSON array.
+SELECT state, visible_at, owner, fence, queue, lapses,
+       (SELECT COALESCE(json_agg(q.name ORDER BY q.name), '[]')::text FROM queues q
+        WHERE q.tenant = %(tenant)s
+          AND (q.concurrency IS NOT NULL OR q.rate_count IS NOT NULL
+               OR q.key_concurrency IS NOT NULL
+               OR q.worker_concurrency IS NOT NULL)) AS limited_queues
+FROM tasks
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'workflow' AND step = ''
+FOR UPDATE OF tasks;
+
 -- name: set_workflow_task
 UPDATE tasks SET state = %(state)s, visible_at = %(visible_at)s, owner = %(owner)s, fence = %(fence)s,
                  lapses = %(lapses)s

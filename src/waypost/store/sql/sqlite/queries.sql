@@ -112,6 +112,20 @@ VALUES (:tenant, :run_id, 'workflow', '', :queue, :state, :visible_at, :owner, :
 SELECT state, visible_at, owner, fence, queue, lapses FROM tasks
 WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
 
+-- name: workflow_task_and_limits
+-- `workflow_task` and the names of the run's tenant's queues with a limit (what
+-- `limited_queues` reads), as a JSON array.
+SELECT state, visible_at, owner, fence, queue, lapses,
+       (SELECT COALESCE(json_group_array(name), '[]') FROM
+          (SELECT q.name FROM queues q
+           WHERE q.tenant = :tenant
+             AND (q.concurrency IS NOT NULL OR q.rate_count IS NOT NULL
+                  OR q.key_concurrency IS NOT NULL
+                  OR q.worker_concurrency IS NOT NULL)
+           ORDER BY q.name)) AS limited_queues
+FROM tasks
+WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
+
 -- name: set_workflow_task
 UPDATE tasks SET state = :state, visible_at = :visible_at, owner = :owner, fence = :fence,
                  lapses = :lapses
