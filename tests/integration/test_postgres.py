@@ -177,8 +177,7 @@ def test_a_session_frozen_inside_a_transaction_is_ended_by_the_server(
         store = PostgresStore(fresh_postgres)
         await store.open()
         try:
-            assert store._pool is not None
-            with store._pool.connection() as conn:
+            with store._lanes["main"].pool.connection() as conn:
                 return conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
         finally:
             await store.close()
@@ -260,3 +259,58 @@ def _schemas(url: str) -> set[str]:
 @wp.workflow(name="pg_echo")
 async def _echo(ctx: wp.WorkflowContext, text: str) -> str:
     return text
+
+
+# == lanes: housekeeping never queues behind the engine's own load ==========================
+
+
+def test_renewals_and_timers_go_on_while_every_main_connection_is_held(
+    fresh_postgres: str,
+) -> None:
+    """A lease renewal, a heartbeat and the timer loop's work have connections of their
+    own: with every thread and connection of the main lane held inside a transaction,
+    they still answer, and a request of the main lane still waits."""
+    from waypost.model.events import EventType, NewEvent
+    from waypost.store.base import LeaseRenewal, NewRun, TaskRef, WorkerRecord
+    from waypost.store.tx import Tx
+
+    t0 = 1_700_000_000.0
+    gate = threading.Event()
+    holding = threading.Semaphore(0)
+
+    def hold(tx: Tx) -> None:
+        tx.one("next_timer_at", {})  # inside a transaction, on a main connection
+        holding.release()
+        gate.wait(30)
+
+    async def scenario() -> None:
+        store = PostgresStore(f"{fresh_postgres}?pool_size=2")
+        await store.open()
+        held: list[asyncio.Future[Any]] = []
+        try:
+            started = NewEvent(EventType.RUN_STARTED, {"workflow": "wf"}, t0)
+            await store.create_run(NewRun("default", "r1", "wf", "1", None, t0, started))
+            (task,) = await store.claim_tasks("w1", ["wf@1"], [], 10, 0, 2.0, t0)
+            held = [asyncio.ensure_future(store._write(hold)) for _ in range(2)]
+            for _ in range(2):
+                assert await asyncio.to_thread(holding.acquire, True, 10)
+            # The main lane is full: one more request of it waits.
+            waiting = asyncio.ensure_future(store.get_run("default", "r1"))
+            ref = TaskRef("default", "r1", "workflow", "", task.fence)
+            (state,) = await asyncio.wait_for(
+                store.renew_leases("w1", [LeaseRenewal(ref)], 2.0, t0 + 1), 10
+            )
+            assert state.held
+            worker = WorkerRecord("w1", "host", 1, ["wf@1"], t0, t0 + 1)
+            await asyncio.wait_for(store.beat_worker(worker), 10)
+            assert await asyncio.wait_for(store.fire_due_timers(t0, 16, None, [], 2.0), 10) == []
+            assert await asyncio.wait_for(store.next_timer_at(), 10) is None
+            assert not waiting.done()
+            gate.set()
+            assert (await asyncio.wait_for(waiting, 10)) is not None
+        finally:
+            gate.set()
+            await asyncio.gather(*held, return_exceptions=True)
+            await store.close()
+
+    asyncio.run(scenario())

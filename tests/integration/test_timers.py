@@ -250,3 +250,42 @@ def test_timers_of_many_runs_all_fire(make_engine: Any) -> None:
             assert got["after"] - got["before"] >= 0.2
     for h in handles:
         assert len(of_type(engine.history(h.run_id), "TimerFired")) == 1
+
+
+@wp.workflow(name="timer_nap_until")
+async def nap_until(ctx: wp.WorkflowContext, at: float) -> None:
+    await ctx.sleep(at - ctx.now().timestamp())
+
+
+def test_a_timer_set_while_the_timer_loop_sleeps_long_fires_on_time(make_engine: Any) -> None:
+    """The timer loop sleeps until the next due timer (here one due in a minute, with
+    polls 30 s apart); a timer set meanwhile, due sooner, wakes it."""
+    engine = make_engine(napper, poll_interval=30.0)
+    with engine.running():
+        far = engine.start(napper, 60.0)
+        eventually(lambda: bool(engine.get(far.run_id).waiting_for), timeout=10)
+        near = engine.start(napper, 0.3)
+        near.result(timeout=20)
+    history = engine.history(near.run_id)
+    (started,) = of_type(history, "TimerStarted")
+    (fired,) = of_type(history, "TimerFired")
+    # Seconds at most on a loaded machine; without the wake-up, a minute.
+    assert 0.0 <= fired.ts - started.data["fire_at"] < 5.0
+
+
+def test_a_burst_of_timers_due_at_one_moment_fires_each_once(make_engine: Any) -> None:
+    """More timers due at once than one firing transaction takes: they fire in several
+    transactions (at once, on PostgreSQL), each exactly once, none early."""
+    engine = make_engine(nap_until)
+    label = uuid.uuid4().hex[:8]
+    with engine.running():
+        at = time.time() + 5.0
+        handles = [engine.start(nap_until, at, run_id=f"{label}-{i}") for i in range(100)]
+        for h in handles:
+            h.result(timeout=60)
+    for h in handles:
+        history = engine.history(h.run_id)
+        (started,) = of_type(history, "TimerStarted")
+        (fired,) = of_type(history, "TimerFired")
+        assert fired.ts >= started.data["fire_at"]
+        assert verify_chain(history) == []

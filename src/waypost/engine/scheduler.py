@@ -35,6 +35,11 @@ from .worker import Worker
 log = logger("waypost.scheduler")
 
 _BATCH = 256
+# Timers fire in transactions of at most _FIRE_BATCH, up to _FIRING of them at once: a
+# burst of due timers then lands in pieces as each commits, rather than all at the end
+# of one long transaction (on PostgreSQL a timer costs several round trips).
+_FIRE_BATCH = 16
+_FIRING = 4
 _LAPSED_EVERY = 1.0
 _BEAT_EVERY = 1.0
 WORKER_TTL = QUEUES_WORKER_TTL
@@ -290,18 +295,58 @@ class Scheduler:
 
     async def _timer_loop(self) -> None:
         host, settings = self.host, self.settings
+        firing = 1  # fire transactions at once: doubles while they come back full
         while True:
             self._timer_wake.clear()
             now = settings.clock()
             try:
-                # At the cap, fired timers only wake their runs; the poller claims them
-                # as capacity frees up.
-                owner = settings.owner if self.workflows_free() > 0 else None
-                fired = await host.store.fire_due_timers(
-                    now, _BATCH, owner, sorted(self.workflow_queues), settings.lease
-                )
+                fired, full = await self._fire_due(now, firing)
+                firing = min(_FIRING, firing * 2) if full else max(1, firing // 2)
                 if fired:
                     settings.faults.hit("timers:fired")
+                if await host.store.admit_enqueued(now):
+                    self._wake.set()  # admitted runs' workflow tasks are ready to claim
+                expired = await host.store.expired_activities(now, _BATCH)
+                for task in expired:
+                    self._expire(task, now)
+                if full or len(expired) == _BATCH:
+                    continue
+                next_at = await host.store.next_timer_at()
+            except StoreError as exc:
+                log.warning("the timer loop failed (will retry): %s", exc)
+                next_at = None
+            wait = settings.poll_interval
+            if next_at is not None:
+                wait = min(wait, max(0.0, next_at - settings.clock()))
+            await self._sleep(self._timer_wake, wait)
+
+    async def _fire_due(self, now: float, firing: int) -> tuple[int, bool]:
+        """Fire the timers due at `now` in `firing` transactions at once, each of at most
+        `_FIRE_BATCH` timers (on PostgreSQL each takes other timers, `SKIP LOCKED`), and
+        start their runs as each transaction lands. Returns how many fired, and whether a
+        transaction came back full (more may be due)."""
+        host, settings = self.host, self.settings
+        # At the cap, fired timers only wake their runs; the poller claims them
+        # as capacity frees up.
+        owner = settings.owner if self.workflows_free() > 0 else None
+        queues = sorted(self.workflow_queues)
+        count, full = 0, False
+        batches = [
+            asyncio.ensure_future(
+                host.store.fire_due_timers(now, _FIRE_BATCH, owner, queues, settings.lease)
+            )
+            for _ in range(firing)
+        ]
+        error: StoreError | None = None
+        try:
+            for batch in asyncio.as_completed(batches):
+                try:
+                    fired = await batch
+                except StoreError as exc:
+                    error = error or exc  # the others may have landed: start their runs
+                    continue
+                count += len(fired)
+                full = full or len(fired) == _FIRE_BATCH
                 for timer in fired:
                     settings.observer.timer_fired(now - timer.due)
                     if timer.workflow_fence is not None:
@@ -312,23 +357,17 @@ class Scheduler:
                                 )
                             )
                         )
-                if owner is None and fired:
-                    self._wake.set()
-                if await host.store.admit_enqueued(now):
-                    self._wake.set()  # admitted runs' workflow tasks are ready to claim
-                expired = await host.store.expired_activities(now, _BATCH)
-                for task in expired:
-                    self._expire(task, now)
-                if len(fired) == _BATCH or len(expired) == _BATCH:
-                    continue
-                next_at = await host.store.next_timer_at()
-            except StoreError as exc:
-                log.warning("the timer loop failed (will retry): %s", exc)
-                next_at = None
-            wait = settings.poll_interval
-            if next_at is not None:
-                wait = min(wait, max(0.0, next_at - settings.clock()))
-            await self._sleep(self._timer_wake, wait)
+        finally:
+            for batch in batches:
+                batch.cancel()  # only when this loop itself is cancelled (a stop)
+            await asyncio.gather(*batches, return_exceptions=True)
+        if error is not None and not count:
+            raise error
+        if error is not None:
+            log.warning("firing timers failed in part (will retry): %s", error)
+        if owner is None and count:
+            self._wake.set()
+        return count, full
 
     def _expire(self, task: ClaimedTask, now: float) -> None:
         host = self.host

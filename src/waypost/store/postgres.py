@@ -14,12 +14,20 @@ set, within milliseconds; polling stays on as the fallback, so a lost
 notification only delays work. A broken connection (a restart of the server)
 surfaces as a `StoreError` for the request that hit it; the pool checks
 connections before handing them out and reconnects on its own.
+
+Requests run in lanes, each with its own threads and connections, so that the
+engine's housekeeping never queues behind its own load: lease renewals and
+heartbeats (the `liveness` lane, one connection) and the timer loop's firing and
+look-ups (the `timers` lane) do not wait for the claims and commits of the
+`main` lane, however many of those are queued (docs/decisions/0024).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import random
 import re
 import threading
@@ -36,6 +44,7 @@ from waypost.model.encryption import Keys
 from waypost.model.identity import preview
 from waypost.model.logs import logger
 
+from . import transactions as txn
 from .sqlfile import load_migrations, load_queries
 from .sqlstore import SqlStore
 from .tx import Abort, Tx
@@ -60,6 +69,19 @@ TRANSIENT_ERRORS = (psycopg.errors.DeadlockDetected, psycopg.errors.Serializatio
 TRANSIENT_TRIES = 5
 
 _INT_OPTIONS = {"pool_size": 10}
+# The lanes besides `main` (whose size is the URL's pool_size): name -> connections.
+LANES = {"liveness": 1, "timers": 4}
+# The transactions that run in a lane of their own rather than in `main`.
+LANE_OF: dict[Callable[..., Any], str] = {
+    txn.renew_leases: "liveness",
+    txn.beat_worker: "liveness",
+    txn.live_workers: "liveness",
+    txn.release_owner: "liveness",
+    txn.fire_due_timers: "timers",
+    txn.next_timer_at: "timers",
+    txn.expired_activities: "timers",
+    txn.admit_enqueued: "timers",
+}
 DEFAULT_SCHEMA = "waypost"
 # Lower-case letters, digits and underscores, so the name needs no quoting anywhere;
 # short enough that the notification channel derived from it fits PostgreSQL's 63 bytes.
@@ -179,6 +201,14 @@ class PostgresTx(Tx):
         return None
 
 
+@dataclasses.dataclass
+class _Lane:
+    """Threads and connections of their own for one kind of request."""
+
+    pool: ConnectionPool[psycopg.Connection[Any]]
+    threads: ThreadPoolExecutor | None
+
+
 class PostgresStore(SqlStore):
     """The `Store` for a PostgreSQL database."""
 
@@ -192,47 +222,56 @@ class PostgresStore(SqlStore):
         self.channel = channel_for(self.schema)
         self._connect_options = _session_options(self.conninfo, self.schema)
         self.queries = load_queries("postgres")
-        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
-        self._threads: ThreadPoolExecutor | None = None
+        self._lanes: dict[str, _Lane] = {}
         self._lock = threading.Lock()
         self._transactions = 0
 
     # -- lifecycle ----------------------------------------------------------
     async def open(self) -> None:
-        if self._pool is not None:
+        if self._lanes:
             return
         await asyncio.to_thread(self._migrate)
-        idle = _IdleCheck()
-        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            self.conninfo,
-            min_size=1,
-            max_size=self.pool_size,
-            open=False,
-            check=idle.check,
-            reset=idle.mark_used,
-            name="waypost",
-            reconnect_timeout=24 * 3600,
-            kwargs=self._connect_options,
-        )
+        sizes = {"main": self.pool_size, **LANES}
+        lanes: dict[str, _Lane] = {}
         try:
-            await asyncio.to_thread(pool.open, True, 30.0)
+            for name, size in sizes.items():
+                lane = _Lane(self._new_pool(name, size), None)
+                lanes[name] = lane
+                # `main` connects now, so a wrong URL fails here; the others on first use.
+                await asyncio.to_thread(lane.pool.open, name == "main", 30.0)
         except (psycopg.Error, PoolTimeout) as exc:
-            await asyncio.to_thread(pool.close)
+            for lane in lanes.values():
+                await asyncio.to_thread(lane.pool.close)
             raise StoreError(
                 f"cannot connect to PostgreSQL at {self._where()}: {self._safe(exc)}"
             ) from exc
-        self._pool = pool
-        self._threads = ThreadPoolExecutor(
-            max_workers=self.pool_size, thread_name_prefix="waypost-pg"
+        for name, lane in lanes.items():
+            lane.threads = ThreadPoolExecutor(
+                max_workers=sizes[name], thread_name_prefix=f"waypost-pg-{name}"
+            )
+        self._lanes = lanes
+
+    def _new_pool(self, name: str, size: int) -> ConnectionPool[psycopg.Connection[Any]]:
+        idle = _IdleCheck()
+        return ConnectionPool(
+            self.conninfo,
+            min_size=1 if name == "main" else 0,
+            max_size=size,
+            open=False,
+            check=idle.check,
+            reset=idle.mark_used,
+            name=f"waypost-{name}",
+            reconnect_timeout=24 * 3600,
+            kwargs=self._connect_options,
         )
 
     async def close(self) -> None:
-        threads, self._threads = self._threads, None
-        if threads is not None:
-            await asyncio.to_thread(threads.shutdown, True)
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await asyncio.to_thread(pool.close)
+        lanes, self._lanes = self._lanes, {}
+        for lane in lanes.values():
+            if lane.threads is not None:
+                await asyncio.to_thread(lane.threads.shutdown, True)
+        for lane in lanes.values():
+            await asyncio.to_thread(lane.pool.close)
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.url)!r})"
@@ -267,13 +306,15 @@ class PostgresStore(SqlStore):
         raise StoreError("PostgreSQL schema migration kept colliding with another process")
 
     # -- plumbing -----------------------------------------------------------
-    def _run(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T:
+    def _run(
+        self, pool: ConnectionPool[Any], fn: Callable[..., T], args: tuple[Any, ...], read: bool
+    ) -> T:
         """Run `fn` in one transaction. A transaction PostgreSQL chose as a deadlock's
         victim, or failed for serialization, was rolled back whole, so it runs again
         (a few times, a little later each time) before the error reaches the caller."""
         for attempt in range(TRANSIENT_TRIES):
             try:
-                return self._run_once(fn, args, read)
+                return self._run_once(pool, fn, args, read)
             except StoreError as exc:
                 transient = isinstance(exc.__cause__, TRANSIENT_ERRORS)
                 if not transient or attempt == TRANSIENT_TRIES - 1:
@@ -281,10 +322,9 @@ class PostgresStore(SqlStore):
                 time.sleep(0.01 * (attempt + 1) * (1 + random.random()))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _run_once(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T:
-        pool = self._pool
-        if pool is None:
-            raise StoreError("the store is not open")
+    def _run_once(
+        self, pool: ConnectionPool[Any], fn: Callable[..., T], args: tuple[Any, ...], read: bool
+    ) -> T:
         try:
             with pool.connection() as conn:
                 tx = PostgresTx(conn, self.queries, self.chain, self.channel, keys=self.keys)
@@ -304,21 +344,25 @@ class PostgresStore(SqlStore):
         except PoolTimeout as exc:
             raise StoreError(f"no PostgreSQL connection available: {self._safe(exc)}") from exc
 
-    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
-        threads = self._threads
-        if threads is None:
+    async def _in_lane(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T:
+        """Run `fn` on the threads and connections of its lane (`LANE_OF`, else main)."""
+        key = fn.func if isinstance(fn, functools.partial) else fn
+        lane = self._lanes.get(LANE_OF.get(key, "main"))
+        if lane is None or lane.threads is None:
             raise StoreError("the store is not open")
-        return await asyncio.get_running_loop().run_in_executor(threads, self._run, fn, args, False)
+        return await asyncio.get_running_loop().run_in_executor(
+            lane.threads, self._run, lane.pool, fn, args, read
+        )
+
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._in_lane(fn, args, False)
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        threads = self._threads
-        if threads is None:
-            raise StoreError("the store is not open")
-        return await asyncio.get_running_loop().run_in_executor(threads, self._run, fn, args, True)
+        return await self._in_lane(fn, args, True)
 
     @property
     def opened(self) -> bool:
-        return self._pool is not None
+        return bool(self._lanes)
 
     @property
     def stats(self) -> dict[str, int]:
