@@ -802,6 +802,42 @@ def test_heartbeats_extend_the_heartbeat_deadline_and_keep_details(
     run(aio, body)
 
 
+def test_many_leases_renew_in_one_call_each_answered_for_itself(
+    store: Store, aio: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        runs = [f"r{i}" for i in range(6)]
+        for run_id in runs:
+            await make_run(store, run_id)
+            await schedule_activities(store, run_id, activity_task("1", timeout=100.0))
+        claimed = await claim_activities(store, "w1", now=T0, lease=10.0)
+        assert len(claimed) == 6
+        refs = {t.run_id: TaskRef(TENANT, t.run_id, "activity", "1", t.fence) for t in claimed}
+        renewals = [LeaseRenewal(refs[r]) for r in runs[:4]]
+        renewals.append(LeaseRenewal(TaskRef(TENANT, "r4", "activity", "1", 99)))  # stale fence
+        renewals.append(LeaseRenewal(TaskRef(TENANT, "nope", "activity", "1", 1)))  # no task
+        renewals.append(LeaseRenewal(refs["r5"], heartbeat_at=T0 + 8))  # with a heartbeat
+        states = await store.renew_leases("w1", renewals, 10.0, T0 + 8)
+        held = {(s.task.run_id, s.task.fence): s.held for s in states}
+        assert len(states) == len(renewals)
+        assert held == {
+            **{(r, refs[r].fence): True for r in runs[:4]},
+            ("r4", 99): False,
+            ("nope", 1): False,
+            ("r5", refs["r5"].fence): True,
+        }
+        assert not any(s.cancel_requested for s in states)
+        # Another engine renews nothing of w1's.
+        assert [s.held for s in await store.renew_leases("w2", renewals[:4], 10.0, T0)] == [
+            False
+        ] * 4
+        # The renewed leases run to T0 + 18; r4's (not renewed) lapsed at T0 + 10.
+        expired = await store.expired_activities(T0 + 12, 10)
+        assert [t.run_id for t in expired] == ["r4"]
+
+    run(aio, body)
+
+
 def test_retry_makes_the_task_claimable_at_retry_at_with_details(
     store: Store, aio: asyncio.Runner
 ) -> None:

@@ -1257,3 +1257,16 @@ SELECT count(*) AS n FROM workers w
 WHERE w.heartbeat_at >= %(since)s
   AND EXISTS (SELECT 1 FROM jsonb_array_elements_text(w.queues::jsonb) AS e(value)
               WHERE e.value = %(entry)s);
+
+-- name: renew_plain_leases
+-- Many leases at once in one round trip, none with a heartbeat to record: %(refs)s is a
+-- JSON array of [tenant, run_id, kind, step, fence]; returns the ones still held.
+UPDATE tasks AS t SET
+    visible_at = LEAST(%(lease_until)s, coalesce(t.deadline, %(lease_until)s),
+                       coalesce(t.heartbeat_deadline, %(lease_until)s))
+FROM (SELECT e->>0 AS tenant, e->>1 AS run_id, e->>2 AS kind, e->>3 AS step,
+             (e->>4)::bigint AS fence
+      FROM jsonb_array_elements(%(refs)s::jsonb) AS e) AS r
+WHERE t.tenant = r.tenant AND t.run_id = r.run_id AND t.kind = r.kind AND t.step = r.step
+  AND t.fence = r.fence AND t.owner = %(owner)s AND t.state = 'leased'
+RETURNING t.tenant, t.run_id, t.kind, t.step, t.fence, t.cancel_requested;

@@ -1246,3 +1246,18 @@ GROUP BY named_queue ORDER BY named_queue;
 SELECT count(*) AS n FROM workers w
 WHERE w.heartbeat_at >= :since
   AND EXISTS (SELECT 1 FROM json_each(w.queues) WHERE value = :entry);
+
+-- name: renew_plain_leases
+-- Many leases at once, none with a heartbeat to record: :refs is a JSON array of
+-- [tenant, run_id, kind, step, fence]; returns the ones still held.
+UPDATE tasks SET
+    visible_at = min(:lease_until, coalesce(deadline, :lease_until),
+                     coalesce(heartbeat_deadline, :lease_until))
+FROM (SELECT json_extract(value, '$[0]') AS tenant, json_extract(value, '$[1]') AS run_id,
+             json_extract(value, '$[2]') AS kind, json_extract(value, '$[3]') AS step,
+             json_extract(value, '$[4]') AS fence
+      FROM json_each(:refs)) AS r
+WHERE tasks.tenant = r.tenant AND tasks.run_id = r.run_id AND tasks.kind = r.kind
+  AND tasks.step = r.step AND tasks.fence = r.fence
+  AND tasks.owner = :owner AND tasks.state = 'leased'
+RETURNING tasks.tenant, tasks.run_id, tasks.kind, tasks.step, tasks.fence, tasks.cancel_requested;
