@@ -132,8 +132,9 @@ async def one_repeat(url: str, args: argparse.Namespace) -> dict[str, Any]:
             far = [t0 + FAR + i * 0.001 for i in range(args.pending)]
             await start_all(engine, sleeper, far)
             out["setup_s"] = time.time() - t0
+            print(f"{args.pending} pending timers set in {out['setup_s']:.1f}s", file=sys.stderr)
             # The timed ones: due from a moment after they are all set, over the window.
-            begin = time.time() + 1.0 + args.due * 0.01
+            begin = time.time() + 1.0 + args.due * 0.03
             dues = [begin + args.window * i / args.due for i in range(args.due)]
             ids = await start_all(engine, sleeper, dues)
             if time.time() > begin:
