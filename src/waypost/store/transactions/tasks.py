@@ -286,14 +286,14 @@ def fire_due_timers(
 ) -> list[FiredTimer]:
     fired: list[FiredTimer] = []
     claim_queues = frozenset(queues)
-    for due in tx.all("due_timers", {"now": now, "limit": limit}):
+    # One statement marks the batch fired (a timer another scheduler took is not in it);
+    # then each run gets its TimerFired, earliest due first.
+    taken = tx.all("take_due_timers", {"now": now, "limit": limit})
+    for due in sorted(taken, key=lambda r: (r["fire_at"], r["tenant"], r["run_id"], r["step"])):
         tenant = due["tenant"]
         run_id = due["run_id"]
         step = due["step"]
         generation = due["generation"]
-        key = {"tenant": tenant, "run_id": run_id, "step": step}
-        if tx.run("fire_timer", {**key, "generation": generation}) != 1:
-            continue
         commit = RunCommit(
             tenant=tenant,
             run_id=run_id,

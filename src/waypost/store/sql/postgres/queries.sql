@@ -1270,3 +1270,14 @@ FROM (SELECT e->>0 AS tenant, e->>1 AS run_id, e->>2 AS kind, e->>3 AS step,
 WHERE t.tenant = r.tenant AND t.run_id = r.run_id AND t.kind = r.kind AND t.step = r.step
   AND t.fence = r.fence AND t.owner = %(owner)s AND t.state = 'leased'
 RETURNING t.tenant, t.run_id, t.kind, t.step, t.fence, t.cancel_requested;
+
+-- name: take_due_timers
+-- Mark at most %(limit)s due timers fired, earliest first, in one round trip; returns them.
+-- Timers another transaction is firing are skipped, not waited for.
+UPDATE timers AS t SET status = 'fired'
+FROM (SELECT tenant, run_id, step FROM timers
+      WHERE status = 'pending' AND fire_at <= %(now)s
+      ORDER BY fire_at LIMIT %(limit)s
+      FOR UPDATE SKIP LOCKED) AS due
+WHERE t.tenant = due.tenant AND t.run_id = due.run_id AND t.step = due.step
+RETURNING t.tenant, t.run_id, t.step, t.generation, t.fire_at;

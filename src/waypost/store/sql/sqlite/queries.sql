@@ -1261,3 +1261,11 @@ WHERE tasks.tenant = r.tenant AND tasks.run_id = r.run_id AND tasks.kind = r.kin
   AND tasks.step = r.step AND tasks.fence = r.fence
   AND tasks.owner = :owner AND tasks.state = 'leased'
 RETURNING tasks.tenant, tasks.run_id, tasks.kind, tasks.step, tasks.fence, tasks.cancel_requested;
+
+-- name: take_due_timers
+-- Mark at most :limit due timers fired, earliest first, in one statement; returns them.
+UPDATE timers SET status = 'fired'
+WHERE (tenant, run_id, step) IN (SELECT tenant, run_id, step FROM timers
+                                 WHERE status = 'pending' AND fire_at <= :now
+                                 ORDER BY fire_at LIMIT :limit)
+RETURNING tenant, run_id, step, generation, fire_at;
