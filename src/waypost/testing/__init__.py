@@ -49,7 +49,13 @@ def events_of(history: Iterable[Event], type_: str, **data: Any) -> list[Event]:
 
 
 def faulty_engine(url: str, injector: FaultInjector, **options: Any) -> AsyncEngine:
-    """An engine whose store and fault points follow `injector`."""
+    """An engine whose store and fault points follow `injector`.
+
+    Its injected faults lose responses and stall attempts past their leases on purpose,
+    so lapses are not counted toward suspending a run as poison (`max_lapses`) unless
+    the caller sets a bound: a loaded machine would otherwise turn a seeded fault
+    schedule into a "crash loop"."""
+    options.setdefault("max_lapses", 1_000_000)
     store = FaultyStore(open_store(url), injector)
     return AsyncEngine(store=store, faults=injector, **options)
 
