@@ -289,3 +289,27 @@ def test_a_burst_of_timers_due_at_one_moment_fires_each_once(make_engine: Any) -
         (fired,) = of_type(history, "TimerFired")
         assert fired.ts >= started.data["fire_at"]
         assert verify_chain(history) == []
+
+
+def test_an_unexpected_error_in_the_timer_loop_does_not_stop_the_engines_timers(
+    make_engine: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug met by one pass of the timer loop (here the store's admission pass raising
+    something that is not a StoreError, once) is logged, and the timers go on firing."""
+    engine = make_engine(napper)
+    store = engine.aio.store
+    real = store.admit_enqueued
+    raised: list[bool] = []
+
+    async def broken_once(now: float) -> bool:
+        if not raised:
+            raised.append(True)
+            raise RuntimeError("a bug in one pass")
+        return await real(now)
+
+    store.admit_enqueued = broken_once  # type: ignore[method-assign]
+    with engine.running():
+        slept = engine.start(napper, 0.3).result(timeout=20)
+    assert slept["after"] - slept["before"] >= 0.3
+    assert raised == [True]
+    assert "the timer loop failed unexpectedly" in caplog.text

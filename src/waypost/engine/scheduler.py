@@ -29,6 +29,7 @@ from waypost.store.base import ClaimedTask, LeaseRenewal, Store, TaskRef, Worker
 
 from . import liveness
 from .attempts import Attempt, Outcome, failure
+from .faults import Crash
 from .settings import Settings
 from .worker import Worker
 
@@ -253,6 +254,12 @@ class Scheduler:
                 log.warning("claiming tasks failed (will retry): %s", exc)
                 await self._sleep(self._wake, settings.poll_interval)
                 continue
+            except Crash:
+                raise  # a fault plan's crash ends the loop, as a dead process would
+            except Exception:  # a bug here must not stop this engine's claims for good
+                log.exception("claiming tasks failed unexpectedly (will retry)")
+                await self._sleep(self._wake, settings.poll_interval)
+                continue
             activity_limit = min(_BATCH, free)
             took = sum(1 for t in claimed if t.kind == "activity")
             self.activities_waiting = (
@@ -314,6 +321,11 @@ class Scheduler:
                 next_at = await host.store.next_timer_at()
             except StoreError as exc:
                 log.warning("the timer loop failed (will retry): %s", exc)
+                next_at = None
+            except Crash:
+                raise  # a fault plan's crash ends the loop, as a dead process would
+            except Exception:  # a bug here must not stop every timer of this engine for good
+                log.exception("the timer loop failed unexpectedly (will retry)")
                 next_at = None
             wait = settings.poll_interval
             if next_at is not None:
@@ -436,6 +448,11 @@ class Scheduler:
             except StoreError as exc:
                 self._beating_since = None
                 log.warning("renewing leases failed (will retry): %s", exc)
+            except Crash:
+                raise  # a fault plan's crash ends the loop, as a dead process would
+            except Exception:  # a bug here must not stop this engine's renewals for good
+                self._beating_since = None
+                log.exception("renewing leases failed unexpectedly (will retry)")
             await asyncio.sleep(self._renew_every())
 
     async def _release_dead(self, now: float) -> None:
