@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from waypost.client.engine import AsyncEngine
 from waypost.errors import InvalidRequest, SessionEnded, WaypostError
 from waypost.model import operations as ops
-from waypost.model.identity import Principal
+from waypost.model.identity import Principal, preview
 
 from ..errors import answer
 from . import filters
@@ -209,6 +209,12 @@ def refusal(exc: WaypostError) -> tuple[int, str]:
 
 def forbidden(visit: Visit | None, message: str) -> HTMLResponse:
     return page("console/message.html", visit, status=403, title="Not done", message=message)
+
+
+def no_such_command(visit: Visit, what: str, name: str) -> HTMLResponse:
+    """404 for a form posted to a command the page does not have (`what`: "", "schedule ")."""
+    message = f"There is no {what}command {preview(name)}."
+    return page("console/message.html", visit, status=404, title="No such command", message=message)
 
 
 CSRF_REFUSED = (

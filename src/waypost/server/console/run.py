@@ -16,7 +16,6 @@ from fastapi.responses import Response
 
 from waypost.errors import WaypostError
 from waypost.model import operations as ops
-from waypost.model.identity import preview
 
 from . import graph
 from .commands import COMMANDS
@@ -27,6 +26,7 @@ from .pages import (
     engine_of,
     forbidden,
     genuine,
+    no_such_command,
     page,
     query_of,
     read_form,
@@ -124,13 +124,7 @@ async def command(request: Request, run_id: str, name: str) -> Response:
         return forbidden(visit, CSRF_REFUSED)
     chosen = COMMANDS.get(name)
     if chosen is None:
-        return page(
-            "console/message.html",
-            visit,
-            status=404,
-            title="No such command",
-            message=f"There is no command {preview(name)}.",
-        )
+        return no_such_command(visit, "", name)
     fields = {f: _text(form.get(f)) for f in chosen.fields}
     reason = _text(form.get("reason"))
     try:

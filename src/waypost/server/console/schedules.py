@@ -17,7 +17,6 @@ from fastapi.responses import RedirectResponse, Response
 
 from waypost.errors import WaypostError
 from waypost.model import operations as ops, schedules as sch
-from waypost.model.identity import preview
 
 from .pages import (
     CSRF_REFUSED,
@@ -25,6 +24,7 @@ from .pages import (
     engine_of,
     forbidden,
     genuine,
+    no_such_command,
     page,
     read_form,
     refusal,
@@ -146,13 +146,7 @@ async def schedule_command(request: Request, schedule_id: str, name: str) -> Res
         return forbidden(visit, CSRF_REFUSED)
     chosen = SCHEDULE_COMMANDS.get(name)
     if chosen is None:
-        return page(
-            "console/message.html",
-            visit,
-            status=404,
-            title="No such command",
-            message=f"There is no schedule command {preview(name)}.",
-        )
+        return no_such_command(visit, "schedule ", name)
     try:
         await engine_of(request).execute(chosen.build(schedule_id), visit.principal)
     except WaypostError as exc:
