@@ -208,17 +208,19 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
     snap = c.snapshot
     # A run of a workflow queue that ends having been admitted frees its slot: the next is
     # admitted in this commit.
-    ending = tx.one("run_head", key) if snap is not None and snap.finished else None
+    # The run's head is read once, for whichever of these needs it.
+    finishing = snap is not None and snap.finished
+    needs_head = c.expect_seq is None or c.require_active or finishing
+    head = tx.one("run_head", key) if needs_head else None
+    ending = head if finishing else None
     if c.expect_seq is not None:
         prev_seq, prev_hash = c.expect_seq, c.expect_hash
         if c.require_active:
-            head = tx.one("run_head", key)
             if head is None:
                 raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
             if head["status"] in _FINISHED:
                 raise Abort(CommitResult(Conflict.RUN_FINISHED, status=head["status"]))
     else:
-        head = tx.one("run_head", key)
         if head is None:
             raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
         prev_seq = head["last_seq"]
