@@ -192,18 +192,6 @@ WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND step = %(step)s AND status
 -- name: delete_run_timers
 DELETE FROM timers WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
 
--- name: due_timers
-SELECT tenant, run_id, step, generation, fire_at FROM timers
-WHERE status = 'pending' AND fire_at <= %(now)s
-ORDER BY fire_at
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
-
--- name: fire_timer
-UPDATE timers SET status = 'fired'
-WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND step = %(step)s
-  AND generation = %(generation)s AND status = 'pending';
-
 -- name: next_timer_at
 SELECT min(fire_at) AS next_fire_at FROM timers WHERE status = 'pending';
 

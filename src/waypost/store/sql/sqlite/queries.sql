@@ -189,17 +189,6 @@ WHERE tenant = :tenant AND run_id = :run_id AND step = :step AND status = 'pendi
 -- name: delete_run_timers
 DELETE FROM timers WHERE tenant = :tenant AND run_id = :run_id;
 
--- name: due_timers
-SELECT tenant, run_id, step, generation, fire_at FROM timers
-WHERE status = 'pending' AND fire_at <= :now
-ORDER BY fire_at
-LIMIT :limit;
-
--- name: fire_timer
-UPDATE timers SET status = 'fired'
-WHERE tenant = :tenant AND run_id = :run_id AND step = :step
-  AND generation = :generation AND status = 'pending';
-
 -- name: next_timer_at
 SELECT min(fire_at) AS next_fire_at FROM timers WHERE status = 'pending';
 
