@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -356,3 +358,28 @@ def test_a_cancel_over_http_gets_the_servers_grace_and_refusals_write_nothing(
     }
     (requested,) = of_type(engine.history(run.run_id, tenant="acme"), "CancelRequested")
     assert requested.data == {"reason": "over http", "grace": 0.3}
+
+
+def test_many_runs_paused_cancelled_and_resumed_at_once_all_end_cancelled(
+    make_engine: Any,
+) -> None:
+    # Resuming drops the engine's cached instance of the run while the workflow task the
+    # cancel request claimed may be holding it: that task must replay, not decide from
+    # the dropped instance (which, cleared, once left runs `waiting` on nothing).
+    engine = make_engine(waits_for_ack, cancel_grace=0.3)
+
+    def one(_: int) -> str:
+        run = engine.start(waits_for_ack, None)
+        eventually(lambda: engine.get(run.run_id).waiting_for, "the run to wait")
+        engine.pause(run.run_id, "look first")
+        engine.cancel(run.run_id, "then stop")
+        engine.resume(run.run_id, "go on")
+        try:
+            engine.result(run.run_id, timeout=30)
+        except wp.WorkflowCancelled:
+            return "cancelled"
+        return engine.get(run.run_id).status.value
+
+    with engine.running(), ThreadPoolExecutor(8) as pool:
+        ends = Counter(pool.map(one, range(200)))
+    assert ends == {"cancelled": 200}

@@ -332,6 +332,10 @@ class Runner(Starts):
                     if run is None or RunStatus(run.status).finished:
                         self._cache.evict(key)
                         return
+                    if self._cache.peek(key) is not live:
+                        # Dropped (and closed) while the store answered, as an operator's
+                        # command does: the code it held is gone; replay instead.
+                        continue
                     if run.status in _HELD:
                         if await self._park(run, fence):
                             return
