@@ -115,13 +115,15 @@ def fresh_database(db: str, folder: str, label: str, synchronous: str) -> Iterat
     import psycopg
 
     name = f"waypost_bench_{uuid.uuid4().hex[:10]}"
-    base = db.rsplit("/", 1)[0]
-    with psycopg.connect(db, autocommit=True) as admin:
+    # waypost's own options in the URL's query (pool_size, group_commit) go to the engine.
+    server, _, options = db.partition("?")
+    base = server.rsplit("/", 1)[0]
+    with psycopg.connect(server, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield f"{base}/{name}"
+        yield f"{base}/{name}" + (f"?{options}" if options else "")
     finally:
-        with psycopg.connect(db, autocommit=True) as admin:
+        with psycopg.connect(server, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -217,7 +219,7 @@ def completed_runs(url: str) -> int:
             conn.close()
     import psycopg
 
-    with psycopg.connect(url, options="-c search_path=waypost") as conn:
+    with psycopg.connect(url.partition("?")[0], options="-c search_path=waypost") as conn:
         row = conn.execute(query).fetchone()
         return int(row[0]) if row else 0
 

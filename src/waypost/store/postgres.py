@@ -45,6 +45,7 @@ from waypost.model.identity import preview
 from waypost.model.logs import logger
 
 from . import transactions as txn
+from .postgres_group import CommitGroups, Dirty, Outcome, run_requests
 from .sqlfile import load_migrations, load_queries
 from .sqlstore import SqlStore
 from .tx import Abort, Tx
@@ -69,6 +70,9 @@ TRANSIENT_ERRORS = (psycopg.errors.DeadlockDetected, psycopg.errors.Serializatio
 TRANSIENT_TRIES = 5
 
 _INT_OPTIONS = {"pool_size": 10}
+_SWITCH = {"on": True, "off": False, "1": True, "0": False, "true": True, "false": False}
+# The writes whose requests are gathered into group commits (postgres_group).
+GROUPED = frozenset({txn.commit_run, txn.create_run})
 # The lanes besides `main` (whose size is the URL's pool_size): name -> connections.
 LANES = {"liveness": 1, "timers": 4}
 # The transactions that run in a lane of their own rather than in `main`.
@@ -90,14 +94,22 @@ _RESERVED_SCHEMAS = ("pg_", "information_schema")
 
 
 def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
-    """Split waypost's own options (`pool_size`, `schema`) off a PostgreSQL URL."""
+    """Split waypost's own options (`pool_size`, `schema`, `group_commit`) off a
+    PostgreSQL URL."""
     parsed = urlparse(url)
     if parsed.scheme not in ("postgresql", "postgres"):
         raise ConfigurationError(f"not a PostgreSQL URL: {redact_url(url)!r}")
-    options: dict[str, Any] = {**_INT_OPTIONS, "schema": DEFAULT_SCHEMA}
+    options: dict[str, Any] = {**_INT_OPTIONS, "schema": DEFAULT_SCHEMA, "group_commit": True}
     rest = []
     for key, value in parse_qsl(parsed.query, keep_blank_values=True):
-        if key in _INT_OPTIONS:
+        if key == "group_commit":
+            if value.lower() not in _SWITCH:
+                raise ConfigurationError(
+                    f"group_commit={value!r} in {redact_url(url)!r} is not on or off "
+                    "(use group_commit=on or group_commit=off)"
+                )
+            options[key] = _SWITCH[value.lower()]
+        elif key in _INT_OPTIONS:
             try:
                 options[key] = int(value)
             except ValueError:
@@ -170,7 +182,7 @@ class PostgresTx(Tx):
     Its statements run one after the other on one cursor, whose rows are dicts.
     """
 
-    __slots__ = ("channel", "conn")
+    __slots__ = ("channel", "conn", "dirty", "writes")
 
     def __init__(
         self,
@@ -180,10 +192,31 @@ class PostgresTx(Tx):
         channel: str = "waypost",
         *,
         keys: Keys | None = None,
+        writes: frozenset[str] = frozenset(),
     ) -> None:
         super().__init__(conn.cursor(row_factory=dict_row), queries, chain, keys=keys)
         self.conn = conn
         self.channel = channel
+        self.writes = writes  # the names of the statements that change rows
+        self.dirty = False  # whether a statement changed (or may have changed) a row
+
+    # A group commit rolls back when a request that changed rows fails its condition.
+    def one(self, name: str, params: dict[str, Any]) -> Any:
+        self.dirty = self.dirty or name in self.writes
+        return super().one(name, params)
+
+    def all(self, name: str, params: dict[str, Any]) -> list[Any]:
+        self.dirty = self.dirty or name in self.writes
+        return super().all(name, params)
+
+    def run(self, name: str, params: dict[str, Any]) -> int:
+        changed = super().run(name, params)
+        self.dirty = self.dirty or (changed != 0 and name in self.writes)
+        return changed
+
+    def many(self, name: str, rows: list[dict[str, Any]]) -> None:
+        self.dirty = self.dirty or (bool(rows) and name in self.writes)
+        super().many(name, rows)
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -218,13 +251,19 @@ class PostgresStore(SqlStore):
         self.url = url
         self.conninfo, options = parse_postgres_url(url)
         self.pool_size: int = options["pool_size"]
+        self.group_commit: bool = options["group_commit"]
         self.schema: str = options["schema"]
         self.channel = channel_for(self.schema)
         self._connect_options = _session_options(self.conninfo, self.schema)
         self.queries = load_queries("postgres")
+        self._writes = write_statements(self.queries)
         self._lanes: dict[str, _Lane] = {}
         self._lock = threading.Lock()
-        self._transactions = 0
+        self._groups: CommitGroups | None = None
+        self._transactions = 0  # every transaction, reads included
+        self._commits = 0  # write transactions
+        self._requests = 0  # write requests they carried
+        self._redone = 0  # groups rolled back and run request by request
 
     # -- lifecycle ----------------------------------------------------------
     async def open(self) -> None:
@@ -250,6 +289,14 @@ class PostgresStore(SqlStore):
                 max_workers=sizes[name], thread_name_prefix=f"waypost-pg-{name}"
             )
         self._lanes = lanes
+        if self.group_commit:
+            main = lanes["main"]
+            self._groups = CommitGroups(
+                self._run_group,
+                lambda fn, arg: asyncio.get_running_loop().run_in_executor(main.threads, fn, arg),
+                # Leave connections of the main lane to reads and claims.
+                in_flight=max(1, min(2, self.pool_size - 1)),
+            )
 
     def _new_pool(self, name: str, size: int) -> ConnectionPool[psycopg.Connection[Any]]:
         idle = _IdleCheck()
@@ -267,6 +314,7 @@ class PostgresStore(SqlStore):
 
     async def close(self) -> None:
         lanes, self._lanes = self._lanes, {}
+        self._groups = None
         for lane in lanes.values():
             if lane.threads is not None:
                 await asyncio.to_thread(lane.threads.shutdown, True)
@@ -327,7 +375,7 @@ class PostgresStore(SqlStore):
     ) -> T:
         try:
             with pool.connection() as conn:
-                tx = PostgresTx(conn, self.queries, self.chain, self.channel, keys=self.keys)
+                tx = self._tx(conn)
                 try:
                     with conn.transaction():
                         if read:
@@ -337,6 +385,9 @@ class PostgresStore(SqlStore):
                     return cast(T, abort.result)
                 finally:
                     self._transactions += 1
+                    if not read:
+                        self._commits += 1
+                        self._requests += 1
         except psycopg.Error as exc:
             raise StoreError(
                 f"PostgreSQL error: {type(exc).__name__}: {self._safe(exc)}".strip()
@@ -354,7 +405,59 @@ class PostgresStore(SqlStore):
             lane.threads, self._run, lane.pool, fn, args, read
         )
 
+    def _tx(self, conn: psycopg.Connection[Any]) -> PostgresTx:
+        return PostgresTx(
+            conn, self.queries, self.chain, self.channel, keys=self.keys, writes=self._writes
+        )
+
+    def _run_group(
+        self, requests: list[tuple[Callable[..., Any], tuple[Any, ...]]]
+    ) -> list[Outcome]:
+        """Run a group of write requests in one transaction (on a thread of the main
+        lane); see `postgres_group` for what happens when one of them fails."""
+        pool = self._lanes["main"].pool
+        if len(requests) == 1:
+            return [self._alone(pool, *requests[0])]
+        landed = False
+        try:
+            with pool.connection() as conn:
+                tx = self._tx(conn)
+                try:
+                    with conn.transaction():
+                        outcomes = run_requests(tx, requests)
+                        landed = True  # from here on, only the COMMIT can fail
+                finally:
+                    self._transactions += 1
+            self._commits += 1
+            self._requests += len(requests)
+            return outcomes
+        except PoolTimeout as exc:
+            error = StoreError(f"no PostgreSQL connection available: {self._safe(exc)}")
+            return [(None, error)] * len(requests)
+        except Exception as exc:
+            if landed:  # the COMMIT failed: whether it landed is unknown, as alone
+                error = StoreError(
+                    f"PostgreSQL error: {type(exc).__name__}: {self._safe(exc)}".strip()
+                )
+                error.__cause__ = exc
+                return [(None, error)] * len(requests)
+            if not isinstance(exc, Dirty | psycopg.Error):
+                log.debug("a group commit failed (%s); its requests run alone", exc)
+        self._redone += 1
+        return [self._alone(pool, fn, args) for fn, args in requests]
+
+    def _alone(
+        self, pool: ConnectionPool[Any], fn: Callable[..., Any], args: tuple[Any, ...]
+    ) -> Outcome:
+        try:
+            return self._run(pool, fn, args, False), None
+        except Exception as exc:
+            return None, exc
+
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        groups = self._groups
+        if groups is not None and fn in GROUPED and groups.serves(asyncio.get_running_loop()):
+            return cast(T, await groups.submit(fn, args))
         return await self._in_lane(fn, args, False)
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
@@ -366,7 +469,12 @@ class PostgresStore(SqlStore):
 
     @property
     def stats(self) -> dict[str, int]:
-        return {"commits": self._transactions, "requests": self._transactions}
+        return {
+            "commits": self._commits,
+            "requests": self._requests,
+            "transactions": self._transactions,
+            "groups_redone": self._redone,
+        }
 
     async def listen(self, on_notify: Callable[[str], None]) -> None:
         """Call `on_notify(topic)` for every notification, reconnecting as needed.
@@ -392,6 +500,17 @@ class PostgresStore(SqlStore):
                 )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+def write_statements(queries: dict[str, str]) -> frozenset[str]:
+    """The names of the statements that may change rows (all but plain SELECTs)."""
+    writes = set()
+    for name, sql in queries.items():
+        code = [line for line in sql.splitlines() if not line.lstrip().startswith("--")]
+        first = " ".join(code).split(maxsplit=1)[:1]
+        if not first or first[0].upper() != "SELECT":
+            writes.add(name)
+    return frozenset(writes)
 
 
 _CREATES = re.compile(r"^CREATE TABLE (?:IF NOT EXISTS )?([a-z_]+)", re.M)

@@ -1,0 +1,227 @@
+"""Group commit on PostgreSQL: the commits of many runs in one transaction, each caller
+answered as if its commit had been made alone (waypost.store.postgres_group).
+
+A group is made deterministic by holding the row of the first run with another
+connection: its commit is then the one group in flight (the store allows one here),
+and the commits made meanwhile queue up and go as the next group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+import waypost as wp
+from waypost.errors import ConfigurationError
+from waypost.model.chain import verify_chain
+from waypost.model.events import EventType, NewEvent
+from waypost.store.base import (
+    ActivityTaskOp,
+    ActivityUpdate,
+    Conflict,
+    NewActivityTask,
+    NewRun,
+    RunCommit,
+    Snapshot,
+    WorkflowTaskOp,
+)
+from waypost.store.postgres import PostgresStore
+
+E = EventType
+T0 = 1_700_000_000.0
+TENANT = "default"
+N = 20
+
+
+def new_run(run_id: str) -> NewRun:
+    return NewRun(
+        tenant=TENANT,
+        run_id=run_id,
+        workflow="wf",
+        version="1",
+        input={"run": run_id},
+        ts=T0,
+        started=NewEvent(E.RUN_STARTED, {"workflow": "wf", "version": "1"}, T0),
+        claim_owner="w1",
+        lease=30.0,
+    )
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    for _ in range(5000):
+        if predicate():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("condition not reached in time")
+
+
+async def grouped(url: str, odd_one: Callable[[PostgresStore], Any]) -> dict[str, Any]:
+    """Commit a signal to each of N runs and `odd_one(store)`'s commit, all but the
+    first run's queued behind it so that they go as one group; what each got back."""
+    store = PostgresStore(url)
+    await store.open()
+    try:
+        heads = {}
+        for i in range(N):
+            created = await store.create_run(new_run(f"r{i}"))
+            heads[f"r{i}"] = (created.run.last_seq, created.run.last_hash)
+        odd = await odd_one(store)
+        groups = store._groups
+        assert groups is not None
+        groups.in_flight = 1
+
+        def signal(run_id: str) -> RunCommit:
+            seq, hash_ = heads[run_id]
+            return RunCommit(
+                TENANT,
+                run_id,
+                [NewEvent(E.SIGNAL_RECEIVED, {"name": run_id}, T0 + 1)],
+                T0 + 1,
+                expect_seq=seq,
+                expect_hash=hash_,
+                snapshot=Snapshot("waiting", [], 1),
+                workflow_fence=1,
+                workflow_op=WorkflowTaskOp.IDLE,
+            )
+
+        before = dict(store.stats)
+        with psycopg.connect(url, options="-c search_path=waypost") as holder:
+            holder.execute("SELECT 1 FROM runs WHERE run_id = 'r0' FOR UPDATE")
+            plug = asyncio.ensure_future(store.commit_run(signal("r0")))
+            await _until(lambda: groups._running == 1 and not groups._pending)
+            rest = [signal(f"r{i}") for i in range(1, N)]
+            rest.insert(N // 2, odd)
+            futures = [asyncio.ensure_future(store.commit_run(c)) for c in rest]
+            await _until(lambda: len(groups._pending) == len(rest))
+            holder.rollback()  # lets the plug through; the rest follow as one group
+        outcomes = await asyncio.gather(plug, *futures, return_exceptions=True)
+        after = store.stats
+        answers: dict[str, Any] = dict(
+            zip(["r0", *(c.run_id for c in rest)], outcomes, strict=True)
+        )
+        for i in range(N):
+            assert answers[f"r{i}"].ok, answers[f"r{i}"]
+            history = await store.load_history(TENANT, f"r{i}")
+            assert [e.type for e in history] == [E.RUN_STARTED, E.SIGNAL_RECEIVED]
+            assert verify_chain(history) == []
+        answers["commits"] = after["commits"] - before["commits"]
+        answers["requests"] = after["requests"] - before["requests"]
+        answers["redone"] = after["groups_redone"] - before["groups_redone"]
+        answers["state of odd"] = await store.load_run(TENANT, odd.run_id)
+        answers["tasks of odd"] = await store.run_tasks(TENANT, odd.run_id)
+        return answers
+    finally:
+        await store.close()
+
+
+def test_commits_queued_together_land_in_one_transaction_and_a_conflict_answers_alone(
+    fresh_postgres: str,
+) -> None:
+    async def stale(store: PostgresStore) -> RunCommit:
+        await store.create_run(new_run("stale"))
+        signal = NewEvent(E.SIGNAL_RECEIVED, {"name": "stale"}, T0 + 1)
+        return RunCommit(TENANT, "stale", [signal], T0 + 1, expect_seq=7, expect_hash="x")
+
+    answers = asyncio.run(grouped(fresh_postgres, stale))
+    assert answers["stale"].conflict is Conflict.SEQ
+    assert answers["state of odd"][0].last_seq == 1
+    # The plug alone, then the other N - 1 commits and the stale one in one transaction.
+    assert (answers["commits"], answers["requests"], answers["redone"]) == (2, N + 1, 0)
+
+
+def test_a_commit_that_fails_after_writing_rolls_the_group_back_and_each_runs_alone(
+    fresh_postgres: str,
+) -> None:
+    async def doomed(store: PostgresStore) -> RunCommit:
+        # Deletes its finished activity task, then fails on the workflow fence: what it
+        # deleted must come back, and the group's other commits must land.
+        await store.create_run(new_run("a"))
+        task = NewActivityTask(
+            "1", "act", {"activity": "act", "step": "1"}, timeout=60.0, heartbeat_timeout=None
+        )
+        scheduled = NewEvent(E.ACTIVITY_SCHEDULED, {"step": "1", "activity": "act"}, T0)
+        assert (
+            await store.commit_run(RunCommit(TENANT, "a", [scheduled], T0, new_activities=[task]))
+        ).ok
+        (claimed,) = await store.claim_tasks("w2", [], ["act"], 0, 1, 30.0, T0)
+        done = NewEvent(E.ACTIVITY_COMPLETED, {"step": "1", "result": 1}, T0 + 1)
+        return RunCommit(
+            TENANT,
+            "a",
+            [done],
+            T0 + 1,
+            activity=ActivityUpdate("1", claimed.fence, ActivityTaskOp.DONE),
+            workflow_fence=99,
+            workflow_op=WorkflowTaskOp.IDLE,
+        )
+
+    answers = asyncio.run(grouped(fresh_postgres, doomed))
+    assert answers["a"].conflict is Conflict.WORKFLOW_FENCE
+    assert answers["state of odd"][0].last_seq == 2  # the completion was not appended
+    assert [t.kind for t in answers["tasks of odd"]].count("activity") == 1  # nor its task gone
+    assert answers["redone"] == 1
+    # The plug, the rolled-back group (not counted), then each of the N commits alone.
+    assert (answers["commits"], answers["requests"]) == (N + 1, N + 1)
+
+
+def test_a_commit_that_raises_gets_its_error_and_the_rest_of_its_group_lands(
+    fresh_postgres: str,
+) -> None:
+    async def broken(store: PostgresStore) -> RunCommit:
+        await store.create_run(new_run("broken"))
+        # Data the events' JSON cannot hold: the commit raises inside the transaction.
+        bad = NewEvent(E.SIGNAL_RECEIVED, {"name": {1, 2}}, T0 + 1)
+        return RunCommit(TENANT, "broken", [bad], T0 + 1)
+
+    answers = asyncio.run(grouped(fresh_postgres, broken))
+    assert isinstance(answers["broken"], TypeError)
+    assert answers["state of odd"][0].last_seq == 1
+    assert answers["redone"] == 1
+
+
+@wp.activity
+async def noop(ctx: wp.ActivityContext, i: int) -> int:
+    return i
+
+
+@wp.workflow(name="grouped_steps")
+async def steps(ctx: wp.WorkflowContext, n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await ctx.run(noop, i)
+    return total
+
+
+@pytest.mark.parametrize("group_commit", ["on", "off"])
+def test_an_engine_runs_many_runs_at_once_with_and_without_group_commit(
+    fresh_postgres: str, group_commit: str
+) -> None:
+    engine = wp.Engine(f"{fresh_postgres}?group_commit={group_commit}", poll_interval=0.05)
+    engine.register(steps, noop)
+    try:
+        with engine.running():
+            before = dict(engine.stats()["store"])
+            runs = [engine.start(steps, 5) for _ in range(40)]
+            for run in runs:
+                assert engine.result(run.run_id, timeout=60) == 10
+            stats = engine.stats()["store"]
+        commits = stats["commits"] - before["commits"]
+        requests = stats["requests"] - before["requests"]
+        assert requests >= 40 * 6  # a commit for each step and the end, at least
+        if group_commit == "on":
+            assert commits < requests
+        else:
+            assert commits == requests
+    finally:
+        engine.close()
+
+
+def test_group_commit_is_on_or_off() -> None:
+    with pytest.raises(ConfigurationError, match="group_commit='maybe'"):
+        PostgresStore("postgresql://postgres@127.0.0.1/x?group_commit=maybe")
+    assert PostgresStore("postgresql://postgres@127.0.0.1/x").group_commit is True
+    assert PostgresStore("postgresql://postgres@127.0.0.1/x?group_commit=off").group_commit is False
