@@ -163,9 +163,6 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
 
     def apply_new(self, ev: Event) -> None:
         """Feed one event the code has not seen yet (live)."""
-        if self.closed:
-            # A closed instance's code is gone: what it decided would be nothing.
-            raise RuntimeError(f"run {self.run_id}: the instance is closed")
         self._apply(ev)
         self.last_seq, self.last_hash = ev.seq, ev.hash
         self._raise_if_stuck()
