@@ -140,4 +140,3 @@ def test_a_request_taken_in_by_an_engine_without_the_grace_replays_without_one()
     assert replayed.inst.grace_until is None
     (ended,) = replayed.complete("2")
     assert ended.data == {"reason": "stop"}
-
