@@ -2,8 +2,8 @@
 answered as if its commit had been made alone (waypost.store.postgres_group).
 
 A group is made deterministic by holding the row of the first run with another
-connection: its commit is then the one group in flight (the store allows one here),
-and the commits made meanwhile queue up and go as the next group.
+connection: its commit is then the one group in flight (the store has one committer
+here), and the commits made meanwhile queue up and go as the next group.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ async def grouped(url: str, odd_one: Callable[[PostgresStore], Any]) -> dict[str
     """Commit a signal to each of N runs and `odd_one(store)`'s commit, all but the
     first run's queued behind it so that they go as one group; what each got back."""
     store = PostgresStore(url)
+    store.commit_threads = 1
     await store.open()
     try:
         heads = {}
@@ -72,7 +73,6 @@ async def grouped(url: str, odd_one: Callable[[PostgresStore], Any]) -> dict[str
         odd = await odd_one(store)
         groups = store._groups
         assert groups is not None
-        groups.in_flight = 1
 
         def signal(run_id: str) -> RunCommit:
             seq, hash_ = heads[run_id]
@@ -92,11 +92,11 @@ async def grouped(url: str, odd_one: Callable[[PostgresStore], Any]) -> dict[str
         with psycopg.connect(url, options="-c search_path=waypost") as holder:
             holder.execute("SELECT 1 FROM runs WHERE run_id = 'r0' FOR UPDATE")
             plug = asyncio.ensure_future(store.commit_run(signal("r0")))
-            await _until(lambda: groups._running == 1 and not groups._pending)
+            await _until(lambda: groups.busy == 1 and groups.queued == 0)
             rest = [signal(f"r{i}") for i in range(1, N)]
             rest.insert(N // 2, odd)
             futures = [asyncio.ensure_future(store.commit_run(c)) for c in rest]
-            await _until(lambda: len(groups._pending) == len(rest))
+            await _until(lambda: groups.queued == len(rest))
             holder.rollback()  # lets the plug through; the rest follow as one group
         outcomes = await asyncio.gather(plug, *futures, return_exceptions=True)
         after = store.stats
@@ -225,3 +225,32 @@ def test_group_commit_is_on_or_off() -> None:
         PostgresStore("postgresql://postgres@127.0.0.1/x?group_commit=maybe")
     assert PostgresStore("postgresql://postgres@127.0.0.1/x").group_commit is True
     assert PostgresStore("postgresql://postgres@127.0.0.1/x?group_commit=off").group_commit is False
+
+
+def test_a_commit_of_many_events_inserts_them_all_in_order(fresh_postgres: str) -> None:
+    # A step's events go as one INSERT of many rows, in statements of at most 500 rows.
+    async def body() -> list[Any]:
+        store = PostgresStore(fresh_postgres)
+        await store.open()
+        try:
+            created = await store.create_run(new_run("many"))
+            signals = [NewEvent(E.SIGNAL_RECEIVED, {"name": f"s{i}"}, T0 + 1) for i in range(1201)]
+            res = await store.commit_run(
+                RunCommit(
+                    TENANT,
+                    "many",
+                    signals,
+                    T0 + 1,
+                    expect_seq=created.run.last_seq,
+                    expect_hash=created.run.last_hash,
+                )
+            )
+            assert res.ok, res
+            return await store.load_history(TENANT, "many")
+        finally:
+            await store.close()
+
+    history = asyncio.run(body())
+    assert [e.seq for e in history] == list(range(1, 1203))
+    assert [e.data["name"] for e in history[1:]] == [f"s{i}" for i in range(1201)]
+    assert verify_chain(history) == []

@@ -24,15 +24,19 @@ the error it would have got alone.
   sort: one run's requests keep the order they came in), so two groups never wait on
   each other in a cycle over runs; a deadlock with other work is PostgreSQL's to
   detect, and then the group's requests run alone.
-- **Flow.** At most `in_flight` groups run at once, each of at most `max_batch`
-  requests; a request that comes while fewer are running starts a group of its own
-  at the next turn of the event loop, so an idle engine pays no wait.
+- **Flow.** Committer threads of their own (`pool_size` - 2 of them, at least one) each
+  take what is queued, up to `max_batch` requests, as one group: an idle engine's
+  commit goes at once, a busy one's waits for a thread and goes with the others that
+  came meanwhile. A queue of their own and an answer per event loop cost less than a
+  thread pool's hand-off per request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
+import queue
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +53,7 @@ class _Request:
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
 
     @property
     def order(self) -> tuple[str, str]:
@@ -63,71 +68,86 @@ Outcome = tuple[Any, BaseException | None]
 class CommitGroups:
     """Gathers write requests and runs them in groups (see the module's text).
 
-    `run_group(requests)` runs a list of `(fn, args)` in one transaction (on a thread)
-    and returns each one's outcome; `submit` is what the store's `_write` awaits.
+    `threads` committer threads take what is queued (up to `max_batch` requests), run
+    it with `run_group(requests)` (one transaction; returns each request's outcome and
+    never raises) and answer each request on its own event loop.
     """
 
     def __init__(
         self,
         run_group: Callable[[list[tuple[Callable[..., Any], tuple[Any, ...]]]], list[Outcome]],
-        to_thread: Callable[[Callable[..., Any], Any], asyncio.Future[Any]],
         *,
-        in_flight: int = 2,
+        threads: int = 2,
         max_batch: int = 64,
+        name: str = "waypost-pg-commit",
     ) -> None:
         self._run_group = run_group
-        self._to_thread = to_thread
-        self.in_flight = in_flight
         self.max_batch = max_batch
-        self._pending: list[_Request] = []
-        self._running = 0
-        self._flush_soon = False
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
+        self.busy = 0  # threads running a group (read by tests)
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
+            for i in range(threads)
+        ]
+        for thread in self._threads:
+            thread.start()
 
-    def serves(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """Whether requests made on `loop` may be grouped: those of the first loop that
-        asked (a store used from another loop meanwhile writes without grouping)."""
-        if self._loop is None or (self._loop.is_closed() and not self._running):
-            self._loop = loop
-        return self._loop is loop
+    @property
+    def queued(self) -> int:
+        return self._queue.qsize()
 
     async def submit(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
-        self._pending.append(_Request(fn, args, fut))
-        if self._running < self.in_flight and not self._flush_soon:
-            self._flush_soon = True
-            loop.call_soon(self._flush)
+        self._queue.put(_Request(fn, args, fut, loop))
         return await fut
 
-    def _flush(self) -> None:
-        self._flush_soon = False
-        while self._pending and self._running < self.in_flight:
-            batch = self._pending[: self.max_batch]
-            del self._pending[: self.max_batch]
-            batch = [req for req in batch if not req.future.cancelled()]
-            if not batch:
-                continue
-            batch.sort(key=lambda req: req.order)
-            self._running += 1
-            job = self._to_thread(self._run_group, [(req.fn, req.args) for req in batch])
-            job.add_done_callback(functools.partial(self._landed, batch))
+    def stop(self) -> None:
+        """Let the threads finish what is queued, then end them (blocks)."""
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join()
 
-    def _landed(self, batch: list[_Request], done: asyncio.Future[Any]) -> None:
-        self._running -= 1
-        error = done.exception() if not done.cancelled() else asyncio.CancelledError()
-        outcomes: list[Outcome] = (
-            [(None, error)] * len(batch) if error is not None else done.result()
-        )
-        for req, (value, exc) in zip(batch, outcomes, strict=True):
-            if req.future.done():
-                continue
-            if exc is not None:
-                req.future.set_exception(exc)
-            else:
-                req.future.set_result(value)
-        if self._pending:
-            self._flush()
+    def _work(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self._queue.put(None)  # for the next turn of this loop
+                    break
+                batch.append(nxt)
+            batch.sort(key=lambda req: req.order)
+            self.busy += 1
+            try:
+                outcomes = self._run_group([(req.fn, req.args) for req in batch])
+            except BaseException as exc:  # a bug: every request of the group learns of it
+                outcomes = [(None, exc)] * len(batch)
+            finally:
+                self.busy -= 1
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Request, Outcome]]] = {}
+            for req, outcome in zip(batch, outcomes, strict=True):
+                by_loop.setdefault(req.loop, []).append((req, outcome))
+            for loop, answers in by_loop.items():
+                with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                    loop.call_soon_threadsafe(_answer, answers)
+
+
+def _answer(answers: list[tuple[_Request, Outcome]]) -> None:
+    for req, (value, exc) in answers:
+        if req.future.done():
+            continue
+        if exc is not None:
+            req.future.set_exception(exc)
+        else:
+            req.future.set_result(value)
 
 
 def run_requests(
