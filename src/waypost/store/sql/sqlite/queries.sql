@@ -394,7 +394,9 @@ UPDATE approvals SET status = :status, closed_at = :now
 WHERE tenant = :tenant AND approval_id = :approval_id AND status = 'pending';
 
 -- name: close_run_approvals
-UPDATE approvals SET status = :status, closed_at = :now
+-- (Indexes named here and below: SQLite would otherwise take the primary key's tenant
+-- prefix and read every approval or credential of the tenant.)
+UPDATE approvals INDEXED BY approvals_by_run SET status = :status, closed_at = :now
 WHERE tenant = :tenant AND run_id = :run_id AND status = 'pending';
 
 -- name: set_approval_policy
@@ -427,16 +429,16 @@ WHERE tenant = :tenant AND credential_id = :credential_id AND approval_id = :app
   AND status = 'active' AND (expires_at IS NULL OR expires_at > :clock);
 
 -- name: retire_approver_credentials
-UPDATE approval_credentials SET status = :status, used_at = :now
+UPDATE approval_credentials INDEXED BY approval_credentials_by_approval SET status = :status, used_at = :now
 WHERE tenant = :tenant AND approval_id = :approval_id AND approver = :approver
   AND status = 'active';
 
 -- name: revoke_approval_credentials
-UPDATE approval_credentials SET status = 'revoked', used_at = :now
+UPDATE approval_credentials INDEXED BY approval_credentials_by_approval SET status = 'revoked', used_at = :now
 WHERE tenant = :tenant AND approval_id = :approval_id AND status = 'active';
 
 -- name: revoke_run_credentials
-UPDATE approval_credentials SET status = 'revoked', used_at = :now
+UPDATE approval_credentials INDEXED BY approval_credentials_by_approval SET status = 'revoked', used_at = :now
 WHERE tenant = :tenant AND status = 'active' AND approval_id IN (
     SELECT approval_id FROM approvals WHERE tenant = :tenant AND run_id = :run_id);
 
@@ -1021,8 +1023,11 @@ SELECT parent_run_id, parent_step, parent_close, parent_told, status, processed_
 WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: run_children
--- A run's children, oldest first (the index on the parent finds them).
-SELECT run_id, workflow, version, status, parent_step, parent_close, processed_seq FROM runs
+-- A run's children, oldest first (the index on the parent finds them; named, because
+-- SQLite would otherwise walk the tenant's runs in creation order to skip the sort,
+-- reading every run of the tenant on each run's end).
+SELECT run_id, workflow, version, status, parent_step, parent_close, processed_seq
+FROM runs INDEXED BY runs_by_parent
 WHERE tenant = :tenant AND parent_run_id = :run_id
 ORDER BY created_at, run_id
 LIMIT :limit;
