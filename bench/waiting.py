@@ -14,6 +14,11 @@ runs were started:
     .venv/bin/python bench/waiting.py                                   # SQLite, 100,000 runs
     .venv/bin/python bench/waiting.py --db postgresql://postgres@127.0.0.1:5432/postgres
     .venv/bin/python bench/waiting.py --runs 10000 --json out.json
+
+On PostgreSQL the benchmark runs ANALYZE after every 10,000 runs started (what autovacuum's
+analyze does as tables grow; `--analyze-every 0` never does, as a server with autovacuum
+off would): without it the planner keeps the statistics of the empty tables and may read
+a whole table to find one run.
 """
 
 from __future__ import annotations
@@ -130,15 +135,42 @@ async def new_runs(engine: wp.AsyncEngine, m: int) -> dict[str, float]:
     }
 
 
-async def fill(engine: wp.AsyncEngine, url: str, runs: int, window: int) -> float:
-    """Start `runs` waiting runs, `window` at a time; seconds until all wait."""
+def analyze(url: str) -> None:
+    """PostgreSQL: refresh the planner's statistics, as autovacuum's analyze would."""
+    if url.startswith("sqlite:///"):
+        return
+    import psycopg
+
+    with psycopg.connect(url.partition("?")[0], autocommit=True) as conn:
+        conn.execute("ANALYZE")
+
+
+def autovacuum(url: str) -> str | None:
+    if url.startswith("sqlite:///"):
+        return None
+    import psycopg
+
+    with psycopg.connect(url.partition("?")[0]) as conn:
+        row = conn.execute("SHOW autovacuum").fetchone()
+        return str(row[0]) if row else None
+
+
+async def fill(
+    engine: wp.AsyncEngine, url: str, runs: int, window: int, analyze_every: int = 0
+) -> float:
+    """Start `runs` waiting runs, `window` at a time; seconds until all wait. With
+    `analyze_every`, ANALYZE each time that many more runs were started."""
     t0 = time.perf_counter()
     started = 0
     last_report = t0
+    analyzed = 0
     while started < runs:
         batch = min(window, runs - started)
         await asyncio.gather(*(engine.start(WAITING[(started + i) % 3]) for i in range(batch)))
         started += batch
+        if analyze_every and started - analyzed >= analyze_every:
+            await asyncio.to_thread(analyze, url)
+            analyzed = started
         if time.perf_counter() - last_report > 10:
             last_report = time.perf_counter()
             print(f"  started {started:,} of {runs:,}", file=sys.stderr, flush=True)
@@ -170,7 +202,7 @@ def fresh_process(url: str, m: int) -> dict[str, float]:
     return result
 
 
-async def measure(url: str, runs: int, m: int, window: int) -> dict[str, Any]:
+async def measure(url: str, runs: int, m: int, window: int, analyze_every: int) -> dict[str, Any]:
     async with wp.AsyncEngine(url, cache_size=CACHE_RUNS) as engine:
         engine.register(*ITEMS)
         async with engine.running():
@@ -179,7 +211,9 @@ async def measure(url: str, runs: int, m: int, window: int) -> dict[str, Any]:
             empty = await new_runs(engine, m)
             rss_before = rss_mib()
             print(f"empty store: {empty}", file=sys.stderr, flush=True)
-            seconds = await fill(engine, url, runs, window)
+            seconds = await fill(engine, url, runs, window, analyze_every)
+            if analyze_every:
+                await asyncio.to_thread(analyze, url)
             waiting = count_status(url, "waiting")
             full_bytes = store_bytes(url)
             rss_after = rss_mib()
@@ -208,13 +242,22 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100_000, help="waiting runs to start")
     parser.add_argument("--m", type=int, default=200, help="new runs per measurement")
     parser.add_argument("--window", type=int, default=500, help="waiting runs started at once")
+    parser.add_argument(
+        "--analyze-every",
+        type=int,
+        default=10_000,
+        help="PostgreSQL: ANALYZE after each N runs started, as autovacuum would (0: never)",
+    )
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory() as folder,
         fresh_database(args.db, folder, "waiting", "full") as url,
     ):
-        result = asyncio.run(measure(url, args.runs, args.m, args.window))
+        every = 0 if args.db == "sqlite" else args.analyze_every
+        result = asyncio.run(measure(url, args.runs, args.m, args.window, every))
+        result["autovacuum"] = autovacuum(url)
+        result["analyze_every"] = every
     result["machine"] = {
         "python": platform.python_version(),
         "cpus": os.cpu_count(),

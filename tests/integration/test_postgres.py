@@ -316,3 +316,22 @@ def test_renewals_and_timers_go_on_while_every_main_connection_is_held(
             await store.close()
 
     asyncio.run(scenario())
+
+
+def test_a_server_without_autovacuum_is_named_when_the_store_opens(
+    fresh_postgres: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Without autovacuum nothing refreshes the planner's statistics as the tables grow.
+    with psycopg.connect(fresh_postgres) as conn:
+        row = conn.execute("SHOW autovacuum").fetchone()
+    assert row is not None
+
+    async def open_and_close() -> None:
+        store = PostgresStore(fresh_postgres)
+        await store.open()
+        await store.close()
+
+    with caplog.at_level("WARNING", logger="waypost.postgres"):
+        asyncio.run(open_and_close())
+    warned = [r.getMessage() for r in caplog.records if "autovacuum is off" in r.getMessage()]
+    assert len(warned) == (1 if row[0] == "off" else 0), warned
