@@ -7,9 +7,10 @@ runs were started:
 - the store's bytes per waiting run (SQLite: the file and its WAL; PostgreSQL: the
   database's size, `pg_database_size`, after `VACUUM ANALYZE`);
 - the engine process's resident memory (VmRSS) and the runs it keeps cached;
-- new runs: the median of M starts one after another (each until `start` returned) and
-  M runs of five steps all at once (wf/s) — the same engine process that started the
-  waiting runs, and a fresh process on the same database.
+- new runs: the median of M starts one after another (each until `start` returned; the
+  runs started before it execute meanwhile) and M runs of five steps all at once (wf/s) —
+  the same engine process that started the waiting runs, and a fresh process on the
+  same database — once the approvals' notifications (the outbox) have all been sent.
 
     .venv/bin/python bench/waiting.py                                   # SQLite, 100,000 runs
     .venv/bin/python bench/waiting.py --db postgresql://postgres@127.0.0.1:5432/postgres
@@ -97,8 +98,15 @@ def store_bytes(url: str) -> int:
         return int(row[0]) if row else 0
 
 
+def count_outbox(url: str) -> int:
+    return count(url, "SELECT count(*) FROM outbox WHERE status = ?", "pending")
+
+
 def count_status(url: str, status: str) -> int:
-    query = "SELECT count(*) FROM runs WHERE status = ?"
+    return count(url, "SELECT count(*) FROM runs WHERE status = ?", status)
+
+
+def count(url: str, query: str, status: str) -> int:
     if url.startswith("sqlite:///"):
         import sqlite3
 
@@ -180,6 +188,16 @@ async def fill(
     return time.perf_counter() - t0
 
 
+async def drained(url: str) -> float:
+    """Seconds until the approvals' notifications (the outbox) are all sent: the engine's
+    work for the runs started, apart from waiting."""
+    t0 = time.perf_counter()
+    while (pending := count_outbox(url)) > 0:
+        print(f"  {pending:,} notifications to send", file=sys.stderr, flush=True)
+        await asyncio.sleep(5)
+    return time.perf_counter() - t0
+
+
 FRESH = """
 import asyncio, json, sys
 sys.path.insert(0, {here!r})
@@ -212,6 +230,7 @@ async def measure(url: str, runs: int, m: int, window: int, analyze_every: int) 
             rss_before = rss_mib()
             print(f"empty store: {empty}", file=sys.stderr, flush=True)
             seconds = await fill(engine, url, runs, window, analyze_every)
+            drain = await drained(url)
             if analyze_every:
                 await asyncio.to_thread(analyze, url)
             waiting = count_status(url, "waiting")
@@ -224,6 +243,7 @@ async def measure(url: str, runs: int, m: int, window: int, analyze_every: int) 
         "runs": runs,
         "waiting": waiting,
         "fill_seconds": seconds,
+        "notifications_drained_seconds": drain,
         "bytes_per_waiting_run": (full_bytes - empty_bytes) / max(waiting, 1),
         "store_bytes_empty": empty_bytes,
         "store_bytes_full": full_bytes,
@@ -269,7 +289,10 @@ def main() -> None:
         result["new_runs_same_process"],
         result["new_runs_fresh_process"],
     )
-    print(f"{result['waiting']:,} runs waiting (filled in {result['fill_seconds']:.0f} s)")
+    print(
+        f"{result['waiting']:,} runs waiting (filled in {result['fill_seconds']:.0f} s, "
+        f"their notifications sent {result['notifications_drained_seconds']:.0f} s later)"
+    )
     print(f"store: {result['bytes_per_waiting_run']:.0f} bytes per waiting run")
     print(
         f"engine process: {result['rss_mib_before']:.0f} -> {result['rss_mib_after']:.0f} MiB "
