@@ -251,8 +251,11 @@ class Schedules:
                 await self.tick()
             except StoreError as exc:
                 log.warning("schedules: the store failed (%s); trying again", exc)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the
+            # cancellation of a stop that arrives as the event is set, and the stop hangs.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), m.settings.poll_interval)
+                async with asyncio.timeout(m.settings.poll_interval):
+                    await self._wake.wait()
 
     async def tick(self) -> int:
         """Handle every due schedule once; how many this engine advanced."""
