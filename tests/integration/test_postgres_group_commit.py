@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 import waypost as wp
-from waypost.errors import ConfigurationError
+from waypost.errors import ConfigurationError, StoreError
 from waypost.model.chain import verify_chain
 from waypost.model.events import EventType, NewEvent
 from waypost.store.base import (
@@ -59,9 +59,12 @@ async def _until(predicate: Callable[[], bool]) -> None:
     raise AssertionError("condition not reached in time")
 
 
-async def grouped(url: str, odd_one: Callable[[PostgresStore], Any]) -> dict[str, Any]:
+async def grouped(
+    url: str, odd_one: Callable[[PostgresStore], Any], *, group_lands: bool = True
+) -> dict[str, Any]:
     """Commit a signal to each of N runs and `odd_one(store)`'s commit, all but the
-    first run's queued behind it so that they go as one group; what each got back."""
+    first run's queued behind it so that they go as one group; what each got back.
+    With `group_lands=False`, the group's COMMIT is expected to fail as a whole."""
     store = PostgresStore(url)
     store.commit_threads = 1
     await store.open()
@@ -104,10 +107,14 @@ async def grouped(url: str, odd_one: Callable[[PostgresStore], Any]) -> dict[str
             zip(["r0", *(c.run_id for c in rest)], outcomes, strict=True)
         )
         for i in range(N):
-            assert answers[f"r{i}"].ok, answers[f"r{i}"]
             history = await store.load_history(TENANT, f"r{i}")
-            assert [e.type for e in history] == [E.RUN_STARTED, E.SIGNAL_RECEIVED]
             assert verify_chain(history) == []
+            if group_lands or i == 0:  # the plug commits alone, before the group
+                assert answers[f"r{i}"].ok, answers[f"r{i}"]
+                assert [e.type for e in history] == [E.RUN_STARTED, E.SIGNAL_RECEIVED]
+            else:  # failed with the group's COMMIT, and not run again
+                assert isinstance(answers[f"r{i}"], StoreError), answers[f"r{i}"]
+                assert [e.type for e in history] == [E.RUN_STARTED]
         answers["commits"] = after["commits"] - before["commits"]
         answers["requests"] = after["requests"] - before["requests"]
         answers["redone"] = after["groups_redone"] - before["groups_redone"]
@@ -181,6 +188,45 @@ def test_a_commit_that_raises_gets_its_error_and_the_rest_of_its_group_lands(
     assert isinstance(answers["broken"], TypeError)
     assert answers["state of odd"][0].last_seq == 1
     assert answers["redone"] == 1
+
+
+def test_a_group_whose_commit_fails_fails_each_of_its_commits_and_runs_none_again(
+    fresh_postgres: str,
+) -> None:
+    # A constraint checked at COMMIT refuses one event: the whole group's COMMIT fails.
+    # Whether a failed COMMIT landed is unknown to the client, so nothing is run again.
+    with psycopg.connect(fresh_postgres, autocommit=True) as admin:
+        admin.execute(
+            """
+            CREATE FUNCTION waypost.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.data LIKE '%poison%' THEN RAISE EXCEPTION 'poison'; END IF;
+                RETURN NULL;
+            END $$;
+            CREATE CONSTRAINT TRIGGER refuse_poison AFTER INSERT ON waypost.events
+                DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+                EXECUTE FUNCTION waypost.refuse_poison();
+            """
+        )
+
+    async def poisoned(store: PostgresStore) -> RunCommit:
+        created = await store.create_run(new_run("poisoned"))
+        bad = NewEvent(E.SIGNAL_RECEIVED, {"name": "poison"}, T0 + 1)
+        return RunCommit(
+            TENANT,
+            "poisoned",
+            [bad],
+            T0 + 1,
+            expect_seq=created.run.last_seq,
+            expect_hash=created.run.last_hash,
+        )
+
+    answers = asyncio.run(grouped(fresh_postgres, poisoned, group_lands=False))
+    assert isinstance(answers["poisoned"], StoreError)
+    assert "poison" in str(answers["poisoned"])
+    assert answers["state of odd"][0].last_seq == 1
+    # The plug, then the group (rolled back by its COMMIT, so not counted); none redone.
+    assert (answers["commits"], answers["redone"]) == (1, 0)
 
 
 @wp.activity

@@ -268,7 +268,7 @@ class PostgresStore(SqlStore):
         self.queries = load_queries("postgres")
         self._writes = write_statements(self.queries)
         self._lanes: dict[str, _Lane] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # for the counters, kept by many threads
         self._groups: CommitGroups | None = None
         self._transactions = 0  # every transaction, reads included
         self._commits = 0  # write transactions
@@ -392,16 +392,21 @@ class PostgresStore(SqlStore):
                 except Abort as abort:
                     return cast(T, abort.result)
                 finally:
-                    self._transactions += 1
-                    if not read:
-                        self._commits += 1
-                        self._requests += 1
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"PostgreSQL error: {type(exc).__name__}: {self._safe(exc)}".strip()
-            ) from exc
-        except PoolTimeout as exc:
-            raise StoreError(f"no PostgreSQL connection available: {self._safe(exc)}") from exc
+                    self._count(0 if read else 1, 0 if read else 1)
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._store_error(exc) from exc
+
+    def _store_error(self, exc: psycopg.Error | PoolTimeout) -> StoreError:
+        if isinstance(exc, PoolTimeout):
+            return StoreError(f"no PostgreSQL connection available: {self._safe(exc)}")
+        return StoreError(f"PostgreSQL error: {type(exc).__name__}: {self._safe(exc)}".strip())
+
+    def _count(self, commits: int, requests: int) -> None:
+        """One more transaction, carrying `requests` writes in `commits` commits."""
+        with self._lock:
+            self._transactions += 1
+            self._commits += commits
+            self._requests += requests
 
     async def _in_lane(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T:
         """Run `fn` on the threads and connections of its lane (`LANE_OF`, else main)."""
@@ -430,28 +435,27 @@ class PostgresStore(SqlStore):
         try:
             with pool.connection() as conn:
                 tx = self._tx(conn)
-                try:
-                    with conn.transaction():
-                        outcomes = run_requests(tx, requests)
-                        landed = True  # from here on, only the COMMIT can fail
-                finally:
-                    self._transactions += 1
-            self._commits += 1
-            self._requests += len(requests)
+                with conn.transaction():
+                    outcomes = run_requests(tx, requests)
+                    landed = True  # from here on, only the COMMIT can fail
+            self._count(1, len(requests))
             return outcomes
         except PoolTimeout as exc:
-            error = StoreError(f"no PostgreSQL connection available: {self._safe(exc)}")
-            return [(None, error)] * len(requests)
+            return [(None, self._store_error(exc))] * len(requests)
         except Exception as exc:
+            self._count(0, 0)
             if landed:  # the COMMIT failed: whether it landed is unknown, as alone
-                error = StoreError(
-                    f"PostgreSQL error: {type(exc).__name__}: {self._safe(exc)}".strip()
+                error = (
+                    self._store_error(exc)
+                    if isinstance(exc, psycopg.Error)
+                    else StoreError(f"PostgreSQL commit failed: {exc!r}")
                 )
                 error.__cause__ = exc
                 return [(None, error)] * len(requests)
             if not isinstance(exc, Dirty | psycopg.Error):
                 log.debug("a group commit failed (%s); its requests run alone", exc)
-        self._redone += 1
+        with self._lock:
+            self._redone += 1
         return [self._alone(pool, fn, args) for fn, args in requests]
 
     def _alone(
