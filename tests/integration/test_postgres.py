@@ -164,10 +164,20 @@ def test_waypost_options_are_taken_off_the_url_and_the_rest_passed_on() -> None:
     conninfo, options = parse_postgres_url(
         "postgres://u@h:5433/db?pool_size=3&application_name=shop&connect_timeout=5"
     )
-    assert options == {"pool_size": 3, "schema": "waypost", "group_commit": True}
+    assert options == {
+        "pool_size": 3,
+        "schema": "waypost",
+        "group_commit": True,
+        "step_statement": True,
+    }
     assert conninfo == "postgresql://u@h:5433/db?application_name=shop&connect_timeout=5"
     _, options = parse_postgres_url("postgres://u@h/db?group_commit=off&pool_size=4")
-    assert options == {"pool_size": 4, "schema": "waypost", "group_commit": False}
+    assert options == {
+        "pool_size": 4,
+        "schema": "waypost",
+        "group_commit": False,
+        "step_statement": True,
+    }
 
 
 def test_a_session_frozen_inside_a_transaction_is_ended_by_the_server(

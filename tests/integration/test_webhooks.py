@@ -375,10 +375,12 @@ def test_a_replayed_delivery_answers_its_first_outcome_and_delivers_once(
     first = setup["anonymous"].post("/v1/webhooks/acme-pay", content=raw, headers=headers)
     assert first.status_code == 200, first.text
     # The run waits again with the same pair: a replay that were not deduplicated would
-    # reach it.
+    # reach it. (Its snapshot still shows the first wait until the run has taken the
+    # signal in: the second wait is there once the run registered it.)
     eventually(
         lambda: (
             len(signals_of(engine, "dedup", "acme")) == 1
+            and registered(engine, "dedup", "acme") == 2
             and waits_with(engine, "dedup", "acme", "o-d")
         ),
         "the second wait",

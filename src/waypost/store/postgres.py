@@ -94,19 +94,24 @@ _RESERVED_SCHEMAS = ("pg_", "information_schema")
 
 
 def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
-    """Split waypost's own options (`pool_size`, `schema`, `group_commit`) off a
-    PostgreSQL URL."""
+    """Split waypost's own options (`pool_size`, `schema`, `group_commit`,
+    `step_statement`) off a PostgreSQL URL."""
     parsed = urlparse(url)
     if parsed.scheme not in ("postgresql", "postgres"):
         raise ConfigurationError(f"not a PostgreSQL URL: {redact_url(url)!r}")
-    options: dict[str, Any] = {**_INT_OPTIONS, "schema": DEFAULT_SCHEMA, "group_commit": True}
+    options: dict[str, Any] = {
+        **_INT_OPTIONS,
+        "schema": DEFAULT_SCHEMA,
+        "group_commit": True,
+        "step_statement": True,
+    }
     rest = []
     for key, value in parse_qsl(parsed.query, keep_blank_values=True):
-        if key == "group_commit":
+        if key in ("group_commit", "step_statement"):
             if value.lower() not in _SWITCH:
                 raise ConfigurationError(
-                    f"group_commit={value!r} in {redact_url(url)!r} is not on or off "
-                    "(use group_commit=on or group_commit=off)"
+                    f"{key}={value!r} in {redact_url(url)!r} is not on or off "
+                    f"(use {key}=on or {key}=off)"
                 )
             options[key] = _SWITCH[value.lower()]
         elif key in _INT_OPTIONS:
@@ -182,7 +187,7 @@ class PostgresTx(Tx):
     Its statements run one after the other on one cursor, whose rows are dicts.
     """
 
-    __slots__ = ("channel", "conn", "dirty", "writes")
+    __slots__ = ("channel", "conn", "dirty", "one_statement_steps", "stepped", "writes")
 
     def __init__(
         self,
@@ -199,6 +204,8 @@ class PostgresTx(Tx):
         self.channel = channel
         self.writes = writes  # the names of the statements that change rows
         self.dirty = False  # whether a statement changed (or may have changed) a row
+        self.one_statement_steps = True  # see transactions/step.py
+        self.stepped = 0  # steps made in one statement
 
     # A group commit rolls back when a request that changed rows fails its condition.
     def one(self, name: str, params: dict[str, Any]) -> Any:
@@ -225,6 +232,13 @@ class PostgresTx(Tx):
             chunk = rows[first : first + _ROWS_PER_INSERT]
             params = {f"{k}_{i}": v for i, row in enumerate(chunk) for k, v in row.items()}
             self.statements.execute(rows_insert(self.queries[name], len(chunk)), params)
+
+    def step_statement(self, name: str, params: dict[str, Any]) -> Any:
+        row = self.statements.execute(STEPS[name], params).fetchone()
+        if row is not None and row["ok"]:
+            self.dirty = True
+            self.stepped += 1
+        return row
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -260,6 +274,8 @@ class PostgresStore(SqlStore):
         self.conninfo, options = parse_postgres_url(url)
         self.pool_size: int = options["pool_size"]
         self.group_commit: bool = options["group_commit"]
+        # A run's step in one statement (transactions/step.py; `?step_statement=off`).
+        self.step_statement: bool = options["step_statement"]
         # Group committers (postgres_group): connections of the main lane, two left over.
         self.commit_threads = max(1, self.pool_size - 2)
         self.schema: str = options["schema"]
@@ -274,6 +290,7 @@ class PostgresStore(SqlStore):
         self._commits = 0  # write transactions
         self._requests = 0  # write requests they carried
         self._redone = 0  # groups rolled back and run request by request
+        self._stepped = 0  # steps made in one statement
 
     # -- lifecycle ----------------------------------------------------------
     async def open(self) -> None:
@@ -392,7 +409,7 @@ class PostgresStore(SqlStore):
                 except Abort as abort:
                     return cast(T, abort.result)
                 finally:
-                    self._count(0 if read else 1, 0 if read else 1)
+                    self._count(0 if read else 1, 0 if read else 1, tx.stepped)
         except (psycopg.Error, PoolTimeout) as exc:
             raise self._store_error(exc) from exc
 
@@ -401,12 +418,14 @@ class PostgresStore(SqlStore):
             return StoreError(f"no PostgreSQL connection available: {self._safe(exc)}")
         return StoreError(f"PostgreSQL error: {type(exc).__name__}: {self._safe(exc)}".strip())
 
-    def _count(self, commits: int, requests: int) -> None:
-        """One more transaction, carrying `requests` writes in `commits` commits."""
+    def _count(self, commits: int, requests: int, stepped: int = 0) -> None:
+        """One more transaction, carrying `requests` writes in `commits` commits (of
+        them `stepped` made in one statement)."""
         with self._lock:
             self._transactions += 1
             self._commits += commits
             self._requests += requests
+            self._stepped += stepped
 
     async def _in_lane(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T:
         """Run `fn` on the threads and connections of its lane (`LANE_OF`, else main)."""
@@ -419,9 +438,11 @@ class PostgresStore(SqlStore):
         )
 
     def _tx(self, conn: psycopg.Connection[Any]) -> PostgresTx:
-        return PostgresTx(
+        tx = PostgresTx(
             conn, self.queries, self.chain, self.channel, keys=self.keys, writes=self._writes
         )
+        tx.one_statement_steps = self.step_statement
+        return tx
 
     def _run_group(
         self, requests: list[tuple[Callable[..., Any], tuple[Any, ...]]]
@@ -438,7 +459,7 @@ class PostgresStore(SqlStore):
                 with conn.transaction():
                     outcomes = run_requests(tx, requests)
                     landed = True  # from here on, only the COMMIT can fail
-            self._count(1, len(requests))
+            self._count(1, len(requests), tx.stepped)
             return outcomes
         except PoolTimeout as exc:
             return [(None, self._store_error(exc))] * len(requests)
@@ -485,6 +506,7 @@ class PostgresStore(SqlStore):
             "requests": self._requests,
             "transactions": self._transactions,
             "groups_redone": self._redone,
+            "step_statements": self._stepped,
         }
 
     async def listen(self, on_notify: Callable[[str], None]) -> None:
@@ -513,6 +535,8 @@ class PostgresStore(SqlStore):
             delay = min(delay * 2, 5.0)
 
 
+# A run's step as one statement (transactions/step.py).
+STEPS = load_queries("postgres", "steps.sql")
 # The INSERT ... VALUES statements that `PostgresTx.many` sends as one statement.
 ROW_INSERTS = frozenset({"insert_event"})
 _ROWS_PER_INSERT = 500

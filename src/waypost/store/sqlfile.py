@@ -10,14 +10,14 @@ _NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
-def load_queries(dialect: str) -> dict[str, str]:
-    """The `-- name: x` sections of `sql/<dialect>/queries.sql`."""
-    text = resources.files("waypost.store").joinpath(f"sql/{dialect}/queries.sql").read_text()
+def load_queries(dialect: str, file: str = "queries.sql") -> dict[str, str]:
+    """The `-- name: x` sections of `sql/<dialect>/<file>`."""
+    text = resources.files("waypost.store").joinpath(f"sql/{dialect}/{file}").read_text()
     parts = _NAME.split(text)
     queries: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         if name in queries:
-            raise ValueError(f"query {name!r} is defined twice in {dialect}/queries.sql")
+            raise ValueError(f"query {name!r} is defined twice in {dialect}/{file}")
         queries[name] = body.strip().rstrip(";")
     return queries
 

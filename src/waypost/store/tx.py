@@ -97,6 +97,13 @@ class Tx(ABC):
         """Run the statement `name` once for each set of parameters in `rows`."""
         self.statements.executemany(self.queries[name], rows)
 
+    # Whether `step_statement` can make a run's step in one statement (transactions/step.py).
+    one_statement_steps = False
+
+    def step_statement(self, name: str, params: dict[str, Any]) -> Row | None:
+        """Run the one-statement step `name` (only where `one_statement_steps`); its row."""
+        raise NotImplementedError(f"{type(self).__name__} makes no step in one statement")
+
     @abstractmethod
     def savepoint(self) -> AbstractContextManager[None]:
         """A nested transaction: an exception inside it undoes only its own writes."""

@@ -219,6 +219,8 @@ def validate_input(
     first = nesting_problem(value, base) or unstorable_problem(value, base)
     if first is not None:
         return [first]
+    if schema is True:  # no schema: any value (a definition without `input_schema`)
+        return []
     found, stopped = input_errors(schema, value, MAX_LISTED + 1, checks)
     if stopped is not None:
         return [Problem(base, stopped)]

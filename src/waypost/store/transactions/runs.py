@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
 
-from waypost.model.encryption import event_place, run_place, task_place
+from waypost.model.encryption import run_place, task_place
 from waypost.model.events import Event, canonical_json
 from waypost.model.queues import activity_queue
 from waypost.model.status import FINISHED, RunStatus
@@ -40,6 +39,8 @@ from .generations import begin_generation
 from .queues import limited_queues, limits_read_with
 from .quotas import activity_room, admit_run, timer_room
 from .records import approval_from_row, event_from_row, run_from_row, sealed, task_from_row
+from .run_rows import activity_task_params, event_rows, snapshot_params
+from .step import commit_step
 from .workflow_queues import admit_enqueued_runs, admit_runs
 
 _FINISHED = frozenset(s.value for s in FINISHED)
@@ -101,7 +102,7 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
     if new.quotas is not None:
         # After the insert: finding the same run again is free, and the count includes it.
         admit_run(tx, new.tenant, new.quotas, new.ts)
-    tx.many("insert_event", _event_rows(tx, new.tenant, new.run_id, events))
+    tx.many("insert_event", event_rows(tx, new.tenant, new.run_id, events))
     claimed = new.claim_owner is not None
     held = new.named_queue is not None  # enqueued: held until its queue admits it
     fence = 1 if claimed and not held else 0
@@ -163,6 +164,9 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
 
 
 def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
+    stepped = commit_step(tx, c)  # most steps, in one statement where the dialect can
+    if stepped is not None:
+        return stepped
     key = {"tenant": c.tenant, "run_id": c.run_id}
     now = c.now
 
@@ -246,26 +250,7 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
     }
     if snap is not None:
         status = snap.status
-        n = tx.run(
-            "advance_run_snapshot",
-            {
-                **head_params,
-                "status": snap.status,
-                "waiting_for": canonical_json(snap.waiting_for),
-                "processed_seq": snap.processed_seq,
-                "result": sealed(
-                    tx.keys,
-                    None if snap.result is None else canonical_json(snap.result),
-                    run_place(c.tenant, c.run_id, "result"),
-                ),
-                "error": sealed(
-                    tx.keys,
-                    None if snap.error is None else canonical_json(snap.error),
-                    run_place(c.tenant, c.run_id, "error"),
-                ),
-                "finished_at": now if snap.finished else None,
-            },
-        )
+        n = tx.run("advance_run_snapshot", {**head_params, **snapshot_params(tx, c, snap)})
     elif events or c.expect_seq is not None:
         n = tx.run("advance_run_checked", head_params)
     else:
@@ -274,7 +259,7 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
         head = tx.one("run_head", key)
         raise Abort(CommitResult(Conflict.RUN_NOT_FOUND if head is None else Conflict.SEQ))
     if events:
-        tx.many("insert_event", _event_rows(tx, c.tenant, c.run_id, events))
+        tx.many("insert_event", event_rows(tx, c.tenant, c.run_id, events))
     if c.set_version is not None:
         tx.run("set_run_version", {**key, "version": c.set_version})
 
@@ -322,35 +307,7 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
             room -= 1
         if not leased:
             tx.notify(TASKS)
-        deadline = now + na.timeout
-        hb_deadline = now + na.heartbeat_timeout if na.heartbeat_timeout is not None else None
-        tx.run(
-            "insert_activity_task",
-            {
-                **key,
-                "step": na.step,
-                "queue": na.activity,
-                "named_queue": named,
-                "state": "leased" if leased else "ready",
-                "visible_at": min(now + na.lease, deadline, hb_deadline or deadline)
-                if leased
-                else now,
-                "owner": na.owner if leased else None,
-                "fence": 1 if leased else 0,
-                "attempt": na.attempts + (1 if leased else 0),
-                "started_at": now if leased else None,
-                "deadline": deadline if leased else None,
-                "heartbeat_deadline": hb_deadline if leased else None,
-                "timeout": na.timeout,
-                "heartbeat_timeout": na.heartbeat_timeout,
-                "spec": sealed(
-                    tx.keys,
-                    texts.get(id(na.spec)) or canonical_json(na.spec),
-                    task_place(c.tenant, c.run_id, na.step, "spec"),
-                ),
-                "now": now,
-            },
-        )
+        tx.run("insert_activity_task", {**key, **activity_task_params(tx, c, na, leased, texts)})
     for step in c.drop_activities:
         tx.run("delete_activity_task", {**key, "step": step})
     for step in c.cancel_activities:
@@ -594,25 +551,6 @@ def run_outlooks(tx: Tx, tenant: str, run_ids: Sequence[str]) -> dict[str, RunOu
     return {
         run_id: RunOutlook(tasks.get(run_id, []), approvals.get(run_id, [])) for run_id in run_ids
     }
-
-
-def _event_rows(tx: Tx, tenant: str, run_id: str, events: list[Event]) -> list[dict[str, Any]]:
-    keys = tx.keys
-    return [
-        {
-            "tenant": tenant,
-            "run_id": run_id,
-            "seq": ev.seq,
-            "type": str(ev.type),
-            # The chain hashed the plaintext; the store keeps it encrypted (decision 0009).
-            "data": ev.data_json
-            if keys is None
-            else keys.seal(ev.data_json, event_place(tenant, run_id, ev.seq)),
-            "ts": ev.ts,
-            "hash": ev.hash,
-        }
-        for ev in events
-    ]
 
 
 def admit_enqueued(tx: Tx, now: float) -> int:

@@ -1,0 +1,86 @@
+"""The rows a run's commit writes, as statement parameters: its snapshot, its events,
+its new attempts' tasks (shared by `commit_run` and the one-statement step)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from waypost.model.encryption import event_place, run_place, task_place
+from waypost.model.events import Event, canonical_json
+from waypost.model.queues import activity_queue
+
+from ..base import NewActivityTask, RunCommit, Snapshot
+from ..tx import Tx
+from .records import sealed
+
+
+def snapshot_params(tx: Tx, c: RunCommit, snap: Snapshot) -> dict[str, Any]:
+    """The columns of the run's snapshot as `snap` gives them (payloads sealed)."""
+    return {
+        "status": snap.status,
+        "waiting_for": canonical_json(snap.waiting_for),
+        "processed_seq": snap.processed_seq,
+        "result": sealed(
+            tx.keys,
+            None if snap.result is None else canonical_json(snap.result),
+            run_place(c.tenant, c.run_id, "result"),
+        ),
+        "error": sealed(
+            tx.keys,
+            None if snap.error is None else canonical_json(snap.error),
+            run_place(c.tenant, c.run_id, "error"),
+        ),
+        "finished_at": c.now if snap.finished else None,
+    }
+
+
+def activity_task_params(
+    tx: Tx, c: RunCommit, na: NewActivityTask, leased: bool, texts: dict[int, str]
+) -> dict[str, Any]:
+    """The columns of the task of a new attempt: leased to its owner at once, or ready
+    for a claim. `texts`: the JSON of the commit's events' data by id (a task's spec is
+    often an event's data, encoded once)."""
+    now = c.now
+    deadline = now + na.timeout
+    hb_deadline = now + na.heartbeat_timeout if na.heartbeat_timeout is not None else None
+    return {
+        "step": na.step,
+        "queue": na.activity,
+        "named_queue": activity_queue(na.spec),
+        "state": "leased" if leased else "ready",
+        "visible_at": min(now + na.lease, deadline, hb_deadline or deadline) if leased else now,
+        "owner": na.owner if leased else None,
+        "fence": 1 if leased else 0,
+        "attempt": na.attempts + (1 if leased else 0),
+        "started_at": now if leased else None,
+        "deadline": deadline if leased else None,
+        "heartbeat_deadline": hb_deadline if leased else None,
+        "timeout": na.timeout,
+        "heartbeat_timeout": na.heartbeat_timeout,
+        "spec": sealed(
+            tx.keys,
+            texts.get(id(na.spec)) or canonical_json(na.spec),
+            task_place(c.tenant, c.run_id, na.step, "spec"),
+        ),
+        "now": now,
+    }
+
+
+def event_rows(tx: Tx, tenant: str, run_id: str, events: list[Event]) -> list[dict[str, Any]]:
+    """The rows of `events` (sealed by the chain) as the `events` table keeps them."""
+    keys = tx.keys
+    return [
+        {
+            "tenant": tenant,
+            "run_id": run_id,
+            "seq": ev.seq,
+            "type": str(ev.type),
+            # The chain hashed the plaintext; the store keeps it encrypted (decision 0009).
+            "data": ev.data_json
+            if keys is None
+            else keys.seal(ev.data_json, event_place(tenant, run_id, ev.seq)),
+            "ts": ev.ts,
+            "hash": ev.hash,
+        }
+        for ev in events
+    ]
