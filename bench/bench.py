@@ -31,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ import waypost as wp
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from _db import fresh_postgres  # noqa: E402
 from workflows import STEPS, bench20, definition, noop_async, noop_sync  # noqa: E402
 
 WAYPOST = Path(sys.executable).with_name("waypost")
@@ -112,19 +112,8 @@ def fresh_database(db: str, folder: str, label: str, synchronous: str) -> Iterat
     if db == "sqlite":
         yield f"sqlite:///{folder}/bench-{label}.db?synchronous={synchronous}"
         return
-    import psycopg
-
-    name = f"waypost_bench_{uuid.uuid4().hex[:10]}"
-    # waypost's own options in the URL's query (pool_size, group_commit) go to the engine.
-    server, _, options = db.partition("?")
-    base = server.rsplit("/", 1)[0]
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{base}/{name}" + (f"?{options}" if options else "")
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgres(db) as url:
+        yield url
 
 
 async def drive(

@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from _db import fresh_postgres
+
 import waypost as wp
 
 WAYPOST = Path(sys.executable).with_name("waypost")
@@ -94,7 +96,7 @@ def completed(db: str) -> int:
             conn.close()
     import psycopg
 
-    with psycopg.connect(db, options="-c search_path=waypost") as conn:
+    with psycopg.connect(db.partition("?")[0], options="-c search_path=waypost") as conn:
         row = conn.execute(query).fetchone()
         return int(row[0]) if row else 0
 
@@ -145,16 +147,8 @@ def fresh_database(db: str, folder: Path, label: str) -> Iterator[str]:
     if db == "sqlite":
         yield f"sqlite:///{folder / f'{label}.db'}"
         return
-    import psycopg
-
-    name = f"waypost_recovery_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(db, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{db.rsplit('/', 1)[0]}/{name}"
-    finally:
-        with psycopg.connect(db, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgres(db, "waypost_recovery") as url:
+        yield url
 
 
 def main() -> None:

@@ -34,11 +34,12 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from _db import fresh_postgres
 
 import waypost as wp
 
@@ -71,17 +72,8 @@ def fresh_database(db: str, folder: str, label: str) -> Iterator[str]:
     if db == "sqlite":
         yield f"sqlite:///{folder}/timers-{label}.db"
         return
-    import psycopg
-
-    name = f"waypost_bench_{uuid.uuid4().hex[:10]}"
-    base = db.rsplit("/", 1)[0]
-    with psycopg.connect(db, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(db, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgres(db) as url:
+        yield url
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
