@@ -299,3 +299,30 @@ def test_the_step_statement_is_an_option_of_the_url() -> None:
     assert options["step_statement"] is False
     with pytest.raises(ConfigurationError, match="step_statement=maybe"):
         parse_postgres_url("postgresql://h/db?step_statement=maybe")
+
+
+def test_a_step_with_a_time_json_cannot_hold_goes_the_long_way(fresh_postgres: str) -> None:
+    """An infinite heartbeat timeout has no JSON form: the step is written the long way."""
+
+    async def attempt() -> tuple[bool, int, list[Any]]:
+        store = PostgresStore(fresh_postgres)
+        await store.open()
+        try:
+            run = Driver(store, "r1")
+            await run.start()
+            endless = NewActivityTask(
+                "2", "act", {"activity": "act", "step": "2"}, 60.0, float("inf"), owner="w1"
+            )
+            now = T0 + 5
+            result = await run.commit(
+                [NewEvent(E.ACTIVITY_COMPLETED, {"step": "1"}, now)], [endless], "1"
+            )
+            tasks = await store.run_tasks(TENANT, "r1")
+            return result.ok, store.stats["step_statements"], tasks
+        finally:
+            await store.close()
+
+    ok, stepped, tasks = asyncio.run(attempt())
+    assert ok and stepped == 0
+    (leased,) = [t for t in tasks if t.kind == "activity"]
+    assert (leased.step, leased.owner, leased.heartbeat_deadline) == ("2", "w1", float("inf"))

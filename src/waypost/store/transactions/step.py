@@ -102,6 +102,11 @@ def commit_step(tx: Tx, c: RunCommit) -> CommitResult | None:
     rows = event_rows(tx, c.tenant, c.run_id, events)
     texts = {id(ev.data): ev.data_json for ev in events}
     tasks = [activity_task_params(tx, c, na, True, texts) for na in c.new_activities]
+    try:  # JSON has no infinity or NaN (no time here is either; the long way takes any)
+        events_json = json.dumps([{k: r[k] for k in _EVENT_COLUMNS} for r in rows], allow_nan=False)
+        tasks_json = json.dumps([{k: t[k] for k in _TASK_COLUMNS} for t in tasks], allow_nan=False)
+    except ValueError:
+        return None
     params: dict[str, Any] = {
         "tenant": c.tenant,
         "run_id": c.run_id,
@@ -115,8 +120,8 @@ def commit_step(tx: Tx, c: RunCommit) -> CommitResult | None:
         "now": c.now,
         **snapshot_params(tx, c, snap),
         # The rows as JSON: one parameter each, cheaper to send than a column of arrays.
-        "events": json.dumps([{k: row[k] for k in _EVENT_COLUMNS} for row in rows]),
-        "tasks": json.dumps([{k: task[k] for k in _TASK_COLUMNS} for task in tasks]),
+        "events": events_json,
+        "tasks": tasks_json,
     }
     row = tx.step_statement(name, params)
     if row is None or not row["ok"]:
