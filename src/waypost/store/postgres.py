@@ -45,9 +45,11 @@ from waypost.model.identity import preview
 from waypost.model.logs import logger
 
 from . import transactions as txn
+from .base import RunCommit
 from .postgres_group import CommitGroups, Dirty, Outcome, run_requests
 from .sqlfile import load_migrations, load_queries
 from .sqlstore import SqlStore
+from .transactions.step import commit_step, finish_shaped, step_shaped
 from .tx import Abort, Tx
 from .urls import redact_url, scrub_password
 
@@ -451,7 +453,9 @@ class PostgresStore(SqlStore):
         lane); see `postgres_group` for what happens when one of them fails."""
         pool = self._lanes["main"].pool
         if len(requests) == 1:
-            return [self._alone(pool, *requests[0])]
+            fn, args = requests[0]
+            made = self._step_alone(pool, args[0]) if fn is txn.commit_run else None
+            return [made if made is not None else self._alone(pool, fn, args)]
         landed = False
         try:
             with pool.connection() as conn:
@@ -478,6 +482,33 @@ class PostgresStore(SqlStore):
         with self._lock:
             self._redone += 1
         return [self._alone(pool, fn, args) for fn, args in requests]
+
+    def _step_alone(self, pool: ConnectionPool[Any], c: RunCommit) -> Outcome | None:
+        """A lone commit of the one-statement shapes, made by its statement alone, outside
+        a transaction: the statement is atomic, and BEGIN and COMMIT are two round trips
+        fewer. None when it was not made so (not of those shapes, a condition failed and
+        nothing was written, or PostgreSQL chose it as a deadlock's victim): the caller
+        then makes it in a transaction, the long way."""
+        if not (self.step_statement and (step_shaped(c) or finish_shaped(c))):
+            return None
+        try:
+            with pool.connection() as conn:
+                conn.autocommit = True
+                try:
+                    tx = self._tx(conn)
+                    result = commit_step(tx, c)
+                finally:
+                    conn.autocommit = False  # back to the pool as it came
+        except PoolTimeout as exc:
+            return None, self._store_error(exc)
+        except psycopg.Error as exc:
+            if isinstance(exc, TRANSIENT_ERRORS):
+                return None  # rolled back whole: the long way tries again
+            return None, self._store_error(exc)
+        if result is None:
+            return None
+        self._count(1, 1, tx.stepped)
+        return result, None
 
     def _alone(
         self, pool: ConnectionPool[Any], fn: Callable[..., Any], args: tuple[Any, ...]
