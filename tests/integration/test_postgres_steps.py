@@ -326,3 +326,36 @@ def test_a_step_with_a_time_json_cannot_hold_goes_the_long_way(fresh_postgres: s
     assert ok and stepped == 0
     (leased,) = [t for t in tasks if t.kind == "activity"]
     assert (leased.step, leased.owner, leased.heartbeat_deadline) == ("2", "w1", float("inf"))
+
+
+@pytest.mark.parametrize("statement", ["on", "off"])
+def test_a_lone_step_is_sent_without_begin_and_commit(
+    fresh_postgres: str, statement: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step with nothing to group with is its statement alone (atomic by itself, two
+    round trips fewer); the long way (`?step_statement=off`) opens a transaction."""
+    opened: list[bool] = []
+    transaction = psycopg.Connection.transaction
+
+    def counted(self: psycopg.Connection[Any], *args: Any, **kwargs: Any) -> Any:
+        opened.append(True)
+        return transaction(self, *args, **kwargs)
+
+    async def attempt() -> tuple[bool, int, int]:
+        store = PostgresStore(f"{fresh_postgres}?step_statement={statement}")
+        await store.open()
+        try:
+            run = Driver(store, "r1")
+            await run.start()
+            monkeypatch.setattr(psycopg.Connection, "transaction", counted)
+            result = await run.step("1", ["2"])
+            monkeypatch.undo()
+            history = await store.load_history(TENANT, "r1")
+            assert verify_chain(history) == []
+            return result.ok, len(opened), len(history)
+        finally:
+            await store.close()
+
+    ok, transactions, events = asyncio.run(attempt())
+    assert ok and events == 4  # started, scheduled; completed, scheduled
+    assert transactions == (0 if statement == "on" else 1)
