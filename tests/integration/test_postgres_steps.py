@@ -29,7 +29,7 @@ from waypost.store.base import (
     Snapshot,
     WorkflowTaskOp,
 )
-from waypost.store.postgres import PostgresStore, parse_postgres_url
+from waypost.store.postgres import PostgresStore, PostgresTx, parse_postgres_url
 from waypost.store.rows import NewCorrelation
 
 E = EventType
@@ -228,9 +228,17 @@ def test_steps_made_in_one_statement_leave_every_row_as_the_long_way_does(
 
 @pytest.mark.parametrize("statement", ["on", "off"])
 def test_a_step_whose_condition_fails_writes_nothing_and_names_the_conflict(
-    fresh_postgres: str, statement: str
+    fresh_postgres: str, statement: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = f"{fresh_postgres}?step_statement={statement}"
+    sent: list[str] = []
+    step_statement = PostgresTx.step_statement
+
+    def counted(self: PostgresTx, name: str, params: dict[str, Any]) -> Any:
+        sent.append(name)
+        return step_statement(self, name, params)
+
+    monkeypatch.setattr(PostgresTx, "step_statement", counted)
 
     async def attempt() -> dict[str, Any]:
         store = PostgresStore(url)
@@ -255,6 +263,8 @@ def test_a_step_whose_condition_fails_writes_nothing_and_names_the_conflict(
     assert answers["workflow fence"].conflict is Conflict.WORKFLOW_FENCE
     assert answers["sequence"].conflict is Conflict.SEQ
     assert answers["stepped"] == 0
+    # Each refused step tried its statement once, then went the long way without it.
+    assert sent == (["commit_step"] * 3 if statement == "on" else [])
 
 
 def test_an_attempt_of_a_queue_with_a_limit_waits_for_a_claim(fresh_postgres: str) -> None:

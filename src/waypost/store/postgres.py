@@ -454,8 +454,12 @@ class PostgresStore(SqlStore):
         pool = self._lanes["main"].pool
         if len(requests) == 1:
             fn, args = requests[0]
-            made = self._step_alone(pool, args[0]) if fn is txn.commit_run else None
-            return [made if made is not None else self._alone(pool, fn, args)]
+            if fn is txn.commit_run:
+                made = self._step_alone(pool, args[0])
+                if made is not None:
+                    return [made]
+                fn = txn.commit_run_in_full  # its one statement was tried, or cannot apply
+            return [self._alone(pool, fn, args)]
         landed = False
         try:
             with pool.connection() as conn:
@@ -488,7 +492,7 @@ class PostgresStore(SqlStore):
         a transaction: the statement is atomic, and BEGIN and COMMIT are two round trips
         fewer. None when it was not made so (not of those shapes, a condition failed and
         nothing was written, or PostgreSQL chose it as a deadlock's victim): the caller
-        then makes it in a transaction, the long way."""
+        then makes it in a transaction, the long way (`commit_run_in_full`)."""
         if not (self.step_statement and (step_shaped(c) or finish_shaped(c))):
             return None
         try:
@@ -505,7 +509,8 @@ class PostgresStore(SqlStore):
             if isinstance(exc, TRANSIENT_ERRORS):
                 return None  # rolled back whole: the long way tries again
             return None, self._store_error(exc)
-        if result is None:
+        if result is None:  # a transaction of its own that wrote nothing
+            self._count(0, 0)
             return None
         self._count(1, 1, tx.stepped)
         return result, None

@@ -71,6 +71,7 @@ from .retention import (
 from .runs import (
     admit_enqueued,
     commit_run,
+    commit_run_in_full,
     create_run,
     get_run,
     list_runs,
@@ -113,6 +114,7 @@ __all__ = [
     "claim_outbox",
     "claim_tasks",
     "commit_run",
+    "commit_run_in_full",
     "configure_queue",
     "count_purgeable",
     "create_api_key",

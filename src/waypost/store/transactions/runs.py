@@ -167,6 +167,11 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
     stepped = commit_step(tx, c)  # most steps, in one statement where the dialect can
     if stepped is not None:
         return stepped
+    return commit_run_in_full(tx, c)
+
+
+def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
+    """`commit_run` statement by statement (what a step's one statement falls back to)."""
     key = {"tenant": c.tenant, "run_id": c.run_id}
     now = c.now
 
