@@ -1,4 +1,5 @@
-"""A fresh PostgreSQL database for one benchmark run (the benchmarks share this)."""
+"""What the benchmarks share: a fresh PostgreSQL database for a run, and a count of the
+completed runs of a store."""
 
 from __future__ import annotations
 
@@ -23,3 +24,21 @@ def fresh_postgres(db: str, prefix: str = "waypost_bench") -> Iterator[str]:
     finally:
         with psycopg.connect(server, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def completed_runs(url: str) -> int:
+    """How many runs of the store at `url` have completed (one query, no engine)."""
+    query = "SELECT count(*) FROM runs WHERE status = 'completed'"
+    if url.startswith("sqlite:///"):
+        import sqlite3
+
+        conn = sqlite3.connect(url.removeprefix("sqlite:///").split("?")[0])
+        try:
+            return int(conn.execute(query).fetchone()[0])
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(url.partition("?")[0], options="-c search_path=waypost") as conn:
+        row = conn.execute(query).fetchone()
+        return int(row[0]) if row else 0

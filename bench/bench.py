@@ -40,7 +40,7 @@ import waypost as wp
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _db import fresh_postgres  # noqa: E402
+from _db import completed_runs, fresh_postgres  # noqa: E402
 from workflows import STEPS, bench20, definition, noop_async, noop_sync  # noqa: E402
 
 WAYPOST = Path(sys.executable).with_name("waypost")
@@ -194,23 +194,6 @@ async def client(
         seconds = time.perf_counter() - t0
         cpu = own_cpu() + sum(process_cpu(pid) for pid in pids) - cpu0
     return Result(n, seconds, cpu, None)
-
-
-def completed_runs(url: str) -> int:
-    query = "SELECT count(*) FROM runs WHERE status = 'completed'"
-    if url.startswith("sqlite:///"):
-        import sqlite3
-
-        conn = sqlite3.connect(url.removeprefix("sqlite:///").split("?")[0])
-        try:
-            return int(conn.execute(query).fetchone()[0])
-        finally:
-            conn.close()
-    import psycopg
-
-    with psycopg.connect(url.partition("?")[0], options="-c search_path=waypost") as conn:
-        row = conn.execute(query).fetchone()
-        return int(row[0]) if row else 0
 
 
 def record_spans() -> None:

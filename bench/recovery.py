@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from _db import fresh_postgres
+from _db import completed_runs, fresh_postgres
 
 import waypost as wp
 
@@ -84,23 +84,6 @@ def wait_for(path: Path, lines: int = 1, seconds: float = 120.0) -> None:
         time.sleep(0.005)
 
 
-def completed(db: str) -> int:
-    query = "SELECT count(*) FROM runs WHERE status = 'completed'"
-    if db.startswith("sqlite:///"):
-        import sqlite3
-
-        conn = sqlite3.connect(db.removeprefix("sqlite:///"))
-        try:
-            return int(conn.execute(query).fetchone()[0])
-        finally:
-            conn.close()
-    import psycopg
-
-    with psycopg.connect(db.partition("?")[0], options="-c search_path=waypost") as conn:
-        row = conn.execute(query).fetchone()
-        return int(row[0]) if row else 0
-
-
 def one(db: str, folder: Path, kind: str) -> tuple[float, float]:
     mark = folder / f"mark-{uuid.uuid4().hex[:6]}"
     first = worker(db, folder, mark, elsewhere=kind == "takeover")
@@ -127,9 +110,9 @@ def one(db: str, folder: Path, kind: str) -> tuple[float, float]:
             result = runs[0].result(timeout=120)
             assert result == 2, result
         else:  # count finished runs rather than wait on each
-            while completed(db) < RUNS:
+            while completed_runs(db) < RUNS:
                 if time.monotonic() - started > 300:
-                    raise TimeoutError(f"{completed(db)} of {RUNS} runs completed after 300 s")
+                    raise TimeoutError(f"{completed_runs(db)} of {RUNS} runs completed after 300 s")
                 time.sleep(0.01)
             assert all(r.result(timeout=60) == 2 for r in runs)
         done = time.monotonic()
