@@ -446,3 +446,32 @@ def _downgrade_to_version_1(db_url: str, tables: list[str]) -> None:
         for statement in _RUN_INDEXES_OF_VERSION_1:
             pg.execute(statement)
         pg.execute("DELETE FROM waypost_migrations WHERE version >= 2")
+
+
+@wp.activity(retry=wp.Retry(initial_interval=timedelta(0)))
+async def undecodable(ctx: wp.ActivityContext, text: str) -> dict[str, str]:
+    # What a byte string decoded with `surrogateescape` gives: no UTF-8 form.
+    if ctx.attempt == 1:
+        raise ValueError(f"bad byte in {text}\udcff")
+    return {text + "\udcff": "\ud800" + text}
+
+
+@wp.workflow(name="undecodable_text")
+async def undecodable_text(ctx: wp.WorkflowContext, text: str) -> dict[str, str]:
+    result: dict[str, str] = await ctx.run(undecodable, text)
+    return result
+
+
+def test_text_with_lone_surrogates_is_stored_and_read_back_as_it_was(make_engine: Any) -> None:
+    """Strings with no UTF-8 form (lone surrogates) in an input, an error and a result are
+    stored as JSON escapes: the run completes with them as they were, and its history
+    chains (before, every commit of the step failed to encode and was tried again)."""
+    engine = make_engine(undecodable_text, undecodable)
+    with engine.running():
+        run = engine.start(undecodable_text, "in\ud801put")
+        assert engine.result(run.run_id, timeout=30) == {"in\ud801put\udcff": "\ud800in\ud801put"}
+    history = engine.history(run.run_id)
+    assert verify_chain(history) == []
+    failed = next(e for e in history if e.type == "ActivityFailed")
+    assert failed.data["error"]["message"] == "bad byte in in\ud801put\udcff"
+    assert engine.get(run.run_id).input == "in\ud801put"

@@ -311,3 +311,24 @@ def test_what_feeds_the_workflow_code() -> None:
     assert not feeds_code(ev(EventType.APPROVAL_DECIDED, outcome="pending"))  # one vote of two
     assert not feeds_code(ev(EventType.ACTIVITY_SCHEDULED, step="1"))  # the code's own command
     assert not feeds_code(ev(EventType.LATE_RESULT_IGNORED, step="1"))  # an audit fact
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"text": "a\ud800b"},  # a lone high surrogate (a surrogateescape'd byte, say)
+        {"k\udc80": ["\udfff", "é", "\u2028"]},  # in a key, low, beside real characters
+        {"pair": "\ud83d\ude00"[:1]},
+    ],
+)
+def test_a_lone_surrogate_is_written_as_an_escape_that_reads_back_the_same(value: Any) -> None:
+    text = canonical_json(value)
+    assert text.encode("utf-8")  # storable and hashable: it would raise otherwise
+    assert json.loads(text) == value
+
+
+def test_text_without_surrogates_is_unchanged_by_the_escape() -> None:
+    value = {"a": "é😀\u2028\\ud800", "b": "\x00\x1b"}
+    assert canonical_json(value) == json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )

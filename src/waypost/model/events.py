@@ -9,6 +9,7 @@ is stored.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -131,9 +132,19 @@ _CANONICAL = json.JSONEncoder(
 )
 
 
+# A surrogate code point on its own (a string decoded with `surrogateescape`, a JSON
+# text's lone "\ud800") has no UTF-8 form: no store could keep it, nor hash it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def canonical_json(value: Any) -> str:
-    """The one JSON text of a value: sorted keys, no spaces, no NaN."""
-    return _CANONICAL.encode(value)
+    """The one JSON text of a value: sorted keys, no spaces, no NaN. Characters are
+    written as themselves, except surrogates, written as JSON escapes (which read back as
+    the same string), so that every text has a UTF-8 form."""
+    text = _CANONICAL.encode(value)
+    if not text.isascii() and _SURROGATE.search(text):
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
 
 
 @dataclass(frozen=True, slots=True)
