@@ -44,6 +44,12 @@ async def gated(ctx: wp.WorkflowContext, label: str) -> str:
     return label
 
 
+def waiting(engine: wp.Engine, run_id: str) -> None:
+    """The run reaches its signal wait: a run just started is "running" until its first
+    step commits, and one cancelled never gets there."""
+    eventually(lambda: engine.get(run_id).status == "waiting", f"{run_id} waiting")
+
+
 def release(engine: wp.Engine, schedule_id: str) -> None:
     """Let every unfinished run of the schedule end."""
     for run_id in sched_runs(engine, schedule_id):
@@ -472,7 +478,7 @@ def test_a_backfill_and_the_regular_fires_do_not_see_each_others_runs(
             f"{sid}'s noon fire",
         )
         for t in old:
-            assert engine.get(fire_run_id(sid, t)).status == "waiting"
+            waiting(engine, fire_run_id(sid, t))
     # A backfill's own policy between its own runs; the running noon run does not count.
     skipped = engine.backfill_schedule(
         skip, "2026-06-02T00:00:00Z", "2026-06-02T01:00:00Z", overlap="skip"
@@ -487,8 +493,8 @@ def test_a_backfill_and_the_regular_fires_do_not_see_each_others_runs(
     first, second = (run for _, run in replaced.fires)
     assert first is not None and second is not None
     eventually(lambda: engine.get(first).status == "cancelled", "the backfill's first run")
-    assert engine.get(second).status == "waiting"
-    assert engine.get(fire_run_id(cancel, noon)).status == "waiting"
+    waiting(engine, second)
+    waiting(engine, fire_run_id(cancel, noon))
     for sid in (skip, cancel):
         assert engine.describe_schedule(sid).last_run_id == fire_run_id(sid, noon)
     with pytest.raises(InvalidRequest, match="does not wait") as refused:
