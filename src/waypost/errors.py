@@ -96,6 +96,15 @@ class StoreContention(StoreError):
     """
 
 
+class StoreRejected(StoreError):
+    """The database refused this one write for what it holds (a value it cannot store, a
+    limit it enforces), not for its own state: sending the same write again fails again.
+
+    Nothing was written. The engine does not retry it without end: a run whose step
+    keeps being refused is suspended with the database's reason.
+    """
+
+
 class StoreCorrupted(StoreError):
     """The database file is damaged; waypost refuses to serve it."""
 

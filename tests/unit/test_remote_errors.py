@@ -51,6 +51,17 @@ def test_the_apis_own_refusals_are_waypost_errors_that_say_what_was_wrong() -> N
     assert isinstance(down, wp.StoreError)
 
 
+def test_a_write_the_database_refuses_is_a_422_not_worth_sending_again() -> None:
+    """The database's own words (which may quote what it refused) stay in the log."""
+    status, body, headers = answer(wp.StoreRejected('violates check constraint "no_x": (x, 1)'))
+    assert (status, body["error"]["code"]) == (422, "store_rejected")
+    assert "check constraint" not in body["error"]["message"]
+    assert "Retry-After" not in headers
+    back = error_from(status, body)
+    assert isinstance(back, wp.StoreRejected) and isinstance(back, wp.StoreError)
+    assert answer(wp.StoreError("connection refused"))[2] == {"Retry-After": "5"}
+
+
 @pytest.mark.parametrize("body", [None, "text", {"error": "x"}, {"error": {"code": 7}}])
 def test_an_answer_without_an_error_body_is_still_a_waypost_error(body: Any) -> None:
     assert isinstance(error_from(500, body), wp.WaypostError)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -29,6 +30,8 @@ from waypost.errors import (
     BrokenHistory,
     StoreCorrupted,
     StoreError,
+    StoreRejected,
+    WaypostError,
 )
 from waypost.model.codec import Codec
 from waypost.model.events import Event, EventType, NewEvent
@@ -48,7 +51,6 @@ from waypost.store.base import (
     NewRun,
     RunCommit,
     RunRecord,
-    Snapshot,
     Store,
     WorkflowTaskOp,
 )
@@ -64,7 +66,13 @@ from .quotas import QUOTA_RETRY, QuotaBook, deferral, over_quota
 from .scheduler import Scheduler
 from .settings import Settings
 from .starts import Starts
-from .suspensions import hold_poisoned_step, poisoned_workflow_task, suspension
+from .suspensions import (
+    Refusals,
+    hold_poisoned_step,
+    poisoned_workflow_task,
+    suspend_latest,
+    suspend_run,
+)
 from .worker import Worker
 
 log = logger("waypost")
@@ -192,7 +200,12 @@ class Runner(Starts):
         faults = self.settings.faults
         faults.hit("commit:before")
         began = time.perf_counter()
-        res = await self.store.commit_run(commit)
+        try:
+            res = await self.store.commit_run(commit)
+        except (WaypostError, Crash):
+            raise
+        except Exception as exc:  # rolled back, so nothing written; it would fail again
+            raise StoreRejected(f"the store could not take the commit: {exc!r}") from exc
         self.watch.landed(commit, res, time.perf_counter() - began)
         faults.hit("commit:after")
         return res
@@ -277,22 +290,31 @@ class Runner(Starts):
 
         A store error (a full disk, a database restart) is retried, backing off to every
         5 s, while this engine serves: the run moves on as soon as the store answers,
-        not when the task's lease lapses.
+        not when the task's lease lapses. A failure that would come again as it is (a
+        write the database refuses, a fault in the engine) suspends the run (`Refusals`).
         """
         key = (tenant, run_id)
         delays = itertools.chain((0.1, 0.5, 1.0, 2.0, 4.0), itertools.repeat(5.0))
         span = tracing.workflow_task(tenant, run_id, fence)
+        refusals = Refusals("processing the run", tenant, run_id)
         with log_context(run_id=run_id, tenant=tenant, step=None, attempt=None), span:
             while True:
                 await self._locks.acquire(key)
                 try:
                     await self._process_locked(key, fence, preloaded, span)
                     return
-                except StoreError as exc:
-                    if isinstance(exc, StoreCorrupted) or not self.accepting:
+                except Exception as exc:
+                    if isinstance(exc, Crash | StoreCorrupted) or not self.accepting:
                         raise
                     preloaded = None
-                    self._store_trouble(exc)
+                    self._cache.evict(key)  # the next try replays from the store
+                    if isinstance(exc, StoreError) and not isinstance(exc, StoreRejected):
+                        self._store_trouble(exc)  # the store is away: wait for it
+                    elif (failed := refusals.failed(exc)) is not None:
+                        # Should the suspension fail too, the lease lapses (poison runs).
+                        suspend = functools.partial(self._suspend, fence=fence, err=failed)
+                        await suspend_latest(self, tenant, run_id, suspend)
+                        return
                 finally:
                     self._locks.release(key)
                 await asyncio.sleep(next(delays))
@@ -479,46 +501,16 @@ class Runner(Starts):
         await self._locks.acquire(key)
         try:
             self._cache.evict(key)
-            for _ in range(8):
-                run = await self.store.get_run(task.tenant, task.run_id)
-                if run is None or RunStatus(run.status).finished:
-                    return
-                if await self._suspend(run, task.fence, poisoned_workflow_task(task)):
-                    return
+            err = poisoned_workflow_task(task)
+            await suspend_latest(self, *key, lambda run: self._suspend(run, task.fence, err))
         finally:
             self._locks.release(key)
 
     async def _suspend(self, run: RunRecord, fence: int, err: Exception) -> bool:
         """Suspend the run, holding its workflow task under `fence`; False if something
         was appended meanwhile."""
-        error, detail = suspension(err)
         self.watch.note(run.tenant, run.run_id, run.workflow)
-        now = self.settings.clock()
-        same = (run.error or {}).get("message") == error["message"]
-        if run.status == RunStatus.SUSPENDED and same:
-            events: list[NewEvent] = []
-        else:
-            log.error("suspending run %s/%s: %s", run.tenant, run.run_id, error["message"])
-            events = [NewEvent(_E.RUN_SUSPENDED, {"error": error}, now)]
-        res = await self.commit(
-            RunCommit(
-                tenant=run.tenant,
-                run_id=run.run_id,
-                events=events,
-                now=now,
-                expect_seq=run.last_seq,
-                expect_hash=run.last_hash,
-                workflow_fence=fence,
-                workflow_op=WorkflowTaskOp.IDLE,
-                snapshot=Snapshot(
-                    RunStatus.SUSPENDED.value,
-                    [{"kind": "operator", "detail": detail}],
-                    run.processed_seq,
-                    error=error,
-                ),
-            )
-        )
-        return res.conflict is not Conflict.SEQ
+        return await suspend_run(self, run, fence, err, self.settings.clock())
 
     def _decide(
         self,
@@ -664,7 +656,8 @@ class Runner(Starts):
         every 5 s, for as long as this engine serves: the attempt stays in flight, so
         its lease is renewed as soon as the store answers again, and the outcome is
         recorded then. A stopping engine tries a few times; then, or if the store is
-        damaged, the outcome is lost, the lease lapses and the step runs again.
+        damaged, the outcome is lost, the lease lapses and the step runs again. A
+        write the database refuses as it is suspends the run (`Refusals`).
         """
         with log_context(run_id=a.run_id, step=a.step, attempt=a.attempt, tenant=a.tenant):
             await self._report(a, outcome)
@@ -673,6 +666,7 @@ class Runner(Starts):
         key = (a.tenant, a.run_id)
         delays = itertools.chain((0.1, 0.5, 1.0, 2.0, 4.0), itertools.repeat(5.0))
         failures = 0
+        refusals = Refusals(f"recording step {a.step}", *key)
         while True:
             await self._locks.acquire(key)
             try:
@@ -682,18 +676,24 @@ class Runner(Starts):
                 return
             except StoreError as exc:
                 failures += 1
-                if isinstance(exc, StoreCorrupted) or (not self.accepting and failures > 5):
+                if isinstance(exc, StoreRejected) and self.accepting:
+                    # Nothing written; tried a few times, then the run is suspended
+                    # with the reason, the step held to run again.
+                    self._cache.evict(key)
+                    if (failed := refusals.failed(exc)) is not None:
+                        now = self.settings.clock()
+                        await hold_poisoned_step(self, a, outcome, now, self._late, failed)
+                        return
+                elif isinstance(exc, StoreCorrupted) or (not self.accepting and failures > 5):
                     log.error(
                         "could not record the outcome of %s step %s attempt %d (%s); "
                         "the step will run again once its lease lapses",
-                        a.run_id,
-                        a.step,
-                        a.attempt,
-                        exc,
+                        *(a.run_id, a.step, a.attempt, exc),
                     )
                     return
+                else:
+                    self._store_trouble(exc)
                 delay = next(delays)
-                self._store_trouble(exc)
             finally:
                 self._locks.release(key)
             await asyncio.sleep(delay)

@@ -2,9 +2,10 @@
 
 A run is suspended, never failed, when what stops it is not a business outcome:
 its code no longer matches its history, its history fails its integrity check,
-its code raised an exception that is not a failure (a bug), or its work keeps
-killing the engines that take it (a poison run). Each waits for an operator:
-`resume` after a fix, or `terminate`.
+its code raised an exception that is not a failure (a bug), its work keeps
+killing the engines that take it (a poison run), or processing it keeps failing
+(a write the database refuses, a fault in the engine). Each waits for an
+operator: `resume` after a fix, or `terminate`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Protocol
 from waypost.errors import BrokenHistory, NondeterminismError, WaypostError, WorkflowBug
 from waypost.model.codec import error_to_json
 from waypost.model.events import EventType, NewEvent
+from waypost.model.logs import logger
 from waypost.model.status import RunStatus
 from waypost.store.base import (
     ActivityTaskOp,
@@ -24,13 +26,19 @@ from waypost.store.base import (
     CommitResult,
     Conflict,
     RunCommit,
+    RunRecord,
     Snapshot,
     Store,
+    WorkflowTaskOp,
 )
 
 from .attempts import Attempt, Outcome
 
 _E = EventType
+log = logger("waypost")
+# Tries at a run's work that fails again as it is (a write the database refuses, a
+# fault in the engine) before the run is suspended with the reason.
+REFUSAL_TRIES = 3
 
 
 class PoisonRun(WaypostError):
@@ -40,6 +48,18 @@ class PoisonRun(WaypostError):
         super().__init__(message)
         self.step = step
         self.lapses = lapses
+
+
+class ProcessingFailed(WaypostError):
+    """Processing a run (its workflow task, or recording a step's outcome) failed several
+    times in a row for a reason that is neither the workflow code's nor a store that is
+    away: a write the database refuses as it is (`StoreRejected`), or a fault in the
+    engine itself."""
+
+    def __init__(self, cause: Exception, tries: int, *, doing: str = "processing the run") -> None:
+        super().__init__(f"{doing} failed {tries} times in a row: {type(cause).__name__}: {cause}")
+        self.cause = cause
+        self.tries = tries
 
 
 def suspension(err: Exception) -> tuple[dict[str, Any], str]:
@@ -62,8 +82,41 @@ def suspension(err: Exception) -> tuple[dict[str, Any], str]:
         error = {"type": "PoisonRun", "message": str(err)}
         error.update(step=err.step, lapses=err.lapses)
         return error, f"{err}: find out why, then resume the run (or terminate it)"
+    if isinstance(err, ProcessingFailed):
+        cause = err.cause
+        error = {
+            "type": "ProcessingFailed",
+            "message": str(err),
+            "tries": err.tries,
+            # Without the exceptions it was raised from: a driver's error may quote the
+            # refused row, which the database would refuse again (the log has them).
+            "cause": error_to_json(
+                cause, traceback_text="".join(traceback.format_exception(cause, chain=False))
+            ),
+        }
+        return error, f"{err}: find out why, then resume the run (or terminate it)"
     error = error_to_json(err, traceback_text="".join(traceback.format_exception(err)))
     return error, f"replaying the run failed: {type(err).__name__}: {err}"
+
+
+class Refusals:
+    """A run's work (`doing`) that fails again as it is, counted in a row: tried
+    `REFUSAL_TRIES` times, then the run is suspended with the reason."""
+
+    def __init__(self, doing: str, tenant: str, run_id: str) -> None:
+        self.doing, self.where, self.count = doing, f"{tenant}/{run_id}", 0
+
+    def failed(self, exc: Exception) -> ProcessingFailed | None:
+        """Count `exc`; the reason to suspend the run for, once it is time."""
+        self.count += 1
+        if self.count >= REFUSAL_TRIES:
+            log.error("%s (%s): the last failure", self.doing, self.where, exc_info=exc)
+            return ProcessingFailed(exc, self.count, doing=self.doing)
+        log.warning(
+            "%s (%s) failed (try %d of %d): %s: %s",
+            *(self.doing, self.where, self.count, REFUSAL_TRIES, type(exc).__name__, exc),
+        )
+        return None
 
 
 def poisoned_workflow_task(task: ClaimedTask) -> PoisonRun:
@@ -82,28 +135,85 @@ class _Host(Protocol):
     async def commit(self, commit: RunCommit) -> CommitResult: ...
 
 
+async def suspend_run(host: _Host, run: RunRecord, fence: int, err: Exception, now: float) -> bool:
+    """Suspend the run, holding its workflow task under `fence`; False if something
+    was appended meanwhile."""
+    error, detail = suspension(err)
+    same = (run.error or {}).get("message") == error["message"]
+    if run.status == RunStatus.SUSPENDED and same:
+        events: list[NewEvent] = []
+    else:
+        log.error("suspending run %s/%s: %s", run.tenant, run.run_id, error["message"])
+        events = [NewEvent(_E.RUN_SUSPENDED, {"error": error}, now)]
+    res = await host.commit(
+        RunCommit(
+            tenant=run.tenant,
+            run_id=run.run_id,
+            events=events,
+            now=now,
+            expect_seq=run.last_seq,
+            expect_hash=run.last_hash,
+            workflow_fence=fence,
+            workflow_op=WorkflowTaskOp.IDLE,
+            snapshot=Snapshot(
+                RunStatus.SUSPENDED.value,
+                [{"kind": "operator", "detail": detail}],
+                run.processed_seq,
+                error=error,
+            ),
+        )
+    )
+    return res.conflict is not Conflict.SEQ
+
+
+async def suspend_latest(
+    host: _Host, tenant: str, run_id: str, suspend: Callable[[RunRecord], Awaitable[bool]]
+) -> None:
+    """`suspend` the run as it is now, reading it again while something is appended
+    meanwhile; nothing if it is gone or has ended."""
+    for _ in range(8):
+        run = await host.store.get_run(tenant, run_id)
+        if run is None or RunStatus(run.status).finished:
+            return
+        if await suspend(run):
+            return
+
+
 async def hold_poisoned_step(
     host: _Host,
     a: Attempt,
     outcome: Outcome,
     now: float,
     late: Callable[[Attempt, Outcome], Awaitable[None]],
+    refused: ProcessingFailed | None = None,
 ) -> None:
     """Suspend the run of an attempt that lost its engine once too often (its step's
-    `outcome.lapses`-th lapse, or its retry policy's last attempt).
+    `outcome.lapses`-th lapse, or its retry policy's last attempt), or whose outcome
+    could not be recorded (`refused`: the outcome is not kept, the step runs again).
 
     The step is not failed: its ActivityFailed says it is retried, its task is made ready
     again, and no attempt starts while the run is suspended; `resume` lets it run again.
     """
-    err = PoisonRun(
-        f"step {a.step} (activity {a.activity}) lost its engine {outcome.lapses} "
-        f"time{'s' if outcome.lapses != 1 else ''}: its attempts' process died or stopped "
-        "renewing the lease",
-        step=a.step,
-        lapses=outcome.lapses,
-    )
-    error, detail = suspension(err)
-    failed = {**outcome.event_data(a), "retrying": True, "held": "the run is suspended"}
+    err: Exception
+    if refused is not None:
+        err = refused
+        error, detail = suspension(err)
+        failed: dict[str, Any] = {
+            "step": a.step,
+            "attempt": a.attempt,
+            "error": {"type": "ProcessingFailed", "message": str(refused)},
+        }
+    else:
+        err = PoisonRun(
+            f"step {a.step} (activity {a.activity}) lost its engine {outcome.lapses} "
+            f"time{'s' if outcome.lapses != 1 else ''}: its attempts' process died or "
+            "stopped renewing the lease",
+            step=a.step,
+            lapses=outcome.lapses,
+        )
+        error, detail = suspension(err)
+        failed = outcome.event_data(a)
+    failed.update(retrying=True, held="the run is suspended")
     failed.pop("retry_at", None)
     for _ in range(8):
         run = await host.store.get_run(a.tenant, a.run_id)
@@ -126,7 +236,7 @@ async def hold_poisoned_step(
                     ActivityTaskOp.RETRY,
                     now,
                     outcome.heartbeat_details,
-                    lapsed=True,
+                    lapsed=refused is None,
                 ),
                 snapshot=Snapshot(
                     RunStatus.SUSPENDED.value,

@@ -43,6 +43,7 @@ STATUSES: list[tuple[type[BaseException], int]] = [
     (e.DecisionRefused, 409),
     (e.WebhookSourceExists, 409),
     (e.StoreContention, 503),
+    (e.StoreRejected, 422),
     (e.StoreError, 503),
     (e.ResultTimeout, 408),
     (e.UpdateRejected, 422),
@@ -88,7 +89,7 @@ def answer(exc: e.WaypostError) -> tuple[int, dict[str, Any], dict[str, str]]:
                 status = code
                 break
     for kind, seconds in RETRY_AFTER.items():
-        if isinstance(exc, kind):
+        if isinstance(exc, kind) and not isinstance(exc, e.StoreRejected):
             headers["Retry-After"] = str(seconds)
     if isinstance(exc, DefinitionError | InputError):
         details["problems"] = [{"path": p.path, "message": p.message} for p in exc.problems]
@@ -98,6 +99,11 @@ def answer(exc: e.WaypostError) -> tuple[int, dict[str, Any], dict[str, str]]:
         details["field"] = exc.field
     if isinstance(exc, e.Unauthenticated):
         headers["WWW-Authenticate"] = 'Bearer realm="waypost"'
+    if isinstance(exc, e.StoreRejected):
+        # Sending it again fails again; the database's words stay in the log.
+        log.warning("the store refused a request's write: %s", exc)
+        message = "the database refused to store what the request carries"
+        return status, error_body("store_rejected", message), headers
     if isinstance(exc, e.StoreError) and not isinstance(exc, e.StoreContention):
         # The store's own words may name hosts and tables: the log has them.
         log.warning("store error answering a request: %s", exc)

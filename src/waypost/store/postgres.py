@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
-from waypost.errors import ConfigurationError, SchemaError, StoreError
+from waypost.errors import ConfigurationError, SchemaError, StoreError, StoreRejected
 from waypost.model.chain import PLAIN, Chain
 from waypost.model.encryption import Keys
 from waypost.model.identity import preview
@@ -70,6 +70,22 @@ log = logger("waypost.postgres")
 # is the documented remedy, and how many times `_run` tries.
 TRANSIENT_ERRORS = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 TRANSIENT_TRIES = 5
+# SQLSTATE classes of a statement refused for what it carries, which fails again as it
+# is: data exception, integrity constraint violation, syntax error or access rule
+# violation, program limit exceeded, feature not supported.
+_REFUSED_CLASSES = frozenset({"22", "23", "42", "54", "0A"})
+
+
+def refused(exc: psycopg.Error) -> bool:
+    """Whether PostgreSQL (or psycopg, before sending it) refused a statement for what it
+    carries, so that sending it again as it is fails again (`StoreRejected`); a lost
+    connection, a restart, a deadlock or a full disk are not."""
+    if exc.sqlstate is None:
+        # psycopg's own refusals: a value it cannot send (a NUL in a text), a query that
+        # does not match its parameters.
+        return isinstance(exc, psycopg.DataError | psycopg.ProgrammingError)
+    return exc.sqlstate[:2] in _REFUSED_CLASSES
+
 
 _INT_OPTIONS = {"pool_size": 10}
 _SWITCH = {"on": True, "off": False, "1": True, "0": False, "true": True, "false": False}
@@ -418,6 +434,11 @@ class PostgresStore(SqlStore):
     def _store_error(self, exc: psycopg.Error | PoolTimeout) -> StoreError:
         if isinstance(exc, PoolTimeout):
             return StoreError(f"no PostgreSQL connection available: {self._safe(exc)}")
+        if refused(exc):
+            # The primary message only: PostgreSQL's DETAIL quotes the refused row, which
+            # may hold a payload, and the message is kept with the run it suspends.
+            text = scrub_password(exc.diag.message_primary or str(exc), self.url)
+            return StoreRejected(f"PostgreSQL refused the write: {type(exc).__name__}: {text}")
         return StoreError(f"PostgreSQL error: {type(exc).__name__}: {self._safe(exc)}".strip())
 
     def _count(self, commits: int, requests: int, stepped: int = 0) -> None:

@@ -46,7 +46,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
 
-from waypost.errors import ConfigurationError, SchemaError, StoreCorrupted, StoreError
+from waypost.errors import (
+    ConfigurationError,
+    SchemaError,
+    StoreCorrupted,
+    StoreError,
+    StoreRejected,
+)
 from waypost.model.chain import PLAIN, Chain
 from waypost.model.encryption import Keys
 
@@ -223,6 +229,26 @@ def is_damage(exc: sqlite3.Error) -> bool:
     )
 
 
+_REFUSALS = (
+    sqlite3.DataError,
+    sqlite3.IntegrityError,
+    sqlite3.InterfaceError,
+    sqlite3.NotSupportedError,
+)
+
+
+def refused(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused a write for what it carries (a value too big or of a type
+    it cannot bind, a constraint), so that making it again as it is fails again
+    (`StoreRejected`); a busy, full or damaged file is not."""
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    if name == "SQLITE_TOOBIG" or name.startswith("SQLITE_CONSTRAINT"):
+        return True
+    if isinstance(exc, sqlite3.ProgrammingError):
+        return "closed" not in str(exc)  # a closed connection is the store stopping
+    return isinstance(exc, _REFUSALS)
+
+
 # A run's snapshot head (runs.last_seq, runs.last_hash) is written in the same
 # transaction as the event it names, so in a sound file it is always the run's
 # newest event. One primary-key search per run: with max(), SQLite takes the bare
@@ -363,7 +389,12 @@ def run_batch(
             aborted = True
             outcomes.append((abort.result, None))
         except sqlite3.Error as exc:
-            outcomes.append((None, StoreError(f"SQLite error on {path}: {exc}")))
+            error = (
+                StoreRejected(f"SQLite refused the write on {path}: {exc}")
+                if refused(exc)
+                else StoreError(f"SQLite error on {path}: {exc}")
+            )
+            outcomes.append((None, error))
         except Exception as exc:
             outcomes.append((None, exc))
     try:
