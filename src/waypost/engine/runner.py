@@ -68,6 +68,7 @@ from .settings import Settings
 from .starts import Starts
 from .suspensions import (
     Refusals,
+    broken_history,
     hold_poisoned_step,
     poisoned_workflow_task,
     suspend_latest,
@@ -362,8 +363,9 @@ class Runner(Starts):
                         if await self._park(run, fence):
                             return
                         continue
-                    if any(ev.type == _E.RUN_MIGRATED for ev in new) or self._broken(
-                        run, new, after=live.inst
+                    chain = self.settings.chain
+                    if any(ev.type == _E.RUN_MIGRATED for ev in new) or broken_history(
+                        chain, run, new, after=live.inst
                     ):
                         # Replay loads the version the run moves to, or finds what is broken.
                         self._cache.evict(key)
@@ -438,37 +440,22 @@ class Runner(Starts):
         )
         return res.conflict is not Conflict.SEQ
 
-    def _broken(
-        self, run: RunRecord, events: Sequence[Event], after: WorkflowInstance | None = None
-    ) -> str | None:
-        """Why `events` (the whole history, or those after `after`'s) cannot be trusted."""
-        after_seq, prev_hash = (after.last_seq, after.last_hash) if after else (0, "")
-        problems = self.settings.chain.verify(events, after_seq=after_seq, prev_hash=prev_hash)
-        if problems:
-            first = problems[0]
-            return f"event {first.seq}: {first.problem}"
-        last_seq, last_hash = (
-            (events[-1].seq, events[-1].hash) if events else (after_seq, prev_hash)
-        )
-        if (run.last_seq, run.last_hash) != (last_seq, last_hash):
-            return "the run's snapshot does not point at the last event of its history"
-        return None
-
     async def _replay(
-        self, run: RunRecord, history: list[Event], fence: int
+        self, run: RunRecord, history: list[Event], fence: int | None
     ) -> WorkflowInstance | None:
-        """The run's code rebuilt from its history; None if it cannot be (then suspended).
+        """The run's code rebuilt from its history; None if it cannot be (then suspended
+        under `fence`; without one, left for the long way to find out why).
 
-        A history that fails its integrity check is never replayed: the run is
-        suspended with the reason.
+        A history that fails its integrity check is never replayed.
         """
-        broken = self._broken(run, history)
+
+        async def stop(err: Exception) -> None:  # an operator must look
+            if fence is not None:
+                await self._suspend(run, fence, err)
+
+        broken = broken_history(self.settings.chain, run, history)
         if broken is not None:
-            await self._suspend(
-                run,
-                fence,
-                BrokenHistory(f"the run's history fails its integrity check at {broken}"),
-            )
+            await stop(BrokenHistory(f"the run's history fails its integrity check at {broken}"))
             return None
         defn = self.registry.find_workflow(run.workflow, run.version)
         if defn is None:
@@ -478,8 +465,7 @@ class Runner(Starts):
                 except Exception as err:
                     if isinstance(err, StoreError) and not isinstance(err, StoreCorrupted):
                         raise
-                    # Code that no longer loads: an operator must look.
-                    await self._suspend(run, fence, err)
+                    await stop(err)  # code that no longer loads
                     return None
                 if defn is not None:
                     break
@@ -489,12 +475,25 @@ class Runner(Starts):
         try:
             inst.replay(history, run.processed_seq)
         except Exception as err:
-            # Non-determinism, or a failure the workflow code cannot see
-            # (a broken codec, a bug): an operator must look.
+            # Non-determinism, or a failure the workflow code cannot see (a broken codec).
             inst.close()
-            await self._suspend(run, fence, err)
+            await stop(err)
             return None
         return inst
+
+    async def _warm(self, key: RunKey) -> Live | None:
+        """The run's instance rebuilt under its idle workflow task's fence and cached (a
+        step's outcome and the decision on it then go in one commit); None where the long
+        way decides (the task is held, has work waiting or is not this engine's queue's)."""
+        if not (queues := self.scheduler.workflow_queues) or not self._cache.size:
+            return None  # it runs no workflow code, or keeps none in memory
+        run, history, fence = await self.store.load_idle_run(*key, sorted(queues))
+        if run is None or fence is None or run.status in _HELD:
+            return None
+        if (inst := await self._replay(run, history, None)) is None:
+            return None
+        self._cache.put(key, live := Live(inst, fence))
+        return live
 
     async def suspend_poisoned(self, task: ClaimedTask) -> None:
         key = (task.tenant, task.run_id)
@@ -735,6 +734,8 @@ class Runner(Starts):
         fed = NewEvent(type_, outcome.event_data(a), now)
         done = ActivityUpdate(a.step, a.fence, ActivityTaskOp.DONE)
         live = self._cache.get(key)
+        if live is None and self.accepting:
+            live = await self._warm(key)  # outcome and decision in one commit
         quotas = await self.quotas.get(a.tenant) if live is not None else None
         if live is not None and not live.inst.closed:
             inst = live.inst

@@ -11,14 +11,16 @@ operator: `resume` after a fix, or `terminate`.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from waypost.errors import BrokenHistory, NondeterminismError, WaypostError, WorkflowBug
+from waypost.model.chain import Chain
 from waypost.model.codec import error_to_json
-from waypost.model.events import EventType, NewEvent
+from waypost.model.events import Event, EventType, NewEvent
 from waypost.model.logs import logger
 from waypost.model.status import RunStatus
+from waypost.runtime.instance import WorkflowInstance
 from waypost.store.base import (
     ActivityTaskOp,
     ActivityUpdate,
@@ -117,6 +119,21 @@ class Refusals:
             *(self.doing, self.where, self.count, REFUSAL_TRIES, type(exc).__name__, exc),
         )
         return None
+
+
+def broken_history(
+    chain: Chain, run: RunRecord, events: Sequence[Event], after: WorkflowInstance | None = None
+) -> str | None:
+    """Why `events` (the whole history, or those after `after`'s) cannot be trusted."""
+    after_seq, prev_hash = (after.last_seq, after.last_hash) if after else (0, "")
+    problems = chain.verify(events, after_seq=after_seq, prev_hash=prev_hash)
+    if problems:
+        first = problems[0]
+        return f"event {first.seq}: {first.problem}"
+    last_seq, last_hash = (events[-1].seq, events[-1].hash) if events else (after_seq, prev_hash)
+    if (run.last_seq, run.last_hash) != (last_seq, last_hash):
+        return "the run's snapshot does not point at the last event of its history"
+    return None
 
 
 def poisoned_workflow_task(task: ClaimedTask) -> PoisonRun:

@@ -39,8 +39,11 @@ from .rows import (
     NewCorrelation as NewCorrelation,
     NewCredential as NewCredential,
     OutboxItem as OutboxItem,
+    PurgeCounts as PurgeCounts,
+    PurgedRunRecord as PurgedRunRecord,
     QueueGauge as QueueGauge,
     Refusal as Refusal,
+    ResealCounts as ResealCounts,
     RunCount as RunCount,
     TenantRecord as TenantRecord,
 )
@@ -386,46 +389,6 @@ class DeliveryResult:
     run_id: str = ""
 
 
-# -- retention: purged runs ----------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class PurgeCounts:
-    """What one purge (or its dry run) removed, or would remove: runs and their rows."""
-
-    runs: int = 0
-    events: int = 0
-    tasks: int = 0
-    timers: int = 0
-    approvals: int = 0
-    outbox: int = 0
-    correlations: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class PurgedRunRecord:
-    """The summary a purged run leaves: its chain's length and last hash among it."""
-
-    tenant: str
-    run_id: str
-    workflow: str
-    version: str
-    status: str
-    created_at: float
-    finished_at: float | None
-    last_seq: int
-    last_hash: str
-    purged_at: float
-    purged_by: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class ResealCounts:
-    """The payloads of one run re-encryption found, and how many it (would) re-seal."""
-
-    values: int
-    resealed: int
-
-
 class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
@@ -531,6 +494,14 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
         self, tenant: str, run_id: str, after_seq: int = 0
     ) -> tuple[RunRecord | None, list[Event]]:
         """The run's snapshot and its events after `after_seq`, read together."""
+        ...
+
+    async def load_idle_run(
+        self, tenant: str, run_id: str, queues: Sequence[str]
+    ) -> tuple[RunRecord | None, list[Event], int | None]:
+        """`load_run`, and the fence of the run's workflow task if it is idle and in one
+        of `queues` (else None), read together: a decision made on this history under
+        that fence commits only if nobody took the task meanwhile."""
         ...
 
     async def beat_worker(self, worker: WorkerRecord) -> None: ...

@@ -230,3 +230,43 @@ class QueueGauge:
     kind: str
     depth: int
     oldest_visible_at: float
+
+
+# -- retention: purged runs ----------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PurgeCounts:
+    """What one purge (or its dry run) removed, or would remove: runs and their rows."""
+
+    runs: int = 0
+    events: int = 0
+    tasks: int = 0
+    timers: int = 0
+    approvals: int = 0
+    outbox: int = 0
+    correlations: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PurgedRunRecord:
+    """The summary a purged run leaves: its chain's length and last hash among it."""
+
+    tenant: str
+    run_id: str
+    workflow: str
+    version: str
+    status: str
+    created_at: float
+    finished_at: float | None
+    last_seq: int
+    last_hash: str
+    purged_at: float
+    purged_by: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResealCounts:
+    """The payloads of one run re-encryption found, and how many it (would) re-seal."""
+
+    values: int
+    resealed: int

@@ -92,6 +92,7 @@ class SqlStore:
     load_history = read(txn.load_history)
     list_runs = read(txn.list_runs)
     load_run = read(txn.load_run)
+    load_idle_run = read(txn.load_idle_run)
     run_links = read(txn.run_links)
     run_tasks = read(txn.run_tasks)
     beat_worker = write(txn.beat_worker)

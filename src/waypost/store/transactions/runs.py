@@ -469,6 +469,23 @@ def load_run(
     return run, load_history(tx, tenant, run_id, after_seq)
 
 
+def load_idle_run(
+    tx: Tx, tenant: str, run_id: str, queues: Sequence[str]
+) -> tuple[RunRecord | None, list[Event], int | None]:
+    """`load_run`, and the fence of the run's workflow task if it is idle (nobody holds
+    it, nothing waits to be processed) and in one of `queues`; read in one (snapshot)
+    transaction. A decision made on this history under that fence commits only if
+    nobody took the task meanwhile, as one made by the engine that last held it.
+    Otherwise no fence and no history (the caller goes the long way)."""
+    task = tx.one("workflow_task_state", {"tenant": tenant, "run_id": run_id})
+    if task is None or task["state"] != "idle" or task["queue"] not in queues:
+        return None, [], None
+    run = get_run(tx, tenant, run_id)
+    if run is None:
+        return None, [], None
+    return run, load_history(tx, tenant, run_id), int(task["fence"])
+
+
 def load_history(tx: Tx, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]:
     rows = tx.all("load_history", {"tenant": tenant, "run_id": run_id, "after_seq": after_seq})
     return [event_from_row(r, tx.keys, tenant, run_id) for r in rows]

@@ -116,6 +116,11 @@ SELECT state, visible_at, owner, fence, queue, lapses FROM tasks
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'workflow' AND step = ''
 FOR UPDATE;
 
+-- name: workflow_task_state
+-- `workflow_task` for a read: the row not locked.
+SELECT state, fence, queue FROM tasks
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'workflow' AND step = '';
+
 -- name: workflow_task_and_limits
 -- `workflow_task` (the row locked) and, in the same round trip, the names of the run's
 -- tenant's queues with a limit (what `limited_queues` reads), as a JSON array.

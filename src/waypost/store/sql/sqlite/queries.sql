@@ -112,6 +112,11 @@ VALUES (:tenant, :run_id, 'workflow', '', :queue, :state, :visible_at, :owner, :
 SELECT state, visible_at, owner, fence, queue, lapses FROM tasks
 WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
 
+-- name: workflow_task_state
+-- `workflow_task` for a read: the row not locked.
+SELECT state, fence, queue FROM tasks
+WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
+
 -- name: workflow_task_and_limits
 -- `workflow_task` and the names of the run's tenant's queues with a limit (what
 -- `limited_queues` reads), as a JSON array.

@@ -1,0 +1,113 @@
+"""A step's outcome reported by an engine that does not hold the run in memory (its cache
+evicted it, or another process started it, as after a restart): the run is read with its
+idle workflow task's fence, and the outcome and the decision on it go in one commit under
+that fence, as for a run in memory. Where the task is not idle, the long way decides."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from typing import Any
+
+import waypost as wp
+from tests.helpers import eventually
+from waypost.store import open_store
+
+gates: dict[str, threading.Event] = {}
+started: dict[str, threading.Event] = {}
+
+
+def gate(name: str) -> threading.Event:
+    return gates.setdefault(name, threading.Event())
+
+
+def began(name: str) -> threading.Event:
+    return started.setdefault(name, threading.Event())
+
+
+@wp.activity
+def held(ctx: wp.ActivityContext, name: str) -> str:
+    began(name).set()
+    assert gate(name).wait(30), "the test never opened the gate"
+    return name.upper()
+
+
+@wp.workflow(name="step_then_wait")
+async def step_then_wait(ctx: wp.WorkflowContext, name: str) -> str:
+    got: str = await ctx.run(held, name)
+    more = await ctx.wait_signal("go")
+    return f"{got}{more}"
+
+
+@wp.workflow(name="waits")
+async def waits(ctx: wp.WorkflowContext, name: str) -> str:
+    more: str = await ctx.wait_signal("go")
+    return name + more
+
+
+def workflow_task(url: str, run_id: str) -> Any:
+    async def read() -> Any:
+        store = open_store(url)
+        await store.open()
+        try:
+            tasks = await store.run_tasks("default", run_id)
+        finally:
+            await store.close()
+        return next(t for t in tasks if t.kind == "workflow")
+
+    return asyncio.run(read())
+
+
+def test_a_cold_report_commits_the_outcome_and_the_decision_under_the_idle_fence(
+    make_engine: Any, db_url: str
+) -> None:
+    # One cached run: starting another evicts the first from memory.
+    engine = make_engine(step_then_wait, waits, held, cache_size=1)
+    name = f"cold{uuid.uuid4().hex[:6]}"
+    with engine.running():
+        run = engine.start(step_then_wait, name)
+        assert began(name).wait(20)
+        other = engine.start(waits, "x")
+        eventually(lambda: engine.get(other.run_id).status == "waiting", "the other run")
+        before = workflow_task(db_url, run.run_id)
+        gate(name).set()
+        eventually(lambda: engine.get(run.run_id).status == "waiting", "the signal wait")
+        after = workflow_task(db_url, run.run_id)
+        # The long way claims the task (its fence moves on) before deciding; the outcome
+        # and the decision in one commit leave it idle under the fence it had.
+        assert after.fence == before.fence
+        history = engine.history(run.run_id)
+        assert [e.type for e in history] == ["RunStarted", "ActivityScheduled", "ActivityCompleted"]
+        assert engine.get(run.run_id).waiting_for[0]["kind"] == "signal"
+        engine.signal(run.run_id, "go", "!")
+        engine.signal(other.run_id, "go", "?")
+        assert run.result(timeout=20) == f"{name.upper()}!"
+        assert other.result(timeout=20) == "x?"
+    assert engine.verify(run.run_id) == []
+
+
+def test_a_cold_report_for_a_run_with_work_waiting_goes_the_long_way(
+    make_engine: Any, db_url: str
+) -> None:
+    """A signal that arrived while the step ran left the workflow task ready: the
+    outcome is committed alone, the task claimed, and the run decides on both."""
+    engine = make_engine(step_then_wait, waits, held, cache_size=1)
+    name = f"busy{uuid.uuid4().hex[:6]}"
+    with engine.running():
+        run = engine.start(step_then_wait, name)
+        assert began(name).wait(20)
+        other = engine.start(waits, "y")
+        eventually(lambda: engine.get(other.run_id).status == "waiting", "the other run")
+        engine.signal(run.run_id, "go", "+")
+        eventually(
+            lambda: any(e.type == "SignalReceived" for e in engine.history(run.run_id)),
+            "the signal recorded",
+        )
+        gate(name).set()
+        assert run.result(timeout=20) == f"{name.upper()}+"
+        engine.signal(other.run_id, "go", "-")
+        assert other.result(timeout=20) == "y-"
+    types = [e.type for e in engine.history(run.run_id)]
+    assert types[-1] == "RunCompleted" and types.count("ActivityCompleted") == 1
+    assert engine.verify(run.run_id) == []
