@@ -49,7 +49,7 @@ def test_a_run_id_with_slashes_is_reachable_by_the_remote_client(site: Any) -> N
         assert client.history(SLASHED)[0].data["input"] == "s"
         client.signal(SLASHED, "go/on", "yes")  # a signal name with a slash too
         assert client.result(SLASHED, timeout=30) == "s:yes"
-        assert client.get("orders").status == "waiting"
+        eventually(lambda: client.get("orders").status == "waiting", "orders waiting")
         assert client.get("orders/history").run_id == "orders/history"
 
 
