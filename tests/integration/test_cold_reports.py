@@ -1,7 +1,8 @@
 """A step's outcome reported by an engine that does not hold the run in memory (its cache
 evicted it, or another process started it, as after a restart): the run is read with its
 idle workflow task's fence, and the outcome and the decision on it go in one commit under
-that fence, as for a run in memory. Where the task is not idle, the long way decides."""
+that fence, as for a run in memory. Where the task is not idle (or not in a queue the
+engine serves), the store gives no fence and the long way decides."""
 
 from __future__ import annotations
 
@@ -59,17 +60,23 @@ def workflow_task(url: str, run_id: str) -> Any:
     return asyncio.run(read())
 
 
+def step_running_out_of_memory(engine: wp.Engine, name: str) -> tuple[Any, Any]:
+    """A run whose step is under way, and another run whose start evicted it from the
+    engine's one cached run (now waiting on a signal)."""
+    run = engine.start(step_then_wait, name)
+    assert began(name).wait(20)
+    other = engine.start(waits, name)
+    eventually(lambda: engine.get(other.run_id).status == "waiting", "the other run")
+    return run, other
+
+
 def test_a_cold_report_commits_the_outcome_and_the_decision_under_the_idle_fence(
     make_engine: Any, db_url: str
 ) -> None:
-    # One cached run: starting another evicts the first from memory.
     engine = make_engine(step_then_wait, waits, held, cache_size=1)
     name = f"cold{uuid.uuid4().hex[:6]}"
     with engine.running():
-        run = engine.start(step_then_wait, name)
-        assert began(name).wait(20)
-        other = engine.start(waits, "x")
-        eventually(lambda: engine.get(other.run_id).status == "waiting", "the other run")
+        run, other = step_running_out_of_memory(engine, name)
         before = workflow_task(db_url, run.run_id)
         gate(name).set()
         eventually(lambda: engine.get(run.run_id).status == "waiting", "the signal wait")
@@ -83,22 +90,17 @@ def test_a_cold_report_commits_the_outcome_and_the_decision_under_the_idle_fence
         engine.signal(run.run_id, "go", "!")
         engine.signal(other.run_id, "go", "?")
         assert run.result(timeout=20) == f"{name.upper()}!"
-        assert other.result(timeout=20) == "x?"
+        assert other.result(timeout=20) == f"{name}?"
     assert engine.verify(run.run_id) == []
 
 
-def test_a_cold_report_for_a_run_with_work_waiting_goes_the_long_way(
-    make_engine: Any, db_url: str
+def test_a_signal_that_came_while_the_step_ran_is_taken_in_with_its_outcome(
+    make_engine: Any,
 ) -> None:
-    """A signal that arrived while the step ran left the workflow task ready: the
-    outcome is committed alone, the task claimed, and the run decides on both."""
     engine = make_engine(step_then_wait, waits, held, cache_size=1)
     name = f"busy{uuid.uuid4().hex[:6]}"
     with engine.running():
-        run = engine.start(step_then_wait, name)
-        assert began(name).wait(20)
-        other = engine.start(waits, "y")
-        eventually(lambda: engine.get(other.run_id).status == "waiting", "the other run")
+        run, other = step_running_out_of_memory(engine, name)
         engine.signal(run.run_id, "go", "+")
         eventually(
             lambda: any(e.type == "SignalReceived" for e in engine.history(run.run_id)),
@@ -107,7 +109,40 @@ def test_a_cold_report_for_a_run_with_work_waiting_goes_the_long_way(
         gate(name).set()
         assert run.result(timeout=20) == f"{name.upper()}+"
         engine.signal(other.run_id, "go", "-")
-        assert other.result(timeout=20) == "y-"
+        assert other.result(timeout=20) == f"{name}-"
     types = [e.type for e in engine.history(run.run_id)]
     assert types[-1] == "RunCompleted" and types.count("ActivityCompleted") == 1
     assert engine.verify(run.run_id) == []
+
+
+def test_a_fence_only_for_an_idle_workflow_task_of_a_queue_served(
+    make_engine: Any, db_url: str
+) -> None:
+    """What decides between the one commit and the long way: the store gives the fence
+    (and the history) only for an idle task in one of the queues asked about."""
+
+    def idle(run_id: str, queues: list[str]) -> tuple[Any, list[Any], int | None]:
+        async def read() -> tuple[Any, list[Any], int | None]:
+            store = open_store(db_url)
+            await store.open()
+            try:
+                return await store.load_idle_run("default", run_id, queues)
+            finally:
+                await store.close()
+
+        return asyncio.run(read())
+
+    engine = make_engine(waits)
+    run = engine.start(waits, "z")  # nobody serves it: its task is ready, not idle
+    queue = workflow_task(db_url, run.run_id).queue
+    assert idle(run.run_id, [queue]) == (None, [], None)
+    with engine.running():
+        eventually(lambda: engine.get(run.run_id).status == "waiting", "the signal wait")
+    task = workflow_task(db_url, run.run_id)
+    found, history, fence = idle(run.run_id, [queue])
+    assert found is not None and found.run_id == run.run_id
+    assert fence == task.fence and [e.seq for e in history] == [1]
+    assert idle(run.run_id, ["another queue"]) == (None, [], None)
+    assert idle("no such run", [queue]) == (None, [], None)
+    engine.signal(run.run_id, "go", "!")  # work waiting: ready again
+    assert idle(run.run_id, [queue]) == (None, [], None)
