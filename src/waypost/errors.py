@@ -418,6 +418,11 @@ class QueryFailed(WaypostError):
     Nothing was recorded."""
 
 
+class ComputeLimitExceeded(WaypostError):
+    """Work run for a tenant (a replay, a query, an activation of a definition run) took
+    more CPU time than one call may, and was stopped; nothing of it was recorded."""
+
+
 class UpdateRejected(WaypostError):
     """An update's validator refused it: nothing was recorded in the run's history."""
 

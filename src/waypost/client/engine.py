@@ -123,6 +123,9 @@ class AsyncEngine(Calls):
     workflow task or activity step lost its engine that many times is suspended.
     `observer`: told what is worth counting (`waypost.model.observe.Observer`; the
     Prometheus one is `waypost.observability.Metrics`).
+    The compute lane (work a tenant can make expensive, off the event loop: guide,
+    *Isolation between tenants*): `compute_threads` (2), `compute_cpu_limit` (10 s of
+    CPU a call may take; None: no limit), `max_compute_waiting` (8 per tenant).
 
     Every operation goes through `execute(request, principal)`; the methods
     below act as the local principal of the tenant they name.
@@ -158,6 +161,9 @@ class AsyncEngine(Calls):
         encryption: Keys | None = None,
         max_lapses: int = 5,
         observer: Observer | None = None,
+        compute_threads: int = 2,
+        compute_cpu_limit: timedelta | float | None = timedelta(seconds=10),
+        max_compute_waiting: int = 8,
     ) -> None:
         chain = chain if chain is not None else chain_from_environment(os.environ)
         self.store: Store = store if store is not None else open_store(url)
@@ -187,6 +193,9 @@ class AsyncEngine(Calls):
             retention_every=None if retention_every is None else _seconds(retention_every),
             max_lapses=max_lapses,
             observer=observer if observer is not None else NO_OBSERVER,
+            compute_threads=compute_threads,
+            compute_cpu_limit=None if compute_cpu_limit is None else _seconds(compute_cpu_limit),
+            max_compute_waiting=max_compute_waiting,
         )
         self.owner = self.settings.owner
         self.clock = self.settings.clock

@@ -16,6 +16,7 @@ on the run's last sequence number, revoking the step's open approval.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -261,7 +262,10 @@ class Definitions:
             definitions[number] = self.parsed(record)
         interpreter = Interpreter(definitions, int(started["version"]), started.get("limits"))
         return WorkflowDefn(
-            name=str(started["name"]), version=str(started["version"]), fn=interpreter.run
+            name=str(started["name"]),
+            version=str(started["version"]),
+            fn=interpreter.run,
+            tenant_defined=True,
         )
 
     async def publish(self, req: ops.Publish, principal: Principal) -> DefinitionInfo:
@@ -405,9 +409,12 @@ class Definitions:
             )
         defn = await self.workflow(run, history)
         inst = self.machinery.new_instance(defn, tenant, run_id)
+        replay = functools.partial(inst.replay, history, run.processed_seq)
         try:
             try:
-                inst.replay(history, run.processed_seq)
+                await self.machinery.compute.feed(
+                    inst, replay, "its replay", events=len(history), asked=True
+                )
             except NondeterminismError as exc:
                 return report([f"replaying the run failed: {exc}"], **known)
             interpreter = definition_of(defn.fn)

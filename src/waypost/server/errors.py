@@ -49,6 +49,7 @@ STATUSES: list[tuple[type[BaseException], int]] = [
     (e.UpdateRejected, 422),
     (e.UpdateFailed, 422),
     (e.QueryFailed, 422),
+    (e.ComputeLimitExceeded, 422),
     (DefinitionError, 422),
     (InputError, 422),
     (e.UnknownWorkflow, 422),
