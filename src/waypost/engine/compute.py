@@ -187,6 +187,15 @@ class ComputeLane:
                     self._done(state, job)
             raise
 
+    def stats(self) -> dict[str, Any]:
+        """Jobs running and waiting by tenant, and the CPU seconds run here in all."""
+        with self._cond:
+            return {
+                "running": {t: s.running for t, s in self._tenants.items() if s.running},
+                "waiting": {t: len(s.waiting) for t, s in self._tenants.items() if s.waiting},
+                "busy_seconds": round(self.busy_seconds, 3),
+            }
+
     def close(self) -> None:
         """Stop the threads once their jobs end; jobs still waiting are refused."""
         with self._cond:
@@ -197,8 +206,8 @@ class ComputeLane:
                     self._done(state, job)
                     self._deliver(job, None, RuntimeError("the engine closed"))
             self._cond.notify_all()
-        for worker in self._workers:
-            worker.join(timeout=5)
+        # Not joined: a job cannot be interrupted, and the loop calling this must not wait
+        # for one; its threads end when it does (its answer goes nowhere).
         self._workers.clear()
 
     # == the threads ==========================================================

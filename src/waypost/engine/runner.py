@@ -201,6 +201,7 @@ class Runner(Starts):
         return {
             "cached_runs": len(self._cache),
             "running_activities": len(self.worker.inflight),
+            "compute": self.compute.stats(),
             "store": getattr(self.store, "stats", {}),
         }
 

@@ -163,6 +163,8 @@ class Definitions:
                     "max_run_seconds": limits.max_total_timeout,
                     "max_expression_steps": limits.max_expression_steps,
                     "max_expression_size": limits.max_expression_size,
+                    "max_run_expression_steps": limits.max_run_expression_steps,
+                    "max_run_expression_size": limits.max_run_expression_size,
                     "max_map_items": limits.max_map_items,
                     "max_map_concurrency": limits.max_map_concurrency,
                 },
