@@ -423,6 +423,11 @@ class ComputeLimitExceeded(WaypostError):
     more CPU time than one call may, and was stopped; nothing of it was recorded."""
 
 
+class ComputeUnavailable(WaypostError):
+    """The process that does a server's expensive work (queries, replays, definition runs)
+    ended or stopped answering; it is started again: try again shortly."""
+
+
 class UpdateRejected(WaypostError):
     """An update's validator refused it: nothing was recorded in the run's history."""
 

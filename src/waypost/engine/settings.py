@@ -29,6 +29,7 @@ class Settings:
     shutdown_grace: float = 30.0
     cancel_grace: float | None = 30.0  # a cancelled run ends this long after, at the latest
     serve_definitions: bool = True
+    serve_code: bool = True  # run registered workflows' and activities' tasks here
     chain: Chain = PLAIN  # how histories are hashed, and checked before replay
     quotas: Quotas = field(default_factory=Quotas)  # every tenant's, unless its row overrides
     retention_every: float | None = 3600.0  # seconds between retention passes; None: never

@@ -43,6 +43,7 @@ STATUSES: list[tuple[type[BaseException], int]] = [
     (e.DecisionRefused, 409),
     (e.WebhookSourceExists, 409),
     (e.StoreContention, 503),
+    (e.ComputeUnavailable, 503),
     (e.StoreRejected, 422),
     (e.StoreError, 503),
     (e.ResultTimeout, 408),
@@ -59,7 +60,7 @@ STATUSES: list[tuple[type[BaseException], int]] = [
 ]
 
 # Seconds a client should wait before trying again, where waiting helps.
-RETRY_AFTER = {e.StoreContention: 1, e.StoreError: 5}
+RETRY_AFTER = {e.StoreContention: 1, e.StoreError: 5, e.ComputeUnavailable: 1}
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
