@@ -95,10 +95,11 @@ def stop_server(proc: subprocess.Popen[str]) -> str:
     return err
 
 
-def make_key(tmp_path: Path, db: str) -> str:
-    waypost(tmp_path, db, "tenants", "create", "shop")
+def make_key(tmp_path: Path, db: str, tenant: str = "shop") -> str:
+    """A new tenant and an admin key of it."""
+    waypost(tmp_path, db, "tenants", "create", tenant)
     key = waypost(
-        tmp_path, db, "keys", "create", "--tenant", "shop", "--principal", "ops", "--roles", "admin"
+        tmp_path, db, "keys", "create", "--tenant", tenant, "--principal", "ops", "--roles", "admin"
     )
     return key
 
