@@ -1066,11 +1066,12 @@ SELECT * FROM schedules WHERE tenant = %(tenant)s ORDER BY schedule_id;
 DELETE FROM schedules WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s;
 
 -- name: pause_schedule
-UPDATE schedules SET paused = 1, buffered_fire_at = NULL
+UPDATE schedules SET paused = 1, buffered_fire_at = NULL, changed_at = %(now)s, changed_by = %(by)s
 WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s;
 
 -- name: resume_schedule
-UPDATE schedules SET paused = 0, next_fire_at = %(next_fire_at)s
+UPDATE schedules SET paused = 0, next_fire_at = %(next_fire_at)s, changed_at = %(now)s,
+    changed_by = %(by)s
 WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s;
 
 -- name: due_schedules

@@ -377,6 +377,8 @@ CREATE TABLE schedules (
     buffered_fire_at double precision,
     created_at       double precision NOT NULL,
     created_by       text NOT NULL,
+    changed_at       double precision,
+    changed_by       text,
     PRIMARY KEY (tenant, schedule_id)
 );
 

@@ -1061,11 +1061,12 @@ SELECT * FROM schedules WHERE tenant = :tenant ORDER BY schedule_id;
 DELETE FROM schedules WHERE tenant = :tenant AND schedule_id = :schedule_id;
 
 -- name: pause_schedule
-UPDATE schedules SET paused = 1, buffered_fire_at = NULL
+UPDATE schedules SET paused = 1, buffered_fire_at = NULL, changed_at = :now, changed_by = :by
 WHERE tenant = :tenant AND schedule_id = :schedule_id;
 
 -- name: resume_schedule
-UPDATE schedules SET paused = 0, next_fire_at = :next_fire_at
+UPDATE schedules SET paused = 0, next_fire_at = :next_fire_at, changed_at = :now,
+    changed_by = :by
 WHERE tenant = :tenant AND schedule_id = :schedule_id;
 
 -- name: due_schedules

@@ -376,6 +376,8 @@ CREATE TABLE schedules (
     buffered_fire_at REAL,
     created_at       REAL NOT NULL,
     created_by       TEXT NOT NULL,
+    changed_at       REAL,
+    changed_by       TEXT,
     PRIMARY KEY (tenant, schedule_id)
 ) WITHOUT ROWID;
 

@@ -1,0 +1,5 @@
+-- waypost schema, version 16 (SQLite): who acted. A schedule records who paused or resumed
+-- it last (its runs are started on behalf of its creator).
+
+ALTER TABLE schedules ADD COLUMN changed_at REAL;
+ALTER TABLE schedules ADD COLUMN changed_by TEXT;
