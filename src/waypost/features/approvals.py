@@ -394,12 +394,24 @@ class Approvals:
         return out
 
     async def get(self, req: ops.GetApproval, caller: Principal) -> ApprovalInfo:
-        """One approval; `ApprovalNotFound` if the tenant has none by that id."""
+        """One approval; `ApprovalNotFound` if the tenant has none by that id.
+
+        A caller whose only right to read approvals is the approver role (not local, no
+        operator, auditor or viewer role) reads only an approval it may decide now or has
+        decided; any other answers `ApprovalNotFound`, exactly as a missing one does.
+        """
         tenant, approval_id = caller.tenant, req.approval_id
         a = await self.store.get_approval(tenant, approval_id)
         if a is None:
             raise _not_found(approval_id, tenant)
         votes = await self.store.approval_votes(tenant, approval_id)
+        if not caller.local and not caller.may(ops.APPROVAL_READERS):
+            voted = any(caller.is_subject(v["principal"]) for v in votes)
+            may_decide = (
+                a.status == ap.PENDING and await self.refusal(a, caller.subject, votes) is None
+            )
+            if not voted and not may_decide:
+                raise _not_found(approval_id, tenant)
         return _info(a, votes, await self.store.approval_refusals(tenant, approval_id))
 
     # == changing approvers ========================================================

@@ -395,7 +395,15 @@ def secret_matches(secret: str, stored_hash: str) -> bool:
     return hmac.compare_digest(hash_secret(secret).encode(), stored_hash.encode())
 
 
+def new_approval_id() -> str:
+    """A new approval's id: 128 random bits from `secrets`, so that nobody can work out
+    another approval's id from what they know of it (its tenant, run and step). The id is
+    recorded in the run's history (ApprovalRequested), and replay takes it from there."""
+    return f"ap_{secrets.token_hex(16)}"
+
+
 def approval_id_for(tenant: str, run_id: str, step: str) -> str:
-    """A stable id for the approval at a run's step (the same on every replay)."""
+    """The id approvals had before ids were random (a hash of tenant, run and step): what
+    a recorded ApprovalRequested without an id stands for. New approvals never get one."""
     digest = hashlib.sha256(f"{tenant}\x1f{run_id}\x1f{step}".encode()).hexdigest()
     return f"ap_{digest[:24]}"
