@@ -166,6 +166,8 @@ CREATE TABLE approval_votes (
     comment       TEXT NOT NULL DEFAULT '',
     credential_id TEXT NOT NULL,
     at            REAL NOT NULL,
+    auth          TEXT NOT NULL DEFAULT '',
+    authenticated_by TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (tenant, approval_id, principal)
 ) WITHOUT ROWID;
 
@@ -182,6 +184,7 @@ CREATE TABLE approval_refusals (
     attempts      INTEGER NOT NULL,
     first_at      REAL NOT NULL,
     last_at       REAL NOT NULL,
+    authenticated_by TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (tenant, approval_id, principal, reason)
 ) WITHOUT ROWID;
 
