@@ -46,6 +46,10 @@ class Door:
     def serves(self, kind: type[Request[Any]]) -> bool:
         return kind in self._handlers
 
+    def operations(self) -> tuple[type[Request[Any]], ...]:
+        """Every request class this door serves (the role table is checked against it)."""
+        return tuple(self._handlers)
+
     async def execute(self, request: Request[T], principal: Principal) -> T:
         """Check `request` for `principal` and carry it out; answers what the operation does."""
         handler = self._handlers.get(type(request))
