@@ -91,11 +91,13 @@ def test_a_tenant_admin_may_not_make_a_user_of_another_persons_name(
             "/v1/users", json={"name": "uma", "roles": ["viewer"], "password": PASSWORD}
         )
         assert (answer.status_code, answer.json()["error"]["code"]) == (409, "user_exists")
-        # A name that is nobody's yet, and the admin's own (a second credential of its own).
-        for name in ("rita", "ada"):
+        # A name that is nobody's yet, the admin's own (a second credential of its own),
+        # and one that is someone's in another tenant only (tenants are walls).
+        make_key(engine, "globex", "gus", "approver")
+        for name in ("rita", "ada", "gus"):
             body = {"name": name, "roles": ["viewer"], "password": PASSWORD}
             assert admin.post("/v1/users", json=body).status_code == 201, name
-        assert users(admin) == before | {"rita", "ada"}
+        assert users(admin) == before | {"rita", "ada", "gus"}
     # The platform operator may give a person who has a key a console user too.
     assert engine.create_user("kate", ["starter"], PASSWORD, tenant="acme").name == "kate"
 
