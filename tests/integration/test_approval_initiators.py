@@ -252,6 +252,9 @@ def test_an_approval_whose_starter_nobody_knows_refuses_every_decision(
         assert requested["policy"]["allow_unknown_starter"] is True
         assert decide(engine, lenient_ap.approval_id, "ann").outcome == "approved"
         assert engine.result(lenient.run_id, timeout=30) == "approved"
+        # ... and each decision it let through says so in the history.
+        decided = [e.data for e in engine.history(lenient.run_id) if e.type == "ApprovalDecided"]
+        assert [d.get("starter_unknown") for d in decided] == [True]
 
 
 @pytest.mark.parametrize("path", ["credential", "signed in"])

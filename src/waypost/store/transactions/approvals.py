@@ -202,6 +202,9 @@ def decide_approval(tx: Tx, d: DecideRequest) -> DecideResult:
     }
     if resolved:
         data["votes"] = votes
+    if not approval.started_by and policy.segregation_of_duties:
+        # Let through only by the policy's `allow_unknown_starter`: said in the audit.
+        data["starter_unknown"] = True
     res = commit_run(
         tx,
         RunCommit(
