@@ -398,6 +398,14 @@ class UserExists(WaypostError):
     """A user of this name exists already in the tenant; nothing was written."""
 
 
+class IdentityTaken(UserExists):
+    """A tenant admin asked for a console user or an API key for a name that is already
+    another person's identity in the tenant (a user, a key's principal, a member of a
+    group, an approver named in a pending approval); nothing was written. Only the
+    platform operator (the command line, the embedded API) makes a second credential for
+    someone who has one."""
+
+
 class UserNotFound(WaypostError, LookupError):
     """No user of this name in this tenant."""
 

@@ -53,6 +53,10 @@ class Door:
                 raise ValueError(f"{kind.__name__} is not an operation the door serves")
             self._handlers[kind] = handler
 
+    def operations(self) -> tuple[type[Request[Any]], ...]:
+        """Every request class this door serves (the role table is checked against it)."""
+        return tuple(self._handlers)
+
     async def execute(self, request: Request[T], principal: Principal) -> T:
         """Check `request` for `principal` and carry it out; answers what the operation does."""
         handler = self._handlers.get(type(request))

@@ -399,7 +399,8 @@ class AsyncEngine(Calls):
         """Start a run; with `run_id`, starting the same run again returns it.
 
         `started_by` names the principal who started it (recorded in the history;
-        by default that principal may not approve the run's approvals). `priority`
+        by default that principal may not approve the run's approvals); without it, the
+        run is started for this process's own principal, named after the OS user. `priority`
         (-1000..1000): the run's tasks are claimed before the tenant's tasks of lower
         priority. `concurrency_key` (a customer's id, say): a queue's `key_concurrency`
         bounds the attempts running at once of the runs with one key. `dedup_id`:

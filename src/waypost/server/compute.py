@@ -137,7 +137,8 @@ class ComputeProcesses:
         """Carry out `request` (checked by the door) in a compute process; its answer."""
         proc = self._procs[next(self._turn) % len(self._procs)]
         try:
-            await asyncio.wait_for(proc.ready.wait(), _READY_WAIT)
+            async with asyncio.timeout(_READY_WAIT):
+                await proc.ready.wait()
         except TimeoutError:
             raise ComputeUnavailable(
                 "the server's compute process is not answering; try again shortly"
@@ -152,7 +153,8 @@ class ComputeProcesses:
         backstop = self.backstop + float(getattr(request, "timeout", 0) or 0)
         try:
             await writer.drain()
-            return await asyncio.wait_for(asyncio.shield(fut), backstop)
+            async with asyncio.timeout(backstop):
+                return await asyncio.shield(fut)
         except TimeoutError:
             log.error(
                 "compute process %d did not answer %s within %.0f s: stopping it (it starts again)",
@@ -178,7 +180,8 @@ class ComputeProcesses:
         for proc in self._procs:
             if proc.process is not None:
                 try:
-                    await asyncio.wait_for(proc.process.wait(), grace + 5)
+                    async with asyncio.timeout(grace + 5):
+                        await proc.process.wait()
                 except TimeoutError:
                     proc.kill()
                     await proc.process.wait()
