@@ -71,7 +71,7 @@ class Updates:
         """The run's code replayed from `history` on a fresh instance (the caller closes it)."""
         m = self.machinery
         rid = preview(run.run_id)
-        problems = m.settings.chain.verify(history)
+        problems = m.settings.chain.verify(history, run=(run.tenant, run.run_id))
         if problems:
             raise InvalidState(
                 f"cannot {what}: run {rid}'s history fails its integrity check at event "
