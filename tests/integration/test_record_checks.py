@@ -10,7 +10,12 @@ the engine API, the HTTP API and the approval page alike.
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +35,9 @@ __all__ = ["serve"]  # the fixture, used by name
 pytestmark = pytest.mark.timeout(120)
 
 KEYED = Chain([ChainKey("k1", b"k" * 32)])
+MIGRATING = Chain(KEYED.keys, accept_legacy=True)
+CHAIN_ENV = "k1:" + base64.urlsafe_b64encode(b"k" * 32).decode()
+WAYPOST = Path(sys.executable).parent / "waypost"
 KEYS = wp.Keys({"e1": b"e" * 32})
 
 
@@ -336,3 +344,142 @@ def test_plaintext_written_into_a_sealed_approval_is_refused(
                 Principal("default", "ann", frozenset({Role.APPROVER})),
             )
     assert db_query(db_url, "SELECT principal FROM approval_votes") == []
+
+
+# == runs written before histories and rows were bound to their run ===========================
+def make_legacy(db_url: str, engine: Any, run_id: str) -> None:
+    """(`engine` reads the history as it is now, before the rewrite.)"""
+    """Rewrite a run as the release before wrote it: its history chained to the empty text,
+    its row and its approvals' rows without checks (the editor here holds the key, as
+    that release's engine did)."""
+    prev = ""
+    for ev in engine.history(run_id):
+        prev = KEYED.hash(prev, ev.seq, ev.type, ev.ts, ev.data_json)
+        sql = "UPDATE events SET hash = ? WHERE run_id = ? AND seq = ?"
+        db_write(db_url, (sql, (prev, run_id, ev.seq)))
+    db_write(
+        db_url,
+        (
+            "UPDATE runs SET last_hash = ?, input_mac = NULL, state_mac = NULL WHERE run_id = ?",
+            (prev, run_id),
+        ),
+        ("UPDATE approvals SET mac = NULL WHERE run_id = ?", (run_id,)),
+    )
+
+
+def test_a_legacy_run_runs_while_legacy_is_accepted_and_is_bound_by_seal_legacy(
+    make_engine: Any, db_url: str, mailbox: Mailbox
+) -> None:
+    old = asking_engine(make_engine, mailbox)
+    with old.running():
+        run = old.start(asking, 100)
+        approval = pending(old, run.run_id)
+    make_legacy(db_url, old, run.run_id)
+    old.close()
+
+    # Strict: the history is not bound to its run, the rows carry no check.
+    strict = make_engine(asking, chain=KEYED)
+    problems = strict.verify(run.run_id)
+    assert problems[0].seq == 1 and problems[0].problem.startswith("legacy genesis")
+    assert any("carries no check" in p.problem for p in problems if p.seq == 0)
+    with pytest.raises(wp.BrokenRecord, match="seal-legacy"):
+        strict.get(run.run_id)
+    strict.close()
+
+    # While migrating (WAYPOST_CHAIN_ACCEPT_LEGACY=1), the run reads and verifies as it is.
+    migrating = make_engine(asking, chain=MIGRATING)
+    assert migrating.verify(run.run_id) == []
+    assert migrating.get(run.run_id).status is wp.RunStatus.WAITING
+    assert migrating.approval(approval.approval_id).data == {"amount": 100}
+    dry = migrating.seal_legacy(run.run_id, dry_run=True)
+    assert (dry.runs, dry.rehashed, dry.rows, dry.refused) == (1, 1, 2, {})
+    migrating.close()
+
+    # A key holder binds it; then the strict engine reads, verifies and runs it.
+    sealer = make_engine(asking, chain=KEYED)
+    done = sealer.seal_legacy()
+    assert (done.runs, done.rehashed, done.rows, done.refused, done.next_after) == (
+        1,
+        1,
+        2,
+        {},
+        None,
+    )
+    assert sealer.seal_legacy(run.run_id).rehashed == 0  # once is enough
+    assert sealer.verify(run.run_id) == []
+    with sealer.running():
+        sealer.execute(
+            ops.Decide(approval_id=approval.approval_id, decision="approve"),
+            Principal("default", "ann", frozenset({Role.APPROVER})),
+        )
+        assert sealer.result(run.run_id, timeout=10) == "approved"
+    assert sealer.verify(run.run_id) == []
+
+
+def test_seal_legacy_leaves_a_run_that_does_not_verify_as_it_is(
+    make_engine: Any, db_url: str
+) -> None:
+    engine = make_engine(waiting, chain=KEYED)
+    with engine.running():
+        good = engine.start(waiting, "good")
+        bad = engine.start(waiting, "bad")
+        for run in (good, bad):
+            eventually(lambda r=run: engine.get(r.run_id).waiting_for, "the run to wait")
+    for run in (good, bad):
+        make_legacy(db_url, engine, run.run_id)
+    # An edit of the legacy history (the editor has no key) is not sealed as if good.
+    sql = "UPDATE events SET data = ? WHERE run_id = ? AND seq = 1"
+    forged = '{"input":"FORGED","version":"","workflow":"waiting"}'
+    db_write(db_url, (sql, (forged, bad.run_id)))
+    report = engine.seal_legacy()
+    assert (report.runs, report.rehashed) == (2, 1)
+    assert list(report.refused) == [bad.run_id]
+    assert "its history fails at event 1" in report.refused[bad.run_id]
+    assert engine.verify(good.run_id) == []
+    assert engine.verify(bad.run_id) != []
+
+
+def test_the_cli_seals_legacy_runs_and_names_those_it_leaves(make_engine: Any, db_url: str) -> None:
+    engine = make_engine(waiting, chain=KEYED)
+    with engine.running():
+        runs = [engine.start(waiting, n) for n in range(3)]
+        for run in runs:
+            eventually(lambda r=run: engine.get(r.run_id).waiting_for, "the run to wait")
+    for run in runs:
+        make_legacy(db_url, engine, run.run_id)
+    engine.close()
+    keyed = {**os.environ, "WAYPOST_CHAIN_KEYS": CHAIN_ENV}
+    keyless = {k: v for k, v in os.environ.items() if not k.startswith("WAYPOST_CHAIN")}
+
+    def cli(*args: str, env: dict[str, str] = keyed) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(WAYPOST), "runs", *args, "--db", db_url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
+        )
+
+    legacy = cli("verify", runs[0].run_id)
+    assert legacy.returncode == 1 and "legacy genesis" in legacy.stderr
+    assert "carries no check" in legacy.stderr
+    refused = cli("seal-legacy", "--all", env=keyless)
+    assert refused.returncode == 1 and "needs the chain key" in refused.stderr
+    dry = cli("seal-legacy", "--all", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith("would seal 3 histories and 3 rows in 3 runs")
+    done = cli("seal-legacy", "--all", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "tenant": "default",
+        "dry_run": False,
+        "runs": 3,
+        "rehashed": 3,
+        "rows": 3,
+        "refused": {},
+    }
+    verified = cli("verify", runs[0].run_id)
+    assert verified.returncode == 0 and "history intact" in verified.stdout
+    usage = cli("seal-legacy")
+    assert usage.returncode == 2 and "--run RUN_ID or --all" in usage.stderr

@@ -50,7 +50,8 @@ class Sealing:
                 continue
             rehashed += int(done.rehashed)
             rows += done.rows
-            m.forget(tenant, run_id)  # an engine's copy holds the old hashes
+            if done.rehashed and not req.dry_run:
+                m.forget(tenant, run_id)  # an engine's copy holds the old hashes
         if (rehashed or rows) and not req.dry_run:
             log.info(
                 "sealed %d histories and %d rows of %d runs of tenant %s",

@@ -20,6 +20,7 @@ reads the run again.
 from __future__ import annotations
 
 from waypost.model.audit import snapshot_disagreements
+from waypost.model.chain import Chain
 from waypost.model.encryption import approval_place
 
 from ..audits import LegacySeal, RunAudit
@@ -100,7 +101,9 @@ def seal_legacy_run(tx: Tx, tenant: str, run_id: str, dry_run: bool) -> LegacySe
             problems.append(f"approval {ap['approval_id']!r}: {why}")
     if problems:
         return LegacySeal(refused=problems[0])
-    rehashed = bool(tx.chain.verify(events, run=(tenant, run_id)))
+    # Hashed again unless already bound to its run (whatever this chain accepts meanwhile).
+    bound = Chain(tx.chain.keys, accept_plain=tx.chain.accept_plain)
+    rehashed = bool(bound.verify(events, run=(tenant, run_id)))
     unchecked = row["input_mac"] is None or row["state_mac"] is None
     bare = [ap for ap in approvals if ap["mac"] is None]
     if dry_run:
