@@ -255,6 +255,62 @@ def test_a_get_reads_the_row_only_not_the_history(make_engine: Any, db_url: str)
     assert [p.seq for p in engine.verify(run.run_id)] == [2]
 
 
+def test_a_finished_run_whose_history_is_cut_short_is_found_by_verify(
+    make_engine: Any, db_url: str
+) -> None:
+    engine = make_engine(waiting, chain=KEYED)
+    with engine.running():
+        run = engine.start(waiting, "real")
+        engine.signal(run.run_id, "go", "sent")
+        engine.result(run.run_id, timeout=10)
+    history = engine.history(run.run_id)
+    end = next(e for e in history if e.type == "RunCompleted")
+    before = history[end.seq - 2]
+    db_write(
+        db_url,
+        ("DELETE FROM events WHERE run_id = ? AND seq >= ?", (run.run_id, end.seq)),
+        (
+            "UPDATE runs SET last_seq = ?, last_hash = ? WHERE run_id = ?",
+            (before.seq, before.hash, run.run_id),
+        ),
+    )
+    assert row_problems(engine, run.run_id) == [
+        "the run's row: its status (runs.status) is completed, but no event ended the run"
+    ]
+
+
+def test_a_run_put_back_whole_to_an_earlier_state_is_not_found(
+    make_engine: Any, db_url: str
+) -> None:
+    """The limit the guarantees state: someone who kept a copy of a run's rows and events
+    can put the run back to that state whole (a rollback); nothing in the database
+    tells, only an anchor outside it would."""
+    engine = make_engine(waiting, chain=KEYED)
+    with engine.running():
+        run = engine.start(waiting, "real")
+        eventually(lambda: engine.get(run.run_id).waiting_for, "the run to wait")
+        row = db_query(
+            db_url,
+            "SELECT status, result, error, waiting_for, last_seq, last_hash, processed_seq, "
+            "input_mac, state_mac FROM runs WHERE run_id = ?",
+            (run.run_id,),
+        )[0]
+        engine.signal(run.run_id, "go", "sent")
+        engine.result(run.run_id, timeout=10)
+    db_write(
+        db_url,
+        ("DELETE FROM events WHERE run_id = ? AND seq > ?", (run.run_id, row[4])),
+        (
+            "UPDATE runs SET status = ?, result = ?, error = ?, waiting_for = ?, last_seq = ?, "
+            "last_hash = ?, processed_seq = ?, input_mac = ?, state_mac = ?, "
+            "finished_at = NULL WHERE run_id = ?",
+            (*row, run.run_id),
+        ),
+    )
+    assert engine.verify(run.run_id) == []
+    assert engine.get(run.run_id).status is wp.RunStatus.WAITING
+
+
 # == an approval's row edited =================================================================
 @pytest.fixture
 def mailbox(tmp_path: Any) -> Mailbox:

@@ -145,3 +145,62 @@ def test_keys_are_read_from_text_and_the_environment(tmp_path: object) -> None:
     ):
         with pytest.raises(wp.ConfigurationError, match=message):
             Chain(parse_keys(bad))
+
+
+def test_the_first_event_chains_to_a_genesis_bound_to_its_tenant_and_run() -> None:
+    for chain in (Chain(), Chain([K1])):
+        events = history(chain)
+        assert chain.verify(events, run=RUN) == []
+        for elsewhere in (("acme", "order-8"), ("other", "order-7"), ("acme", "order-7 ")):
+            problems = chain.verify(events, run=elsewhere)
+            assert [p.seq for p in problems] == [1], elsewhere
+            assert "belongs to another run" in problems[0].problem
+        with pytest.raises(TypeError, match="run=\\(tenant, run_id\\)"):
+            chain.verify(events)
+        # Later events are checked from the one before, whoever's run it is.
+        assert chain.verify(events[2:], after_seq=2, prev_hash=events[1].hash) == []
+    assert Chain([K1]).genesis(*RUN) != Chain([K2]).genesis(*RUN) != Chain().genesis(*RUN)
+    # The parts are kept apart: ("ab", "c") is not ("a", "bc").
+    assert Chain().genesis("ab", "c") != Chain().genesis("a", "bc")
+
+
+def test_a_legacy_genesis_is_accepted_without_a_key_and_with_one_only_while_migrating() -> None:
+    signals = [NewEvent(EventType.SIGNAL_RECEIVED, {"n": i}, 1.0 + i) for i in range(3)]
+    plain_legacy = Chain().seal(0, "", signals)  # as releases before the binding wrote it
+    assert Chain().verify(plain_legacy, run=RUN) == []
+    keyed_legacy = Chain([K1]).seal(0, "", signals)
+    problems = Chain([K1]).verify(keyed_legacy, run=RUN)
+    assert [p.seq for p in problems] == [1] and problems[0].problem.startswith("legacy genesis")
+    migrating = Chain([K1], accept_legacy=True)
+    assert migrating.verify(keyed_legacy, run=RUN) == []
+    assert "legacy histories and rows" in migrating.describe()
+    assert Chain([K1]).with_legacy().accept_legacy and not Chain([K1]).accept_legacy
+    assert chain_from_environment(
+        {"WAYPOST_CHAIN_KEYS": "k1:" + base64.urlsafe_b64encode(K1.secret).decode()}
+        | {"WAYPOST_CHAIN_ACCEPT_LEGACY": "1"}
+    ).accept_legacy
+
+
+def test_a_row_check_holds_only_for_its_columns_kind_and_key() -> None:
+    parts = ("acme", "order-7", "completed", '{"ok":true}', None)
+    for chain in (Chain(), Chain([K1])):
+        mac = chain.mac("run-state", parts)
+        assert chain.check_mac(mac, "run-state", parts) is None
+        for other in (
+            ("acme", "order-7", "completed", '{"ok":false}', None),  # an edited result
+            ("acme", "order-8", "completed", '{"ok":true}', None),  # another run's check
+            ("acme", "order-7", "completed", '{"ok":true}', ""),  # None is not ""
+        ):
+            assert "does not match its check" in str(chain.check_mac(mac, "run-state", other))
+        assert chain.check_mac(mac, "run-input", parts) is not None  # another kind of row
+    keyed = Chain([K1])
+    assert keyed.mac("run-state", parts).startswith("k1:")
+    assert "not made with a chain key" in str(
+        keyed.check_mac(Chain().mac("run-state", parts), "run-state", parts)
+    )
+    assert "'k1', which this process was not given" in str(
+        Chain([K2]).check_mac(keyed.mac("run-state", parts), "run-state", parts)
+    )
+    assert "carries no check" in str(keyed.check_mac(None, "run-state", parts))
+    assert Chain().check_mac(None, "run-state", parts) is None  # no key: legacy rows read
+    assert Chain([K1], accept_legacy=True).check_mac(None, "run-state", parts) is None
