@@ -194,6 +194,25 @@ def test_an_edited_status_or_input_is_refused_and_reported(
         assert any("no event ended the run" in p for p in problems)
 
 
+def test_a_waiting_run_whose_row_was_edited_is_suspended_not_advanced(
+    make_engine: Any, db_url: str
+) -> None:
+    engine = make_engine(waiting, chain=KEYED)
+    with engine.running():
+        run = engine.start(waiting, "real")
+        eventually(lambda: engine.get(run.run_id).waiting_for, "the run to wait")
+        sql = "UPDATE runs SET result = ? WHERE run_id = ?"
+        db_write(db_url, (sql, ('{"x":"FORGED"}', run.run_id)))
+        engine.signal(run.run_id, "go", "sent")  # the engine looks at the run again
+        eventually(lambda: suspended(engine, run.run_id, "default"), "the suspension")
+    info = engine.get(run.run_id)  # the engine wrote the row anew: it reads again
+    assert info.status is wp.RunStatus.SUSPENDED and info.result is None
+    assert info.error is not None and "BrokenRecord" in info.error["message"]
+    history = engine.history(run.run_id)
+    assert of_type(history, "RunCompleted") == [] and of_type(history, "RunSuspended")
+    assert engine.verify(run.run_id) == []
+
+
 def test_a_row_copied_from_another_run_with_its_checks_is_refused(
     make_engine: Any, db_url: str
 ) -> None:
