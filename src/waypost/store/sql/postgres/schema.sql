@@ -26,6 +26,8 @@ CREATE TABLE runs (
     concurrency_key text,
     dedup_id      text,
     named_queue   text,
+    input_mac     text,
+    state_mac     text,
     PRIMARY KEY (tenant, run_id)
 );
 
@@ -136,6 +138,7 @@ CREATE TABLE approvals (
     expires_at  double precision,
     created_at  double precision NOT NULL,
     closed_at   double precision,
+    mac         text,
     PRIMARY KEY (tenant, approval_id)
 );
 

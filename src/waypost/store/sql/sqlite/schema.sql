@@ -25,6 +25,8 @@ CREATE TABLE runs (
     concurrency_key TEXT,
     dedup_id      TEXT,
     named_queue   TEXT,
+    input_mac     TEXT,
+    state_mac     TEXT,
     PRIMARY KEY (tenant, run_id)
 ) WITHOUT ROWID;
 
@@ -135,6 +137,7 @@ CREATE TABLE approvals (
     expires_at  REAL,
     created_at  REAL NOT NULL,
     closed_at   REAL,
+    mac         TEXT,
     PRIMARY KEY (tenant, approval_id)
 ) WITHOUT ROWID;
 
