@@ -195,7 +195,8 @@ class Access:
                     created_by=principal.subject,
                     expires_at=expires,
                     now=now,
-                )
+                ),
+                self.machinery.settings.quotas,
             )
             if outcome is KeyCreation.NO_TENANT:
                 raise TenantNotFound(

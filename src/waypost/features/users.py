@@ -159,7 +159,7 @@ class Accounts:
             failed_sign_ins=0,
             locked_until=None,
         )
-        if not await self.store.create_user(record):
+        if not await self.store.create_user(record, self.machinery.settings.quotas):
             if not any(t.tenant == principal.tenant for t in await self.store.list_tenants()):
                 raise TenantNotFound(
                     f"tenant {preview(principal.tenant)} does not exist: create it first "

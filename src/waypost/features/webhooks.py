@@ -112,7 +112,7 @@ class Webhooks:
             created_at=m.settings.clock(),
             created_by=principal.subject,
         )
-        if not await m.store.create_webhook_source(record):
+        if not await m.store.create_webhook_source(record, m.settings.quotas):
             raise WebhookSourceExists(
                 f"a webhook source {preview(req.source)} exists already; choose another id"
             )

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from waypost.model.quotas import Quotas
+
 from .rows import ApiKeyRecord
 
 
@@ -48,9 +50,10 @@ class SessionRecord:
 class AccountStore(Protocol):
     """Users and sessions."""
 
-    async def create_user(self, user: UserRecord) -> bool:
+    async def create_user(self, user: UserRecord, quotas: Quotas | None = None) -> bool:
         """Store a user of a tenant that exists; False (nothing written) if the tenant
-        has a user of that name, or does not exist."""
+        has a user of that name, or does not exist. Under `quotas`, one over `max_users`
+        is `QuotaExceeded`."""
         ...
 
     async def get_user(self, tenant: str, name: str) -> UserRecord | None: ...

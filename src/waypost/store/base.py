@@ -656,8 +656,9 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
 
     async def list_tenants(self) -> list[TenantRecord]: ...
 
-    async def create_api_key(self, key: NewApiKey) -> KeyCreation:
-        """Store a key of a tenant that exists (nothing written unless CREATED)."""
+    async def create_api_key(self, key: NewApiKey, quotas: Quotas | None = None) -> KeyCreation:
+        """Store a key of a tenant that exists (nothing written unless CREATED). Under
+        `quotas`, one over `max_api_keys` is `QuotaExceeded`."""
         ...
 
     async def list_api_keys(self, tenant: str) -> list[ApiKeyRecord]: ...
@@ -685,7 +686,9 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
         run is of another workflow, and nothing was written), in one transaction."""
         ...
 
-    async def create_webhook_source(self, source: WebhookSourceRecord) -> bool:
+    async def create_webhook_source(
+        self, source: WebhookSourceRecord, quotas: Quotas | None = None
+    ) -> bool:
         """Store a webhook source; False (nothing written) if any tenant has its id."""
         ...
 

@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from waypost.model.events import canonical_json
+from waypost.model.quotas import Quotas
 
 from ..base import ApiKeyRecord, KeyCreation, NewApiKey, TenantRecord
 from ..tx import Row, Tx
+from .quotas import admit_one_more
 
 
 def create_tenant(tx: Tx, tenant: str, quotas: Mapping[str, Any], by: str, now: float) -> bool:
@@ -37,7 +39,7 @@ def list_tenants(tx: Tx) -> list[TenantRecord]:
     ]
 
 
-def create_api_key(tx: Tx, key: NewApiKey) -> KeyCreation:
+def create_api_key(tx: Tx, key: NewApiKey, quotas: Quotas | None = None) -> KeyCreation:
     if tx.one("tenant_exists", {"tenant": key.tenant}) is None:
         return KeyCreation.NO_TENANT
     inserted = tx.run(
@@ -53,7 +55,11 @@ def create_api_key(tx: Tx, key: NewApiKey) -> KeyCreation:
             "expires_at": key.expires_at,
         },
     )
-    return KeyCreation.CREATED if inserted == 1 else KeyCreation.DUPLICATE_ID
+    if inserted != 1:
+        return KeyCreation.DUPLICATE_ID
+    if quotas is not None:
+        admit_one_more(tx, key.tenant, quotas, "max_api_keys", key.now)
+    return KeyCreation.CREATED
 
 
 def list_api_keys(tx: Tx, tenant: str) -> list[ApiKeyRecord]:

@@ -59,9 +59,45 @@ def lock_admission(tx: Tx, tenant: str, burst: int, now: float) -> Row:
     return row
 
 
-def count(tx: Tx, what: str, tenant: str, cap: int) -> int:
-    row = tx.one(f"count_{what}", {"tenant": tenant, "limit": cap})
+def lock_tenant_admission(tx: Tx, tenant: str, defaults: Quotas, now: float) -> None:
+    """The tenant's admission row locked, as the first lock of a transaction that will
+    count under it after taking a lock that claims take after it (a queue's row)."""
+    lock_admission(tx, tenant, defaults.effective(tenant_overrides(tx, tenant)).start_burst, now)
+
+
+def count(tx: Tx, what: str, tenant: str, cap: int, now: float = 0.0) -> int:
+    row = tx.one(f"count_{what}", {"tenant": tenant, "limit": cap, "now": now})
     return int(row["n"]) if row is not None else 0
+
+
+# What each count quota counts (its `count_<what>` query) and how a refusal names it.
+COUNTED = {
+    "max_schedules": ("schedules", "schedules"),
+    "max_webhook_sources": ("webhook_sources", "webhook sources"),
+    "max_queues": ("queues", "configured queues"),
+    "max_users": ("users", "console users (not disabled)"),
+    "max_api_keys": ("api_keys", "API keys (neither revoked nor expired)"),
+}
+
+
+def admit_one_more(tx: Tx, tenant: str, defaults: Quotas, quota: str, now: float) -> None:
+    """Refuse the row just inserted (`QuotaExceeded`, which rolls the insert back) if the
+    tenant now has more than its `quota` allows of what the quota counts (`COUNTED`).
+
+    Called after the insert, so the count includes the new row; the admission row is
+    locked first, so concurrent creations count one after another."""
+    quotas = defaults.effective(tenant_overrides(tx, tenant))
+    most = getattr(quotas, quota)
+    if most is None:
+        return
+    what, noun = COUNTED[quota]
+    lock_admission(tx, tenant, quotas.start_burst, now)
+    if count(tx, what, tenant, most + 1, now) > most:
+        raise QuotaExceeded(
+            quota,
+            f"tenant {preview(tenant)} has {most} {noun}, the most it may have ({quota}); "
+            "nothing was created",
+        )
 
 
 def admit_run(tx: Tx, tenant: str, defaults: Quotas, now: float) -> None:
@@ -137,6 +173,10 @@ def tenant_state(tx: Tx, tenant: str) -> tuple[TenantRecord | None, dict[str, in
         "pending_timers": count(tx, "pending_timers", tenant, USAGE_CAP),
         "definitions": count(tx, "definitions", tenant, USAGE_CAP),
     }
+    clock = tx.one("clock", {})  # the keys that still work, by the database's clock
+    now = float(clock["now"]) if clock is not None else 0.0
+    for what, _ in COUNTED.values():
+        usage[what] = count(tx, what, tenant, USAGE_CAP, now)
     return (tenant_record(row) if row is not None else None), usage
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from waypost.model.events import canonical_json
+from waypost.model.quotas import Quotas
 
 from ..accounts import SessionRecord, UserRecord
 from ..tx import Row, Tx
 from .access import api_key_from_row, roles_from_text
+from .quotas import admit_one_more
 
 
-def create_user(tx: Tx, user: UserRecord) -> bool:
+def create_user(tx: Tx, user: UserRecord, quotas: Quotas | None = None) -> bool:
     if tx.one("tenant_exists", {"tenant": user.tenant}) is None:
         return False
     params = {
@@ -20,7 +22,11 @@ def create_user(tx: Tx, user: UserRecord) -> bool:
         "now": user.created_at,
         "by": user.created_by,
     }
-    return tx.run("insert_user", params) == 1
+    if tx.run("insert_user", params) != 1:
+        return False
+    if quotas is not None:
+        admit_one_more(tx, user.tenant, quotas, "max_users", user.created_at)
+    return True
 
 
 def get_user(tx: Tx, tenant: str, name: str) -> UserRecord | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from waypost.model.events import canonical_json
+from waypost.model.quotas import Quotas
 
 from ..base import (
     CommitResult,
@@ -31,6 +32,7 @@ from ..base import (
     WebhookSourceRecord,
 )
 from ..tx import Abort, Row, Tx, loads_nullable
+from .quotas import admit_one_more
 from .runs import commit_run, create_run
 
 
@@ -49,7 +51,9 @@ def signal_with_start(
 
 
 # == webhook sources ===================================================================
-def create_webhook_source(tx: Tx, source: WebhookSourceRecord) -> bool:
+def create_webhook_source(
+    tx: Tx, source: WebhookSourceRecord, quotas: Quotas | None = None
+) -> bool:
     params = {
         "source": source.source,
         "tenant": source.tenant,
@@ -61,7 +65,11 @@ def create_webhook_source(tx: Tx, source: WebhookSourceRecord) -> bool:
         "now": source.created_at,
         "by": source.created_by,
     }
-    return tx.run("insert_webhook_source", params) == 1
+    if tx.run("insert_webhook_source", params) != 1:
+        return False
+    if quotas is not None:
+        admit_one_more(tx, source.tenant, quotas, "max_webhook_sources", source.created_at)
+    return True
 
 
 def list_webhook_sources(tx: Tx, tenant: str) -> list[WebhookSourceRecord]:

@@ -731,6 +731,34 @@ SELECT count(*) AS n FROM (
     SELECT 1 FROM definitions WHERE tenant = %(tenant)s
     LIMIT %(limit)s) counted;
 
+-- name: count_schedules
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM schedules WHERE tenant = %(tenant)s
+    LIMIT %(limit)s) counted;
+
+-- name: count_webhook_sources
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM webhook_sources WHERE tenant = %(tenant)s
+    LIMIT %(limit)s) counted;
+
+-- name: count_queues
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM queues WHERE tenant = %(tenant)s
+    LIMIT %(limit)s) counted;
+
+-- name: count_users
+-- Users not disabled: a disabled one signs in no more.
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM users WHERE tenant = %(tenant)s AND disabled_at IS NULL
+    LIMIT %(limit)s) counted;
+
+-- name: count_api_keys
+-- Keys that still work: neither revoked nor expired.
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM api_keys WHERE tenant = %(tenant)s AND revoked_at IS NULL
+      AND (expires_at IS NULL OR expires_at > %(now)s)
+    LIMIT %(limit)s) counted;
+
 -- == retention: purged runs =============================================================
 
 -- name: purgeable_runs
