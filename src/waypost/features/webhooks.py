@@ -1,17 +1,21 @@
 """Webhooks by correlation: sources, and deliveries that find the runs waiting for them.
 
-A tenant's admin registers a source (`CreateWebhookSource`): its id is unique
-across tenants, because `POST /v1/webhooks/{source}` names no tenant; the source
-finds it. Its secret (Standard Webhooks' `whsec_...`) is made here, shown once,
-and kept in the database as given: checking an HMAC needs the secret itself, so
-whoever can read the database can sign deliveries for its sources.
+A tenant's admin registers a source (`CreateWebhookSource`) under an id of the
+tenant's own choosing: another tenant's ids are neither seen nor taken. Its
+deliveries go to `POST /v1/webhooks/{url_id}`, where `url_id` is drawn here (128
+random bits, unique across tenants; decision 0031): the URL names no tenant, and
+the source it names is how the tenant is learnt. Its secret (Standard Webhooks'
+`whsec_...`) is made here, shown once, and kept in the database sealed like a
+payload when the store has encryption keys (checking an HMAC needs the secret
+itself, so it cannot be a hash): whoever reads the database without the keys
+cannot sign deliveries for its sources.
 
 A delivery (`DeliverWebhook`, open to the unauthenticated principal: the signature
 authenticates it) is checked in this order, and each refusal writes nothing:
 
 1. the three Standard Webhooks headers are there and well formed;
 2. the signature (`v1`, over id, timestamp and body) matches the source's secret.
-   An unknown source costs the same HMAC against a key nobody has, and answers the
+   An unknown URL id costs the same HMAC against a key nobody has, and answers the
    same `WebhookRefused`, so neither the existence of a source nor its tenant shows;
 3. the timestamp is within the source's tolerance of the engine's clock;
 4. the body is JSON (UTF-8, nested at most 64 levels, text a store can hold), within
@@ -32,7 +36,9 @@ from waypost.engine.ports import Machinery
 from waypost.errors import (
     InvalidRequest,
     NoRunWaiting,
+    PayloadTampered,
     QuotaExceeded,
+    StoreContention,
     WebhookRefused,
     WebhookSourceExists,
     WebhookSourceNotFound,
@@ -63,6 +69,8 @@ from .signing import new_standard_secret, standard_key, standard_signature_match
 
 audit = logger("waypost.audit")
 
+URL_ID_PREFIX = "wh_"
+_URL_ID_ROUNDS = 8
 # Runs one delivery signals at most (the oldest waits first); others stay waiting.
 MAX_CORRELATED_RUNS = 1000
 # Delivery ids are kept this long past twice the tolerance (a timestamp may be up to the
@@ -84,6 +92,7 @@ def _info(record: WebhookSourceRecord) -> WebhookSourceInfo:
         tolerance_seconds=record.tolerance_seconds,
         created_at=_dt(record.created_at),
         created_by=record.created_by,
+        url_id=record.url_id,
     )
 
 
@@ -101,23 +110,33 @@ class Webhooks:
     ) -> NewWebhookSource:
         m = self.machinery
         secret = new_standard_secret()
-        record = WebhookSourceRecord(
-            source=req.source,
-            tenant=principal.tenant,
-            signal=req.signal,
-            correlate_key=req.correlate_key,
-            correlate_path=req.correlate_path,
-            tolerance_seconds=req.tolerance_seconds,
-            secret=secret,
-            created_at=m.settings.clock(),
-            created_by=principal.subject,
-        )
-        if not await m.store.create_webhook_source(record, m.settings.quotas):
-            raise WebhookSourceExists(
-                f"a webhook source {preview(req.source)} exists already; choose another id"
+        for _ in range(_URL_ID_ROUNDS):
+            record = WebhookSourceRecord(
+                source=req.source,
+                tenant=principal.tenant,
+                signal=req.signal,
+                correlate_key=req.correlate_key,
+                correlate_path=req.correlate_path,
+                tolerance_seconds=req.tolerance_seconds,
+                secret=secret,
+                created_at=m.settings.clock(),
+                created_by=principal.subject,
+                url_id=URL_ID_PREFIX + secrets.token_hex(16),
             )
-        info = _info(record)
-        return NewWebhookSource(**vars(info), secret=secret)
+            try:
+                created = await m.store.create_webhook_source(record, m.settings.quotas)
+            except StoreContention:  # pragma: no cover - 128-bit ids do not collide
+                continue
+            if not created:
+                raise WebhookSourceExists(
+                    f"tenant {preview(principal.tenant)} has a webhook source "
+                    f"{preview(req.source)} already; choose another id"
+                )
+            info = _info(record)
+            return NewWebhookSource(**vars(info), secret=secret)
+        raise StoreContention(  # pragma: no cover
+            "no unused webhook URL id was drawn; nothing was written: try again"
+        )
 
     async def list_sources(
         self, req: ListWebhookSources, principal: Principal
@@ -134,7 +153,13 @@ class Webhooks:
     async def deliver(self, req: DeliverWebhook, principal: Principal) -> WebhookDelivered:
         m = self.machinery
         delivery_id, timestamp, offered = self._headers(req)
-        source = await m.store.webhook_source(req.source)
+        try:
+            source = await m.store.webhook_source(req.source)  # the URL names its url_id
+        except PayloadTampered:  # a sealed secret edited or moved: it verifies nothing
+            audit.warning(
+                "webhook to %s refused: its source's stored secret is damaged", req.source
+            )
+            source = None
         key = self._unknown_key
         if source is not None:
             try:
@@ -144,7 +169,7 @@ class Webhooks:
         if not standard_signature_matches(key, delivery_id, timestamp, req.body, offered):
             source = None
         if source is None:
-            audit.info("webhook to source %s refused: signature or source unknown", req.source)
+            audit.info("webhook to %s refused: signature or source unknown", req.source)
             raise WebhookRefused(SIGNATURE_REFUSED)
         now = m.settings.clock()
         tolerance = source.tolerance_seconds

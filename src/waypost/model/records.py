@@ -233,8 +233,10 @@ class RunPage:
 @dataclass(frozen=True)
 class WebhookSourceInfo:
     """A webhook source as an admin sees it (never its secret): deliveries to
-    `POST /v1/webhooks/{source}` signal the tenant's runs waiting for `signal` with
-    `correlate=(correlate_key, <the body's value at correlate_path>)`."""
+    `POST /v1/webhooks/{url_id}` (`url_path`) signal the tenant's runs waiting for
+    `signal` with `correlate=(correlate_key, <the body's value at correlate_path>)`.
+    `source` is the tenant's own id of it; `url_id` is random and unique across tenants
+    (a source made before it existed has its id as its URL id)."""
 
     source: str
     tenant: str
@@ -244,6 +246,12 @@ class WebhookSourceInfo:
     tolerance_seconds: int
     created_at: datetime
     created_by: str
+    url_id: str = ""
+
+    @property
+    def url_path(self) -> str:
+        """Where its sender POSTs: `/v1/webhooks/{url_id}`."""
+        return f"/v1/webhooks/{self.url_id or self.source}"
 
 
 @dataclass(frozen=True)

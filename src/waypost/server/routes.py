@@ -585,10 +585,10 @@ async def decide(
 
 
 # == signal-with-start and webhooks by correlation =======================================
-# `POST /v1/webhooks/{source:id}` is the one route of the API that takes no API key: the
+# `POST /v1/webhooks/{url_id}` is the one route of the API that takes no API key: the
 # sender signs the delivery with the source's secret (Standard Webhooks), and the door
 # runs it for the unauthenticated principal. Its refusals never say which tenant owns a
-# source: an unknown source and a wrong signature are one answer.
+# source: an unknown URL id and a wrong signature are one answer.
 class SignalWithStartBody(_Body):
     workflow: str = Field(description="A workflow's name (code or a published definition).")
     input: Any = Field(default=None, description="The input, if this call starts the run.")
@@ -599,7 +599,7 @@ class SignalWithStartBody(_Body):
 
 
 class WebhookSourceBody(_Body):
-    source: str = Field(description="The source's id: its URL is /v1/webhooks/{source:id}.")
+    source: str = Field(description="The source's id in the tenant (its URL has `url_id`).")
     signal: str = Field(description="The signal its deliveries send.")
     correlate_key: str = Field(description="The key of `correlate=(key, value)` runs wait with.")
     correlate_path: str = Field(description="Where the value is in the JSON body: `data.id`.")

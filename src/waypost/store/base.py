@@ -348,7 +348,9 @@ class RunOutlook:
 # -- signals from outside: signal-with-start, webhooks by correlation ------------------
 @dataclass(frozen=True, slots=True)
 class WebhookSourceRecord:
-    """A webhook source: where `POST /v1/webhooks/{source}` delivers, and its secret."""
+    """A webhook source of a tenant, and its secret: `POST /v1/webhooks/{url_id}` delivers
+    to it (`url_id`: random, unique across tenants; a source made before version 19 has
+    its id as its URL id)."""
 
     source: str
     tenant: str
@@ -359,6 +361,7 @@ class WebhookSourceRecord:
     secret: str
     created_at: float
     created_by: str
+    url_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -689,7 +692,10 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
     async def create_webhook_source(
         self, source: WebhookSourceRecord, quotas: Quotas | None = None
     ) -> bool:
-        """Store a webhook source; False (nothing written) if any tenant has its id."""
+        """Store a webhook source of its tenant; False (nothing written) if the tenant has
+        one of that id. Its secret is sealed when the store has keys. Under `quotas`, one
+        over `max_webhook_sources` is `QuotaExceeded`; a `url_id` another source has is
+        `StoreContention`."""
         ...
 
     async def list_webhook_sources(self, tenant: str) -> list[WebhookSourceRecord]: ...
@@ -698,8 +704,14 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
         """Delete a source of `tenant` and its delivery ids; False if the tenant has none."""
         ...
 
-    async def webhook_source(self, source: str) -> WebhookSourceRecord | None:
-        """A source by its id alone, whatever its tenant (how a webhook's tenant is learnt)."""
+    async def webhook_source(self, url_id: str) -> WebhookSourceRecord | None:
+        """A source by its URL id alone, whatever its tenant (how a webhook's tenant is
+        learnt)."""
+        ...
+
+    async def reencrypt_webhook_secrets(self, tenant: str, dry_run: bool) -> tuple[int, int]:
+        """Seal the tenant's webhook sources' secrets under the current key (plaintext ones
+        too): (sources, re-sealed); `dry_run` counts and writes nothing."""
         ...
 
     async def deliver_correlated(self, delivery: CorrelatedDelivery) -> DeliveryResult:

@@ -167,6 +167,7 @@ class SqlStore:
     list_webhook_sources = read(txn.list_webhook_sources)
     delete_webhook_source = write(txn.delete_webhook_source)
     webhook_source = read(txn.webhook_source)
+    reencrypt_webhook_secrets = write(txn.reencrypt_webhook_secrets)
     deliver_correlated = write(txn.deliver_correlated)
 
     # -- quotas ---------------------------------------------------------------------

@@ -99,6 +99,7 @@ from .webhooks import (
     delete_webhook_source,
     deliver_correlated,
     list_webhook_sources,
+    reencrypt_webhook_secrets,
     signal_with_start,
     webhook_source,
 )
@@ -158,6 +159,7 @@ __all__ = [
     "queue_loads",
     "record_refusal",
     "reencrypt_run",
+    "reencrypt_webhook_secrets",
     "release_owner",
     "release_tasks",
     "remove_group_members",

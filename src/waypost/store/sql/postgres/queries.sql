@@ -649,13 +649,20 @@ ORDER BY created_at, run_id, step
 LIMIT %(limit)s;
 
 -- name: insert_webhook_source
-INSERT INTO webhook_sources (source, tenant, signal, corr_key, corr_path, tolerance, secret,
-                             created_at, created_by)
-VALUES (%(source)s, %(tenant)s, %(signal)s, %(corr_key)s, %(corr_path)s, %(tolerance)s, %(secret)s, %(now)s, %(by)s)
+INSERT INTO webhook_sources (tenant, source, url_id, signal, corr_key, corr_path, tolerance,
+                             secret, created_at, created_by)
+VALUES (%(tenant)s, %(source)s, %(url_id)s, %(signal)s, %(corr_key)s, %(corr_path)s, %(tolerance)s,
+        %(secret)s, %(now)s, %(by)s)
 ON CONFLICT DO NOTHING;
 
+-- name: webhook_source_of_tenant
+SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
+       created_by
+FROM webhook_sources WHERE tenant = %(tenant)s AND source = %(source)s;
+
 -- name: list_webhook_sources
-SELECT source, tenant, signal, corr_key, corr_path, tolerance, secret, created_at, created_by
+SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
+       created_by
 FROM webhook_sources WHERE tenant = %(tenant)s
 ORDER BY source;
 
@@ -663,28 +670,35 @@ ORDER BY source;
 DELETE FROM webhook_sources WHERE tenant = %(tenant)s AND source = %(source)s;
 
 -- name: delete_source_deliveries
-DELETE FROM webhook_deliveries WHERE source = %(source)s;
+DELETE FROM webhook_deliveries WHERE tenant = %(tenant)s AND source = %(source)s;
 
--- name: webhook_source_by_id
--- The one lookup not scoped by a tenant: the webhook's URL names only the source, which
--- is how its tenant is learnt.
-SELECT source, tenant, signal, corr_key, corr_path, tolerance, secret, created_at, created_by
-FROM webhook_sources WHERE source = %(source)s;
+-- name: webhook_source_by_url_id
+-- The one lookup not scoped by a tenant: the webhook's URL names only the source's
+-- url_id, which is how its tenant is learnt.
+SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
+       created_by
+FROM webhook_sources WHERE url_id = %(url_id)s;
+
+-- name: reseal_webhook_secret
+UPDATE webhook_sources SET secret = %(new)s
+WHERE tenant = %(tenant)s AND source = %(source)s AND secret = %(old)s;
 
 -- name: insert_webhook_delivery
-INSERT INTO webhook_deliveries (source, delivery_id, tenant, received_at)
-VALUES (%(source)s, %(delivery_id)s, %(tenant)s, %(now)s)
+INSERT INTO webhook_deliveries (tenant, source, delivery_id, received_at)
+VALUES (%(tenant)s, %(source)s, %(delivery_id)s, %(now)s)
 ON CONFLICT DO NOTHING;
 
 -- name: webhook_delivery
-SELECT outcome FROM webhook_deliveries WHERE source = %(source)s AND delivery_id = %(delivery_id)s;
+SELECT outcome FROM webhook_deliveries
+WHERE tenant = %(tenant)s AND source = %(source)s AND delivery_id = %(delivery_id)s;
 
 -- name: set_webhook_delivery_outcome
 UPDATE webhook_deliveries SET outcome = %(outcome)s
-WHERE source = %(source)s AND delivery_id = %(delivery_id)s;
+WHERE tenant = %(tenant)s AND source = %(source)s AND delivery_id = %(delivery_id)s;
 
 -- name: prune_webhook_deliveries
-DELETE FROM webhook_deliveries WHERE source = %(source)s AND received_at < %(before)s;
+DELETE FROM webhook_deliveries
+WHERE tenant = %(tenant)s AND source = %(source)s AND received_at < %(before)s;
 
 -- == quotas ==============================================================================
 

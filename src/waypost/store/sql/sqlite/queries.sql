@@ -642,13 +642,20 @@ ORDER BY created_at, run_id, step
 LIMIT :limit;
 
 -- name: insert_webhook_source
-INSERT INTO webhook_sources (source, tenant, signal, corr_key, corr_path, tolerance, secret,
-                             created_at, created_by)
-VALUES (:source, :tenant, :signal, :corr_key, :corr_path, :tolerance, :secret, :now, :by)
+INSERT INTO webhook_sources (tenant, source, url_id, signal, corr_key, corr_path, tolerance,
+                             secret, created_at, created_by)
+VALUES (:tenant, :source, :url_id, :signal, :corr_key, :corr_path, :tolerance,
+        :secret, :now, :by)
 ON CONFLICT DO NOTHING;
 
+-- name: webhook_source_of_tenant
+SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
+       created_by
+FROM webhook_sources WHERE tenant = :tenant AND source = :source;
+
 -- name: list_webhook_sources
-SELECT source, tenant, signal, corr_key, corr_path, tolerance, secret, created_at, created_by
+SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
+       created_by
 FROM webhook_sources WHERE tenant = :tenant
 ORDER BY source;
 
@@ -656,28 +663,35 @@ ORDER BY source;
 DELETE FROM webhook_sources WHERE tenant = :tenant AND source = :source;
 
 -- name: delete_source_deliveries
-DELETE FROM webhook_deliveries WHERE source = :source;
+DELETE FROM webhook_deliveries WHERE tenant = :tenant AND source = :source;
 
--- name: webhook_source_by_id
--- The one lookup not scoped by a tenant: the webhook's URL names only the source, which
--- is how its tenant is learnt.
-SELECT source, tenant, signal, corr_key, corr_path, tolerance, secret, created_at, created_by
-FROM webhook_sources WHERE source = :source;
+-- name: webhook_source_by_url_id
+-- The one lookup not scoped by a tenant: the webhook's URL names only the source's
+-- url_id, which is how its tenant is learnt.
+SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
+       created_by
+FROM webhook_sources WHERE url_id = :url_id;
+
+-- name: reseal_webhook_secret
+UPDATE webhook_sources SET secret = :new
+WHERE tenant = :tenant AND source = :source AND secret = :old;
 
 -- name: insert_webhook_delivery
-INSERT INTO webhook_deliveries (source, delivery_id, tenant, received_at)
-VALUES (:source, :delivery_id, :tenant, :now)
+INSERT INTO webhook_deliveries (tenant, source, delivery_id, received_at)
+VALUES (:tenant, :source, :delivery_id, :now)
 ON CONFLICT DO NOTHING;
 
 -- name: webhook_delivery
-SELECT outcome FROM webhook_deliveries WHERE source = :source AND delivery_id = :delivery_id;
+SELECT outcome FROM webhook_deliveries
+WHERE tenant = :tenant AND source = :source AND delivery_id = :delivery_id;
 
 -- name: set_webhook_delivery_outcome
 UPDATE webhook_deliveries SET outcome = :outcome
-WHERE source = :source AND delivery_id = :delivery_id;
+WHERE tenant = :tenant AND source = :source AND delivery_id = :delivery_id;
 
 -- name: prune_webhook_deliveries
-DELETE FROM webhook_deliveries WHERE source = :source AND received_at < :before;
+DELETE FROM webhook_deliveries
+WHERE tenant = :tenant AND source = :source AND received_at < :before;
 
 -- == quotas ==============================================================================
 
