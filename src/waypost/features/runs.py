@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from waypost.engine.ports import Machinery, StartSignal
+from waypost.engine.quotas import refused_append
 from waypost.engine.scheduler import WORKER_TTL
 from waypost.errors import (
-    QuotaExceeded,
     ResultTimeout,
     RunNotActive,
     RunNotFound,
@@ -32,6 +32,7 @@ from waypost.model.events import COMMAND_EVENTS, ChainProblem, Event, EventType,
 from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
 from waypost.model.paging import RunCursor, decode_cursor
+from waypost.model.quotas import Quotas
 from waypost.model.records import RunInfo, RunPage, Started
 from waypost.model.status import RunStatus
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE, definition_of
@@ -130,7 +131,8 @@ class Runs:
             _E.SIGNAL_RECEIVED, {"name": req.signal, "payload": payload}, m.settings.clock()
         )
         pending = self.definitions.limits_for(tenant).max_pending_signals
-        return await self.start_run(req, principal, StartSignal(event, pending))
+        quotas = await m.quotas.get(tenant)
+        return await self.start_run(req, principal, StartSignal(event, pending, quotas))
 
     async def _start_served_elsewhere(
         self,
@@ -210,13 +212,15 @@ class Runs:
         data = {"name": req.signal, "payload": payload}
         event = NewEvent(_E.SIGNAL_RECEIVED, data, m.settings.clock())
         pending = self.definitions.limits_for(tenant).max_pending_signals
+        quotas = await m.quotas.get(tenant)
         await self._external(
             tenant,
             req.run_id,
             [event],
             f"signal {req.signal!r}",
             max_pending_signals=pending,
-            max_events=(await m.quotas.get(tenant)).max_events_per_run,
+            max_events=quotas.max_events_per_run,
+            quotas=quotas,
         )
 
     async def cancel(self, req: ops.Cancel, principal: Principal) -> None:
@@ -274,32 +278,26 @@ class Runs:
         close_approvals: str | None = None,
         max_pending_signals: int | None = None,
         max_events: int | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
-        """Append events from outside the workflow and wake the run."""
-        res = await self.machinery.commit_and_wake(
-            RunCommit(
-                tenant=tenant,
-                run_id=run_id,
-                events=events,
-                now=self.machinery.settings.clock(),
-                require_active=True,
-                close_run_approvals=close_approvals,
-                max_pending_signals=max_pending_signals,
-                max_events=max_events,
-            )
+        """Append events from outside the workflow and wake the run (under the tenant's
+        `quotas` of bytes, when given)."""
+        commit = RunCommit(
+            tenant=tenant,
+            run_id=run_id,
+            events=events,
+            now=self.machinery.settings.clock(),
+            require_active=True,
+            close_run_approvals=close_approvals,
+            max_pending_signals=max_pending_signals,
+            max_events=max_events,
+            max_run_bytes=quotas.max_run_bytes if quotas is not None else None,
+            max_live_run_bytes=quotas.max_live_run_bytes if quotas is not None else None,
         )
-        if res.conflict is Conflict.BACKLOG:
-            raise QuotaExceeded(
-                "max_pending_signals",
-                f"cannot {what}: run {preview(run_id)} has {max_pending_signals} signals it "
-                "has not taken in yet, the most its tenant allows; try again once it has",
-            )
-        if res.conflict is Conflict.HISTORY_FULL:
-            raise QuotaExceeded(
-                "max_events_per_run",
-                f"cannot {what}: run {preview(run_id)}'s history has {max_events} events, the "
-                "most its tenant allows",
-            )
+        res = await self.machinery.commit_and_wake(commit)
+        refused = refused_append(res, commit, what)
+        if refused is not None:
+            raise refused
         if res.conflict is Conflict.RUN_NOT_FOUND:
             raise run_not_found(run_id, tenant)
         if res.conflict is Conflict.RUN_FINISHED:

@@ -29,15 +29,16 @@ authenticates it) is checked in this order, and each refusal writes nothing:
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from datetime import UTC, datetime
 
 from waypost.engine.ports import Machinery
+from waypost.engine.quotas import refused_append
 from waypost.errors import (
     InvalidRequest,
     NoRunWaiting,
     PayloadTampered,
-    QuotaExceeded,
     StoreContention,
     WebhookRefused,
     WebhookSourceExists,
@@ -58,7 +59,7 @@ from waypost.model.webhooks import (
     read_body,
 )
 from waypost.store.base import (
-    Conflict,
+    CommitResult,
     CorrelatedDelivery,
     RunCommit,
     WebhookSourceRecord,
@@ -188,6 +189,7 @@ class Webhooks:
             "webhook": {"source": source.source, "delivery_id": delivery_id},
         }
         limits = self.definitions.limits_for(tenant)
+        quotas = await m.quotas.get(tenant)
         wake = m.waking(
             RunCommit(
                 tenant=tenant,
@@ -196,6 +198,9 @@ class Webhooks:
                 now=now,
                 require_active=True,
                 max_pending_signals=limits.max_pending_signals,
+                max_events=quotas.max_events_per_run,
+                max_run_bytes=quotas.max_run_bytes,
+                max_live_run_bytes=quotas.max_live_run_bytes,
             )
         )
         result = await m.store.deliver_correlated(
@@ -216,13 +221,13 @@ class Webhooks:
         if result.duplicate:
             runs = (result.outcome or {}).get("runs", [])
             return WebhookDelivered(source.source, delivery_id, tuple(runs), duplicate=True)
-        if result.conflict is Conflict.BACKLOG:
-            raise QuotaExceeded(
-                "max_pending_signals",
-                f"run {preview(result.run_id)} has {limits.max_pending_signals} signals it has "
-                "not taken in yet, the most its tenant allows; nothing was delivered: try "
-                "again once it has",
-            )
+        refused = refused_append(
+            CommitResult(result.conflict),
+            dataclasses.replace(wake, run_id=result.run_id),
+            "deliver the webhook (nothing was delivered)",
+        )
+        if result.conflict is not None and refused is not None:
+            raise refused
         if not result.delivered:
             raise NoRunWaiting(
                 f"no run waits for signal {preview(source.signal)} with "

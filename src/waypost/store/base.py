@@ -71,6 +71,7 @@ class RunRecord:
     updated_at: float
     finished_at: float | None
     priority: int = 0
+    history_bytes: int = 0  # bytes of JSON of its history's events' data (this generation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,11 @@ class Snapshot:
     result: Any = None
     error: dict[str, Any] | None = None
     finished: bool = False
+    # What the code has of the signals it received, as of `processed_seq` (a decision
+    # knows; None keeps what is stored): those it holds unread, and the names it takes in
+    # now (it waits for them or handles them). They bound what signals are admitted.
+    unread_signals: int | None = None
+    signal_names: Sequence[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +207,9 @@ class RunCommit:
     defer_until: float | None = None  # for WorkflowTaskOp.DEFER
     reset_lapses: bool = False  # count the run's tasks' lapses afresh (an operator resumed it)
     # Refuse the commit (Conflict.BACKLOG) if the run has this many signals its code has
-    # not taken in yet: a flood of signals must not bury the run's own progress.
+    # not taken in yet: a flood of signals must not bury the run's own progress. Signals
+    # of a name the code takes in now count only while not yet processed; others count
+    # with those the code holds unread (`Snapshot.unread_signals`).
     max_pending_signals: int | None = None
     # Correlated signal waits opened, and withdrawn by step (an ending run withdraws all).
     new_correlations: Sequence[NewCorrelation] = ()
@@ -218,6 +226,11 @@ class RunCommit:
     max_events: int | None = None
     max_pending_timers: int | None = None
     max_concurrent_activities: int | None = None
+    # Bytes (`history_bytes`): events that would take the run's history past `max_run_bytes`
+    # refuse the commit (Conflict.HISTORY_BYTES); an append after whatever is last that would
+    # take the bytes of the tenant's live runs past `max_live_run_bytes` too (TENANT_BYTES).
+    max_run_bytes: int | None = None
+    max_live_run_bytes: int | None = None
     # The run's generation ends with this commit and the next one starts (continue-as-new).
     continue_as: Continuation | None = None
     start_children: Sequence[NewRun] = ()  # child runs this commit creates, linked to it
@@ -232,6 +245,8 @@ class Conflict(StrEnum):
     BACKLOG = "backlog"  # the run has more signals waiting than the commit allows
     HISTORY_FULL = "history_full"  # the run's history has the most events its tenant allows
     TIMERS = "timers"  # the tenant has the most pending timers it may have
+    HISTORY_BYTES = "history_bytes"  # the events would take the run past its max_run_bytes
+    TENANT_BYTES = "tenant_bytes"  # ...the tenant's live runs past its max_live_run_bytes
 
 
 @dataclass(frozen=True, slots=True)

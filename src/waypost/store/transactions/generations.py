@@ -19,6 +19,7 @@ from waypost.model.status import RunStatus
 from ..base import RunCommit
 from ..tx import TASKS, Row, Tx
 from .records import run_from_row
+from .run_rows import history_bytes
 
 
 def begin_generation(tx: Tx, c: RunCommit, wt: Row | None, last_seq: int, last_hash: str) -> int:
@@ -62,6 +63,7 @@ def begin_generation(tx: Tx, c: RunCommit, wt: Row | None, last_seq: int, last_h
             "last_seq": events[-1].seq,
             "last_hash": events[-1].hash,
             "now": c.now,
+            "history_bytes": history_bytes(events),
         },
     )
     claimed = c.owner is not None and (c.claim_queues is None or wt["queue"] in c.claim_queues)

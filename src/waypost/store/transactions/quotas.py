@@ -100,16 +100,39 @@ def admit_one_more(tx: Tx, tenant: str, defaults: Quotas, quota: str, now: float
         )
 
 
-def admit_run(tx: Tx, tenant: str, defaults: Quotas, now: float) -> None:
+def live_run_bytes(tx: Tx, tenant: str) -> int:
+    """The bytes of history the tenant's runs not yet finished hold."""
+    row = tx.one("live_run_bytes", {"tenant": tenant})
+    return int(row["n"]) if row is not None else 0
+
+
+def admit_run(tx: Tx, tenant: str, defaults: Quotas, now: float, run_bytes: int = 0) -> None:
     """Refuse the run just inserted if the tenant is over a start quota; else take a token.
 
-    Called after the insert, so the count includes the new run.
+    Called after the insert, so the count includes the new run (and the bytes of its live
+    runs the new run's `run_bytes`).
     """
     quotas = defaults.effective(tenant_overrides(tx, tenant))
+    if quotas.max_run_bytes is not None and run_bytes > quotas.max_run_bytes:
+        raise QuotaExceeded(
+            "max_run_bytes",
+            f"the run's first events are {run_bytes} bytes of JSON; tenant {preview(tenant)} "
+            f"allows a run's history at most {quotas.max_run_bytes} (max_run_bytes); nothing "
+            "was started",
+        )
     most, rate = quotas.max_concurrent_runs, quotas.starts_per_second
-    if most is None and rate is None:
+    live_most = quotas.max_live_run_bytes
+    if most is None and rate is None and live_most is None:
         return
     row = lock_admission(tx, tenant, quotas.start_burst, now)
+    if live_most is not None and live_run_bytes(tx, tenant) > live_most:
+        raise QuotaExceeded(
+            "max_live_run_bytes",
+            f"tenant {preview(tenant)}'s runs not yet finished would hold more than "
+            f"{live_most} bytes of history (max_live_run_bytes); nothing was started: try "
+            "again when runs have ended",
+            retry_after=RUNS_RETRY_AFTER,
+        )
     if most is not None and count(tx, "active_runs", tenant, most + 1) > most:
         raise QuotaExceeded(
             "max_concurrent_runs",

@@ -84,6 +84,7 @@ def run_from_row(row: Row, keys: Keys | None = None) -> RunRecord:
         updated_at=row["updated_at"],
         finished_at=row["finished_at"],
         priority=row["priority"],
+        history_bytes=row["history_bytes"],
     )
 
 

@@ -3,6 +3,7 @@ its new attempts' tasks (shared by `commit_run` and the one-statement step)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from waypost.model.encryption import event_place, run_place, task_place
@@ -14,8 +15,14 @@ from ..tx import Tx
 from .records import sealed
 
 
+def history_bytes(events: Sequence[Event]) -> int:
+    """What `events` add to a run's `history_bytes`: the bytes of their data's JSON."""
+    return sum(len(ev.data_json.encode("utf-8", "surrogatepass")) for ev in events)
+
+
 def snapshot_params(tx: Tx, c: RunCommit, snap: Snapshot) -> dict[str, Any]:
     """The columns of the run's snapshot as `snap` gives them (payloads sealed)."""
+    names = snap.signal_names
     return {
         "status": snap.status,
         "waiting_for": canonical_json(snap.waiting_for),
@@ -31,6 +38,9 @@ def snapshot_params(tx: Tx, c: RunCommit, snap: Snapshot) -> dict[str, Any]:
             run_place(c.tenant, c.run_id, "error"),
         ),
         "finished_at": c.now if snap.finished else None,
+        "unread_signals": snap.unread_signals,
+        "names_known": int(names is not None),
+        "signal_names": canonical_json(sorted(names)) if names is not None else None,
     }
 
 

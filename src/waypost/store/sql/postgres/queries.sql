@@ -6,12 +6,14 @@
 
 -- name: get_run
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
 
 -- name: list_runs
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
@@ -24,7 +26,8 @@ LIMIT %(limit)s;
 -- a keyset on an index, so a page reads its rows only. The first page starts after
 -- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = %(tenant)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -33,7 +36,8 @@ LIMIT %(limit)s;
 
 -- name: page_runs_by_status
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = %(tenant)s AND status = %(status)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -42,7 +46,8 @@ LIMIT %(limit)s;
 
 -- name: page_runs_by_workflow
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = %(tenant)s AND workflow = %(workflow)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -51,7 +56,8 @@ LIMIT %(limit)s;
 
 -- name: page_runs_by_status_workflow
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = %(tenant)s AND status = %(status)s AND workflow = %(workflow)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -61,10 +67,10 @@ LIMIT %(limit)s;
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
                   last_seq, last_hash, processed_seq, created_at, updated_at, priority,
-                  concurrency_key, dedup_id, named_queue)
+                  concurrency_key, dedup_id, named_queue, history_bytes)
 VALUES (%(tenant)s, %(run_id)s, %(workflow)s, %(version)s, %(status)s, %(input)s, '[]',
         %(last_seq)s, %(last_hash)s, %(processed_seq)s, %(now)s, %(now)s, %(priority)s,
-        %(concurrency_key)s, %(dedup_id)s, %(named_queue)s)
+        %(concurrency_key)s, %(dedup_id)s, %(named_queue)s, %(history_bytes)s)
 -- A run of that id, or a run not yet finished with that deduplication id, is there.
 ON CONFLICT DO NOTHING;
 
@@ -74,17 +80,27 @@ WHERE tenant = %(tenant)s AND dedup_id = %(dedup_id)s
   AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended');
 
 -- name: run_head
-SELECT last_seq, last_hash, status, processed_seq, named_queue FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s
+SELECT last_seq, last_hash, status, processed_seq, named_queue, history_bytes, unread_signals,
+       signal_names
+FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s
 FOR UPDATE;
 
 -- name: pending_signals
 SELECT count(*) AS pending FROM events
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq > %(after)s AND type = 'SignalReceived';
 
+-- name: live_run_bytes
+-- What the tenant's runs not yet finished hold (max_live_run_bytes), through runs_by_status.
+SELECT coalesce(sum(history_bytes), 0) AS n FROM runs
+WHERE tenant = %(tenant)s AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended');
+
 -- name: advance_run_checked
-UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s
+UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s,
+                history_bytes = history_bytes + %(added_bytes)s
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
-  AND last_hash = %(expect_hash)s;
+  AND last_hash = %(expect_hash)s
+  -- the run's max_run_bytes, when the commit carries it
+  AND (%(max_bytes)s::bigint IS NULL OR history_bytes + %(added_bytes)s <= %(max_bytes)s::bigint);
 
 -- name: set_run_version
 UPDATE runs SET version = %(version)s WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
@@ -92,8 +108,12 @@ UPDATE runs SET version = %(version)s WHERE tenant = %(tenant)s AND run_id = %(r
 -- name: advance_run_snapshot
 UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s,
                 status = %(status)s, waiting_for = %(waiting_for)s, processed_seq = %(processed_seq)s,
-                result = %(result)s, error = %(error)s, finished_at = %(finished_at)s
+                result = %(result)s, error = %(error)s, finished_at = %(finished_at)s,
+                history_bytes = history_bytes + %(added_bytes)s,
+                unread_signals = coalesce(%(unread_signals)s, unread_signals),
+                signal_names = CASE WHEN %(names_known)s = 1 THEN %(signal_names)s ELSE signal_names END
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
+  AND (%(max_bytes)s::bigint IS NULL OR history_bytes + %(added_bytes)s <= %(max_bytes)s::bigint)
   AND last_hash = %(expect_hash)s;
 
 -- name: insert_event
@@ -876,7 +896,8 @@ LIMIT %(limit)s;
 -- creation time and priority.
 UPDATE runs SET input = %(input)s, status = %(status)s, result = NULL, error = NULL,
                 waiting_for = '[]', last_seq = %(last_seq)s, last_hash = %(last_hash)s,
-                processed_seq = 0, updated_at = %(now)s, finished_at = NULL
+                processed_seq = 0, updated_at = %(now)s, finished_at = NULL,
+                history_bytes = %(history_bytes)s, unread_signals = 0, signal_names = NULL
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
 
 -- == payload encryption: re-encrypting stored payloads under the current key ==========
@@ -1017,7 +1038,8 @@ UPDATE console_sessions SET ended_at = %(now)s WHERE token_hash = %(token_hash)s
 -- name: page_runs_by_workflow_version
 -- A version is of a workflow: the workflow's index is read, its other versions skipped.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = %(tenant)s AND workflow = %(workflow)s AND version = %(version)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -1026,7 +1048,8 @@ LIMIT %(limit)s;
 
 -- name: page_runs_by_status_workflow_version
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = %(tenant)s AND status = %(status)s AND workflow = %(workflow)s AND version = %(version)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -1035,7 +1058,8 @@ LIMIT %(limit)s;
 
 -- name: search_run_by_id
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs WHERE tenant = %(tenant)s AND run_id = %(text)s;
 
 -- name: search_runs_by_prefix
@@ -1043,7 +1067,8 @@ FROM runs WHERE tenant = %(tenant)s AND run_id = %(text)s;
 -- the database, and read on the primary key where the database's collation is C);
 -- substr() decides.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = %(tenant)s AND run_id COLLATE "C" >= %(text)s AND run_id COLLATE "C" < %(after_prefix)s
   AND substr(run_id, 1, %(length)s) = %(text)s
@@ -1054,7 +1079,7 @@ LIMIT %(limit)s;
 -- Runs waiting with the text as a correlation value, or as `key=value`.
 SELECT r.tenant, r.run_id, r.workflow, r.version, r.status, r.input, r.result, r.error,
        r.waiting_for, r.last_seq, r.last_hash, r.processed_seq, r.created_at, r.updated_at,
-       r.finished_at, r.priority
+       r.finished_at, r.priority, r.history_bytes
 FROM runs r
 WHERE r.tenant = %(tenant)s AND r.run_id IN (
     SELECT c.run_id FROM correlations c

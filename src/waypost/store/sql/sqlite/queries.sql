@@ -4,12 +4,14 @@
 
 -- name: get_run
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: list_runs
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE (:tenant IS NULL OR tenant = :tenant)
   AND (:status IS NULL OR status = :status)
@@ -22,7 +24,8 @@ LIMIT :limit;
 -- a keyset on an index, so a page reads its rows only. The first page starts after
 -- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = :tenant
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -31,7 +34,8 @@ LIMIT :limit;
 
 -- name: page_runs_by_status
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = :tenant AND status = :status
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -40,7 +44,8 @@ LIMIT :limit;
 
 -- name: page_runs_by_workflow
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = :tenant AND workflow = :workflow
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -49,7 +54,8 @@ LIMIT :limit;
 
 -- name: page_runs_by_status_workflow
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = :tenant AND status = :status AND workflow = :workflow
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -59,10 +65,10 @@ LIMIT :limit;
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
                   last_seq, last_hash, processed_seq, created_at, updated_at, priority,
-                  concurrency_key, dedup_id, named_queue)
+                  concurrency_key, dedup_id, named_queue, history_bytes)
 VALUES (:tenant, :run_id, :workflow, :version, :status, :input, '[]',
         :last_seq, :last_hash, :processed_seq, :now, :now, :priority,
-        :concurrency_key, :dedup_id, :named_queue)
+        :concurrency_key, :dedup_id, :named_queue, :history_bytes)
 -- A run of that id, or a run not yet finished with that deduplication id, is there.
 ON CONFLICT DO NOTHING;
 
@@ -72,16 +78,26 @@ WHERE tenant = :tenant AND dedup_id = :dedup_id
   AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended');
 
 -- name: run_head
-SELECT last_seq, last_hash, status, processed_seq, named_queue FROM runs WHERE tenant = :tenant AND run_id = :run_id;
+SELECT last_seq, last_hash, status, processed_seq, named_queue, history_bytes, unread_signals,
+       signal_names
+FROM runs WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: pending_signals
 SELECT count(*) AS pending FROM events
 WHERE tenant = :tenant AND run_id = :run_id AND seq > :after AND type = 'SignalReceived';
 
+-- name: live_run_bytes
+-- What the tenant's runs not yet finished hold (max_live_run_bytes), through runs_by_status.
+SELECT coalesce(sum(history_bytes), 0) AS n FROM runs
+WHERE tenant = :tenant AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended');
+
 -- name: advance_run_checked
-UPDATE runs SET last_seq = :last_seq, last_hash = :last_hash, updated_at = :now
+UPDATE runs SET last_seq = :last_seq, last_hash = :last_hash, updated_at = :now,
+                history_bytes = history_bytes + :added_bytes
 WHERE tenant = :tenant AND run_id = :run_id AND last_seq = :expect_seq
-  AND last_hash = :expect_hash;
+  AND last_hash = :expect_hash
+  -- the run's max_run_bytes, when the commit carries it
+  AND (:max_bytes IS NULL OR history_bytes + :added_bytes <= :max_bytes);
 
 -- name: set_run_version
 UPDATE runs SET version = :version WHERE tenant = :tenant AND run_id = :run_id;
@@ -89,8 +105,12 @@ UPDATE runs SET version = :version WHERE tenant = :tenant AND run_id = :run_id;
 -- name: advance_run_snapshot
 UPDATE runs SET last_seq = :last_seq, last_hash = :last_hash, updated_at = :now,
                 status = :status, waiting_for = :waiting_for, processed_seq = :processed_seq,
-                result = :result, error = :error, finished_at = :finished_at
+                result = :result, error = :error, finished_at = :finished_at,
+                history_bytes = history_bytes + :added_bytes,
+                unread_signals = coalesce(:unread_signals, unread_signals),
+                signal_names = CASE WHEN :names_known = 1 THEN :signal_names ELSE signal_names END
 WHERE tenant = :tenant AND run_id = :run_id AND last_seq = :expect_seq
+  AND (:max_bytes IS NULL OR history_bytes + :added_bytes <= :max_bytes)
   AND last_hash = :expect_hash;
 
 -- name: insert_event
@@ -868,7 +888,8 @@ LIMIT :limit;
 -- creation time and priority.
 UPDATE runs SET input = :input, status = :status, result = NULL, error = NULL,
                 waiting_for = '[]', last_seq = :last_seq, last_hash = :last_hash,
-                processed_seq = 0, updated_at = :now, finished_at = NULL
+                processed_seq = 0, updated_at = :now, finished_at = NULL,
+                history_bytes = :history_bytes, unread_signals = 0, signal_names = NULL
 WHERE tenant = :tenant AND run_id = :run_id;
 
 -- == payload encryption: re-encrypting stored payloads under the current key ==========
@@ -1009,7 +1030,8 @@ UPDATE console_sessions SET ended_at = :now WHERE token_hash = :token_hash AND e
 -- name: page_runs_by_workflow_version
 -- A version is of a workflow: the workflow's index is read, its other versions skipped.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = :tenant AND workflow = :workflow AND version = :version
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -1018,7 +1040,8 @@ LIMIT :limit;
 
 -- name: page_runs_by_status_workflow_version
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = :tenant AND status = :status AND workflow = :workflow AND version = :version
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -1027,7 +1050,8 @@ LIMIT :limit;
 
 -- name: search_run_by_id
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs WHERE tenant = :tenant AND run_id = :text;
 
 -- name: search_runs_by_prefix
@@ -1035,7 +1059,8 @@ FROM runs WHERE tenant = :tenant AND run_id = :text;
 -- text after every id that starts with it (code point order, which SQLite's BINARY
 -- collation keeps); substr() decides.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       history_bytes
 FROM runs
 WHERE tenant = :tenant AND run_id >= :text AND run_id < :after_prefix
   AND substr(run_id, 1, :length) = :text
@@ -1046,7 +1071,7 @@ LIMIT :limit;
 -- Runs waiting with the text as a correlation value, or as `key=value`.
 SELECT r.tenant, r.run_id, r.workflow, r.version, r.status, r.input, r.result, r.error,
        r.waiting_for, r.last_seq, r.last_hash, r.processed_seq, r.created_at, r.updated_at,
-       r.finished_at, r.priority
+       r.finished_at, r.priority, r.history_bytes
 FROM runs r
 WHERE r.tenant = :tenant AND r.run_id IN (
     SELECT c.run_id FROM correlations c
