@@ -31,9 +31,10 @@ from waypost.model import operations as ops
 from waypost.model.events import COMMAND_EVENTS, ChainProblem, Event, EventType, NewEvent
 from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
+from waypost.model.operations_runs import HISTORY_PAGE_BYTES
 from waypost.model.paging import RunCursor, decode_cursor
 from waypost.model.quotas import Quotas
-from waypost.model.records import RunInfo, RunPage, Started
+from waypost.model.records import HistoryPage, RunInfo, RunPage, Started
 from waypost.model.status import RunStatus
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE, definition_of
 from waypost.runtime.registry import version_key, workflow_queue
@@ -337,6 +338,7 @@ class Runs:
             ops.SearchRuns: self.search_runs,
             ops.CountRuns: self.count_runs,
             ops.RunDataAt: self.data_at,
+            ops.PageHistory: self.history_page,
         }
 
     async def search_runs(self, req: ops.SearchRuns, principal: Principal) -> list[RunInfo]:
@@ -413,6 +415,15 @@ class Runs:
         if run is None:
             raise run_not_found(req.run_id, principal.tenant)
         return events
+
+    async def history_page(self, req: ops.PageHistory, principal: Principal) -> HistoryPage:
+        """Part of the run's history: a page of events bounded in number and in bytes."""
+        found, events, more = await self.machinery.store.history_page(
+            principal.tenant, req.run_id, req.after_seq, req.limit, HISTORY_PAGE_BYTES
+        )
+        if not found:
+            raise run_not_found(req.run_id, principal.tenant)
+        return HistoryPage(events, events[-1].seq if more and events else None)
 
     async def verify(self, req: ops.Verify, principal: Principal) -> list[ChainProblem]:
         """Problems in the run's hash chain (empty when the history is intact)."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from waypost.model.events import Event
 from waypost.model.identity import Role
 from waypost.model.status import RunStatus
 
@@ -227,6 +228,16 @@ class RunPage:
 
     runs: list[RunInfo]
     next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """Part of a run's history, oldest first: the events after the `after_seq` asked for,
+    at most `limit` of them and at most a page's bytes (always at least one, if any).
+    `next_after` asks for the next page (None: this page reaches the history's end)."""
+
+    events: list[Event]
+    next_after: int | None
 
 
 # == webhooks by correlation =============================================================

@@ -22,6 +22,7 @@ from waypost.engine import tracing
 from waypost.errors import InvalidRequest, ResultTimeout, RunEndedError, Unauthenticated
 from waypost.model import operations as ops, webhooks as wh
 from waypost.model.identity import Principal, preview
+from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE
 from waypost.model.wire import event_wire, problems_wire, to_wire
 
 
@@ -304,10 +305,26 @@ async def run_result(
     return _run(info)
 
 
-@router.get("/v1/runs/{run_id:id}/history", tags=["runs"], summary="A run's history.")
-async def history(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
-    events = await door(request, ops.GetHistory(run_id=run_id), principal)
-    return {"run_id": run_id, "events": [event_wire(e) for e in events]}
+@router.get(
+    "/v1/runs/{run_id:id}/history",
+    tags=["runs"],
+    summary="A page of a run's history, oldest first; `next_after` asks for the next.",
+)
+async def history(
+    request: Request,
+    run_id: str,
+    principal: Caller,
+    after_seq: Annotated[int, Query(description="The events after this one.")] = 0,
+    limit: Annotated[
+        int, Query(description="At most this many events (1 to 1,000).")
+    ] = DEFAULT_HISTORY_PAGE,
+) -> dict[str, Any]:
+    # A page at a time, bounded in events and bytes: never a whole history in memory.
+    page = await door(
+        request, ops.PageHistory(run_id=run_id, after_seq=after_seq, limit=limit), principal
+    )
+    events = [event_wire(e) for e in page.events]
+    return {"run_id": run_id, "events": events, "next_after": page.next_after}
 
 
 @router.get("/v1/runs/{run_id:id}/verify", tags=["runs"], summary="Check a run's hash chain.")

@@ -48,6 +48,7 @@ from .rows import (
     TenantRecord as TenantRecord,
 )
 from .schedules import ScheduleStore
+from .webhooks import WebhookSourceRecord as WebhookSourceRecord, WebhookStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,24 +363,6 @@ class RunOutlook:
 
 # -- signals from outside: signal-with-start, webhooks by correlation ------------------
 @dataclass(frozen=True, slots=True)
-class WebhookSourceRecord:
-    """A webhook source of a tenant, and its secret: `POST /v1/webhooks/{url_id}` delivers
-    to it (`url_id`: random, unique across tenants; a source made before version 19 has
-    its id as its URL id)."""
-
-    source: str
-    tenant: str
-    signal: str
-    correlate_key: str
-    correlate_path: str
-    tolerance_seconds: int
-    secret: str
-    created_at: float
-    created_by: str
-    url_id: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class CorrelatedDelivery:
     """A webhook's signal for the runs of a tenant waiting for it with (key, value)."""
 
@@ -407,7 +390,7 @@ class DeliveryResult:
     run_id: str = ""
 
 
-class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
+class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, WebhookStore, Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str
@@ -495,6 +478,13 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
     async def get_run(self, tenant: str, run_id: str) -> RunRecord | None: ...
 
     async def load_history(self, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]: ...
+
+    async def history_page(
+        self, tenant: str, run_id: str, after_seq: int, limit: int, max_bytes: int
+    ) -> tuple[bool, list[Event], bool]:
+        """Whether the run exists; its events after `after_seq`, at most `limit` of them
+        and at most `max_bytes` of their data (one at least); whether more follow."""
+        ...
 
     async def list_runs(
         self,
@@ -702,31 +692,6 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
     ) -> tuple[CreateRunResult, CommitResult | None]:
         """Create the run with its signal, or commit `signal` to the run of its id (None: that
         run is of another workflow, and nothing was written), in one transaction."""
-        ...
-
-    async def create_webhook_source(
-        self, source: WebhookSourceRecord, quotas: Quotas | None = None
-    ) -> bool:
-        """Store a webhook source of its tenant; False (nothing written) if the tenant has
-        one of that id. Its secret is sealed when the store has keys. Under `quotas`, one
-        over `max_webhook_sources` is `QuotaExceeded`; a `url_id` another source has is
-        `StoreContention`."""
-        ...
-
-    async def list_webhook_sources(self, tenant: str) -> list[WebhookSourceRecord]: ...
-
-    async def delete_webhook_source(self, tenant: str, source: str) -> bool:
-        """Delete a source of `tenant` and its delivery ids; False if the tenant has none."""
-        ...
-
-    async def webhook_source(self, url_id: str) -> WebhookSourceRecord | None:
-        """A source by its URL id alone, whatever its tenant (how a webhook's tenant is
-        learnt)."""
-        ...
-
-    async def reencrypt_webhook_secrets(self, tenant: str, dry_run: bool) -> tuple[int, int]:
-        """Seal the tenant's webhook sources' secrets under the current key (plaintext ones
-        too): (sources, re-sealed); `dry_run` counts and writes nothing."""
         ...
 
     async def deliver_correlated(self, delivery: CorrelatedDelivery) -> DeliveryResult:

@@ -90,6 +90,7 @@ class SqlStore:
     next_timer_at = read(txn.next_timer_at)
     get_run = read(txn.get_run)
     load_history = read(txn.load_history)
+    history_page = read(txn.history_page)
     list_runs = read(txn.list_runs)
     load_run = read(txn.load_run)
     load_idle_run = read(txn.load_idle_run)

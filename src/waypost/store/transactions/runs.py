@@ -526,6 +526,33 @@ def load_idle_run(
     return run, load_history(tx, tenant, run_id), int(task["fence"])
 
 
+def history_page(
+    tx: Tx, tenant: str, run_id: str, after_seq: int, limit: int, max_bytes: int
+) -> tuple[bool, list[Event], bool]:
+    """Whether the run exists; its events after `after_seq`, at most `limit` and no more
+    than `max_bytes` of data (one at least); and whether more follow. Read in one
+    (snapshot) transaction; the sizes first, so that what the page leaves out is never
+    read."""
+    key = {"tenant": tenant, "run_id": run_id}
+    if tx.one("run_exists", key) is None:
+        return False, [], False
+    sizes = tx.all("history_sizes", {**key, "after_seq": after_seq, "limit": limit + 1})
+    through, total = after_seq, 0
+    for row in sizes[:limit]:
+        total += int(row["size"] or 0)
+        if total > max_bytes and through > after_seq:
+            break
+        through = int(row["seq"])
+    more = len(sizes) > limit or (bool(sizes) and through < int(sizes[-1]["seq"]))
+    if through == after_seq:
+        return True, [], False
+    params = {**key, "after_seq": after_seq, "through": through}
+    events = [
+        event_from_row(r, tx.keys, tenant, run_id) for r in tx.all("load_history_range", params)
+    ]
+    return True, events, more
+
+
 def load_history(tx: Tx, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]:
     rows = tx.all("load_history", {"tenant": tenant, "run_id": run_id, "after_seq": after_seq})
     return [event_from_row(r, tx.keys, tenant, run_id) for r in rows]

@@ -125,6 +125,23 @@ SELECT seq, type, data, ts, hash FROM events
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq > %(after_seq)s
 ORDER BY seq;
 
+-- name: history_sizes
+-- The sizes of a history page's events, read before the events themselves: a page stops
+-- before its bytes pass the bound, so a huge history is never read whole.
+SELECT seq, octet_length(data) AS size FROM events
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq > %(after_seq)s
+ORDER BY seq
+LIMIT %(limit)s;
+
+-- name: load_history_range
+SELECT seq, type, data, ts, hash FROM events
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq > %(after_seq)s
+  AND seq <= %(through)s
+ORDER BY seq;
+
+-- name: run_exists
+SELECT 1 AS found FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
+
 -- name: insert_workflow_task
 INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence, created_at,
                    priority)

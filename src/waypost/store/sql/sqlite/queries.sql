@@ -122,6 +122,23 @@ SELECT seq, type, data, ts, hash FROM events
 WHERE tenant = :tenant AND run_id = :run_id AND seq > :after_seq
 ORDER BY seq;
 
+-- name: history_sizes
+-- The sizes of a history page's events, read before the events themselves: a page stops
+-- before its bytes pass the bound, so a huge history is never read whole.
+SELECT seq, length(CAST(data AS BLOB)) AS size FROM events
+WHERE tenant = :tenant AND run_id = :run_id AND seq > :after_seq
+ORDER BY seq
+LIMIT :limit;
+
+-- name: load_history_range
+SELECT seq, type, data, ts, hash FROM events
+WHERE tenant = :tenant AND run_id = :run_id AND seq > :after_seq
+  AND seq <= :through
+ORDER BY seq;
+
+-- name: run_exists
+SELECT 1 AS found FROM runs WHERE tenant = :tenant AND run_id = :run_id;
+
 -- name: insert_workflow_task
 INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence, created_at,
                    priority)
