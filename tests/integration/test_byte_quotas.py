@@ -170,3 +170,57 @@ def test_the_http_api_answers_429_naming_the_byte_quota(
         answer = api.post(path, json={"payload": KB})
         assert answer.status_code == 429, answer.text
         assert answer.json()["error"]["details"]["quota"] == "max_run_bytes"
+
+
+@wp.workflow(name="bq_hooked")
+async def bq_hooked(ctx: wp.WorkflowContext, order_id: str) -> int:
+    for _ in range(10):
+        await ctx.wait_signal("paid", correlate=("order", order_id))
+    return 10
+
+
+def test_a_webhook_past_the_runs_bytes_is_refused_and_not_kept(make_engine: Any) -> None:
+    import base64
+    import hashlib
+    import hmac
+    import json
+    import time
+
+    engine = make_engine(bq_hooked)
+    engine.create_tenant("acme")
+    engine.set_quotas("acme", {"max_run_bytes": 4000})
+    made = engine.create_webhook_source("pay", signal="paid", key="order", path="id", tenant="acme")
+    key = base64.b64decode(made.secret.removeprefix("whsec_"))
+
+    def deliver(delivery_id: str) -> Any:
+        body = json.dumps({"id": "o-1", "pad": KB}).encode()
+        ts = int(time.time())
+        mac = hmac.new(key, f"{delivery_id}.{ts}.".encode() + body, hashlib.sha256).digest()
+        headers = {
+            "webhook-id": delivery_id,
+            "webhook-timestamp": str(ts),
+            "webhook-signature": "v1," + base64.b64encode(mac).decode(),
+        }
+        return engine.deliver_webhook(made.url_id, headers, body)
+
+    with engine.running():
+        run = engine.start(bq_hooked, "o-1", tenant="acme")
+        delivered = 0
+
+        def registered() -> int:  # the run's n-th wait is there (not merely still shown)
+            history = engine.history(run.run_id, tenant="acme")
+            return len(of_type(history, "CorrelationRegistered"))
+
+        refused: wp.QuotaExceeded | None = None
+        while refused is None:
+            eventually(lambda n=delivered: registered() == n + 1, "the next wait")
+            try:
+                deliver(f"d{delivered}")
+            except wp.QuotaExceeded as exc:
+                refused = exc
+            else:
+                delivered += 1
+        assert refused.quota == "max_run_bytes" and "nothing was delivered" in str(refused)
+        assert 1 <= delivered < 4
+        signals = of_type(engine.history(run.run_id, tenant="acme"), "SignalReceived")
+        assert len(signals) == delivered

@@ -173,3 +173,15 @@ def test_signals_sent_before_the_code_reads_them_still_arrive(make_engine: Any) 
             engine.signal(run.run_id, "item", i, tenant="flooded")
         engine.signal(run.run_id, "start", None, tenant="flooded")
         assert engine.result(run.run_id, timeout=20, tenant="flooded") == [0, 1, 2, 3, 4]
+
+
+def test_signal_with_start_to_a_run_whose_history_is_full_is_refused(make_engine: Any) -> None:
+    engine = make_engine(collector, quotas=wp.Quotas(max_events_per_run=4))
+    run = engine.start(collector, 10, run_id="full")  # nobody serves it: signals pile up
+    engine.signal("full", "item", 1)
+    engine.signal("full", "item", 2)
+    engine.signal("full", "item", 3)
+    with pytest.raises(wp.QuotaExceeded) as refused:
+        engine.signal_with_start(collector, 10, run_id="full", signal="item", payload=4)
+    assert refused.value.quota == "max_events_per_run"
+    assert len(engine.history(run.run_id)) == 4
