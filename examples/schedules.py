@@ -18,7 +18,10 @@ async def report(ctx: wp.WorkflowContext, region: str) -> str:
 
 
 def main() -> int:
-    with wp.Engine("sqlite:///schedules-example.db") as engine:
+    # A schedule may fire at most once a minute by default (min_schedule_interval): this
+    # example lets its pulse fire every second, to be seen at once.
+    quotas = wp.Quotas(min_schedule_interval=1)
+    with wp.Engine("sqlite:///schedules-example.db", quotas=quotas) as engine:
         engine.register(report)
         for old in engine.schedules():  # a second run of the example starts afresh
             engine.delete_schedule(old.schedule_id)

@@ -23,6 +23,11 @@ def test_quotas_are_shown_and_set_from_the_command_line(tmp_path: Path) -> None:
         "activities_in_flight": 0,
         "pending_timers": 0,
         "definitions": 0,
+        "schedules": 0,
+        "webhook_sources": 0,
+        "queues": 0,
+        "users": 0,
+        "api_keys": 0,
     }
     assert shown["overrides"] == {}
 

@@ -53,8 +53,11 @@ def test_a_source_made_listed_used_and_deleted(tmp_path: Path) -> None:
     assert made.stdout == secret + "\n"  # the secret alone: SECRET=$(waypost webhooks create ...)
     assert secret.startswith("whsec_") and len(base64.b64decode(secret[6:])) == 32
     assert "shown this once" in made.stderr and secret not in made.stderr
-    again = waypost(tmp_path, "webhooks", "create", "--tenant", "globex", "stripe", *args)
-    assert "exists already" in failed(again) and "acme" not in again.stderr
+    again = waypost(tmp_path, "webhooks", "create", "--tenant", "acme", "stripe", *args)
+    assert "already" in failed(again)
+    # Another tenant's ids are its own: globex makes a "stripe" of its own.
+    theirs = ok(waypost(tmp_path, "webhooks", "create", "--tenant", "globex", "stripe", *args))
+    assert theirs.stdout.strip() != secret and "acme" not in theirs.stderr
     bad = waypost(tmp_path, "webhooks", "create", "--tenant", "acme", "a b", *args)
     assert "source id" in failed(bad)
 
@@ -62,11 +65,14 @@ def test_a_source_made_listed_used_and_deleted(tmp_path: Path) -> None:
         ok(waypost(tmp_path, "webhooks", "list", "--tenant", "acme", "--json")).stdout
     )
     assert info["source"] == "stripe" and info["correlate_path"] == "data.id"
-    assert info["url_path"] == "/v1/webhooks/stripe"
+    assert info["url_id"].startswith("wh_") and len(info["url_id"]) == 35
+    assert info["url_path"] == f"/v1/webhooks/{info['url_id']}"
+    assert info["url_path"] in made.stderr
     assert secret not in json.dumps(info)
-    assert (
-        "no webhook sources" in waypost(tmp_path, "webhooks", "list", "--tenant", "globex").stderr
+    [their_info] = json.loads(
+        ok(waypost(tmp_path, "webhooks", "list", "--tenant", "globex", "--json")).stdout
     )
+    assert their_info["url_id"] != info["url_id"]
 
     # The secret the command printed signs a delivery the engine accepts.
     body = b'{"data": {"id": "o-1"}}'
@@ -84,10 +90,10 @@ def test_a_source_made_listed_used_and_deleted(tmp_path: Path) -> None:
         wp.Engine(f"sqlite:///{tmp_path / 'waypost.db'}") as engine,
         pytest.raises(wp.NoRunWaiting),
     ):
-        engine.deliver_webhook("stripe", headers, body)
+        engine.deliver_webhook(info["url_id"], headers, body)
 
     assert "no webhook source" in failed(
-        waypost(tmp_path, "webhooks", "delete", "stripe", "--tenant", "globex")
+        waypost(tmp_path, "webhooks", "delete", "stripe", "--tenant", "initech")
     )
     ok(waypost(tmp_path, "webhooks", "delete", "stripe", "--tenant", "acme"))
     assert "no webhook sources" in waypost(tmp_path, "webhooks", "list", "--tenant", "acme").stderr

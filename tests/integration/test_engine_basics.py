@@ -397,10 +397,14 @@ def test_a_database_of_schema_version_1_is_upgraded_and_keeps_its_runs(
 # priorities and the indexes that claims and quotas read; version 9 the index of finished
 # runs that retention reads; version 10 the tasks' count of lapsed leases; version 13 child runs;
 # version 14 named queues, concurrency keys and deduplication ids; version 15 workflow queues;
-# version 18 the checks of runs' rows.
+# version 17 the checks of runs' rows; version 18 the runs' bounds (history bytes, unread
+# signals).
 _RUN_INDEXES_OF_VERSION_1 = [
     "ALTER TABLE runs DROP COLUMN input_mac",
     "ALTER TABLE runs DROP COLUMN state_mac",
+    "ALTER TABLE runs DROP COLUMN history_bytes",
+    "ALTER TABLE runs DROP COLUMN unread_signals",
+    "ALTER TABLE runs DROP COLUMN signal_names",
     "DROP INDEX runs_by_named_queue",
     "DROP INDEX runs_enqueued",
     "ALTER TABLE runs DROP COLUMN named_queue",

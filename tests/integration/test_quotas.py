@@ -127,6 +127,11 @@ def test_get_tenant_shows_the_effective_quotas_the_overrides_and_the_usage(
             "activities_in_flight": 0,
             "pending_timers": 1,
             "definitions": 1,
+            "schedules": 0,
+            "webhook_sources": 0,
+            "queues": 0,
+            "users": 0,
+            "api_keys": 0,
         }
         # Back to the engine's default, and another tenant sees only its own.
         again = engine.set_quotas("acme", {"max_concurrent_runs": "default"})
@@ -139,6 +144,11 @@ def test_get_tenant_shows_the_effective_quotas_the_overrides_and_the_usage(
             "activities_in_flight": 0,
             "pending_timers": 0,
             "definitions": 0,
+            "schedules": 0,
+            "webhook_sources": 0,
+            "queues": 0,
+            "users": 0,
+            "api_keys": 0,
         }
         assert other.quotas["max_concurrent_runs"] == 100
 

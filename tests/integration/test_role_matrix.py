@@ -85,6 +85,7 @@ SAMPLES: dict[str, Callable[[], ops.Request[Any]]] = {
     "CountRuns": lambda: ops.CountRuns(),
     "RunDataAt": lambda: ops.RunDataAt(run_id="missing", seq=1),
     "GetHistory": lambda: ops.GetHistory(run_id="missing"),
+    "PageHistory": lambda: ops.PageHistory(run_id="missing"),
     "AwaitResult": lambda: ops.AwaitResult(run_id="missing", timeout=0),
     "Query": lambda: ops.Query(run_id="missing", query="q"),
     "ListDefinitions": lambda: ops.ListDefinitions(),

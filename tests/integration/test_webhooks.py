@@ -109,7 +109,7 @@ def setup(make_engine: Any, serve: Any) -> Iterator[dict[str, Any]]:
     }
     clients = {name: Api(base, key) for name, key in keys.items()}
     clients["anonymous"] = Api(base, None)
-    sources = {}
+    sources, urls = {}, {}
     for name, client in (("acme-pay", clients["admin"]), ("globex-pay", clients["globex"])):
         made = client.post(
             "/v1/webhook-sources",
@@ -122,10 +122,16 @@ def setup(make_engine: Any, serve: Any) -> Iterator[dict[str, Any]]:
         )
         assert made.status_code == 201, made.text
         sources[name] = made.json()["secret"]
-    yield {"engine": engine, "base": base, "secrets": sources, **clients}
+        urls[name] = made.json()["url_id"]
+    yield {"engine": engine, "base": base, "secrets": sources, "urls": urls, **clients}
     for client in clients.values():
         client.http.close()
     running.__exit__(None, None, None)
+
+
+def url(setup: dict[str, Any], source: str) -> str:
+    """Where a source's deliveries go: its URL id (an unknown source: the name as it is)."""
+    return f"/v1/webhooks/{setup.get('urls', {}).get(source, source)}"
 
 
 def deliver(setup: dict[str, Any], source: str, delivery_id: str, body: Any, **kwargs: Any) -> Any:
@@ -133,7 +139,7 @@ def deliver(setup: dict[str, Any], source: str, delivery_id: str, body: Any, **k
     secrets = setup["secrets"]
     secret = secrets[source] if source in secrets else secrets["acme-pay"]
     headers = signed_headers(secret, delivery_id, raw, **kwargs)
-    return setup["anonymous"].post(f"/v1/webhooks/{source}", content=raw, headers=headers)
+    return setup["anonymous"].post(url(setup, source), content=raw, headers=headers)
 
 
 def paid(order_id: str, **extra: Any) -> dict[str, Any]:
@@ -208,7 +214,7 @@ def _refusals(setup: dict[str, Any]) -> list[tuple[str, int, str, Any]]:
     out = []
 
     def post(what: str, status: int, code: str, source: str, raw: bytes, headers: Any) -> None:
-        response = anonymous.post(f"/v1/webhooks/{source}", content=raw, headers=headers)
+        response = anonymous.post(url(setup, source), content=raw, headers=headers)
         out.append((what, status, code, response))
 
     good = signed_headers(secret, "evt-r", body)
@@ -354,7 +360,7 @@ def test_a_payload_over_the_tenants_limit_is_413(make_engine: Any, serve: Any) -
         anonymous = Api(base, None)
         try:
             response = anonymous.post(
-                "/v1/webhooks/p", content=raw, headers=signed_headers(made.secret, "e", raw)
+                made.url_path, content=raw, headers=signed_headers(made.secret, "e", raw)
             )
         finally:
             anonymous.http.close()
@@ -372,7 +378,7 @@ def test_a_replayed_delivery_answers_its_first_outcome_and_delivers_once(
     eventually(lambda: waits_with(engine, "dedup", "acme", "o-d"), "the first wait")
     raw = json.dumps(paid("o-d", n=1)).encode()
     headers = signed_headers(setup["secrets"]["acme-pay"], "evt-d", raw)
-    first = setup["anonymous"].post("/v1/webhooks/acme-pay", content=raw, headers=headers)
+    first = setup["anonymous"].post(url(setup, "acme-pay"), content=raw, headers=headers)
     assert first.status_code == 200, first.text
     # The run waits again with the same pair: a replay that were not deduplicated would
     # reach it. (Its snapshot still shows the first wait until the run has taken the
@@ -385,7 +391,7 @@ def test_a_replayed_delivery_answers_its_first_outcome_and_delivers_once(
         ),
         "the second wait",
     )
-    again = setup["anonymous"].post("/v1/webhooks/acme-pay", content=raw, headers=headers)
+    again = setup["anonymous"].post(url(setup, "acme-pay"), content=raw, headers=headers)
     assert again.status_code == 200, again.text
     assert again.json() == {**first.json(), "duplicate": True}
     assert len(signals_of(engine, "dedup", "acme")) == 1
@@ -411,7 +417,7 @@ def test_concurrent_copies_of_one_delivery_deliver_once(setup: dict[str, Any]) -
     def send() -> None:
         client = Api(setup["base"], None)
         barrier.wait()
-        answers.append(client.post("/v1/webhooks/acme-pay", content=raw, headers=headers))
+        answers.append(client.post(url(setup, "acme-pay"), content=raw, headers=headers))
         client.http.close()
 
     threads = [threading.Thread(target=send) for _ in range(6)]
@@ -430,12 +436,12 @@ def test_no_waiting_run_is_404_and_the_id_is_not_kept(setup: dict[str, Any]) -> 
     engine = setup["engine"]
     raw = json.dumps(paid("o-late")).encode()
     headers = signed_headers(setup["secrets"]["acme-pay"], "evt-late", raw)
-    early = setup["anonymous"].post("/v1/webhooks/acme-pay", content=raw, headers=headers)
+    early = setup["anonymous"].post(url(setup, "acme-pay"), content=raw, headers=headers)
     assert early.status_code == 404, early.text
     assert error_of(early)["code"] == "no_run_waiting"
     engine.start(order, "o-late", run_id="late", tenant="acme")
     eventually(lambda: waits_with(engine, "late", "acme", "o-late"), "the wait")
-    retried = setup["anonymous"].post("/v1/webhooks/acme-pay", content=raw, headers=headers)
+    retried = setup["anonymous"].post(url(setup, "acme-pay"), content=raw, headers=headers)
     assert retried.status_code == 200, retried.text
     assert retried.json()["runs"] == ["late"]
 
@@ -454,17 +460,25 @@ def test_a_finished_or_timed_out_wait_is_no_longer_found(
 
 
 # == sources ===============================================================================
-def test_sources_are_an_admins_and_their_ids_unique_across_tenants(
+def test_sources_are_an_admins_and_their_ids_the_tenants_own(
     setup: dict[str, Any],
 ) -> None:
     admin, starter, globex = setup["admin"], setup["starter"], setup["globex"]
     body = {"source": "s2", "signal": "paid", "correlate_key": "order", "correlate_path": "id"}
     refused = starter.post("/v1/webhook-sources", json=body)
     assert refused.status_code == 403, refused.text
+    # Another tenant's id is neither seen nor taken: acme makes its own "globex-pay"...
+    mine = admin.post("/v1/webhook-sources", json={**body, "source": "globex-pay"})
+    assert mine.status_code == 201, mine.text
+    assert mine.json()["url_id"] != setup["urls"]["globex-pay"]
+    # ...and only its own ids are "taken".
     taken = admin.post("/v1/webhook-sources", json={**body, "source": "globex-pay"})
     assert taken.status_code == 409, taken.text
     assert error_of(taken)["code"] == "webhook_source_exists"
-    assert "globex" not in error_of(taken)["message"].replace("globex-pay", "")
+    assert admin.delete("/v1/webhook-sources/globex-pay").status_code == 200
+    assert [s["source"] for s in globex.get("/v1/webhook-sources").json()["sources"]] == [
+        "globex-pay"
+    ]
     for bad in (
         {"source": "a/b"},
         {"source": ""},
@@ -574,7 +588,11 @@ def test_a_run_that_waited_with_correlate_replays_deterministically(
         )
         engine.start(twice, "o-rp", run_id="replayed", tenant="acme")
         with Api(serve(engine), None) as anonymous:
-            setup = {"anonymous": anonymous, "secrets": {"r": made.secret}}
+            setup = {
+                "anonymous": anonymous,
+                "secrets": {"r": made.secret},
+                "urls": {"r": made.url_id},
+            }
             for n in (1, 2):
                 # the n-th wait is registered (and the one before withdrawn), not
                 # merely still shown while the run takes the previous delivery

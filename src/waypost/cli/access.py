@@ -175,7 +175,9 @@ def tenants_set_quota(tenant: str, quotas: dict[str, Any], as_json: bool, db: st
     """Override quotas of TENANT: NAME=N, NAME=unlimited, or NAME=default (the engine's).
 
     Names: max_concurrent_runs, starts_per_second, start_burst, max_concurrent_activities,
-    max_events_per_run, max_pending_timers, max_payload_bytes, max_definitions.
+    max_events_per_run, max_pending_timers, max_payload_bytes, max_definitions,
+    retention_days, max_run_bytes, max_live_run_bytes, max_schedules, max_webhook_sources,
+    max_queues, max_users, max_api_keys, min_schedule_interval.
     """
     with open_engine(db, must_exist=True) as engine:
         info = engine.set_quotas(tenant, quotas)

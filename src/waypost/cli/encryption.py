@@ -43,7 +43,8 @@ def runs_reencrypt(
     run_id: str | None, all_runs: bool, dry_run: bool, as_json: bool, db: str, tenant: str
 ) -> None:
     """Re-encrypt stored payloads (inputs, results, signals, activity arguments and
-    results; with --all, the inputs of the tenant's schedules too) under the current
+    results; with --all, the inputs of the tenant's schedules and the secrets of its
+    webhook sources too) under the current
     key of WAYPOST_ENCRYPTION_KEYS, so that older keys can be retired. The history's
     hashes do not change: `runs verify` still passes."""
     if (run_id is None) == (not all_runs):
@@ -53,14 +54,16 @@ def runs_reencrypt(
             report = engine.reencrypt(run_id, dry_run=dry_run, tenant=tenant)
             runs, values, resealed = report.runs, report.values, report.resealed
             schedules = (0, 0)
+            sources = (0, 0)
         else:
             runs = values = resealed = 0
             after: str | None = None
             batch = 0
             while True:
                 report = engine.reencrypt(after=after, limit=BATCH, dry_run=dry_run, tenant=tenant)
-                if batch == 0:  # the first batch re-seals the schedules' inputs
+                if batch == 0:  # the first batch re-seals schedules' inputs, webhook secrets
                     schedules = (report.schedules, report.schedules_resealed)
+                    sources = (report.webhook_sources, report.webhook_secrets_resealed)
                 batch += 1
                 runs += report.runs
                 values += report.values
@@ -83,6 +86,8 @@ def runs_reencrypt(
             "resealed": resealed,
             "schedules": schedules[0],
             "schedules_resealed": schedules[1],
+            "webhook_sources": sources[0],
+            "webhook_secrets_resealed": sources[1],
         }
         click.echo(json.dumps(totals, sort_keys=True))
     else:

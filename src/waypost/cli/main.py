@@ -18,6 +18,7 @@ import click
 from waypost.engine import tracing
 from waypost.errors import DecisionRefused, InvalidCredential, InvalidRequest, WaypostError
 from waypost.model.logs import configure_logging
+from waypost.model.operations_runs import MAX_HISTORY_PAGE
 from waypost.runtime.registry import items_in_modules
 from waypost.store import redact_url
 
@@ -352,22 +353,33 @@ def runs_show(run_id: str, db: str, tenant: str, as_json: bool) -> None:
 
 @runs.command("history")
 @click.argument("run_id")
+@click.option("--after", type=click.IntRange(min=0), default=0, help="Start after this event.")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="Print at most this many events."
+)
 @db_option
 @tenant_option
-def runs_history(run_id: str, db: str, tenant: str) -> None:
-    """Print a run's history, one JSON event per line."""
+def runs_history(run_id: str, after: int, limit: int | None, db: str, tenant: str) -> None:
+    """Print a run's history, one JSON event per line: read a page at a time, so a long
+    history is never held whole."""
+    left = limit
     with open_engine(db, must_exist=True) as engine:
-        events = engine.history(run_id, tenant=tenant)
-    for ev in events:
-        line: dict[str, Any] = {
-            "seq": ev.seq,
-            "type": ev.type,
-            "time": ev.time.isoformat(),
-            "data": ev.data,
-        }
-        if ev.undecodable:  # damaged or edited: `runs verify` says more
-            line["undecodable"] = True
-        click.echo(json.dumps(line, sort_keys=True))
+        next_after: int | None = after
+        while next_after is not None and (left is None or left > 0):
+            size = MAX_HISTORY_PAGE if left is None else min(left, MAX_HISTORY_PAGE)
+            page = engine.history_page(run_id, after_seq=next_after, limit=size, tenant=tenant)
+            for ev in page.events:
+                line: dict[str, Any] = {
+                    "seq": ev.seq,
+                    "type": ev.type,
+                    "time": ev.time.isoformat(),
+                    "data": ev.data,
+                }
+                if ev.undecodable:  # damaged or edited: `runs verify` says more
+                    line["undecodable"] = True
+                click.echo(json.dumps(line, sort_keys=True))
+            left = None if left is None else left - len(page.events)
+            next_after = page.next_after
 
 
 @runs.command("verify")

@@ -28,13 +28,14 @@ def _source_json(source: WebhookSourceInfo) -> dict[str, Any]:
         "tolerance_seconds": source.tolerance_seconds,
         "created_at": source.created_at.isoformat(),
         "created_by": source.created_by,
-        "url_path": f"/v1/webhooks/{source.source}",
+        "url_id": source.url_id,
+        "url_path": source.url_path,
     }
 
 
 @click.group()
 def webhooks() -> None:
-    """Webhook sources: signed POSTs to /v1/webhooks/SOURCE signal the runs waiting for them."""
+    """Webhook sources: signed POSTs to /v1/webhooks/URL_ID signal the runs waiting for them."""
 
 
 @webhooks.command("create")
@@ -60,7 +61,7 @@ def webhooks_create(
             source, signal=signal, key=key, path=path, tolerance_seconds=tolerance, tenant=tenant
         )
     click.echo(
-        f"webhook source {made.source} in tenant {made.tenant}: POST /v1/webhooks/{made.source} "
+        f"webhook source {made.source} in tenant {made.tenant}: POST {made.url_path} "
         f"signals {made.signal!r} to the runs waiting with ({made.correlate_key!r}, the body's "
         f"{made.correlate_path}); its secret is shown this once",
         err=True,
@@ -81,8 +82,8 @@ def webhooks_list(tenant: str, as_json: bool, db: str) -> None:
         return
     for s in found:
         click.echo(
-            f"{s.source}  signal {s.signal}  key {s.correlate_key}  path {s.correlate_path}  "
-            f"tolerance {s.tolerance_seconds}s"
+            f"{s.source}  {s.url_path}  signal {s.signal}  key {s.correlate_key}  "
+            f"path {s.correlate_path}  tolerance {s.tolerance_seconds}s"
         )
     if not found:
         click.echo(f"no webhook sources in tenant {tenant}", err=True)

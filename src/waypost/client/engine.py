@@ -788,8 +788,9 @@ class AsyncEngine(Calls):
     async def deliver_webhook(
         self, source: str, headers: Mapping[str, str], body: bytes
     ) -> WebhookDelivered:
-        """Deliver a webhook as `POST /v1/webhooks/{source}` does (the signature authenticates
-        it; `WebhookRefused`, `NoRunWaiting`, `InvalidRequest` otherwise)."""
+        """Deliver a webhook as `POST /v1/webhooks/{source}` does, `source` being the URL id
+        of the source (`url_id`; the signature authenticates it; `WebhookRefused`,
+        `NoRunWaiting`, `InvalidRequest` otherwise)."""
         request = wh.DeliverWebhook(source, headers, body)
         done: WebhookDelivered = await self.execute(request, Principal.anonymous())
         return done

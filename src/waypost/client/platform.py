@@ -82,9 +82,10 @@ class PlatformCalls:
         tolerance_seconds: int = 300,
         tenant: str = "default",
     ) -> NewWebhookSource:
-        """Register a webhook source (`POST /v1/webhooks/{source}`): deliveries signal `signal`
-        to the runs waiting with `correlate=(key, <the JSON body's value at path>)`. The
-        answer's `secret` (shown this once) signs deliveries, Standard Webhooks' way."""
+        """Register a webhook source `source` of `tenant`: deliveries to the answer's
+        `url_path` (`POST /v1/webhooks/{url_id}`, a random id) signal `signal` to the runs
+        waiting with `correlate=(key, <the JSON body's value at path>)`. The answer's
+        `secret` (shown this once) signs deliveries, Standard Webhooks' way."""
         request = wh.CreateWebhookSource(source, signal, key, path, tolerance_seconds)
         made: NewWebhookSource = await self._local(request, tenant)
         return made

@@ -26,7 +26,8 @@ from waypost.model.definitions import DefinitionError, InputError
 from waypost.model.definitions.format import Problem
 from waypost.model.events import Event
 from waypost.model.identity import preview
-from waypost.model.records import RunInfo, Started
+from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE, MAX_HISTORY_PAGE
+from waypost.model.records import HistoryPage, RunInfo, Started
 from waypost.model.status import RunStatus
 
 from .remote_operations import OperatorRequests, run_path, segment
@@ -279,9 +280,27 @@ class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests, UserReques
         return run_info((await self._request("GET", run_path(run_id))).json())
 
     async def history(self, run_id: str) -> list[Event]:
-        """A run's history, oldest event first."""
-        answer = await self._request("GET", run_path(run_id, "/history"))
-        return [event(item) for item in answer.json()["events"]]
+        """A run's history, oldest event first: read a page at a time (the server never
+        sends a whole history at once), all of it kept here."""
+        events: list[Event] = []
+        after: int | None = 0
+        while after is not None:
+            page = await self.history_page(run_id, after_seq=after, limit=MAX_HISTORY_PAGE)
+            events.extend(page.events)
+            after = page.next_after
+        return events
+
+    async def history_page(
+        self, run_id: str, *, after_seq: int = 0, limit: int = DEFAULT_HISTORY_PAGE
+    ) -> HistoryPage:
+        """Part of a run's history, oldest first: the events after `after_seq`, at most
+        `limit` (up to 1,000) and about 4 MB of data; `next_after` asks for the next page."""
+        params = {"after_seq": str(after_seq), "limit": str(limit)}
+        answer = (await self._request("GET", run_path(run_id, "/history"), params=params)).json()
+        after = answer.get("next_after")
+        return HistoryPage(
+            [event(item) for item in answer["events"]], after if isinstance(after, int) else None
+        )
 
     async def result(self, run_id: str, timeout: float | None = None) -> Any:
         """Wait for the run to end: its result, or its end as an error (`WorkflowFailed`,
@@ -345,6 +364,7 @@ class Client(Blocking):
     cancel = blocking(AsyncClient.cancel)
     get = blocking(AsyncClient.get)
     history = blocking(AsyncClient.history)
+    history_page = blocking(AsyncClient.history_page)
     result = blocking(AsyncClient.result)
     signal_with_start = blocking(AsyncClient.signal_with_start)
     terminate = blocking(AsyncClient.terminate)

@@ -276,6 +276,7 @@ class Engine(Blocking):
     search_runs = blocking(AsyncEngine.search_runs)
     count_runs = blocking(AsyncEngine.count_runs)
     data_at = blocking(AsyncEngine.data_at)
+    history_page = blocking(AsyncEngine.history_page)
     # signal-with-start and webhooks by correlation
     signal_with_start = blocking(AsyncEngine.signal_with_start)
     create_webhook_source = blocking(AsyncEngine.create_webhook_source)

@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 
 from waypost.model import operations as ops
 from waypost.model.identity import Role
-from waypost.model.records import RunInfo
+from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE
+from waypost.model.records import HistoryPage, RunInfo
 from waypost.model.users import UserInfo
 
 T = TypeVar("T")
@@ -63,6 +64,22 @@ class RunQueryCalls:
         """How many runs `tenant` has in each status (statuses with none left out)."""
         counts: dict[str, int] = await self._local(ops.CountRuns(), tenant)
         return counts
+
+    async def history_page(
+        self,
+        run_id: str,
+        *,
+        after_seq: int = 0,
+        limit: int = DEFAULT_HISTORY_PAGE,
+        tenant: str = "default",
+    ) -> HistoryPage:
+        """Part of a run's history, oldest first: the events after `after_seq`, at most
+        `limit` (up to 1,000) and about 4 MB of data; `next_after` asks for the next page
+        (None after the last). `history()` reads a history whole; this, a page at a time."""
+        page: HistoryPage = await self._local(
+            ops.PageHistory(run_id=run_id, after_seq=after_seq, limit=limit), tenant
+        )
+        return page
 
     async def data_at(
         self, run_id: str, seq: int, *, tenant: str = "default"

@@ -159,7 +159,14 @@ def decision_commit(
         workflow_op = WorkflowTaskOp.DELETE
     else:
         status, waiting = inst.snapshot()
-        snapshot = Snapshot(status.value, waiting, processed_seq)
+        snapshot = Snapshot(
+            status.value,
+            waiting,
+            processed_seq,
+            # What signals are admitted to the run is judged by these (`max_pending_signals`).
+            unread_signals=len(inst.unread_signals()),
+            signal_names=inst.signal_names(),
+        )
         workflow_op = WorkflowTaskOp.IDLE
     return RunCommit(
         tenant=tenant,

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from waypost.model.codec import Codec
 from waypost.model.events import Event, NewEvent
+from waypost.model.quotas import Quotas
 from waypost.model.records import Started
 from waypost.runtime.instance import WorkflowInstance
 from waypost.runtime.registry import Registry, WorkflowDefn
@@ -32,6 +33,7 @@ class StartSignal:
 
     event: NewEvent
     max_pending_signals: int | None = None
+    quotas: Quotas | None = None  # the tenant's: an existing run is held to their bounds
 
 
 class WorkflowSource(Protocol):

@@ -17,9 +17,19 @@ from typing import Any
 
 from waypost.errors import QuotaExceeded, WorkflowBug
 from waypost.model.events import EventType, NewEvent, canonical_json
+from waypost.model.identity import preview
 from waypost.model.quotas import Quotas
 from waypost.model.status import RunStatus
-from waypost.store.base import RunCommit, RunRecord, Snapshot, Store, WorkflowTaskOp
+from waypost.runtime.instance import WorkflowInstance
+from waypost.store.base import (
+    CommitResult,
+    Conflict,
+    RunCommit,
+    RunRecord,
+    Snapshot,
+    Store,
+    WorkflowTaskOp,
+)
 
 TTL = 5.0
 MAX_TENANTS = 10_000
@@ -122,6 +132,66 @@ def over_quota(commit: RunCommit, fed: int, quotas: Quotas, processed_seq: int) 
     return None
 
 
+HISTORY_BYTES_DETAIL = (
+    "the run's history holds as many bytes as its tenant allows (max_run_bytes): keep large "
+    "values out of the history (store them elsewhere and pass a reference), or continue as "
+    "new (ctx.continue_as_new) to start a fresh history; or raise the tenant's quota and "
+    "resume the run"
+)
+
+
+def bytes_held(
+    commit: RunCommit, fed: Sequence[NewEvent], inst: WorkflowInstance, quotas: Quotas
+) -> RunCommit:
+    """The run suspended instead of `commit`, the decision of `inst` (after the events it
+    was `fed`, first in the commit) that the store refused because it would take the run's
+    history past the tenant's `max_run_bytes`. What was fed is kept (results of the work
+    the run scheduled are always taken in); what the code decided is not, and a resume
+    replays the code, which decides again."""
+    most = quotas.max_run_bytes
+    error = {
+        "type": "QuotaExceeded",
+        "quota": "max_run_bytes",
+        "message": f"the run's history would pass {most} bytes of JSON, the most its tenant "
+        "allows (max_run_bytes); the run is suspended instead of growing it",
+    }
+    return _held(commit, len(fed), inst.processed_seq, error, HISTORY_BYTES_DETAIL)
+
+
+def refused_append(res: CommitResult, commit: RunCommit, what: str) -> QuotaExceeded | None:
+    """The refusal of an append from outside the run (a signal) that a quota of `commit`
+    turned down, naming the quota; None if no quota did."""
+    run = preview(commit.run_id)
+    conflict = res.conflict
+    if conflict is Conflict.BACKLOG:
+        return QuotaExceeded(
+            "max_pending_signals",
+            f"cannot {what}: run {run} has {commit.max_pending_signals} signals it has not "
+            "taken in yet, the most its tenant allows; try again once it has",
+        )
+    if conflict is Conflict.HISTORY_FULL:
+        return QuotaExceeded(
+            "max_events_per_run",
+            f"cannot {what}: run {run}'s history has {commit.max_events} events, the most its "
+            "tenant allows",
+        )
+    if conflict is Conflict.HISTORY_BYTES:
+        return QuotaExceeded(
+            "max_run_bytes",
+            f"cannot {what}: run {run}'s history would pass {commit.max_run_bytes} bytes of "
+            "JSON, the most its tenant allows (max_run_bytes)",
+        )
+    if conflict is Conflict.TENANT_BYTES:
+        return QuotaExceeded(
+            "max_live_run_bytes",
+            f"cannot {what}: the tenant's runs not yet finished would hold more than "
+            f"{commit.max_live_run_bytes} bytes of history (max_live_run_bytes); try again "
+            "when runs have ended",
+            retry_after=QUOTA_RETRY,
+        )
+    return None
+
+
 def _held(
     commit: RunCommit, fed: int, processed_seq: int, error: dict[str, Any], detail: str
 ) -> RunCommit:
@@ -151,11 +221,16 @@ def deferral(
     last_hash: str,
     extra: Sequence[NewEvent],
     now: float,
-    detail: str,
+    quotas: Quotas,
 ) -> RunCommit:
     """The commit that puts off a run's decision by `QUOTA_RETRY` seconds: the run's code
     is not advanced (its processed_seq stays), its `waiting_for` says it waits for the
     tenant's `max_pending_timers`, and its workflow task is claimable again then."""
+    detail = (
+        f"the run's next step starts a timer and tenant {run.tenant!r} has "
+        f"{quotas.max_pending_timers} pending, the most it may have: the step is decided "
+        "again when one has fired or been cancelled"
+    )
     waiting = [
         {"kind": "quota", "quota": "max_pending_timers", "detail": detail},
         *(w for w in run.waiting_for if w.get("kind") != "quota"),

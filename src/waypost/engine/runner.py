@@ -63,7 +63,7 @@ from .endings import RunEnds
 from .faults import Crash
 from .observing import CommitWatch
 from .ports import WorkflowSource
-from .quotas import QUOTA_RETRY, QuotaBook, deferral, over_quota
+from .quotas import QUOTA_RETRY, QuotaBook, bytes_held, deferral, over_quota
 from .scheduler import Scheduler
 from .settings import Settings
 from .starts import Starts
@@ -406,6 +406,9 @@ class Runner(Starts):
                 if res.conflict is Conflict.TIMERS:
                     await self._defer(run, live, extra, quotas)
                     return
+                held = res.conflict is Conflict.HISTORY_BYTES  # suspended instead (max_run_bytes)
+                if held and (res := await self.commit(bytes_held(commit, extra, inst, quotas))).ok:
+                    return
                 if res.conflict is not Conflict.SEQ:
                     return
             log.warning(
@@ -524,7 +527,7 @@ class Runner(Starts):
         Under the tenant's `quotas`: a decision that would take the history past
         `max_events_per_run`, or continue as new with an input over `max_payload_bytes`,
         suspends the run instead (`over_quota`); the store checks the tenant's pending
-        timers and activities in flight.
+        timers and activities in flight, and the run's bytes (then `bytes_held`).
         """
         reserved = 0
         served = self.scheduler.activity_queues
@@ -563,6 +566,7 @@ class Runner(Starts):
             if not any(t.step == CANCEL_GRACE_STEP for t in commit.new_timers):
                 commit.max_pending_timers = quotas.max_pending_timers  # never holds a cancel
             commit.max_concurrent_activities = quotas.max_concurrent_activities
+            commit.max_run_bytes = quotas.max_run_bytes
         return commit, reserved
 
     async def _defer(
@@ -571,13 +575,8 @@ class Runner(Starts):
         """The run's decision starts timers over the tenant's `max_pending_timers`: record
         why it waits and make it decide again in `QUOTA_RETRY` seconds (nothing dropped)."""
         now = self.settings.clock()
-        detail = (
-            f"the run's next step starts a timer and tenant {run.tenant!r} has "
-            f"{quotas.max_pending_timers} pending, the most it may have: the step is decided "
-            "again when one has fired or been cancelled"
-        )
         inst = live.inst
-        commit = deferral(run, live.fence, inst.last_seq, inst.last_hash, extra, now, detail)
+        commit = deferral(run, live.fence, inst.last_seq, inst.last_hash, extra, now, quotas)
         if (await self.commit(commit)).ok:
             self.scheduler.wake_at(now + QUOTA_RETRY)
 

@@ -10,13 +10,12 @@ import time
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from waypost.errors import QuotaExceeded, RunIdConflict, RunNotActive
+from waypost.errors import RunIdConflict, RunNotActive
 from waypost.model.events import Event, EventType, NewEvent, canonical_json
 from waypost.model.identity import preview
 from waypost.model.records import Started
 from waypost.store.base import (
     CommitResult,
-    Conflict,
     CreateRunResult,
     NewRun,
     RunCommit,
@@ -27,6 +26,7 @@ from waypost.store.base import (
 from . import tracing
 from .observing import CommitWatch
 from .ports import StartSignal
+from .quotas import refused_append
 from .settings import Settings
 
 _E = EventType
@@ -187,6 +187,7 @@ class Starts:
 
     async def _signal_with_start(self, new: NewRun, signal: StartSignal) -> Started:
         tenant, run_id = new.tenant, new.run_id
+        quotas = signal.quotas
         commit = self.waking(
             RunCommit(
                 tenant=tenant,
@@ -195,6 +196,9 @@ class Starts:
                 now=new.ts,
                 require_active=True,
                 max_pending_signals=signal.max_pending_signals,
+                max_events=quotas.max_events_per_run if quotas is not None else None,
+                max_run_bytes=quotas.max_run_bytes if quotas is not None else None,
+                max_live_run_bytes=quotas.max_live_run_bytes if quotas is not None else None,
             )
         )
         faults = self.settings.faults
@@ -212,12 +216,9 @@ class Starts:
                 f"{preview(result.run.workflow)}, not {preview(new.workflow)}; use another run_id"
             )
         what = f"signal {preview(str(signal.event.data.get('name')))}"
-        if res.conflict is Conflict.BACKLOG:
-            raise QuotaExceeded(
-                "max_pending_signals",
-                f"cannot {what}: run {preview(run_id)} has {signal.max_pending_signals} signals "
-                "it has not taken in yet, the most its tenant allows; try again once it has",
-            )
+        refused = refused_append(res, commit, what)
+        if refused is not None:
+            raise refused
         if res.conflict is not None:
             status = res.status or result.run.status
             raise RunNotActive(f"cannot {what}: run {preview(run_id)} has finished ({status})")

@@ -199,6 +199,7 @@ class Access:
                     expires_at=expires,
                     now=now,
                 ),
+                self.machinery.settings.quotas,
                 distinct=distinct,
             )
             if outcome is KeyCreation.NO_TENANT:

@@ -1,11 +1,12 @@
-"""Payload encryption's command: re-encrypting stored runs and schedules under the
-current key.
+"""Payload encryption's command: re-encrypting stored runs, schedules and webhook
+sources' secrets under the current key.
 
 Encryption itself happens in the store (`waypost.model.encryption`, decision
 0009); this room only walks the tenant's runs for `ReEncrypt`, one transaction
 per run, so that a rotation of a large database never holds the tables long. The
-first batch of a walk also re-seals the inputs of the tenant's schedules (one
-transaction: a tenant has few schedules, and each is one short value).
+first batch of a walk also re-seals the inputs of the tenant's schedules and the
+secrets of its webhook sources (one transaction each: a tenant has few, and each is
+one short value).
 """
 
 from __future__ import annotations
@@ -58,7 +59,16 @@ class Encryption:
             values += counts.values
             resealed += counts.resealed
         schedules = None
+        sources, secrets = 0, 0
         if req.run_id is None and req.after is None:  # a walk's first batch
+            sources, secrets = await store.reencrypt_webhook_secrets(tenant, req.dry_run)
+            if secrets and not req.dry_run:
+                log.info(
+                    "sealed the secrets of %d webhook sources of tenant %s under key %s",
+                    secrets,
+                    tenant,
+                    keys.current,
+                )
             schedules = await store.reencrypt_schedules(tenant, req.dry_run)
             if schedules.resealed and not req.dry_run:
                 log.info(
@@ -86,4 +96,6 @@ class Encryption:
             next_after=run_ids[-1] if more else None,
             schedules=schedules.schedules if schedules is not None else 0,
             schedules_resealed=schedules.resealed if schedules is not None else 0,
+            webhook_sources=sources,
+            webhook_secrets_resealed=secrets,
         )

@@ -24,6 +24,12 @@ reading every byte of the answer), and each tenant has at most
 `max_calls_per_tenant` calls in flight on an engine; the others wait their turn
 without delaying other tenants' calls or activities.
 
+A tenant's secret may name the hosts it may be sent to (`Secret(value, hosts=...)`,
+or the variable `<secret's variable>__HOSTS` for `env_secrets`): a step that would put
+it in a header, or sign with it, for any other host fails before anything is sent.
+Whatever a receiver echoes back is scrubbed of every secret the call used, in the
+forms `scrubbing.py` knows (encoded, re-cased, spaced, cut short).
+
 Failures: `HttpStepRetryable` for what may pass (408, 429, 5xx, connection
 errors, timeouts); `HttpStepError`, which fails the step at once, for the rest
 (other 4xx, 3xx, a refused host or address, a missing secret, a malformed
@@ -41,7 +47,7 @@ import re
 import ssl
 import urllib.parse
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from email.message import Message
 from typing import Any
@@ -78,6 +84,7 @@ __all__ = [
     "HTTP_ACTIVITY",
     "HttpStepError",
     "HttpStepRetryable",
+    "Secret",
     "SecretSource",
     "env_secrets",
     "make_http_activity",
@@ -85,8 +92,33 @@ __all__ = [
 ]
 
 
-SecretSource = Callable[[str, str], str | bytes | None]
-"""(tenant, secret name) -> the secret, or None when it is not set."""
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """A tenant's secret and the hosts it may be sent to.
+
+    `hosts` are entries in the form of the allow-list's (`egress.py`): "api.example.com",
+    "*.example.com", "api.example.com:8443", an address or a network. An `http` step that
+    would send the secret in a header, or sign with it, for a URL whose host no entry
+    admits fails without sending anything. None: any host the allow-list admits.
+    """
+
+    value: str | bytes = field(repr=False)
+    hosts: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        given: object = self.hosts
+        if given is None:
+            return
+        if isinstance(given, str) or not isinstance(given, Collection):
+            raise ConfigurationError("Secret.hosts is a collection of hosts, not one string")
+        hosts = tuple(str(h) for h in given)
+        AllowList(hosts)  # a malformed entry is refused when the secret is made
+        object.__setattr__(self, "hosts", hosts)
+
+
+SecretSource = Callable[[str, str], str | bytes | Secret | None]
+"""(tenant, secret name) -> the secret (a `Secret` to bind it to hosts), or None when it
+is not set."""
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 DEFAULT_TIMEOUT = 30.0
@@ -145,12 +177,26 @@ def secret_env_name(tenant: str, name: str) -> str:
     return f"{SECRET_ENV_PREFIX}{_env_escape(tenant)}__{_env_escape(name)}"
 
 
-def env_secrets(tenant: str, name: str) -> str | None:
-    """A tenant's secret from the environment variable `secret_env_name(tenant, name)`.
+HOSTS_SUFFIX = "__HOSTS"
 
-    Only that variable is read: there is no fallback shared by every tenant.
+
+def env_secrets(tenant: str, name: str) -> str | Secret | None:
+    """A tenant's secret from the environment variable `secret_env_name(tenant, name)`,
+    bound to the hosts listed (comma-separated) in that name followed by `__HOSTS`, if
+    that variable is set (an escaped name never holds "__", so no secret's variable is
+    another's hosts).
+
+    Only those variables are read: there is no fallback shared by every tenant.
     """
-    return os.environ.get(secret_env_name(tenant, name)) or None
+    variable = secret_env_name(tenant, name)
+    value = os.environ.get(variable) or None
+    hosts = os.environ.get(variable + HOSTS_SUFFIX)
+    if value is None or hosts is None:
+        return value
+    try:
+        return Secret(value, tuple(h.strip() for h in hosts.split(",") if h.strip()))
+    except ConfigurationError as exc:
+        raise HttpStepError(f"{variable}{HOSTS_SUFFIX}: {exc}") from None
 
 
 def make_http_activity(
@@ -351,15 +397,13 @@ def _headers(
     hidden: list[str] = []
     for name, value in call.headers.items():
         if isinstance(value, _SecretHeader):
-            secret = _secret_text(ctx.tenant, value.secret, secrets, f"header {name}")
+            secret = _secret_text(ctx.tenant, value.secret, secrets, f"header {name}", call)
             hidden.append(secret)
             value = value.format.replace("{}", secret)
         headers[name] = value
     headers[IDEMPOTENCY_HEADER] = ctx.idempotency_key
     if call.secret is not None:
-        key = secrets(ctx.tenant, call.secret)
-        if not key:
-            raise HttpStepError(_missing_secret(ctx.tenant, call.secret, secrets))
+        key = _secret_for(ctx.tenant, call.secret, secrets, "the signature", call)
         headers.update(
             signature_headers(
                 secret_bytes(key),
@@ -373,10 +417,27 @@ def _headers(
     return headers, hidden
 
 
-def _secret_text(tenant: str, name: str, secrets: SecretSource, use: str) -> str:
-    value = secrets(tenant, name)
+def _secret_for(
+    tenant: str, name: str, secrets: SecretSource, use: str, call: _Call
+) -> str | bytes:
+    """The secret's value, if it may be sent to the call's host (`Secret.hosts`)."""
+    found = secrets(tenant, name)
+    value = found.value if isinstance(found, Secret) else found
     if not value:
         raise HttpStepError(_missing_secret(tenant, name, secrets))
+    if isinstance(found, Secret) and found.hosts is not None:
+        target = call.target
+        if not AllowList(found.hosts).admits(target.host, target.port):
+            listed = ", ".join(found.hosts) or "none"
+            raise HttpStepError(
+                f"{call.where}: secret {name!r} of tenant {tenant!r} may be sent only to "
+                f"{listed}, not to host {target.authority} (for {use}); nothing was sent"
+            )
+    return value
+
+
+def _secret_text(tenant: str, name: str, secrets: SecretSource, use: str, call: _Call) -> str:
+    value = _secret_for(tenant, name, secrets, use, call)
     try:
         text = value.decode() if isinstance(value, bytes) else value
     except UnicodeDecodeError:

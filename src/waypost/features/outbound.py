@@ -28,13 +28,15 @@ import re
 import socket
 import ssl
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.message import Message
 from typing import Any, TypeVar
 
 from waypost.errors import ConfigurationError
+
+from .scrubbing import scrub as scrub  # where the webhook sender and http steps take it
 
 T = TypeVar("T")
 
@@ -378,42 +380,3 @@ class PerKeyLimit:
 class _Slots:
     semaphore: asyncio.Semaphore
     users: int = field(default=0)
-
-
-_REDACTED = "[redacted]"
-_WINDOW = 12  # characters of a credential that count as a piece of it
-
-
-def scrub(text: str, credentials: Iterable[str]) -> str:
-    """`text` with every credential, and every piece of one of 12 characters or
-    more (a credential cut short by a truncated message), replaced by "[redacted]".
-
-    Shorter credentials are replaced where they occur whole.
-    """
-    marked = [False] * len(text)
-    windows: set[str] = set()
-    for credential in credentials:
-        if not credential:
-            continue
-        if len(credential) <= _WINDOW:
-            start = text.find(credential)
-            while start != -1:
-                marked[start : start + len(credential)] = [True] * len(credential)
-                start = text.find(credential, start + 1)
-        else:
-            windows.update(
-                credential[i : i + _WINDOW] for i in range(len(credential) - _WINDOW + 1)
-            )
-    if windows:
-        for i in range(len(text) - _WINDOW + 1):
-            if text[i : i + _WINDOW] in windows:
-                marked[i : i + _WINDOW] = [True] * _WINDOW
-    if not any(marked):
-        return text
-    out: list[str] = []
-    for i, ch in enumerate(text):
-        if not marked[i]:
-            out.append(ch)
-        elif i == 0 or not marked[i - 1]:
-            out.append(_REDACTED)
-    return "".join(out)

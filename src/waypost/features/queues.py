@@ -37,7 +37,12 @@ class Queues:
         }
         now = self.machinery.settings.clock()
         info = await self.machinery.store.configure_queue(
-            principal.tenant, req.queue, changes, now, principal.subject
+            principal.tenant,
+            req.queue,
+            changes,
+            now,
+            principal.subject,
+            self.machinery.settings.quotas,
         )
         log.info(
             "queue %s of tenant %s configured by %s: %s",

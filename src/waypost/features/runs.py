@@ -16,10 +16,10 @@ from typing import Any
 
 from waypost.engine.compute import Recent
 from waypost.engine.ports import Machinery, StartSignal
+from waypost.engine.quotas import refused_append
 from waypost.engine.scheduler import WORKER_TTL
 from waypost.errors import (
     ComputeLimitExceeded,
-    QuotaExceeded,
     ResultTimeout,
     RunNotActive,
     RunNotFound,
@@ -41,8 +41,10 @@ from waypost.model.events import (
 )
 from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
+from waypost.model.operations_runs import HISTORY_PAGE_BYTES
 from waypost.model.paging import RunCursor, decode_cursor
-from waypost.model.records import RunInfo, RunPage, Started
+from waypost.model.quotas import Quotas
+from waypost.model.records import HistoryPage, RunInfo, RunPage, Started
 from waypost.model.status import RunStatus
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE, definition_of
 from waypost.runtime.registry import version_key, workflow_queue
@@ -142,7 +144,8 @@ class Runs:
             _E.SIGNAL_RECEIVED, {"name": req.signal, "payload": payload}, m.settings.clock()
         )
         pending = self.definitions.limits_for(tenant).max_pending_signals
-        return await self.start_run(req, principal, StartSignal(event, pending))
+        quotas = await m.quotas.get(tenant)
+        return await self.start_run(req, principal, StartSignal(event, pending, quotas))
 
     async def _start_served_elsewhere(
         self,
@@ -222,13 +225,15 @@ class Runs:
         data = {"name": req.signal, "payload": payload}
         event = NewEvent(_E.SIGNAL_RECEIVED, data, m.settings.clock())
         pending = self.definitions.limits_for(tenant).max_pending_signals
+        quotas = await m.quotas.get(tenant)
         await self._external(
             tenant,
             req.run_id,
             [event],
             f"signal {req.signal!r}",
             max_pending_signals=pending,
-            max_events=(await m.quotas.get(tenant)).max_events_per_run,
+            max_events=quotas.max_events_per_run,
+            quotas=quotas,
         )
 
     async def cancel(self, req: ops.Cancel, principal: Principal) -> None:
@@ -286,32 +291,26 @@ class Runs:
         close_approvals: str | None = None,
         max_pending_signals: int | None = None,
         max_events: int | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
-        """Append events from outside the workflow and wake the run."""
-        res = await self.machinery.commit_and_wake(
-            RunCommit(
-                tenant=tenant,
-                run_id=run_id,
-                events=events,
-                now=self.machinery.settings.clock(),
-                require_active=True,
-                close_run_approvals=close_approvals,
-                max_pending_signals=max_pending_signals,
-                max_events=max_events,
-            )
+        """Append events from outside the workflow and wake the run (under the tenant's
+        `quotas` of bytes, when given)."""
+        commit = RunCommit(
+            tenant=tenant,
+            run_id=run_id,
+            events=events,
+            now=self.machinery.settings.clock(),
+            require_active=True,
+            close_run_approvals=close_approvals,
+            max_pending_signals=max_pending_signals,
+            max_events=max_events,
+            max_run_bytes=quotas.max_run_bytes if quotas is not None else None,
+            max_live_run_bytes=quotas.max_live_run_bytes if quotas is not None else None,
         )
-        if res.conflict is Conflict.BACKLOG:
-            raise QuotaExceeded(
-                "max_pending_signals",
-                f"cannot {what}: run {preview(run_id)} has {max_pending_signals} signals it "
-                "has not taken in yet, the most its tenant allows; try again once it has",
-            )
-        if res.conflict is Conflict.HISTORY_FULL:
-            raise QuotaExceeded(
-                "max_events_per_run",
-                f"cannot {what}: run {preview(run_id)}'s history has {max_events} events, the "
-                "most its tenant allows",
-            )
+        res = await self.machinery.commit_and_wake(commit)
+        refused = refused_append(res, commit, what)
+        if refused is not None:
+            raise refused
         if res.conflict is Conflict.RUN_NOT_FOUND:
             raise run_not_found(run_id, tenant)
         if res.conflict is Conflict.RUN_FINISHED:
@@ -351,6 +350,7 @@ class Runs:
             ops.SearchRuns: self.search_runs,
             ops.CountRuns: self.count_runs,
             ops.RunDataAt: self.data_at,
+            ops.PageHistory: self.history_page,
         }
 
     async def search_runs(self, req: ops.SearchRuns, principal: Principal) -> list[RunInfo]:
@@ -442,6 +442,15 @@ class Runs:
         if run is None:
             raise run_not_found(req.run_id, principal.tenant)
         return events
+
+    async def history_page(self, req: ops.PageHistory, principal: Principal) -> HistoryPage:
+        """Part of the run's history: a page of events bounded in number and in bytes."""
+        found, events, more = await self.machinery.store.history_page(
+            principal.tenant, req.run_id, req.after_seq, req.limit, HISTORY_PAGE_BYTES
+        )
+        if not found:
+            raise run_not_found(req.run_id, principal.tenant)
+        return HistoryPage(events, events[-1].seq if more and events else None)
 
     async def verify(self, req: ops.Verify, principal: Principal) -> list[ChainProblem]:
         """Problems in the run's hash chain and in the rows beside it (empty when all is

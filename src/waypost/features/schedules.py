@@ -28,6 +28,7 @@ from typing import Any
 from waypost.engine.faults import Crash
 from waypost.engine.ports import Machinery
 from waypost.errors import (
+    InvalidRequest,
     QuotaExceeded,
     RunIdConflict,
     RunNotActive,
@@ -148,6 +149,7 @@ class Schedules:
         m = self.machinery
         tenant = principal.tenant
         timing = Timing.of(req.cron, req.tz, req.every)
+        await self._often_enough(tenant, timing)
         if not await self.runs.knows_workflow(tenant, req.workflow):
             raise UnknownWorkflow(
                 f"schedule {preview(req.schedule_id)}: no workflow named "
@@ -177,13 +179,31 @@ class Schedules:
             created_at=now,
             created_by=principal.subject,
         )
-        if not await m.store.create_schedule(rec):
+        if not await m.store.create_schedule(rec, m.settings.quotas):
             raise ScheduleExists(
                 f"tenant {preview(tenant)} has a schedule {preview(req.schedule_id)} already"
             )
         log.info("schedule %s of %s created: %s", rec.schedule_id, tenant, timing.describe())
         self._wake.set()
         return info_of(rec)
+
+    async def _often_enough(self, tenant: str, timing: Timing) -> None:
+        """`InvalidRequest` if the schedule would fire more often than the tenant's
+        `min_schedule_interval` allows."""
+        m = self.machinery
+        least = (await m.quotas.get(tenant)).min_schedule_interval
+        if least is None:
+            return
+        close = sch.fires_closer_than(timing, m.settings.clock(), least)
+        if close is None:
+            return
+        gap = close[1] - close[0]
+        raise InvalidRequest(
+            f"schedule {timing.describe()} would fire {gap:g}s apart; tenant "
+            f"{preview(tenant)} allows schedules to fire at most every {least}s "
+            "(min_schedule_interval)",
+            field="every" if timing.every is not None else "cron",
+        )
 
     async def _record(self, tenant: str, schedule_id: str) -> ScheduleRecord:
         rec = await self.machinery.store.get_schedule(tenant, schedule_id)

@@ -162,7 +162,8 @@ class Accounts:
         # A tenant admin makes users only for names that are nobody's yet (or its own): a
         # user named as an approver would decide as that approver (decision 0028).
         distinct = not principal.local and not principal.is_subject(req.user)
-        if not await self.store.create_user(record, distinct=distinct):
+        quotas = self.machinery.settings.quotas
+        if not await self.store.create_user(record, quotas, distinct=distinct):
             if not any(t.tenant == principal.tenant for t in await self.store.list_tenants()):
                 raise TenantNotFound(
                     f"tenant {preview(principal.tenant)} does not exist: create it first "

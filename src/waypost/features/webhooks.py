@@ -1,17 +1,21 @@
 """Webhooks by correlation: sources, and deliveries that find the runs waiting for them.
 
-A tenant's admin registers a source (`CreateWebhookSource`): its id is unique
-across tenants, because `POST /v1/webhooks/{source}` names no tenant; the source
-finds it. Its secret (Standard Webhooks' `whsec_...`) is made here, shown once,
-and kept in the database as given: checking an HMAC needs the secret itself, so
-whoever can read the database can sign deliveries for its sources.
+A tenant's admin registers a source (`CreateWebhookSource`) under an id of the
+tenant's own choosing: another tenant's ids are neither seen nor taken. Its
+deliveries go to `POST /v1/webhooks/{url_id}`, where `url_id` is drawn here (128
+random bits, unique across tenants; decision 0031): the URL names no tenant, and
+the source it names is how the tenant is learnt. Its secret (Standard Webhooks'
+`whsec_...`) is made here, shown once, and kept in the database sealed like a
+payload when the store has encryption keys (checking an HMAC needs the secret
+itself, so it cannot be a hash): whoever reads the database without the keys
+cannot sign deliveries for its sources.
 
 A delivery (`DeliverWebhook`, open to the unauthenticated principal: the signature
 authenticates it) is checked in this order, and each refusal writes nothing:
 
 1. the three Standard Webhooks headers are there and well formed;
 2. the signature (`v1`, over id, timestamp and body) matches the source's secret.
-   An unknown source costs the same HMAC against a key nobody has, and answers the
+   An unknown URL id costs the same HMAC against a key nobody has, and answers the
    same `WebhookRefused`, so neither the existence of a source nor its tenant shows;
 3. the timestamp is within the source's tolerance of the engine's clock;
 4. the body is JSON (UTF-8, nested at most 64 levels, text a store can hold), within
@@ -25,14 +29,17 @@ authenticates it) is checked in this order, and each refusal writes nothing:
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from datetime import UTC, datetime
 
 from waypost.engine.ports import Machinery
+from waypost.engine.quotas import refused_append
 from waypost.errors import (
     InvalidRequest,
     NoRunWaiting,
-    QuotaExceeded,
+    PayloadTampered,
+    StoreContention,
     WebhookRefused,
     WebhookSourceExists,
     WebhookSourceNotFound,
@@ -52,7 +59,7 @@ from waypost.model.webhooks import (
     read_body,
 )
 from waypost.store.base import (
-    Conflict,
+    CommitResult,
     CorrelatedDelivery,
     RunCommit,
     WebhookSourceRecord,
@@ -63,6 +70,8 @@ from .signing import new_standard_secret, standard_key, standard_signature_match
 
 audit = logger("waypost.audit")
 
+URL_ID_PREFIX = "wh_"
+_URL_ID_ROUNDS = 8
 # Runs one delivery signals at most (the oldest waits first); others stay waiting.
 MAX_CORRELATED_RUNS = 1000
 # Delivery ids are kept this long past twice the tolerance (a timestamp may be up to the
@@ -84,6 +93,7 @@ def _info(record: WebhookSourceRecord) -> WebhookSourceInfo:
         tolerance_seconds=record.tolerance_seconds,
         created_at=_dt(record.created_at),
         created_by=record.created_by,
+        url_id=record.url_id,
     )
 
 
@@ -101,23 +111,33 @@ class Webhooks:
     ) -> NewWebhookSource:
         m = self.machinery
         secret = new_standard_secret()
-        record = WebhookSourceRecord(
-            source=req.source,
-            tenant=principal.tenant,
-            signal=req.signal,
-            correlate_key=req.correlate_key,
-            correlate_path=req.correlate_path,
-            tolerance_seconds=req.tolerance_seconds,
-            secret=secret,
-            created_at=m.settings.clock(),
-            created_by=principal.subject,
-        )
-        if not await m.store.create_webhook_source(record):
-            raise WebhookSourceExists(
-                f"a webhook source {preview(req.source)} exists already; choose another id"
+        for _ in range(_URL_ID_ROUNDS):
+            record = WebhookSourceRecord(
+                source=req.source,
+                tenant=principal.tenant,
+                signal=req.signal,
+                correlate_key=req.correlate_key,
+                correlate_path=req.correlate_path,
+                tolerance_seconds=req.tolerance_seconds,
+                secret=secret,
+                created_at=m.settings.clock(),
+                created_by=principal.subject,
+                url_id=URL_ID_PREFIX + secrets.token_hex(16),
             )
-        info = _info(record)
-        return NewWebhookSource(**vars(info), secret=secret)
+            try:
+                created = await m.store.create_webhook_source(record, m.settings.quotas)
+            except StoreContention:  # pragma: no cover - 128-bit ids do not collide
+                continue
+            if not created:
+                raise WebhookSourceExists(
+                    f"tenant {preview(principal.tenant)} has a webhook source "
+                    f"{preview(req.source)} already; choose another id"
+                )
+            info = _info(record)
+            return NewWebhookSource(**vars(info), secret=secret)
+        raise StoreContention(  # pragma: no cover
+            "no unused webhook URL id was drawn; nothing was written: try again"
+        )
 
     async def list_sources(
         self, req: ListWebhookSources, principal: Principal
@@ -134,7 +154,13 @@ class Webhooks:
     async def deliver(self, req: DeliverWebhook, principal: Principal) -> WebhookDelivered:
         m = self.machinery
         delivery_id, timestamp, offered = self._headers(req)
-        source = await m.store.webhook_source(req.source)
+        try:
+            source = await m.store.webhook_source(req.source)  # the URL names its url_id
+        except PayloadTampered:  # a sealed secret edited or moved: it verifies nothing
+            audit.warning(
+                "webhook to %s refused: its source's stored secret is damaged", req.source
+            )
+            source = None
         key = self._unknown_key
         if source is not None:
             try:
@@ -144,7 +170,7 @@ class Webhooks:
         if not standard_signature_matches(key, delivery_id, timestamp, req.body, offered):
             source = None
         if source is None:
-            audit.info("webhook to source %s refused: signature or source unknown", req.source)
+            audit.info("webhook to %s refused: signature or source unknown", req.source)
             raise WebhookRefused(SIGNATURE_REFUSED)
         now = m.settings.clock()
         tolerance = source.tolerance_seconds
@@ -163,6 +189,7 @@ class Webhooks:
             "webhook": {"source": source.source, "delivery_id": delivery_id},
         }
         limits = self.definitions.limits_for(tenant)
+        quotas = await m.quotas.get(tenant)
         wake = m.waking(
             RunCommit(
                 tenant=tenant,
@@ -171,6 +198,9 @@ class Webhooks:
                 now=now,
                 require_active=True,
                 max_pending_signals=limits.max_pending_signals,
+                max_events=quotas.max_events_per_run,
+                max_run_bytes=quotas.max_run_bytes,
+                max_live_run_bytes=quotas.max_live_run_bytes,
             )
         )
         result = await m.store.deliver_correlated(
@@ -191,13 +221,13 @@ class Webhooks:
         if result.duplicate:
             runs = (result.outcome or {}).get("runs", [])
             return WebhookDelivered(source.source, delivery_id, tuple(runs), duplicate=True)
-        if result.conflict is Conflict.BACKLOG:
-            raise QuotaExceeded(
-                "max_pending_signals",
-                f"run {preview(result.run_id)} has {limits.max_pending_signals} signals it has "
-                "not taken in yet, the most its tenant allows; nothing was delivered: try "
-                "again once it has",
-            )
+        refused = refused_append(
+            CommitResult(result.conflict),
+            dataclasses.replace(wake, run_id=result.run_id),
+            "deliver the webhook (nothing was delivered)",
+        )
+        if result.conflict is not None and refused is not None:
+            raise refused
         if not result.delivered:
             raise NoRunWaiting(
                 f"no run waits for signal {preview(source.signal)} with "

@@ -44,6 +44,7 @@ from waypost.model.operations_repair import (
 from waypost.model.operations_runs import (
     RUN_PAGE_OPERATIONS,
     CountRuns as CountRuns,
+    PageHistory as PageHistory,
     PageRuns as PageRuns,
     RunDataAt as RunDataAt,
     SearchRuns as SearchRuns,

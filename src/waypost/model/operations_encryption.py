@@ -27,7 +27,8 @@ class ReEncryptReport:
     `next_after`: the run id to continue after, None when no run is left;
     `schedules`: schedule inputs found, and `schedules_resealed` those (re-)encrypted
     (the first batch of a walk, without `run_id` or `after`, does the tenant's
-    schedules; other requests leave them alone and say 0).
+    schedules; other requests leave them alone and say 0); `webhook_sources` and
+    `webhook_secrets_resealed` the same for the secrets of the tenant's webhook sources.
     """
 
     tenant: str
@@ -39,6 +40,8 @@ class ReEncryptReport:
     next_after: str | None
     schedules: int = 0
     schedules_resealed: int = 0
+    webhook_sources: int = 0
+    webhook_secrets_resealed: int = 0
 
 
 @dataclass(frozen=True)

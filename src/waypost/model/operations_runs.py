@@ -1,5 +1,6 @@
 """Pages of runs as requests: a page with filters, a search by id or correlation key, the
-counts by status (what the console's runs page and the API's run lists read).
+counts by status (what the console's runs page and the API's run lists read), and a
+page of one run's history.
 
 Declared beside `operations.py` in the same form (and re-exported from it).
 """
@@ -12,7 +13,7 @@ from typing import Any
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, check_text, preview
-from waypost.model.records import RunInfo, RunPage
+from waypost.model.records import HistoryPage, RunInfo, RunPage
 from waypost.model.requests import READERS, Check, Request, checked
 from waypost.model.status import RunStatus
 
@@ -100,4 +101,47 @@ class RunDataAt(Request[Any]):
         return super().checked(principal)
 
 
-RUN_PAGE_OPERATIONS: tuple[type[Request[Any]], ...] = (PageRuns, SearchRuns, CountRuns, RunDataAt)
+DEFAULT_HISTORY_PAGE = 500  # events of a history page asked for without a limit
+MAX_HISTORY_PAGE = 1_000  # events of a history page, at most
+HISTORY_PAGE_BYTES = 4 * 1024 * 1024  # bytes of events' data a page stops before (one at least)
+
+
+@dataclass(frozen=True)
+class PageHistory(Request[HistoryPage]):
+    """Part of a run's history (`HistoryPage`): the events after `after_seq`, oldest first,
+    at most `limit` (1 to `MAX_HISTORY_PAGE`) and at most `HISTORY_PAGE_BYTES` of their
+    data (a page holds one event at least, whatever its size). Its `next_after` asks for
+    the next page. A history is read a page at a time, never whole."""
+
+    roles = READERS
+    name = "page history"
+    run_id: str = checked(Check.ID, what="run_id")
+    after_seq: int = 0
+    limit: int = DEFAULT_HISTORY_PAGE
+
+    def checked(self, principal: Principal) -> Request[HistoryPage]:
+        after = self.after_seq
+        if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= MAX_SEQ:
+            raise InvalidRequest(
+                f"after_seq must be a whole number from 0 to {MAX_SEQ}, not {preview(after)}",
+                field="after_seq",
+            )
+        limit = self.limit
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise InvalidRequest(
+                f"limit must be a whole number, not {preview(limit)}", field="limit"
+            )
+        if not 1 <= limit <= MAX_HISTORY_PAGE:
+            raise InvalidRequest(
+                f"limit must be from 1 to {MAX_HISTORY_PAGE} events, not {limit}", field="limit"
+            )
+        return super().checked(principal)
+
+
+RUN_PAGE_OPERATIONS: tuple[type[Request[Any]], ...] = (
+    PageRuns,
+    SearchRuns,
+    CountRuns,
+    RunDataAt,
+    PageHistory,
+)

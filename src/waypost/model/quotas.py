@@ -7,11 +7,12 @@ absent from them takes the engine's default. `effective` merges the two and is
 pure, so the store applies exactly the same quotas as the engine reports.
 
 Defaults: finite where enforcing costs nothing per step (the size of a payload,
-the length of a history, the number of published definitions), unlimited where a
-limit has to be counted in the database on the hot path (concurrent runs, the
-start rate, activities in flight, pending timers). A shared platform sets those
-for all tenants through the `quotas` option, or per tenant, and pays the count
-only where one is set.
+the length and bytes of a history, the number of published definitions, schedules,
+webhook sources, queues, users and keys, how often a schedule may fire), unlimited
+where a limit has to be counted in the database on the hot path (concurrent runs,
+the start rate, activities in flight, pending timers, the bytes of all of a
+tenant's live runs). A shared platform sets those for all tenants through the
+`quotas` option, or per tenant, and pays the count only where one is set.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ class Quotas:
     - `retention_days`: finished runs are purged this many days after they finished,
       by every engine's retention job (`retention_every`), leaving their summaries
       (`purged_runs`). None keeps them until someone purges them.
+    - `max_run_bytes`: bytes of JSON of a run's history (its current generation's: every
+      event's data, the input and signals included). A signal that would take it past
+      is refused; a run whose own next decision would is suspended, as for
+      `max_events_per_run` (results of the work it scheduled are always taken in).
+    - `max_live_run_bytes`: the sum of `max_run_bytes`' measure over the tenant's runs
+      not yet finished. A start or a signal that would take it past is refused.
+    - `max_schedules`, `max_webhook_sources`, `max_queues` (configured queues),
+      `max_users` (console users not disabled), `max_api_keys` (keys neither revoked
+      nor expired): how many the tenant may have. Creating one more is refused.
+    - `min_schedule_interval`: seconds; a schedule that would fire more often (`every`,
+      or two fire times of its cron expression this close) is refused.
     """
 
     max_concurrent_runs: int | None = None
@@ -67,6 +79,14 @@ class Quotas:
     max_payload_bytes: int | None = None
     max_definitions: int | None = 10_000
     retention_days: int | None = None
+    max_run_bytes: int | None = 64 * 1024 * 1024
+    max_live_run_bytes: int | None = None
+    max_schedules: int | None = 1_000
+    max_webhook_sources: int | None = 100
+    max_queues: int | None = 1_000
+    max_users: int | None = 1_000
+    max_api_keys: int | None = 1_000
+    min_schedule_interval: int | None = 60
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -99,6 +119,19 @@ class Quotas:
         return {name: getattr(self, name) for name in self.names()}
 
 
+_AT_LEAST_ONE = frozenset(
+    {
+        "start_burst",
+        "max_events_per_run",
+        "max_payload_bytes",
+        "retention_days",
+        "max_run_bytes",
+        "max_live_run_bytes",
+        "min_schedule_interval",
+    }
+)
+
+
 def _problem(name: str, value: Any) -> str:
     """What is wrong with `value` for quota `name` ("" if nothing)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -110,9 +143,7 @@ def _problem(name: str, value: Any) -> str:
         return ""
     if not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
         return "must be a whole number"
-    low = 1 if name in ("start_burst", "max_events_per_run", "max_payload_bytes") else 0
-    if name == "retention_days":
-        low = 1
+    low = 1 if name in _AT_LEAST_ONE else 0
     if not low <= value < MAX_QUOTA:
         return f"must be a whole number from {low}"
     return ""

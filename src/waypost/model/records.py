@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from waypost.model.events import Event
 from waypost.model.identity import Role
 from waypost.model.status import RunStatus
 
@@ -229,12 +230,24 @@ class RunPage:
     next_cursor: str | None
 
 
+@dataclass(frozen=True)
+class HistoryPage:
+    """Part of a run's history, oldest first: the events after the `after_seq` asked for,
+    at most `limit` of them and at most a page's bytes (always at least one, if any).
+    `next_after` asks for the next page (None: this page reaches the history's end)."""
+
+    events: list[Event]
+    next_after: int | None
+
+
 # == webhooks by correlation =============================================================
 @dataclass(frozen=True)
 class WebhookSourceInfo:
     """A webhook source as an admin sees it (never its secret): deliveries to
-    `POST /v1/webhooks/{source}` signal the tenant's runs waiting for `signal` with
-    `correlate=(correlate_key, <the body's value at correlate_path>)`."""
+    `POST /v1/webhooks/{url_id}` (`url_path`) signal the tenant's runs waiting for
+    `signal` with `correlate=(correlate_key, <the body's value at correlate_path>)`.
+    `source` is the tenant's own id of it; `url_id` is random and unique across tenants
+    (a source made before it existed has its id as its URL id)."""
 
     source: str
     tenant: str
@@ -244,6 +257,12 @@ class WebhookSourceInfo:
     tolerance_seconds: int
     created_at: datetime
     created_by: str
+    url_id: str = ""
+
+    @property
+    def url_path(self) -> str:
+        """Where its sender POSTs: `/v1/webhooks/{url_id}`."""
+        return f"/v1/webhooks/{self.url_id or self.source}"
 
 
 @dataclass(frozen=True)

@@ -190,6 +190,32 @@ class Timing:
         return found
 
 
+CRON_RESOLUTION = 60.0  # seconds: cron fire times are whole minutes apart
+GAP_SPAN = 2 * 86400.0  # seconds of a cron expression's fire times looked at for its gaps
+GAP_FIRES = 1500
+
+
+def fires_closer_than(timing: Timing, after: float, seconds: float) -> tuple[float, float] | None:
+    """Two consecutive fire times of `timing` less than `seconds` apart, if there are
+    (None: it never fires more often). A cron expression's minutes and hours are the same
+    every day it fires, so two days of its fire times (at most `GAP_FIRES`) after `after`
+    show every gap it has, the one from one day to the next included."""
+    if timing.every is not None:
+        return (after, after + timing.every) if timing.every < seconds else None
+    if seconds <= CRON_RESOLUTION:
+        return None
+    previous: float | None = None
+    end: float | None = None
+    for count, at in enumerate(timing.fires_after(after)):
+        if previous is not None and at - previous < seconds:
+            return previous, at
+        end = at + GAP_SPAN if end is None else end
+        if at > end or count >= GAP_FIRES:
+            return None
+        previous = at
+    return None
+
+
 def wall_to_instant(wall: datetime, zone: ZoneInfo) -> float:
     """The instant of a wall time in `zone`: its first occurrence if repeated, the end of
     the gap if skipped."""

@@ -1,8 +1,9 @@
 """Webhooks by correlation: their operations, and reading what a webhook sends.
 
-A webhook source belongs to one tenant. Its sender (a payment provider, a shipping
-partner) knows no run id: it POSTs JSON to `/v1/webhooks/{source}`, signed with the
-source's secret, and the value at the source's `correlate_path` in that JSON is the
+A webhook source belongs to one tenant, under an id of the tenant's own. Its sender
+(a payment provider, a shipping partner) knows no run id: it POSTs JSON to
+`/v1/webhooks/{url_id}` (the source's random URL id), signed with the source's
+secret, and the value at the source's `correlate_path` in that JSON is the
 correlation value. The source's `signal` goes, with the body as payload, to every
 run of the tenant waiting for it with `correlate=(correlate_key, value)`.
 
@@ -200,7 +201,8 @@ class DeleteWebhookSource(Request[None]):
 
 @dataclass(frozen=True)
 class DeliverWebhook(Request[Any]):
-    """A webhook delivery to `POST /v1/webhooks/{source}` (`WebhookDelivered`).
+    """A webhook delivery to `POST /v1/webhooks/{url_id}` (`WebhookDelivered`); `source`
+    is the URL id the sender used (a source made before URL ids existed: its id).
 
     Open to anyone, the unauthenticated principal included: the signature made with
     the source's secret over its id, timestamp and body authenticates it. `headers`

@@ -108,6 +108,13 @@ class SignalWaits:
             for payload in payloads
         ]
 
+    def signal_names(self) -> list[str]:
+        """The signal names the code takes in now: those it waits for, those it handles.
+        A signal of another name would be held unread until a wait asks for it."""
+        names = {n for n, waiters in self._signal_waiters.items() if waiters}
+        names.update(self._handlers)
+        return sorted(names)
+
     def deliver_signal(self, name: str, payload: Any) -> None:
         """Hand a received signal to its handler, else its oldest waiter, else the buffer."""
         handler = self._handlers.get(name)

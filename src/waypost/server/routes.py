@@ -22,6 +22,7 @@ from waypost.engine import tracing
 from waypost.errors import InvalidRequest, ResultTimeout, RunEndedError, Unauthenticated
 from waypost.model import operations as ops, webhooks as wh
 from waypost.model.identity import Principal, preview
+from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE
 from waypost.model.wire import event_wire, problems_wire, to_wire
 
 
@@ -304,10 +305,26 @@ async def run_result(
     return _run(info)
 
 
-@router.get("/v1/runs/{run_id:id}/history", tags=["runs"], summary="A run's history.")
-async def history(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
-    events = await door(request, ops.GetHistory(run_id=run_id), principal)
-    return {"run_id": run_id, "events": [event_wire(e) for e in events]}
+@router.get(
+    "/v1/runs/{run_id:id}/history",
+    tags=["runs"],
+    summary="A page of a run's history, oldest first; `next_after` asks for the next.",
+)
+async def history(
+    request: Request,
+    run_id: str,
+    principal: Caller,
+    after_seq: Annotated[int, Query(description="The events after this one.")] = 0,
+    limit: Annotated[
+        int, Query(description="At most this many events (1 to 1,000).")
+    ] = DEFAULT_HISTORY_PAGE,
+) -> dict[str, Any]:
+    # A page at a time, bounded in events and bytes: never a whole history in memory.
+    page = await door(
+        request, ops.PageHistory(run_id=run_id, after_seq=after_seq, limit=limit), principal
+    )
+    events = [event_wire(e) for e in page.events]
+    return {"run_id": run_id, "events": events, "next_after": page.next_after}
 
 
 @router.get("/v1/runs/{run_id:id}/verify", tags=["runs"], summary="Check a run's hash chain.")
@@ -585,10 +602,10 @@ async def decide(
 
 
 # == signal-with-start and webhooks by correlation =======================================
-# `POST /v1/webhooks/{source:id}` is the one route of the API that takes no API key: the
+# `POST /v1/webhooks/{url_id}` is the one route of the API that takes no API key: the
 # sender signs the delivery with the source's secret (Standard Webhooks), and the door
 # runs it for the unauthenticated principal. Its refusals never say which tenant owns a
-# source: an unknown source and a wrong signature are one answer.
+# source: an unknown URL id and a wrong signature are one answer.
 class SignalWithStartBody(_Body):
     workflow: str = Field(description="A workflow's name (code or a published definition).")
     input: Any = Field(default=None, description="The input, if this call starts the run.")
@@ -599,7 +616,7 @@ class SignalWithStartBody(_Body):
 
 
 class WebhookSourceBody(_Body):
-    source: str = Field(description="The source's id: its URL is /v1/webhooks/{source:id}.")
+    source: str = Field(description="The source's id in the tenant (its URL has `url_id`).")
     signal: str = Field(description="The signal its deliveries send.")
     correlate_key: str = Field(description="The key of `correlate=(key, value)` runs wait with.")
     correlate_path: str = Field(description="Where the value is in the JSON body: `data.id`.")

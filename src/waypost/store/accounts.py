@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from waypost.model.quotas import Quotas
+
 from .rows import ApiKeyRecord
 
 
@@ -48,11 +50,13 @@ class SessionRecord:
 class AccountStore(Protocol):
     """Users and sessions."""
 
-    async def create_user(self, user: UserRecord, *, distinct: bool = False) -> bool:
+    async def create_user(
+        self, user: UserRecord, quotas: Quotas | None = None, *, distinct: bool = False
+    ) -> bool:
         """Store a user of a tenant that exists; False (nothing written) if the tenant
-        has a user of that name, or does not exist. With `distinct`, `IdentityTaken`
-        (nothing written) if the name is already a key's principal, a group member or a
-        pending approval's approver."""
+        has a user of that name, or does not exist. Under `quotas`, one over `max_users`
+        is `QuotaExceeded`. With `distinct`, `IdentityTaken` (nothing written) if the name
+        is already a key's principal, a group member or a pending approval's approver."""
         ...
 
     async def get_user(self, tenant: str, name: str) -> UserRecord | None: ...

@@ -49,6 +49,7 @@ from .rows import (
     TenantRecord as TenantRecord,
 )
 from .schedules import ScheduleStore
+from .webhooks import WebhookSourceRecord as WebhookSourceRecord, WebhookStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,7 @@ class RunRecord:
     updated_at: float
     finished_at: float | None
     priority: int = 0
+    history_bytes: int = 0  # bytes of JSON of its history's events' data (this generation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +160,11 @@ class Snapshot:
     result: Any = None
     error: dict[str, Any] | None = None
     finished: bool = False
+    # What the code has of the signals it received, as of `processed_seq` (a decision
+    # knows; None keeps what is stored): those it holds unread, and the names it takes in
+    # now (it waits for them or handles them). They bound what signals are admitted.
+    unread_signals: int | None = None
+    signal_names: Sequence[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +209,9 @@ class RunCommit:
     defer_until: float | None = None  # for WorkflowTaskOp.DEFER
     reset_lapses: bool = False  # count the run's tasks' lapses afresh (an operator resumed it)
     # Refuse the commit (Conflict.BACKLOG) if the run has this many signals its code has
-    # not taken in yet: a flood of signals must not bury the run's own progress.
+    # not taken in yet: a flood of signals must not bury the run's own progress. Signals
+    # of a name the code takes in now count only while not yet processed; others count
+    # with those the code holds unread (`Snapshot.unread_signals`).
     max_pending_signals: int | None = None
     # Correlated signal waits opened, and withdrawn by step (an ending run withdraws all).
     new_correlations: Sequence[NewCorrelation] = ()
@@ -219,6 +228,11 @@ class RunCommit:
     max_events: int | None = None
     max_pending_timers: int | None = None
     max_concurrent_activities: int | None = None
+    # Bytes (`history_bytes`): events that would take the run's history past `max_run_bytes`
+    # refuse the commit (Conflict.HISTORY_BYTES); an append after whatever is last that would
+    # take the bytes of the tenant's live runs past `max_live_run_bytes` too (TENANT_BYTES).
+    max_run_bytes: int | None = None
+    max_live_run_bytes: int | None = None
     # The run's generation ends with this commit and the next one starts (continue-as-new).
     continue_as: Continuation | None = None
     start_children: Sequence[NewRun] = ()  # child runs this commit creates, linked to it
@@ -233,6 +247,8 @@ class Conflict(StrEnum):
     BACKLOG = "backlog"  # the run has more signals waiting than the commit allows
     HISTORY_FULL = "history_full"  # the run's history has the most events its tenant allows
     TIMERS = "timers"  # the tenant has the most pending timers it may have
+    HISTORY_BYTES = "history_bytes"  # the events would take the run past its max_run_bytes
+    TENANT_BYTES = "tenant_bytes"  # ...the tenant's live runs past its max_live_run_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,21 +364,6 @@ class RunOutlook:
 
 # -- signals from outside: signal-with-start, webhooks by correlation ------------------
 @dataclass(frozen=True, slots=True)
-class WebhookSourceRecord:
-    """A webhook source: where `POST /v1/webhooks/{source}` delivers, and its secret."""
-
-    source: str
-    tenant: str
-    signal: str
-    correlate_key: str
-    correlate_path: str
-    tolerance_seconds: int
-    secret: str
-    created_at: float
-    created_by: str
-
-
-@dataclass(frozen=True, slots=True)
 class CorrelatedDelivery:
     """A webhook's signal for the runs of a tenant waiting for it with (key, value)."""
 
@@ -390,7 +391,9 @@ class DeliveryResult:
     run_id: str = ""
 
 
-class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, AuditStore, Protocol):
+class Store(
+    AccountStore, ScheduleStore, ChildStore, QueueStore, AuditStore, WebhookStore, Protocol
+):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str
@@ -481,6 +484,13 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, AuditStore, Pro
         ...
 
     async def load_history(self, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]: ...
+
+    async def history_page(
+        self, tenant: str, run_id: str, after_seq: int, limit: int, max_bytes: int
+    ) -> tuple[bool, list[Event], bool]:
+        """Whether the run exists; its events after `after_seq`, at most `limit` of them
+        and at most `max_bytes` of their data (one at least); whether more follow."""
+        ...
 
     async def list_runs(
         self,
@@ -660,10 +670,13 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, AuditStore, Pro
 
     async def list_tenants(self) -> list[TenantRecord]: ...
 
-    async def create_api_key(self, key: NewApiKey, *, distinct: bool = False) -> KeyCreation:
-        """Store a key of a tenant that exists (nothing written unless CREATED). With
-        `distinct`, `IdentityTaken` (nothing written) if the key's principal is already a
-        user, a key's principal, a group member or a pending approval's approver."""
+    async def create_api_key(
+        self, key: NewApiKey, quotas: Quotas | None = None, *, distinct: bool = False
+    ) -> KeyCreation:
+        """Store a key of a tenant that exists (nothing written unless CREATED). Under
+        `quotas`, one over `max_api_keys` is `QuotaExceeded`. With `distinct`,
+        `IdentityTaken` (nothing written) if the key's principal is already a user, a
+        key's principal, a group member or a pending approval's approver."""
         ...
 
     async def list_api_keys(self, tenant: str) -> list[ApiKeyRecord]: ...
@@ -689,20 +702,6 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, AuditStore, Pro
     ) -> tuple[CreateRunResult, CommitResult | None]:
         """Create the run with its signal, or commit `signal` to the run of its id (None: that
         run is of another workflow, and nothing was written), in one transaction."""
-        ...
-
-    async def create_webhook_source(self, source: WebhookSourceRecord) -> bool:
-        """Store a webhook source; False (nothing written) if any tenant has its id."""
-        ...
-
-    async def list_webhook_sources(self, tenant: str) -> list[WebhookSourceRecord]: ...
-
-    async def delete_webhook_source(self, tenant: str, source: str) -> bool:
-        """Delete a source of `tenant` and its delivery ids; False if the tenant has none."""
-        ...
-
-    async def webhook_source(self, source: str) -> WebhookSourceRecord | None:
-        """A source by its id alone, whatever its tenant (how a webhook's tenant is learnt)."""
         ...
 
     async def deliver_correlated(self, delivery: CorrelatedDelivery) -> DeliveryResult:

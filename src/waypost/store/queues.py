@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from waypost.model.queues import QueueInfo
+from waypost.model.quotas import Quotas
 
 
 @dataclass(frozen=True)
@@ -28,10 +29,17 @@ class QueueLoad:
 
 class QueueStore(Protocol):
     async def configure_queue(
-        self, tenant: str, name: str, changes: Mapping[str, Any], now: float, by: str
+        self,
+        tenant: str,
+        name: str,
+        changes: Mapping[str, Any],
+        now: float,
+        by: str,
+        quotas: Quotas | None = None,
     ) -> QueueInfo:
         """Set checked limits of the tenant's queue `name` (`concurrency`, `rate`; None: no
-        such limit; a limit not in `changes` stays as it was); the queue as it is now."""
+        such limit; a limit not in `changes` stays as it was); the queue as it is now. Under
+        `quotas`, a new queue over `max_queues` is `QuotaExceeded`."""
         ...
 
     async def list_queues(

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from waypost.model.quotas import Quotas
+
 
 @dataclass(frozen=True)
 class ScheduleRecord:
@@ -67,8 +69,9 @@ class SchedulesResealed:
 
 
 class ScheduleStore(Protocol):
-    async def create_schedule(self, schedule: ScheduleRecord) -> bool:
-        """Insert a schedule; False if the tenant has one of that id."""
+    async def create_schedule(self, schedule: ScheduleRecord, quotas: Quotas | None = None) -> bool:
+        """Insert a schedule; False if the tenant has one of that id. Under `quotas` (the
+        engine's, with the tenant's overrides) one over `max_schedules` is `QuotaExceeded`."""
         ...
 
     async def get_schedule(self, tenant: str, schedule_id: str) -> ScheduleRecord | None: ...

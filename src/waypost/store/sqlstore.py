@@ -90,6 +90,7 @@ class SqlStore:
     next_timer_at = read(txn.next_timer_at)
     get_run = read(txn.get_run)
     load_history = read(txn.load_history)
+    history_page = read(txn.history_page)
     list_runs = read(txn.list_runs)
     load_run = read(txn.load_run)
     load_idle_run = read(txn.load_idle_run)
@@ -167,6 +168,7 @@ class SqlStore:
     list_webhook_sources = read(txn.list_webhook_sources)
     delete_webhook_source = write(txn.delete_webhook_source)
     webhook_source = read(txn.webhook_source)
+    reencrypt_webhook_secrets = write(txn.reencrypt_webhook_secrets)
     deliver_correlated = write(txn.deliver_correlated)
 
     # -- quotas ---------------------------------------------------------------------

@@ -15,10 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from waypost.model.events import canonical_json
+from waypost.model.quotas import Quotas
 
 from ..base import ApiKeyRecord, KeyCreation, NewApiKey, TenantRecord
 from ..tx import Row, Tx
 from .identities import refuse_taken
+from .quotas import admit_one_more
 
 
 def create_tenant(tx: Tx, tenant: str, quotas: Mapping[str, Any], by: str, now: float) -> bool:
@@ -38,7 +40,9 @@ def list_tenants(tx: Tx) -> list[TenantRecord]:
     ]
 
 
-def create_api_key(tx: Tx, key: NewApiKey, *, distinct: bool = False) -> KeyCreation:
+def create_api_key(
+    tx: Tx, key: NewApiKey, quotas: Quotas | None = None, *, distinct: bool = False
+) -> KeyCreation:
     if tx.one("tenant_exists", {"tenant": key.tenant}) is None:
         return KeyCreation.NO_TENANT
     if distinct:
@@ -56,7 +60,11 @@ def create_api_key(tx: Tx, key: NewApiKey, *, distinct: bool = False) -> KeyCrea
             "expires_at": key.expires_at,
         },
     )
-    return KeyCreation.CREATED if inserted == 1 else KeyCreation.DUPLICATE_ID
+    if inserted != 1:
+        return KeyCreation.DUPLICATE_ID
+    if quotas is not None:
+        admit_one_more(tx, key.tenant, quotas, "max_api_keys", key.now)
+    return KeyCreation.CREATED
 
 
 def list_api_keys(tx: Tx, tenant: str) -> list[ApiKeyRecord]:

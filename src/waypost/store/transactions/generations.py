@@ -22,7 +22,7 @@ from ..base import RunCommit
 from ..tx import TASKS, Row, Tx
 from .records import sealed
 from .row_checks import input_mac, state_mac
-from .run_rows import event_rows
+from .run_rows import event_rows, history_bytes
 
 
 def begin_generation(tx: Tx, c: RunCommit, wt: Row | None, last_seq: int, last_hash: str) -> int:
@@ -57,6 +57,7 @@ def begin_generation(tx: Tx, c: RunCommit, wt: Row | None, last_seq: int, last_h
             "last_seq": events[-1].seq,
             "last_hash": events[-1].hash,
             "now": c.now,
+            "history_bytes": history_bytes(events),
         },
     )
     claimed = c.owner is not None and (c.claim_queues is None or wt["queue"] in c.claim_queues)

@@ -20,8 +20,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from waypost.model.queues import WORKER_TTL, QueueInfo, refill, serves_entry
+from waypost.model.quotas import Quotas
 
 from ..tx import Row, Tx
+from .quotas import admit_one_more, lock_tenant_admission
 
 _NO_LIMIT = 1 << 30  # more than any claim takes
 
@@ -113,10 +115,18 @@ def took_from_queue(tx: Tx, tenant: str, name: str, taken: int, now: float) -> N
 
 
 def configure_queue(
-    tx: Tx, tenant: str, name: str, changes: Mapping[str, Any], now: float, by: str
+    tx: Tx,
+    tenant: str,
+    name: str,
+    changes: Mapping[str, Any],
+    now: float,
+    by: str,
+    quotas: Quotas | None = None,
 ) -> QueueInfo:
     """Set checked limits of the queue (others kept); a new or changed rate starts with a
-    full bucket. The queue as it is now."""
+    full bucket. The queue as it is now. A new queue is counted under `max_queues`."""
+    if quotas is not None:  # claims lock the tenant's admission row before its queues' rows
+        lock_tenant_admission(tx, tenant, quotas, now)
     row = tx.one("lock_queue", {"tenant": tenant, "name": name})
     concurrency = row["concurrency"] if row is not None else None
     per_key = row["key_concurrency"] if row is not None else None
@@ -149,6 +159,8 @@ def configure_queue(
             "by": by,
         },
     )
+    if row is None and quotas is not None:
+        admit_one_more(tx, tenant, quotas, "max_queues", now)
     return list_queues(tx, tenant, now, name)[0]
 
 

@@ -59,21 +59,80 @@ def lock_admission(tx: Tx, tenant: str, burst: int, now: float) -> Row:
     return row
 
 
-def count(tx: Tx, what: str, tenant: str, cap: int) -> int:
-    row = tx.one(f"count_{what}", {"tenant": tenant, "limit": cap})
+def lock_tenant_admission(tx: Tx, tenant: str, defaults: Quotas, now: float) -> None:
+    """The tenant's admission row locked, as the first lock of a transaction that will
+    count under it after taking a lock that claims take after it (a queue's row)."""
+    lock_admission(tx, tenant, defaults.effective(tenant_overrides(tx, tenant)).start_burst, now)
+
+
+def count(tx: Tx, what: str, tenant: str, cap: int, now: float = 0.0) -> int:
+    row = tx.one(f"count_{what}", {"tenant": tenant, "limit": cap, "now": now})
     return int(row["n"]) if row is not None else 0
 
 
-def admit_run(tx: Tx, tenant: str, defaults: Quotas, now: float) -> None:
+# What each count quota counts (its `count_<what>` query) and how a refusal names it.
+COUNTED = {
+    "max_schedules": ("schedules", "schedules"),
+    "max_webhook_sources": ("webhook_sources", "webhook sources"),
+    "max_queues": ("queues", "configured queues"),
+    "max_users": ("users", "console users (not disabled)"),
+    "max_api_keys": ("api_keys", "API keys (neither revoked nor expired)"),
+}
+
+
+def admit_one_more(tx: Tx, tenant: str, defaults: Quotas, quota: str, now: float) -> None:
+    """Refuse the row just inserted (`QuotaExceeded`, which rolls the insert back) if the
+    tenant now has more than its `quota` allows of what the quota counts (`COUNTED`).
+
+    Called after the insert, so the count includes the new row; the admission row is
+    locked first, so concurrent creations count one after another."""
+    quotas = defaults.effective(tenant_overrides(tx, tenant))
+    most = getattr(quotas, quota)
+    if most is None:
+        return
+    what, noun = COUNTED[quota]
+    lock_admission(tx, tenant, quotas.start_burst, now)
+    if count(tx, what, tenant, most + 1, now) > most:
+        raise QuotaExceeded(
+            quota,
+            f"tenant {preview(tenant)} has {most} {noun}, the most it may have ({quota}); "
+            "nothing was created",
+        )
+
+
+def live_run_bytes(tx: Tx, tenant: str) -> int:
+    """The bytes of history the tenant's runs not yet finished hold."""
+    row = tx.one("live_run_bytes", {"tenant": tenant})
+    return int(row["n"]) if row is not None else 0
+
+
+def admit_run(tx: Tx, tenant: str, defaults: Quotas, now: float, run_bytes: int = 0) -> None:
     """Refuse the run just inserted if the tenant is over a start quota; else take a token.
 
-    Called after the insert, so the count includes the new run.
+    Called after the insert, so the count includes the new run (and the bytes of its live
+    runs the new run's `run_bytes`).
     """
     quotas = defaults.effective(tenant_overrides(tx, tenant))
+    if quotas.max_run_bytes is not None and run_bytes > quotas.max_run_bytes:
+        raise QuotaExceeded(
+            "max_run_bytes",
+            f"the run's first events are {run_bytes} bytes of JSON; tenant {preview(tenant)} "
+            f"allows a run's history at most {quotas.max_run_bytes} (max_run_bytes); nothing "
+            "was started",
+        )
     most, rate = quotas.max_concurrent_runs, quotas.starts_per_second
-    if most is None and rate is None:
+    live_most = quotas.max_live_run_bytes
+    if most is None and rate is None and live_most is None:
         return
     row = lock_admission(tx, tenant, quotas.start_burst, now)
+    if live_most is not None and live_run_bytes(tx, tenant) > live_most:
+        raise QuotaExceeded(
+            "max_live_run_bytes",
+            f"tenant {preview(tenant)}'s runs not yet finished would hold more than "
+            f"{live_most} bytes of history (max_live_run_bytes); nothing was started: try "
+            "again when runs have ended",
+            retry_after=RUNS_RETRY_AFTER,
+        )
     if most is not None and count(tx, "active_runs", tenant, most + 1) > most:
         raise QuotaExceeded(
             "max_concurrent_runs",
@@ -137,6 +196,10 @@ def tenant_state(tx: Tx, tenant: str) -> tuple[TenantRecord | None, dict[str, in
         "pending_timers": count(tx, "pending_timers", tenant, USAGE_CAP),
         "definitions": count(tx, "definitions", tenant, USAGE_CAP),
     }
+    clock = tx.one("clock", {})  # the keys that still work, by the database's clock
+    now = float(clock["now"]) if clock is not None else 0.0
+    for what, _ in COUNTED.values():
+        usage[what] = count(tx, what, tenant, USAGE_CAP, now)
     return (tenant_record(row) if row is not None else None), usage
 
 

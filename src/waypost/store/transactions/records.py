@@ -108,6 +108,7 @@ def run_from_row(row: Row, tx: Tx, *, checked: bool = True) -> RunRecord:
         updated_at=row["updated_at"],
         finished_at=row["finished_at"],
         priority=row["priority"],
+        history_bytes=row["history_bytes"],
     )
 
 

@@ -3,6 +3,7 @@ its new attempts' tasks (shared by `commit_run` and the one-statement step)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from waypost.model.encryption import event_place, run_place, task_place
@@ -15,11 +16,17 @@ from .records import sealed
 from .row_checks import state_mac
 
 
+def history_bytes(events: Sequence[Event]) -> int:
+    """What `events` add to a run's `history_bytes`: the bytes of their data's JSON."""
+    return sum(len(ev.data_json.encode("utf-8", "surrogatepass")) for ev in events)
+
+
 def snapshot_params(tx: Tx, c: RunCommit, snap: Snapshot) -> dict[str, Any]:
     """The columns of the run's snapshot as `snap` gives them (payloads sealed, and the
     check of its status, result and error)."""
     result = None if snap.result is None else canonical_json(snap.result)
     error = None if snap.error is None else canonical_json(snap.error)
+    names = snap.signal_names
     return {
         "status": snap.status,
         "waiting_for": canonical_json(snap.waiting_for),
@@ -28,6 +35,9 @@ def snapshot_params(tx: Tx, c: RunCommit, snap: Snapshot) -> dict[str, Any]:
         "error": sealed(tx.keys, error, run_place(c.tenant, c.run_id, "error")),
         "state_mac": state_mac(tx.chain, c.tenant, c.run_id, snap.status, result, error),
         "finished_at": c.now if snap.finished else None,
+        "unread_signals": snap.unread_signals,
+        "names_known": int(names is not None),
+        "signal_names": canonical_json(sorted(names)) if names is not None else None,
     }
 
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 
 from waypost.model.encryption import run_place, task_place
-from waypost.model.events import Event, canonical_json
+from waypost.model.events import Event, EventType, canonical_json
 from waypost.model.queues import activity_queue
 from waypost.model.status import FINISHED, RunStatus
 
@@ -32,15 +32,15 @@ from ..base import (
     TaskState,
     WorkflowTaskOp,
 )
-from ..tx import TASKS, TIMERS, Abort, Row, Tx
+from ..tx import TASKS, TIMERS, Abort, Row, Tx, loads_nullable
 from .approval_rows import close_approval, escalate_approval, insert_approval
 from .children import run_ended, start_children
 from .generations import begin_generation
 from .queues import limited_queues, limits_read_with
-from .quotas import activity_room, admit_run, timer_room
+from .quotas import activity_room, admit_run, live_run_bytes, lock_admission, timer_room
 from .records import approval_from_row, event_from_row, run_from_row, sealed, task_from_row
 from .row_checks import input_mac, state_mac
-from .run_rows import activity_task_params, event_rows, snapshot_params
+from .run_rows import activity_task_params, event_rows, history_bytes, snapshot_params
 from .step import commit_step
 from .workflow_queues import admit_enqueued_runs, admit_runs
 
@@ -94,6 +94,7 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
             "processed_seq": new.processed_seq,
             "status": status,
             "named_queue": new.named_queue,
+            "history_bytes": history_bytes(events),
         },
     )
     if inserted == 0:
@@ -107,7 +108,7 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
             return first
     if new.quotas is not None:
         # After the insert: finding the same run again is free, and the count includes it.
-        admit_run(tx, new.tenant, new.quotas, new.ts)
+        admit_run(tx, new.tenant, new.quotas, new.ts, history_bytes(events))
     tx.many("insert_event", event_rows(tx, new.tenant, new.run_id, events))
     claimed = new.claim_owner is not None
     held = new.named_queue is not None  # enqueued: held until its queue admits it
@@ -163,6 +164,7 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
         updated_at=new.ts,
         finished_at=None,
         priority=new.priority,
+        history_bytes=history_bytes(events),
     )
     if new.named_queue is not None:  # its admission (if any) appended RunAdmitted
         run = get_run(tx, new.tenant, new.run_id) or run
@@ -243,13 +245,14 @@ def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
         status = head["status"]
         if c.require_active and status in _FINISHED:
             raise Abort(CommitResult(Conflict.RUN_FINISHED, status=status))
-        if c.max_pending_signals is not None:
-            pending = tx.one("pending_signals", {**key, "after": head["processed_seq"]})
-            if pending is not None and pending["pending"] >= c.max_pending_signals:
-                raise Abort(CommitResult(Conflict.BACKLOG, status=status))
+        if c.max_pending_signals is not None and _signal_backlog(tx, c, head):
+            raise Abort(CommitResult(Conflict.BACKLOG, status=status))
         if c.max_events is not None and prev_seq + len(c.events) > c.max_events:
             raise Abort(CommitResult(Conflict.HISTORY_FULL, status=status))
     events = tx.chain.seal(prev_seq, prev_hash, c.events)
+    added = history_bytes(events)
+    if c.expect_seq is None and head is not None:  # an append after whatever is last
+        _admit_bytes(tx, c, head, added, status)
     last_seq, last_hash = (events[-1].seq, events[-1].hash) if events else (prev_seq, prev_hash)
     head_params = {
         **key,
@@ -258,6 +261,8 @@ def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
         "now": now,
         "expect_seq": prev_seq,
         "expect_hash": prev_hash,
+        "added_bytes": added,
+        "max_bytes": c.max_run_bytes,
     }
     if snap is not None:
         status = snap.status
@@ -268,7 +273,11 @@ def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
         n = 1
     if n != 1:
         head = tx.one("run_head", key)
-        raise Abort(CommitResult(Conflict.RUN_NOT_FOUND if head is None else Conflict.SEQ))
+        if head is None:
+            raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
+        over = c.max_run_bytes is not None and head["history_bytes"] + added > c.max_run_bytes
+        moved = (head["last_seq"], head["last_hash"]) != (prev_seq, prev_hash)
+        raise Abort(CommitResult(Conflict.HISTORY_BYTES if over and not moved else Conflict.SEQ))
     if events:
         tx.many("insert_event", event_rows(tx, c.tenant, c.run_id, events))
     if c.set_version is not None:
@@ -383,6 +392,37 @@ def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
     )
 
 
+def _signal_backlog(tx: Tx, c: RunCommit, head: Row) -> bool:
+    """Whether the run has `c.max_pending_signals` signals its code has not taken in, as
+    they count for the signals `c` appends. Those not yet processed always count; those
+    the code holds unread (buffered for a name it does not wait for) count too, unless
+    every signal appended is of a name the code takes in now: a flood of signals it never
+    reads is refused, and the signal it waits for still gets in."""
+    most = c.max_pending_signals
+    assert most is not None  # the caller checked
+    row = tx.one(
+        "pending_signals", {"tenant": c.tenant, "run_id": c.run_id, "after": head["processed_seq"]}
+    )
+    pending = int(row["pending"]) if row is not None else 0
+    names = {ev.data.get("name") for ev in c.events if ev.type == EventType.SIGNAL_RECEIVED}
+    taken = set(loads_nullable(head["signal_names"]) or ())
+    if not (names and names <= taken):
+        pending += int(head["unread_signals"])
+    return pending >= most
+
+
+def _admit_bytes(tx: Tx, c: RunCommit, head: Row, added: int, status: str) -> None:
+    """Refuse an append after whatever is last that would take the run past its
+    `max_run_bytes`, or the tenant's live runs past `max_live_run_bytes` (counted under
+    the tenant's admission lock, taken after the run's rows, as every admission does)."""
+    if c.max_run_bytes is not None and head["history_bytes"] + added > c.max_run_bytes:
+        raise Abort(CommitResult(Conflict.HISTORY_BYTES, status=status))
+    if c.max_live_run_bytes is not None:
+        lock_admission(tx, c.tenant, 1, c.now)
+        if live_run_bytes(tx, c.tenant) + added > c.max_live_run_bytes:
+            raise Abort(CommitResult(Conflict.TENANT_BYTES, status=status))
+
+
 def _workflow_task_op(tx: Tx, c: RunCommit, wt: Row | None) -> int | None:
     op = c.workflow_op
     if op is WorkflowTaskOp.LEAVE:
@@ -490,6 +530,33 @@ def load_idle_run(
     if run is None:
         return None, [], None
     return run, load_history(tx, tenant, run_id), int(task["fence"])
+
+
+def history_page(
+    tx: Tx, tenant: str, run_id: str, after_seq: int, limit: int, max_bytes: int
+) -> tuple[bool, list[Event], bool]:
+    """Whether the run exists; its events after `after_seq`, at most `limit` and no more
+    than `max_bytes` of data (one at least); and whether more follow. Read in one
+    (snapshot) transaction; the sizes first, so that what the page leaves out is never
+    read."""
+    key = {"tenant": tenant, "run_id": run_id}
+    if tx.one("run_exists", key) is None:
+        return False, [], False
+    sizes = tx.all("history_sizes", {**key, "after_seq": after_seq, "limit": limit + 1})
+    through, total = after_seq, 0
+    for row in sizes[:limit]:
+        total += int(row["size"] or 0)
+        if total > max_bytes and through > after_seq:
+            break
+        through = int(row["seq"])
+    more = len(sizes) > limit or (bool(sizes) and through < int(sizes[-1]["seq"]))
+    if through == after_seq:
+        return True, [], False
+    params = {**key, "after_seq": after_seq, "through": through}
+    events = [
+        event_from_row(r, tx.keys, tenant, run_id) for r in tx.all("load_history_range", params)
+    ]
+    return True, events, more
 
 
 def load_history(tx: Tx, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from waypost.errors import ConfigurationError
 from waypost.model.encryption import Keys, Place, open_text
+from waypost.model.quotas import Quotas
 
 from ..schedules import ScheduleAdvance, ScheduleCount, ScheduleRecord, SchedulesResealed
 from ..tx import Row, Tx
+from .quotas import admit_one_more
 from .records import sealed
 
 
@@ -15,7 +17,7 @@ def schedule_place(tenant: str, schedule_id: str) -> Place:
     return (tenant, schedule_id, "schedule", "input")
 
 
-def create_schedule(tx: Tx, schedule: ScheduleRecord) -> bool:
+def create_schedule(tx: Tx, schedule: ScheduleRecord, quotas: Quotas | None = None) -> bool:
     if tx.one("get_schedule", {"tenant": schedule.tenant, "schedule_id": schedule.schedule_id}):
         return False
     params = dict(schedule.__dict__)
@@ -24,7 +26,11 @@ def create_schedule(tx: Tx, schedule: ScheduleRecord) -> bool:
         tx.keys, schedule.input, schedule_place(schedule.tenant, schedule.schedule_id)
     )
     # Two callers making the same schedule at once: the second inserts nothing.
-    return tx.run("insert_schedule", params) == 1
+    if tx.run("insert_schedule", params) != 1:
+        return False
+    if quotas is not None:
+        admit_one_more(tx, schedule.tenant, quotas, "max_schedules", schedule.created_at)
+    return True
 
 
 def get_schedule(tx: Tx, tenant: str, schedule_id: str) -> ScheduleRecord | None:

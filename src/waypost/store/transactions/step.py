@@ -26,7 +26,7 @@ from waypost.model.events import Event
 
 from ..base import ActivityTaskOp, CommitResult, RunCommit, WorkflowTaskOp
 from ..tx import Tx
-from .run_rows import activity_task_params, event_rows, snapshot_params
+from .run_rows import activity_task_params, event_rows, history_bytes, snapshot_params
 
 
 def _plain(c: RunCommit) -> bool:
@@ -118,6 +118,8 @@ def commit_step(tx: Tx, c: RunCommit) -> CommitResult | None:
         "last_seq": events[-1].seq,
         "last_hash": events[-1].hash,
         "now": c.now,
+        "added_bytes": history_bytes(events),
+        "max_bytes": c.max_run_bytes,
         **snapshot_params(tx, c, snap),
         # The rows as JSON: one parameter each, cheaper to send than a column of arrays.
         "events": events_json,

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from waypost.model.events import canonical_json
+from waypost.model.quotas import Quotas
 
 from ..accounts import SessionRecord, UserRecord
 from ..tx import Row, Tx
 from .access import api_key_from_row, roles_from_text
 from .identities import refuse_taken
+from .quotas import admit_one_more
 
 
-def create_user(tx: Tx, user: UserRecord, *, distinct: bool = False) -> bool:
+def create_user(
+    tx: Tx, user: UserRecord, quotas: Quotas | None = None, *, distinct: bool = False
+) -> bool:
     if tx.one("tenant_exists", {"tenant": user.tenant}) is None:
         return False
     if distinct and tx.one("identity_as_user", {"tenant": user.tenant, "name": user.name}) is None:
@@ -24,7 +28,11 @@ def create_user(tx: Tx, user: UserRecord, *, distinct: bool = False) -> bool:
         "now": user.created_at,
         "by": user.created_by,
     }
-    return tx.run("insert_user", params) == 1
+    if tx.run("insert_user", params) != 1:
+        return False
+    if quotas is not None:
+        admit_one_more(tx, user.tenant, quotas, "max_users", user.created_at)
+    return True
 
 
 def get_user(tx: Tx, tenant: str, name: str) -> UserRecord | None:

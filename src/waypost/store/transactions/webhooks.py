@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from waypost.errors import ConfigurationError, StoreContention
+from waypost.model.encryption import Place, open_text
 from waypost.model.events import canonical_json
+from waypost.model.quotas import Quotas
 
 from ..base import (
     CommitResult,
@@ -31,6 +34,8 @@ from ..base import (
     WebhookSourceRecord,
 )
 from ..tx import Abort, Row, Tx, loads_nullable
+from .quotas import admit_one_more
+from .records import sealed
 from .runs import commit_run, create_run
 
 
@@ -49,56 +54,99 @@ def signal_with_start(
 
 
 # == webhook sources ===================================================================
-def create_webhook_source(tx: Tx, source: WebhookSourceRecord) -> bool:
+def secret_place(tenant: str, source: str) -> Place:
+    """Where a webhook source's secret lives (the associated data of its ciphertext)."""
+    return (tenant, source, "webhook_source", "secret")
+
+
+def create_webhook_source(
+    tx: Tx, source: WebhookSourceRecord, quotas: Quotas | None = None
+) -> bool:
+    """Store the source (its secret sealed when the store has keys); False if the tenant
+    has a source of that id. A `url_id` another source has is `StoreContention` (the
+    caller draws another)."""
+    key = {"tenant": source.tenant, "source": source.source}
+    if tx.one("webhook_source_of_tenant", key) is not None:
+        return False
     params = {
-        "source": source.source,
-        "tenant": source.tenant,
+        **key,
+        "url_id": source.url_id,
         "signal": source.signal,
         "corr_key": source.correlate_key,
         "corr_path": source.correlate_path,
         "tolerance": source.tolerance_seconds,
-        "secret": source.secret,
+        "secret": sealed(tx.keys, source.secret, secret_place(source.tenant, source.source)),
         "now": source.created_at,
         "by": source.created_by,
     }
-    return tx.run("insert_webhook_source", params) == 1
+    if tx.run("insert_webhook_source", params) != 1:
+        if tx.one("webhook_source_of_tenant", key) is not None:
+            return False  # made meanwhile by a concurrent caller
+        raise StoreContention("a webhook source's URL id was drawn twice; nothing was written")
+    if quotas is not None:
+        admit_one_more(tx, source.tenant, quotas, "max_webhook_sources", source.created_at)
+    return True
 
 
 def list_webhook_sources(tx: Tx, tenant: str) -> list[WebhookSourceRecord]:
-    return [_source(row) for row in tx.all("list_webhook_sources", {"tenant": tenant})]
+    return [_source(row, tx) for row in tx.all("list_webhook_sources", {"tenant": tenant})]
 
 
 def delete_webhook_source(tx: Tx, tenant: str, source: str) -> bool:
     if tx.run("delete_webhook_source", {"tenant": tenant, "source": source}) == 0:
         return False
-    tx.run("delete_source_deliveries", {"source": source})
+    tx.run("delete_source_deliveries", {"tenant": tenant, "source": source})
     return True
 
 
-def webhook_source(tx: Tx, source: str) -> WebhookSourceRecord | None:
-    row = tx.one("webhook_source_by_id", {"source": source})
-    return _source(row) if row is not None else None
+def webhook_source(tx: Tx, url_id: str) -> WebhookSourceRecord | None:
+    row = tx.one("webhook_source_by_url_id", {"url_id": url_id})
+    return _source(row, tx) if row is not None else None
 
 
-def _source(row: Row) -> WebhookSourceRecord:
+def _source(row: Row, tx: Tx) -> WebhookSourceRecord:
+    tenant, source = row["tenant"], row["source"]
     return WebhookSourceRecord(
-        source=row["source"],
-        tenant=row["tenant"],
+        source=source,
+        tenant=tenant,
         signal=row["signal"],
         correlate_key=row["corr_key"],
         correlate_path=row["corr_path"],
         tolerance_seconds=int(row["tolerance"]),
-        secret=row["secret"],
+        secret=open_text(tx.keys, row["secret"], secret_place(tenant, source)),
         created_at=row["created_at"],
         created_by=row["created_by"],
+        url_id=row["url_id"],
     )
+
+
+def reencrypt_webhook_secrets(tx: Tx, tenant: str, dry_run: bool) -> tuple[int, int]:
+    """Each of the tenant's webhook sources' secret sealed under the current key (a
+    plaintext one, stored before encryption was on, too): (sources, re-sealed). Each write
+    is conditioned on the text read."""
+    keys = tx.keys
+    if keys is None:
+        raise ConfigurationError("re-encrypting needs encryption keys (WAYPOST_ENCRYPTION_KEYS)")
+    found = resealed = 0
+    for row in tx.all("list_webhook_sources", {"tenant": tenant}):
+        found += 1
+        old, source = row["secret"], row["source"]
+        new = keys.reseal(old, secret_place(tenant, source))
+        if new is None:
+            continue
+        resealed += 1
+        if not dry_run:
+            params = {"tenant": tenant, "source": source, "old": old, "new": new}
+            tx.run("reseal_webhook_secret", params)
+    return found, resealed
 
 
 # == deliveries ========================================================================
 def deliver_correlated(tx: Tx, d: CorrelatedDelivery) -> DeliveryResult:
-    ids = {"source": d.source, "delivery_id": d.delivery_id}
-    tx.run("prune_webhook_deliveries", {"source": d.source, "before": d.keep_since})
-    if tx.run("insert_webhook_delivery", {**ids, "tenant": d.tenant, "now": d.now}) == 0:
+    ids = {"tenant": d.tenant, "source": d.source, "delivery_id": d.delivery_id}
+    prune = {"tenant": d.tenant, "source": d.source, "before": d.keep_since}
+    tx.run("prune_webhook_deliveries", prune)
+    if tx.run("insert_webhook_delivery", {**ids, "now": d.now}) == 0:
         row = tx.one("webhook_delivery", ids)
         outcome = loads_nullable(row["outcome"]) if row is not None else None
         return DeliveryResult(duplicate=True, outcome=outcome if isinstance(outcome, dict) else {})

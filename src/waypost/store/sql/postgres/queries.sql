@@ -7,13 +7,13 @@
 -- name: get_run
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
 
 -- name: list_runs
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
@@ -27,7 +27,7 @@ LIMIT %(limit)s;
 -- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = %(tenant)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -37,7 +37,7 @@ LIMIT %(limit)s;
 -- name: page_runs_by_status
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = %(tenant)s AND status = %(status)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -47,7 +47,7 @@ LIMIT %(limit)s;
 -- name: page_runs_by_workflow
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = %(tenant)s AND workflow = %(workflow)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -57,7 +57,7 @@ LIMIT %(limit)s;
 -- name: page_runs_by_status_workflow
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = %(tenant)s AND status = %(status)s AND workflow = %(workflow)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -67,10 +67,12 @@ LIMIT %(limit)s;
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
                   last_seq, last_hash, processed_seq, created_at, updated_at, priority,
-                  concurrency_key, dedup_id, named_queue, input_mac, state_mac)
+                  concurrency_key, dedup_id, named_queue, input_mac, state_mac,
+                  history_bytes)
 VALUES (%(tenant)s, %(run_id)s, %(workflow)s, %(version)s, %(status)s, %(input)s, '[]',
         %(last_seq)s, %(last_hash)s, %(processed_seq)s, %(now)s, %(now)s, %(priority)s,
-        %(concurrency_key)s, %(dedup_id)s, %(named_queue)s, %(input_mac)s, %(state_mac)s)
+        %(concurrency_key)s, %(dedup_id)s, %(named_queue)s, %(input_mac)s, %(state_mac)s,
+        %(history_bytes)s)
 -- A run of that id, or a run not yet finished with that deduplication id, is there.
 ON CONFLICT DO NOTHING;
 
@@ -80,17 +82,27 @@ WHERE tenant = %(tenant)s AND dedup_id = %(dedup_id)s
   AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended');
 
 -- name: run_head
-SELECT last_seq, last_hash, status, processed_seq, named_queue FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s
+SELECT last_seq, last_hash, status, processed_seq, named_queue, history_bytes, unread_signals,
+       signal_names
+FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s
 FOR UPDATE;
 
 -- name: pending_signals
 SELECT count(*) AS pending FROM events
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq > %(after)s AND type = 'SignalReceived';
 
+-- name: live_run_bytes
+-- What the tenant's runs not yet finished hold (max_live_run_bytes), through runs_by_status.
+SELECT coalesce(sum(history_bytes), 0) AS n FROM runs
+WHERE tenant = %(tenant)s AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended');
+
 -- name: advance_run_checked
-UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s
+UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s,
+                history_bytes = history_bytes + %(added_bytes)s
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
-  AND last_hash = %(expect_hash)s;
+  AND last_hash = %(expect_hash)s
+  -- the run's max_run_bytes, when the commit carries it
+  AND (%(max_bytes)s::bigint IS NULL OR history_bytes + %(added_bytes)s <= %(max_bytes)s::bigint);
 
 -- name: set_run_version
 UPDATE runs SET version = %(version)s WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
@@ -99,8 +111,12 @@ UPDATE runs SET version = %(version)s WHERE tenant = %(tenant)s AND run_id = %(r
 UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s,
                 status = %(status)s, waiting_for = %(waiting_for)s, processed_seq = %(processed_seq)s,
                 result = %(result)s, error = %(error)s, finished_at = %(finished_at)s,
-                state_mac = %(state_mac)s
+                state_mac = %(state_mac)s,
+                history_bytes = history_bytes + %(added_bytes)s,
+                unread_signals = coalesce(%(unread_signals)s, unread_signals),
+                signal_names = CASE WHEN %(names_known)s = 1 THEN %(signal_names)s ELSE signal_names END
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
+  AND (%(max_bytes)s::bigint IS NULL OR history_bytes + %(added_bytes)s <= %(max_bytes)s::bigint)
   AND last_hash = %(expect_hash)s;
 
 -- name: insert_event
@@ -111,6 +127,23 @@ VALUES (%(tenant)s, %(run_id)s, %(seq)s, %(type)s, %(data)s, %(ts)s, %(hash)s);
 SELECT seq, type, data, ts, hash FROM events
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq > %(after_seq)s
 ORDER BY seq;
+
+-- name: history_sizes
+-- The sizes of a history page's events, read before the events themselves: a page stops
+-- before its bytes pass the bound, so a huge history is never read whole.
+SELECT seq, octet_length(data) AS size FROM events
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq > %(after_seq)s
+ORDER BY seq
+LIMIT %(limit)s;
+
+-- name: load_history_range
+SELECT seq, type, data, ts, hash FROM events
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq > %(after_seq)s
+  AND seq <= %(through)s
+ORDER BY seq;
+
+-- name: run_exists
+SELECT 1 AS found FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
 
 -- name: insert_workflow_task
 INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence, created_at,
@@ -659,13 +692,20 @@ ORDER BY created_at, run_id, step
 LIMIT %(limit)s;
 
 -- name: insert_webhook_source
-INSERT INTO webhook_sources (source, tenant, signal, corr_key, corr_path, tolerance, secret,
-                             created_at, created_by)
-VALUES (%(source)s, %(tenant)s, %(signal)s, %(corr_key)s, %(corr_path)s, %(tolerance)s, %(secret)s, %(now)s, %(by)s)
+INSERT INTO webhook_sources (tenant, source, url_id, signal, corr_key, corr_path, tolerance,
+                             secret, created_at, created_by)
+VALUES (%(tenant)s, %(source)s, %(url_id)s, %(signal)s, %(corr_key)s, %(corr_path)s, %(tolerance)s,
+        %(secret)s, %(now)s, %(by)s)
 ON CONFLICT DO NOTHING;
 
+-- name: webhook_source_of_tenant
+SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
+       created_by
+FROM webhook_sources WHERE tenant = %(tenant)s AND source = %(source)s;
+
 -- name: list_webhook_sources
-SELECT source, tenant, signal, corr_key, corr_path, tolerance, secret, created_at, created_by
+SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
+       created_by
 FROM webhook_sources WHERE tenant = %(tenant)s
 ORDER BY source;
 
@@ -673,28 +713,35 @@ ORDER BY source;
 DELETE FROM webhook_sources WHERE tenant = %(tenant)s AND source = %(source)s;
 
 -- name: delete_source_deliveries
-DELETE FROM webhook_deliveries WHERE source = %(source)s;
+DELETE FROM webhook_deliveries WHERE tenant = %(tenant)s AND source = %(source)s;
 
--- name: webhook_source_by_id
--- The one lookup not scoped by a tenant: the webhook's URL names only the source, which
--- is how its tenant is learnt.
-SELECT source, tenant, signal, corr_key, corr_path, tolerance, secret, created_at, created_by
-FROM webhook_sources WHERE source = %(source)s;
+-- name: webhook_source_by_url_id
+-- The one lookup not scoped by a tenant: the webhook's URL names only the source's
+-- url_id, which is how its tenant is learnt.
+SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
+       created_by
+FROM webhook_sources WHERE url_id = %(url_id)s;
+
+-- name: reseal_webhook_secret
+UPDATE webhook_sources SET secret = %(new)s
+WHERE tenant = %(tenant)s AND source = %(source)s AND secret = %(old)s;
 
 -- name: insert_webhook_delivery
-INSERT INTO webhook_deliveries (source, delivery_id, tenant, received_at)
-VALUES (%(source)s, %(delivery_id)s, %(tenant)s, %(now)s)
+INSERT INTO webhook_deliveries (tenant, source, delivery_id, received_at)
+VALUES (%(tenant)s, %(source)s, %(delivery_id)s, %(now)s)
 ON CONFLICT DO NOTHING;
 
 -- name: webhook_delivery
-SELECT outcome FROM webhook_deliveries WHERE source = %(source)s AND delivery_id = %(delivery_id)s;
+SELECT outcome FROM webhook_deliveries
+WHERE tenant = %(tenant)s AND source = %(source)s AND delivery_id = %(delivery_id)s;
 
 -- name: set_webhook_delivery_outcome
 UPDATE webhook_deliveries SET outcome = %(outcome)s
-WHERE source = %(source)s AND delivery_id = %(delivery_id)s;
+WHERE tenant = %(tenant)s AND source = %(source)s AND delivery_id = %(delivery_id)s;
 
 -- name: prune_webhook_deliveries
-DELETE FROM webhook_deliveries WHERE source = %(source)s AND received_at < %(before)s;
+DELETE FROM webhook_deliveries
+WHERE tenant = %(tenant)s AND source = %(source)s AND received_at < %(before)s;
 
 -- == quotas ==============================================================================
 
@@ -739,6 +786,34 @@ SELECT count(*) AS n FROM (
 -- name: count_definitions
 SELECT count(*) AS n FROM (
     SELECT 1 FROM definitions WHERE tenant = %(tenant)s
+    LIMIT %(limit)s) counted;
+
+-- name: count_schedules
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM schedules WHERE tenant = %(tenant)s
+    LIMIT %(limit)s) counted;
+
+-- name: count_webhook_sources
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM webhook_sources WHERE tenant = %(tenant)s
+    LIMIT %(limit)s) counted;
+
+-- name: count_queues
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM queues WHERE tenant = %(tenant)s
+    LIMIT %(limit)s) counted;
+
+-- name: count_users
+-- Users not disabled: a disabled one signs in no more.
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM users WHERE tenant = %(tenant)s AND disabled_at IS NULL
+    LIMIT %(limit)s) counted;
+
+-- name: count_api_keys
+-- Keys that still work: neither revoked nor expired.
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM api_keys WHERE tenant = %(tenant)s AND revoked_at IS NULL
+      AND (expires_at IS NULL OR expires_at > %(now)s)
     LIMIT %(limit)s) counted;
 
 -- == retention: purged runs =============================================================
@@ -845,7 +920,8 @@ LIMIT %(limit)s;
 UPDATE runs SET input = %(input)s, status = %(status)s, result = NULL, error = NULL,
                 input_mac = %(input_mac)s, state_mac = %(state_mac)s,
                 waiting_for = '[]', last_seq = %(last_seq)s, last_hash = %(last_hash)s,
-                processed_seq = 0, updated_at = %(now)s, finished_at = NULL
+                processed_seq = 0, updated_at = %(now)s, finished_at = NULL,
+                history_bytes = %(history_bytes)s, unread_signals = 0, signal_names = NULL
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
 
 -- == payload encryption: re-encrypting stored payloads under the current key ==========
@@ -1006,7 +1082,7 @@ UPDATE console_sessions SET ended_at = %(now)s WHERE token_hash = %(token_hash)s
 -- A version is of a workflow: the workflow's index is read, its other versions skipped.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = %(tenant)s AND workflow = %(workflow)s AND version = %(version)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -1016,7 +1092,7 @@ LIMIT %(limit)s;
 -- name: page_runs_by_status_workflow_version
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = %(tenant)s AND status = %(status)s AND workflow = %(workflow)s AND version = %(version)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -1026,7 +1102,7 @@ LIMIT %(limit)s;
 -- name: search_run_by_id
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs WHERE tenant = %(tenant)s AND run_id = %(text)s;
 
 -- name: search_runs_by_prefix
@@ -1035,7 +1111,7 @@ FROM runs WHERE tenant = %(tenant)s AND run_id = %(text)s;
 -- substr() decides.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = %(tenant)s AND run_id COLLATE "C" >= %(text)s AND run_id COLLATE "C" < %(after_prefix)s
   AND substr(run_id, 1, %(length)s) = %(text)s
@@ -1046,7 +1122,7 @@ LIMIT %(limit)s;
 -- Runs waiting with the text as a correlation value, or as `key=value`.
 SELECT r.tenant, r.run_id, r.workflow, r.version, r.status, r.input, r.result, r.error,
        r.waiting_for, r.last_seq, r.last_hash, r.processed_seq, r.created_at, r.updated_at,
-       r.finished_at, r.priority, r.input_mac, r.state_mac
+       r.finished_at, r.priority, r.input_mac, r.state_mac, r.history_bytes
 FROM runs r
 WHERE r.tenant = %(tenant)s AND r.run_id IN (
     SELECT c.run_id FROM correlations c

@@ -28,6 +28,11 @@ CREATE TABLE runs (
     named_queue   text,
     input_mac     text,
     state_mac     text,
+    -- Bounds: bytes of JSON of the history, signals received and not taken in by the
+    -- code (buffered), and the signal names the code takes in now (JSON; NULL: unknown).
+    history_bytes bigint           NOT NULL DEFAULT 0,
+    unread_signals integer         NOT NULL DEFAULT 0,
+    signal_names  text,
     PRIMARY KEY (tenant, run_id)
 );
 
@@ -274,35 +279,39 @@ CREATE TABLE correlations (
 
 CREATE INDEX correlations_by_value ON correlations (tenant, corr_key, corr_value, signal, created_at);
 
--- webhook_sources: ids are unique across tenants (the URL names no tenant: the source
--- finds it). The secret is kept as given out, because checking an HMAC needs it.
+-- webhook_sources: a tenant's sources by their ids; a delivery's URL names the source by
+-- its `url_id` (random, unique across tenants; a source made before version 18 kept its
+-- id), which is how its tenant is learnt. The secret is sealed like payloads when the
+-- store has encryption keys: checking an HMAC needs the secret itself, not a hash.
 CREATE TABLE webhook_sources (
-    source     text             PRIMARY KEY,
     tenant     text             NOT NULL,
+    source     text             NOT NULL,
+    url_id     text             NOT NULL,
     signal     text             NOT NULL,
     corr_key   text             NOT NULL,
     corr_path  text             NOT NULL,
     tolerance  integer          NOT NULL,
     secret     text             NOT NULL,
     created_at double precision NOT NULL,
-    created_by text             NOT NULL
+    created_by text             NOT NULL,
+    PRIMARY KEY (tenant, source)
 );
 
-CREATE INDEX webhook_sources_by_tenant ON webhook_sources (tenant, source);
+CREATE UNIQUE INDEX webhook_sources_by_url_id ON webhook_sources (url_id);
 
 -- webhook_deliveries: the delivery ids a source has delivered, with what the first
 -- delivery answered, kept for twice the source's tolerance (a replay older than that
 -- is refused by its timestamp).
 CREATE TABLE webhook_deliveries (
+    tenant      text             NOT NULL,
     source      text             NOT NULL,
     delivery_id text             NOT NULL,
-    tenant      text             NOT NULL,
     received_at double precision NOT NULL,
     outcome     text,
-    PRIMARY KEY (source, delivery_id)
+    PRIMARY KEY (tenant, source, delivery_id)
 );
 
-CREATE INDEX webhook_deliveries_by_age ON webhook_deliveries (source, received_at);
+CREATE INDEX webhook_deliveries_by_age ON webhook_deliveries (tenant, source, received_at);
 
 -- A tenant's start-rate bucket (tokens as of refilled_at); its row is what the
 -- tenant's admissions lock, so that concurrent starts count one after another.

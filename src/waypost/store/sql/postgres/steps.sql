@@ -6,7 +6,8 @@
 -- statements, each a round trip; this runs it as one. Its conditions are those of
 -- `commit_run`: the attempt's task is the one leased under `act_fence`; the workflow task
 -- is held under `wf_fence`, idle and without lapses (otherwise `commit_run` would write
--- it); the head is at `expect_seq`/`expect_hash`; no queue of a new attempt has a limit
+-- it); the head is at `expect_seq`/`expect_hash` and the events keep the run within its
+-- `max_bytes` (if the commit carries one); no queue of a new attempt has a limit
 -- (otherwise that attempt would wait for a claim). The rows it checks are locked first;
 -- every write depends on all the conditions (`ok`), so when one fails nothing is written
 -- and `commit_run` runs the request the long way, which names the conflict.
@@ -22,13 +23,15 @@ WITH act AS (
     WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'workflow' AND step = ''
     FOR UPDATE
 ), head AS (
-    SELECT priority, concurrency_key FROM runs
+    SELECT priority, concurrency_key, history_bytes FROM runs
     WHERE tenant = %(tenant)s AND run_id = %(run_id)s
       AND last_seq = %(expect_seq)s AND last_hash = %(expect_hash)s
     FOR UPDATE
 ), ok AS (
     SELECT head.priority, head.concurrency_key FROM head
     WHERE EXISTS (SELECT 1 FROM act)
+      AND (%(max_bytes)s::bigint IS NULL
+           OR head.history_bytes + %(added_bytes)s <= %(max_bytes)s::bigint)
       AND EXISTS (SELECT 1 FROM wt WHERE wt.fence = %(wf_fence)s AND wt.state = 'idle'
                   AND wt.lapses = 0)
       AND NOT EXISTS (
@@ -49,7 +52,10 @@ WITH act AS (
                     status = %(status)s, waiting_for = %(waiting_for)s,
                     processed_seq = %(processed_seq)s, result = %(result)s, error = %(error)s,
                     state_mac = %(state_mac)s,
-                    finished_at = NULL
+                    finished_at = NULL, history_bytes = history_bytes + %(added_bytes)s,
+                    unread_signals = coalesce(%(unread_signals)s, unread_signals),
+                    signal_names = CASE WHEN %(names_known)s = 1 THEN %(signal_names)s
+                                        ELSE signal_names END
     WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
       AND last_hash = %(expect_hash)s AND EXISTS (SELECT 1 FROM ok)
     RETURNING 1
@@ -98,7 +104,7 @@ WITH act AS (
     WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'workflow' AND step = ''
     FOR UPDATE
 ), head AS (
-    SELECT 1 FROM runs
+    SELECT history_bytes FROM runs
     WHERE tenant = %(tenant)s AND run_id = %(run_id)s
       AND last_seq = %(expect_seq)s AND last_hash = %(expect_hash)s
       AND parent_run_id IS NULL AND named_queue IS NULL
@@ -106,6 +112,8 @@ WITH act AS (
 ), ok AS (
     SELECT 1 FROM head
     WHERE (%(act_step)s::text IS NULL OR EXISTS (SELECT 1 FROM act))
+      AND (%(max_bytes)s::bigint IS NULL
+           OR head.history_bytes + %(added_bytes)s <= %(max_bytes)s::bigint)
       AND EXISTS (SELECT 1 FROM wt WHERE wt.fence = %(wf_fence)s)
       AND NOT EXISTS (SELECT 1 FROM runs child
                       WHERE child.tenant = %(tenant)s AND child.parent_run_id = %(run_id)s)
@@ -114,7 +122,7 @@ WITH act AS (
                     status = %(status)s, waiting_for = %(waiting_for)s,
                     processed_seq = %(processed_seq)s, result = %(result)s, error = %(error)s,
                     state_mac = %(state_mac)s,
-                    finished_at = %(now)s
+                    finished_at = %(now)s, history_bytes = history_bytes + %(added_bytes)s
     WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
       AND last_hash = %(expect_hash)s AND EXISTS (SELECT 1 FROM ok)
     RETURNING 1

@@ -5,13 +5,13 @@
 -- name: get_run
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: list_runs
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE (:tenant IS NULL OR tenant = :tenant)
   AND (:status IS NULL OR status = :status)
@@ -25,7 +25,7 @@ LIMIT :limit;
 -- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = :tenant
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -35,7 +35,7 @@ LIMIT :limit;
 -- name: page_runs_by_status
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = :tenant AND status = :status
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -45,7 +45,7 @@ LIMIT :limit;
 -- name: page_runs_by_workflow
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = :tenant AND workflow = :workflow
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -55,7 +55,7 @@ LIMIT :limit;
 -- name: page_runs_by_status_workflow
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = :tenant AND status = :status AND workflow = :workflow
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -65,10 +65,12 @@ LIMIT :limit;
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
                   last_seq, last_hash, processed_seq, created_at, updated_at, priority,
-                  concurrency_key, dedup_id, named_queue, input_mac, state_mac)
+                  concurrency_key, dedup_id, named_queue, input_mac, state_mac,
+                  history_bytes)
 VALUES (:tenant, :run_id, :workflow, :version, :status, :input, '[]',
         :last_seq, :last_hash, :processed_seq, :now, :now, :priority,
-        :concurrency_key, :dedup_id, :named_queue, :input_mac, :state_mac)
+        :concurrency_key, :dedup_id, :named_queue, :input_mac, :state_mac,
+        :history_bytes)
 -- A run of that id, or a run not yet finished with that deduplication id, is there.
 ON CONFLICT DO NOTHING;
 
@@ -78,16 +80,26 @@ WHERE tenant = :tenant AND dedup_id = :dedup_id
   AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended');
 
 -- name: run_head
-SELECT last_seq, last_hash, status, processed_seq, named_queue FROM runs WHERE tenant = :tenant AND run_id = :run_id;
+SELECT last_seq, last_hash, status, processed_seq, named_queue, history_bytes, unread_signals,
+       signal_names
+FROM runs WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: pending_signals
 SELECT count(*) AS pending FROM events
 WHERE tenant = :tenant AND run_id = :run_id AND seq > :after AND type = 'SignalReceived';
 
+-- name: live_run_bytes
+-- What the tenant's runs not yet finished hold (max_live_run_bytes), through runs_by_status.
+SELECT coalesce(sum(history_bytes), 0) AS n FROM runs
+WHERE tenant = :tenant AND status IN ('enqueued', 'running', 'waiting', 'paused', 'suspended');
+
 -- name: advance_run_checked
-UPDATE runs SET last_seq = :last_seq, last_hash = :last_hash, updated_at = :now
+UPDATE runs SET last_seq = :last_seq, last_hash = :last_hash, updated_at = :now,
+                history_bytes = history_bytes + :added_bytes
 WHERE tenant = :tenant AND run_id = :run_id AND last_seq = :expect_seq
-  AND last_hash = :expect_hash;
+  AND last_hash = :expect_hash
+  -- the run's max_run_bytes, when the commit carries it
+  AND (:max_bytes IS NULL OR history_bytes + :added_bytes <= :max_bytes);
 
 -- name: set_run_version
 UPDATE runs SET version = :version WHERE tenant = :tenant AND run_id = :run_id;
@@ -96,8 +108,12 @@ UPDATE runs SET version = :version WHERE tenant = :tenant AND run_id = :run_id;
 UPDATE runs SET last_seq = :last_seq, last_hash = :last_hash, updated_at = :now,
                 status = :status, waiting_for = :waiting_for, processed_seq = :processed_seq,
                 result = :result, error = :error, finished_at = :finished_at,
-                state_mac = :state_mac
+                state_mac = :state_mac,
+                history_bytes = history_bytes + :added_bytes,
+                unread_signals = coalesce(:unread_signals, unread_signals),
+                signal_names = CASE WHEN :names_known = 1 THEN :signal_names ELSE signal_names END
 WHERE tenant = :tenant AND run_id = :run_id AND last_seq = :expect_seq
+  AND (:max_bytes IS NULL OR history_bytes + :added_bytes <= :max_bytes)
   AND last_hash = :expect_hash;
 
 -- name: insert_event
@@ -108,6 +124,23 @@ VALUES (:tenant, :run_id, :seq, :type, :data, :ts, :hash);
 SELECT seq, type, data, ts, hash FROM events
 WHERE tenant = :tenant AND run_id = :run_id AND seq > :after_seq
 ORDER BY seq;
+
+-- name: history_sizes
+-- The sizes of a history page's events, read before the events themselves: a page stops
+-- before its bytes pass the bound, so a huge history is never read whole.
+SELECT seq, length(CAST(data AS BLOB)) AS size FROM events
+WHERE tenant = :tenant AND run_id = :run_id AND seq > :after_seq
+ORDER BY seq
+LIMIT :limit;
+
+-- name: load_history_range
+SELECT seq, type, data, ts, hash FROM events
+WHERE tenant = :tenant AND run_id = :run_id AND seq > :after_seq
+  AND seq <= :through
+ORDER BY seq;
+
+-- name: run_exists
+SELECT 1 AS found FROM runs WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: insert_workflow_task
 INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence, created_at,
@@ -652,13 +685,20 @@ ORDER BY created_at, run_id, step
 LIMIT :limit;
 
 -- name: insert_webhook_source
-INSERT INTO webhook_sources (source, tenant, signal, corr_key, corr_path, tolerance, secret,
-                             created_at, created_by)
-VALUES (:source, :tenant, :signal, :corr_key, :corr_path, :tolerance, :secret, :now, :by)
+INSERT INTO webhook_sources (tenant, source, url_id, signal, corr_key, corr_path, tolerance,
+                             secret, created_at, created_by)
+VALUES (:tenant, :source, :url_id, :signal, :corr_key, :corr_path, :tolerance,
+        :secret, :now, :by)
 ON CONFLICT DO NOTHING;
 
+-- name: webhook_source_of_tenant
+SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
+       created_by
+FROM webhook_sources WHERE tenant = :tenant AND source = :source;
+
 -- name: list_webhook_sources
-SELECT source, tenant, signal, corr_key, corr_path, tolerance, secret, created_at, created_by
+SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
+       created_by
 FROM webhook_sources WHERE tenant = :tenant
 ORDER BY source;
 
@@ -666,28 +706,35 @@ ORDER BY source;
 DELETE FROM webhook_sources WHERE tenant = :tenant AND source = :source;
 
 -- name: delete_source_deliveries
-DELETE FROM webhook_deliveries WHERE source = :source;
+DELETE FROM webhook_deliveries WHERE tenant = :tenant AND source = :source;
 
--- name: webhook_source_by_id
--- The one lookup not scoped by a tenant: the webhook's URL names only the source, which
--- is how its tenant is learnt.
-SELECT source, tenant, signal, corr_key, corr_path, tolerance, secret, created_at, created_by
-FROM webhook_sources WHERE source = :source;
+-- name: webhook_source_by_url_id
+-- The one lookup not scoped by a tenant: the webhook's URL names only the source's
+-- url_id, which is how its tenant is learnt.
+SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
+       created_by
+FROM webhook_sources WHERE url_id = :url_id;
+
+-- name: reseal_webhook_secret
+UPDATE webhook_sources SET secret = :new
+WHERE tenant = :tenant AND source = :source AND secret = :old;
 
 -- name: insert_webhook_delivery
-INSERT INTO webhook_deliveries (source, delivery_id, tenant, received_at)
-VALUES (:source, :delivery_id, :tenant, :now)
+INSERT INTO webhook_deliveries (tenant, source, delivery_id, received_at)
+VALUES (:tenant, :source, :delivery_id, :now)
 ON CONFLICT DO NOTHING;
 
 -- name: webhook_delivery
-SELECT outcome FROM webhook_deliveries WHERE source = :source AND delivery_id = :delivery_id;
+SELECT outcome FROM webhook_deliveries
+WHERE tenant = :tenant AND source = :source AND delivery_id = :delivery_id;
 
 -- name: set_webhook_delivery_outcome
 UPDATE webhook_deliveries SET outcome = :outcome
-WHERE source = :source AND delivery_id = :delivery_id;
+WHERE tenant = :tenant AND source = :source AND delivery_id = :delivery_id;
 
 -- name: prune_webhook_deliveries
-DELETE FROM webhook_deliveries WHERE source = :source AND received_at < :before;
+DELETE FROM webhook_deliveries
+WHERE tenant = :tenant AND source = :source AND received_at < :before;
 
 -- == quotas ==============================================================================
 
@@ -732,6 +779,34 @@ SELECT count(*) AS n FROM (
 -- name: count_definitions
 SELECT count(*) AS n FROM (
     SELECT 1 FROM definitions WHERE tenant = :tenant
+    LIMIT :limit) counted;
+
+-- name: count_schedules
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM schedules WHERE tenant = :tenant
+    LIMIT :limit) counted;
+
+-- name: count_webhook_sources
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM webhook_sources WHERE tenant = :tenant
+    LIMIT :limit) counted;
+
+-- name: count_queues
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM queues WHERE tenant = :tenant
+    LIMIT :limit) counted;
+
+-- name: count_users
+-- Users not disabled: a disabled one signs in no more.
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM users WHERE tenant = :tenant AND disabled_at IS NULL
+    LIMIT :limit) counted;
+
+-- name: count_api_keys
+-- Keys that still work: neither revoked nor expired.
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM api_keys WHERE tenant = :tenant AND revoked_at IS NULL
+      AND (expires_at IS NULL OR expires_at > :now)
     LIMIT :limit) counted;
 
 -- == retention: purged runs =============================================================
@@ -837,7 +912,8 @@ LIMIT :limit;
 UPDATE runs SET input = :input, status = :status, result = NULL, error = NULL,
                 input_mac = :input_mac, state_mac = :state_mac,
                 waiting_for = '[]', last_seq = :last_seq, last_hash = :last_hash,
-                processed_seq = 0, updated_at = :now, finished_at = NULL
+                processed_seq = 0, updated_at = :now, finished_at = NULL,
+                history_bytes = :history_bytes, unread_signals = 0, signal_names = NULL
 WHERE tenant = :tenant AND run_id = :run_id;
 
 -- == payload encryption: re-encrypting stored payloads under the current key ==========
@@ -998,7 +1074,7 @@ UPDATE console_sessions SET ended_at = :now WHERE token_hash = :token_hash AND e
 -- A version is of a workflow: the workflow's index is read, its other versions skipped.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = :tenant AND workflow = :workflow AND version = :version
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -1008,7 +1084,7 @@ LIMIT :limit;
 -- name: page_runs_by_status_workflow_version
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = :tenant AND status = :status AND workflow = :workflow AND version = :version
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -1018,7 +1094,7 @@ LIMIT :limit;
 -- name: search_run_by_id
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs WHERE tenant = :tenant AND run_id = :text;
 
 -- name: search_runs_by_prefix
@@ -1027,7 +1103,7 @@ FROM runs WHERE tenant = :tenant AND run_id = :text;
 -- collation keeps); substr() decides.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac
+       input_mac, state_mac, history_bytes
 FROM runs
 WHERE tenant = :tenant AND run_id >= :text AND run_id < :after_prefix
   AND substr(run_id, 1, :length) = :text
@@ -1038,7 +1114,7 @@ LIMIT :limit;
 -- Runs waiting with the text as a correlation value, or as `key=value`.
 SELECT r.tenant, r.run_id, r.workflow, r.version, r.status, r.input, r.result, r.error,
        r.waiting_for, r.last_seq, r.last_hash, r.processed_seq, r.created_at, r.updated_at,
-       r.finished_at, r.priority, r.input_mac, r.state_mac
+       r.finished_at, r.priority, r.input_mac, r.state_mac, r.history_bytes
 FROM runs r
 WHERE r.tenant = :tenant AND r.run_id IN (
     SELECT c.run_id FROM correlations c

@@ -1,0 +1,198 @@
+"""A secret of an `http` step goes only to the hosts it names, and comes back into the
+record in no form: a receiver that echoes it encoded, re-cased, spaced or in part has
+the echo scrubbed before the answer is stored (both stores)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+import waypost as wp
+from tests.helpers import db_query
+from waypost.features.http import Secret, env_secrets, secret_env_name
+
+pytestmark = pytest.mark.timeout(120)
+
+TOKEN = "crm-tok-6f1d0a9b3c7e4d2a8f5b0c1e9d7a3b6f"
+SECRETS: dict[tuple[str, str], Any] = {
+    ("acme", "crm_token"): TOKEN,
+    ("acme", "bound_elsewhere"): Secret(TOKEN, hosts=("crm.example.com", "*.crm.example.com")),
+    ("acme", "bound_here"): Secret(TOKEN, hosts=("127.0.0.1",)),
+}
+
+
+def lookup(tenant: str, name: str) -> Any:
+    return SECRETS.get((tenant, name))
+
+
+class Echoes:
+    """Answers with the Authorization it got, in the forms a careless receiver uses."""
+
+    def __init__(self) -> None:
+        self.received: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                auth = self.headers.get("Authorization", "")
+                outer.received.append(auth)
+                token = auth.removeprefix("Bearer ")
+                raw = token.encode()
+                body = json.dumps(
+                    {
+                        "base64": base64.b64encode(raw).decode(),
+                        "base64url": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+                        "hex": raw.hex().upper(),
+                        "url": urllib.parse.quote(token, safe=""),
+                        "upper": token.upper(),
+                        "spaced": " ".join(token),
+                        "partial": f"...{token[5:21]}...",
+                        "basic": base64.b64encode(b"api:" + raw).decode(),
+                        token.upper(): "as a key",
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join()
+
+
+@pytest.fixture
+def echoes() -> Iterator[Echoes]:
+    server = Echoes()
+    yield server
+    server.close()
+
+
+def definition(url: str, secret: str) -> str:
+    return json.dumps(
+        {
+            "name": "crm_sync",
+            "start": "push",
+            "steps": {
+                "push": {
+                    "type": "activity",
+                    "http": {
+                        "url": url,
+                        "method": "POST",
+                        "headers": {"Authorization": {"secret": secret, "format": "Bearer {}"}},
+                        "body": {"id": "id"},
+                    },
+                    "retry": {"max_attempts": 1},
+                    "output": "$.answer",
+                }
+            },
+        }
+    )
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[wp.Engine]:
+    eng = wp.Engine(
+        db_url,
+        lease=2.0,
+        poll_interval=0.05,
+        shutdown_grace=2.0,
+        http_allow=["127.0.0.1"],
+        http_secrets=lookup,
+    )
+    with eng.running():
+        yield eng
+    eng.close()
+
+
+def _stored(db_url: str) -> str:
+    rows = db_query(db_url, "SELECT data FROM events") + db_query(db_url, "SELECT result FROM runs")
+    return json.dumps(rows)
+
+
+def test_an_echo_of_the_secret_in_any_form_is_not_stored(
+    engine: wp.Engine, echoes: Echoes, db_url: str
+) -> None:
+    engine.publish(definition(f"{echoes.base}/x", "crm_token"), tenant="acme")
+    answer = engine.start("crm_sync", {"id": 7}, tenant="acme").result(timeout=30)["answer"]
+    assert echoes.received == [f"Bearer {TOKEN}"]
+    for field in ("base64", "base64url", "hex", "url", "upper", "spaced", "partial"):
+        assert answer[field].strip("=.") == "[redacted]", (field, answer[field])
+    assert answer["basic"].startswith("YXBpOm")  # "api:" and the token's first byte...
+    assert "[redacted]" in answer["basic"]  # ...and then nothing of it
+    assert "[redacted]" in answer
+    stored = _stored(db_url)
+    raw = TOKEN.encode()
+    forms = [
+        TOKEN,
+        TOKEN.upper(),
+        base64.b64encode(raw).decode(),
+        raw.hex().upper(),
+        urllib.parse.quote(TOKEN, safe=""),
+    ]
+    for form in forms:
+        for i in range(len(form) - 12 + 1):
+            assert form[i : i + 12] not in stored, form[i : i + 12]
+
+
+def test_a_secret_bound_to_other_hosts_is_never_sent_here(
+    engine: wp.Engine, echoes: Echoes, db_url: str
+) -> None:
+    engine.publish(definition(f"{echoes.base}/x", "bound_elsewhere"), tenant="acme")
+    run = engine.start("crm_sync", {"id": 1}, tenant="acme")
+    with pytest.raises(wp.WorkflowFailed) as failed:
+        run.result(timeout=30)
+    message = json.dumps(failed.value.error)
+    assert "secret 'bound_elsewhere' of tenant 'acme' may be sent only to crm.example.com" in (
+        message
+    )
+    assert "not to host 127.0.0.1" in message
+    assert echoes.received == []  # nothing went out
+    assert TOKEN not in _stored(db_url)
+
+
+def test_a_secret_bound_to_the_steps_host_goes_out(engine: wp.Engine, echoes: Echoes) -> None:
+    engine.publish(definition(f"{echoes.base}/x", "bound_here"), tenant="acme")
+    answer = engine.start("crm_sync", {"id": 1}, tenant="acme").result(timeout=30)["answer"]
+    assert echoes.received == [f"Bearer {TOKEN}"]
+    assert answer["upper"] == "[redacted]"
+
+
+def test_env_secrets_binds_a_secret_to_the_hosts_its_hosts_variable_lists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    variable = secret_env_name("acme", "crm_token")
+    monkeypatch.setenv(variable, TOKEN)
+    assert env_secrets("acme", "crm_token") == TOKEN  # no hosts variable: not bound
+    monkeypatch.setenv(variable + "__HOSTS", "crm.example.com, *.crm.example.com:443")
+    found = env_secrets("acme", "crm_token")
+    assert isinstance(found, Secret)
+    assert found.value == TOKEN and found.hosts == ("crm.example.com", "*.crm.example.com:443")
+    assert TOKEN not in repr(found)
+    # Another tenant's or name's variables are never this one's hosts.
+    assert env_secrets("acme", "crm_token__HOSTS") is None
+
+
+def test_a_malformed_hosts_entry_is_refused_when_the_secret_is_made() -> None:
+    with pytest.raises(wp.ConfigurationError):
+        Secret(TOKEN, hosts=("https://crm.example.com/path",))
+    with pytest.raises(wp.ConfigurationError):
+        Secret(TOKEN, hosts="crm.example.com")  # type: ignore[arg-type]
