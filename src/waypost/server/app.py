@@ -48,7 +48,7 @@ from . import (
 )
 from .console.pages import FormUnreadable, SignInNeeded, form_unreadable, sign_in_needed
 from .console.security import ConsoleSecret
-from .errors import answer, error_body
+from .errors import answer, error_body, logged_path
 from .paths import EncodedSlashes
 
 log = logger("waypost.server")
@@ -211,7 +211,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.error("unexpected %s answering %s %s", type(exc).__name__, request.method, request.url.path)
+    path = logged_path(request.url.path)
+    log.error("unexpected %s answering %s %s", type(exc).__name__, request.method, path)
     return JSONResponse(error_body("internal", "internal error"), status_code=500)
 
 

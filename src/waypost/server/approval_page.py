@@ -15,7 +15,6 @@ no Referer, so the credential in the URL does not leak to other sites.
 
 from __future__ import annotations
 
-import hmac
 import json
 import secrets
 from functools import cache
@@ -30,6 +29,7 @@ from waypost.errors import InvalidCredential, WaypostError
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 
+from .console.security import same_secret
 from .errors import answer
 
 router = APIRouter(include_in_schema=False)
@@ -107,7 +107,7 @@ async def confirm(request: Request, credential: str) -> Response:
     form = await request.form()
     sent = form.get("csrf")
     kept = request.cookies.get(CSRF_COOKIE)
-    if not isinstance(sent, str) or not kept or not hmac.compare_digest(sent, kept):
+    if not isinstance(sent, str) or not kept or not same_secret(sent, kept):
         message = (
             "This form could not be checked (it did not come from this page, or your browser "
             "refused its cookie). Nothing was recorded: open the link again."

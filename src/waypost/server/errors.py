@@ -61,6 +61,15 @@ STATUSES: list[tuple[type[BaseException], int]] = [
 RETRY_AFTER = {e.StoreContention: 1, e.StoreError: 5}
 
 
+# A path segment that is itself a credential: an approval link's token.
+_CREDENTIAL_PATH = re.compile(r"^(/approve/)[^/]*")
+
+
+def logged_path(path: str) -> str:
+    """`path` as a log line may show it: an approval link's credential is left out."""
+    return _CREDENTIAL_PATH.sub(r"\1[credential]", path)
+
+
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 

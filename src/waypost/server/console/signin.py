@@ -6,8 +6,6 @@ exists yet to derive one from), and every refusal shows one and the same message
 
 from __future__ import annotations
 
-import hmac
-
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
@@ -27,7 +25,14 @@ from .pages import (
     secret_of,
     visit_of,
 )
-from .security import SESSION_COOKIE, SIGNIN_COOKIE, same_origin, secure, signin_token
+from .security import (
+    SESSION_COOKIE,
+    SIGNIN_COOKIE,
+    same_origin,
+    same_secret,
+    secure,
+    signin_token,
+)
 
 router = APIRouter(include_in_schema=False)
 
@@ -84,7 +89,7 @@ async def sign_in(request: Request) -> Response:
         not same_origin(request)
         or not isinstance(sent, str)
         or not kept
-        or not hmac.compare_digest(sent, kept)
+        or not same_secret(sent, kept)
     ):
         return _form(request, status=403, error=CSRF_REFUSED, next_path=next_path)
     key = _field(form, "key")
