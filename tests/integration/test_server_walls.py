@@ -168,3 +168,30 @@ def test_logged_paths_leave_out_the_credential_of_an_approval_link() -> None:
     assert logged_path("/v1/runs/approve/x") == "/v1/runs/approve/x"
     assert logged_path("/runs/r-1") == "/runs/r-1"
     assert re.fullmatch(r"/approve/\[credential\]", logged_path("/approve/" + "x" * 500))
+
+
+# == the OpenAPI description ===============================================================
+def test_every_route_that_takes_a_body_declares_its_400_and_413(site: dict[str, Any]) -> None:
+    document = Api(site["base"], None).get("/openapi.json").json()
+    with_body = {
+        (method, path)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if "requestBody" in operation
+    }
+    named = {  # the routes the description lacked them on
+        ("post", "/v1/schedules"),
+        ("post", "/v1/schedules/{schedule_id}/backfill"),
+        ("post", "/v1/runs/{run_id}/queries/{name}"),
+        ("post", "/v1/runs/{run_id}/updates/{name}"),
+        ("post", "/v1/users"),
+        ("post", "/v1/users/{name}/disable"),
+        ("put", "/v1/users/{name}/password"),
+    }
+    assert named <= with_body
+    for method, path in sorted(with_body):
+        answers = document["paths"][path][method]["responses"]
+        assert {"400", "413"} <= set(answers), (method, path, sorted(answers))
+        assert answers["413"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ErrorBody"
+        }, (method, path)

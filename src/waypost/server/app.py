@@ -25,7 +25,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from waypost.client.engine import AsyncEngine
@@ -46,6 +46,7 @@ from . import (
     routes_users,
     schedule_routes,
 )
+from .answers import JsonAnswer
 from .console.pages import FormUnreadable, SignInNeeded, form_unreadable, sign_in_needed
 from .console.security import ConsoleSecret
 from .errors import answer, error_body, logged_path
@@ -99,6 +100,7 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # the interactive pages load scripts from elsewhere
         redoc_url=None,
+        default_response_class=JsonAnswer,
     )
     if engine is not None:
         app.state.engine = engine
@@ -178,7 +180,7 @@ def _load(apps: list[str]) -> list[Any]:
 async def _waypost_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, WaypostError)
     status, body, headers = answer(exc)
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JsonAnswer(body, status_code=status, headers=headers)
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
@@ -192,10 +194,10 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     ]
     if any(err.get("type") == "json_invalid" for err in exc.errors()):
         what = "the request body is not valid JSON"
-        return JSONResponse(error_body("bad_json", what, {"problems": problems}), status_code=400)
+        return JsonAnswer(error_body("bad_json", what, {"problems": problems}), status_code=400)
     what = "the request is not as the API expects"
     body = error_body("invalid_request", what, {"problems": problems})
-    return JSONResponse(body, status_code=422)
+    return JsonAnswer(body, status_code=422)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -207,13 +209,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         # The framework's answer to a body its JSON parser gave up on: bytes that are not
         # UTF-8, or nesting deeper than the parser goes (a RecursionError caught there).
         message = "the request body is not JSON the API can read: UTF-8 text, not nested too deep"
-    return JSONResponse(error_body(code, message), status_code=exc.status_code, headers=exc.headers)
+    return JsonAnswer(error_body(code, message), status_code=exc.status_code, headers=exc.headers)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     path = logged_path(request.url.path)
     log.error("unexpected %s answering %s %s", type(exc).__name__, request.method, path)
-    return JSONResponse(error_body("internal", "internal error"), status_code=500)
+    return JsonAnswer(error_body("internal", "internal error"), status_code=500)
 
 
 # == request bodies are bounded =========================================================
@@ -237,7 +239,7 @@ class BodyLimit:
             return
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
-            response = JSONResponse(
+            response = JsonAnswer(
                 error_body("too_large", f"the request body is over {self.limit} bytes"),
                 status_code=413,
                 headers={"Connection": "close"},

@@ -29,6 +29,7 @@ from waypost.errors import InvalidCredential, WaypostError
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 
+from .answers import HtmlAnswer
 from .console.security import same_secret
 from .errors import answer
 
@@ -62,7 +63,7 @@ def _templates() -> jinja2.Environment:
 
 def _page(name: str, status: int = 200, **values: Any) -> HTMLResponse:
     html = _templates().get_template(name).render(**values)
-    return HTMLResponse(html, status_code=status, headers=HEADERS)
+    return HtmlAnswer(html, status_code=status, headers=HEADERS)
 
 
 @router.get("/static/waypost.css")

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import Depends, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
@@ -24,19 +24,7 @@ from waypost.model import operations as ops, webhooks as wh
 from waypost.model.identity import Principal, preview
 from waypost.model.wire import event_wire, problems_wire, to_wire
 
-
-class ErrorDetail(BaseModel):
-    code: str = Field(description="The error's kind, stable for clients (snake case).")
-    message: str
-    details: dict[str, Any] = Field(
-        description="What a client acts on: `problems` (each with `path` and `message`), "
-        "`field`, `quota`."
-    )
-
-
-class ErrorBody(BaseModel):
-    error: ErrorDetail
-
+from .bodies import ErrorBody as ErrorBody, ErrorDetail as ErrorDetail, api_router
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": what}
@@ -53,7 +41,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     }.items()
 }
 
-router = APIRouter(responses=_ERRORS)
+router = api_router(responses=_ERRORS)
 _bearer = HTTPBearer(auto_error=False, description="An API key: `waypost keys create`.")
 
 MAX_WAIT = 60.0  # seconds a result request may wait for the run to end

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from waypost.model import schedules as sch
 
+from .bodies import api_router
 from .routes import Caller, ErrorBody, door
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -26,7 +27,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         503: "The database does not answer.",
     }.items()
 }
-router = APIRouter(responses=_ERRORS, tags=["schedules"])
+router = api_router(responses=_ERRORS, tags=["schedules"])
 
 
 class _Body(BaseModel):

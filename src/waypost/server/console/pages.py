@@ -23,6 +23,7 @@ from waypost.errors import InvalidRequest, SessionEnded, WaypostError
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, preview
 
+from ..answers import HtmlAnswer
 from ..errors import answer
 from . import filters
 from .security import SESSION_COOKIE, ConsoleSecret, same_origin
@@ -197,7 +198,7 @@ def page(
     values.setdefault("notice", "")
     values.setdefault("notice_kind", "ok")
     html = templates().get_template(name).render(visit=visit, ops=ops, nav=nav, **values)
-    return HTMLResponse(html, status_code=status, headers=HEADERS)
+    return HtmlAnswer(html, status_code=status, headers=HEADERS)
 
 
 def refusal(exc: WaypostError) -> tuple[int, str]:
