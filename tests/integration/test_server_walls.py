@@ -195,3 +195,22 @@ def test_every_route_that_takes_a_body_declares_its_400_and_413(site: dict[str, 
         assert answers["413"]["content"]["application/json"]["schema"] == {
             "$ref": "#/components/schemas/ErrorBody"
         }, (method, path)
+
+
+# == numbers are numbers ===================================================================
+@pytest.mark.parametrize("priority", [True, False, "7", 7.0, "high", None])
+def test_a_start_refuses_a_priority_that_is_not_a_whole_number(
+    site: dict[str, Any], priority: Any
+) -> None:
+    api = Api(site["base"], site["ops"])
+    assert api.post("/v1/definitions", content=ASK.encode()).status_code in (200, 201)
+    body = {"workflow": "ask_walls", "run_id": "r-prio", "priority": priority}
+    answer = api.post("/v1/runs", json=body)
+    assert answer.status_code == 422, (priority, answer.status_code, answer.text)
+    assert answer.json()["error"]["code"] == "invalid_request"
+    assert api.get("/v1/runs/r-prio").status_code == 404
+    refused_version = api.post("/v1/runs", json={"workflow": "ask_walls", "version": True})
+    assert refused_version.status_code == 422
+    started = api.post("/v1/runs", json={**body, "priority": 7})
+    assert started.status_code == 201, started.text
+    assert site["engine"].get("r-prio", tenant="acme").priority == 7

@@ -81,11 +81,11 @@ class _Body(BaseModel):
 class StartBody(_Body):
     workflow: str = Field(description="A workflow's name (code or a published definition).")
     input: Any = Field(default=None, description="The run's input (JSON).")
-    version: str | int | None = Field(default=None, description="Default: the newest.")
+    version: StrictStr | StrictInt | None = Field(default=None, description="Default: the newest.")
     run_id: str | None = Field(
         default=None, description="The run's id; the same id with the same input finds it again."
     )
-    priority: int = Field(
+    priority: StrictInt = Field(
         default=0, description="-1000..1000: claimed before the tenant's lower priorities."
     )
     concurrency_key: str | None = Field(
@@ -583,7 +583,7 @@ class SignalWithStartBody(_Body):
     run_id: str = Field(description="The run to signal, started first if no run has this id.")
     signal: str = Field(description="The signal's name.")
     payload: Any = Field(default=None, description="What the run receives with the signal.")
-    version: str | int | None = Field(default=None, description="Default: the newest.")
+    version: StrictStr | StrictInt | None = Field(default=None, description="Default: the newest.")
 
 
 class WebhookSourceBody(_Body):

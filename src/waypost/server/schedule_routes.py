@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from waypost.model import schedules as sch
 
@@ -43,7 +43,7 @@ class ScheduleBody(_Body):
         default=None, description="Or: an interval in seconds."
     )
     input: Any = Field(default=None, description="Each run's input (JSON).")
-    version: str | int | None = Field(default=None, description="Default: the newest.")
+    version: StrictStr | StrictInt | None = Field(default=None, description="Default: the newest.")
     overlap: str = Field(default="skip", description="skip, buffer_one, allow_all, cancel_previous")
     catchup: str = Field(default="last", description="none, last or all (within catchup_window)")
     catchup_window: StrictFloat | StrictInt = Field(
