@@ -214,3 +214,29 @@ def test_a_start_refuses_a_priority_that_is_not_a_whole_number(
     started = api.post("/v1/runs", json={**body, "priority": 7})
     assert started.status_code == 201, started.text
     assert site["engine"].get("r-prio", tenant="acme").priority == 7
+
+
+# == the approval page's form comes from this site =========================================
+def test_the_approval_pages_post_from_another_origin_records_nothing(
+    site: dict[str, Any],
+) -> None:
+    path = _approval_path(site)
+    anonymous = Api(site["base"], None)
+    page = anonymous.get(path)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    form = {"csrf": csrf.group(1), "comment": "from elsewhere"}
+    for headers in (
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Origin": site["base"].replace("127.0.0.1", "localhost")},
+        {"Sec-Fetch-Site": "cross-site"},
+    ):
+        refused = anonymous.post(path, data=form, headers=headers)
+        assert refused.status_code == 403, headers
+        assert "Not recorded" in refused.text
+    engine = site["engine"]
+    assert engine.approvals(tenant="acme")[0].status == "pending"
+    decided = anonymous.post(path, data=form, headers={"Origin": site["base"]})
+    assert decided.status_code == 200, decided.text
+    assert engine.approvals(tenant="acme", status=None)[0].status == "approved"

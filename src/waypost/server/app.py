@@ -51,6 +51,7 @@ from .console.pages import FormUnreadable, SignInNeeded, form_unreadable, sign_i
 from .console.security import ConsoleSecret
 from .errors import answer, error_body, logged_path
 from .paths import EncodedSlashes
+from .proxies import AnswerHeaders, ForwardedFor, TrustedProxies
 
 log = logger("waypost.server")
 
@@ -73,6 +74,8 @@ class ServerSettings:
     log_format: str = "text"  # how each process logs (`configure_logging`)
     # The console's cookie key (hex), one for every process of the server; "" draws one.
     console_secret: str = field(default="", repr=False)
+    # Networks of proxies whose X-Forwarded-For/-Proto/-Host are believed (none: no one's).
+    trusted_proxies: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -90,9 +93,12 @@ def create_app(
     metrics: Metrics | None = None,
     metrics_token: str | None = None,
     console_secret: ConsoleSecret | None = None,
+    trusted_proxies: TrustedProxies | None = None,
 ) -> FastAPI:
     """The ASGI application serving `engine` (or the one `lifespan` opens); GET /metrics
-    answers from `metrics` (the engine's observer), with `metrics_token` if given."""
+    answers from `metrics` (the engine's observer), with `metrics_token` if given.
+    Requests from `trusted_proxies` are taken as the client their `X-Forwarded-*` headers
+    name (`proxies.py`)."""
     app = FastAPI(
         title="waypost",
         version="1",
@@ -125,6 +131,8 @@ def create_app(
     app.add_exception_handler(Exception, _unexpected)
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(EncodedSlashes)
+    app.add_middleware(AnswerHeaders)
+    app.add_middleware(ForwardedFor, proxies=trusted_proxies or TrustedProxies())  # outermost
     return app
 
 
@@ -158,6 +166,7 @@ def app_from_settings(settings: ServerSettings) -> FastAPI:
         metrics=metrics,
         metrics_token=settings.metrics_token,
         console_secret=secret,
+        trusted_proxies=TrustedProxies.parse(settings.trusted_proxies),
     )
 
 
@@ -215,7 +224,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _unexpected(request: Request, exc: Exception) -> Response:
     path = logged_path(request.url.path)
     log.error("unexpected %s answering %s %s", type(exc).__name__, request.method, path)
-    return JsonAnswer(error_body("internal", "internal error"), status_code=500)
+    # Sent from outside the middleware that adds these to every other answer.
+    headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
+    return JsonAnswer(error_body("internal", "internal error"), status_code=500, headers=headers)
 
 
 # == request bodies are bounded =========================================================

@@ -8,7 +8,10 @@ spent, expired, revoked, the approval no longer pending) gets one and the same
 page, so the page tells an attacker nothing about which.
 
 The form carries a CSRF token that must match a cookie set with the page
-(SameSite=Strict, HttpOnly): another site cannot make a browser post it. The
+(SameSite=Strict, HttpOnly): another site cannot make a browser post it. A POST whose
+`Origin` (or `Sec-Fetch-Site`) names another site is refused as well, before the
+token is looked at (behind a trusted proxy, the origin is the one the proxy was
+reached at). The
 pages load nothing from elsewhere (a strict Content-Security-Policy) and send
 no Referer, so the credential in the URL does not leak to other sites.
 """
@@ -30,7 +33,7 @@ from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 
 from .answers import HtmlAnswer
-from .console.security import same_secret
+from .console.security import same_origin, same_secret, secure
 from .errors import answer
 
 router = APIRouter(include_in_schema=False)
@@ -96,7 +99,7 @@ async def show(request: Request, credential: str) -> Response:
         csrf,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=secure(request),
         path="/approve/",
         max_age=3600,
     )
@@ -108,7 +111,12 @@ async def confirm(request: Request, credential: str) -> Response:
     form = await request.form()
     sent = form.get("csrf")
     kept = request.cookies.get(CSRF_COOKIE)
-    if not isinstance(sent, str) or not kept or not same_secret(sent, kept):
+    if (
+        not same_origin(request)
+        or not isinstance(sent, str)
+        or not kept
+        or not same_secret(sent, kept)
+    ):
         message = (
             "This form could not be checked (it did not come from this page, or your browser "
             "refused its cookie). Nothing was recorded: open the link again."
