@@ -386,6 +386,19 @@ class SignInRefused(WaypostError):
         )
 
 
+class SignInBusy(WaypostError):
+    """This server is checking as many passwords as it checks at once, and as many wait
+    already: the sign-in was not tried (nothing counted against anyone). Try again
+    after `retry_after` seconds."""
+
+    retry_after = 1.0
+
+    def __init__(
+        self, message: str = "the server is busy checking other sign-ins: try again in a moment"
+    ) -> None:
+        super().__init__(message)
+
+
 class SessionEnded(WaypostError):
     """The console session is unknown, signed out or expired, or its user or key no
     longer may sign in (one message for every cause)."""

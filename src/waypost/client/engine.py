@@ -304,6 +304,7 @@ class AsyncEngine(Calls):
 
     async def close(self) -> None:
         await self._runner.close()
+        self._accounts.close()
         if self._opened:
             await self.store.close()
             self._opened = False

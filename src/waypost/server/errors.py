@@ -23,6 +23,7 @@ log = logger("waypost.server")
 STATUSES: list[tuple[type[BaseException], int]] = [
     (e.Unauthenticated, 401),
     (e.SignInRefused, 401),
+    (e.SignInBusy, 503),
     (e.SessionEnded, 401),
     (e.WebhookRefused, 401),
     (e.PermissionDenied, 403),
@@ -58,7 +59,7 @@ STATUSES: list[tuple[type[BaseException], int]] = [
 ]
 
 # Seconds a client should wait before trying again, where waiting helps.
-RETRY_AFTER = {e.StoreContention: 1, e.StoreError: 5}
+RETRY_AFTER = {e.StoreContention: 1, e.StoreError: 5, e.SignInBusy: 1}
 
 
 # A path segment that is itself a credential: an approval link's token.

@@ -146,6 +146,8 @@ class SqlStore:
     disable_user = write(users.disable_user)
     set_password = write(users.set_password)
     record_sign_in = write(users.record_sign_in)
+    reserve_sign_in = write(users.reserve_sign_in)
+    settle_sign_in = write(users.settle_sign_in)
     create_session = write(users.create_session)
     get_session = read(users.get_session)
     end_session = write(users.end_session)

@@ -6,10 +6,12 @@ exists yet to derive one from), and every refusal shows one and the same message
 
 from __future__ import annotations
 
+import math
+
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
-from waypost.errors import InvalidRequest, SignInRefused, WaypostError
+from waypost.errors import InvalidRequest, SignInBusy, SignInRefused, WaypostError
 from waypost.model import operations as ops
 from waypost.model.identity import Principal
 from waypost.model.users import SESSION_SECONDS
@@ -36,6 +38,7 @@ from .security import (
 
 router = APIRouter(include_in_schema=False)
 
+BUSY = "The console is checking many sign-ins at once: try again in a moment."
 REFUSED = (
     "Sign-in refused: the tenant, user name, password or API key is not right, or the "
     "account cannot sign in now."
@@ -109,6 +112,10 @@ async def sign_in(request: Request) -> Response:
         )
     except (SignInRefused, InvalidRequest):
         return _form(request, status=401, error=REFUSED, next_path=next_path)
+    except SignInBusy:
+        busy = _form(request, status=503, error=BUSY, next_path=next_path)
+        busy.headers["Retry-After"] = str(math.ceil(SignInBusy.retry_after))
+        return busy
     except WaypostError:
         return _form(request, status=503, error="The console cannot sign in now; try again.")
     response = RedirectResponse(next_path, status_code=303)

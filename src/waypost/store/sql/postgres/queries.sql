@@ -970,6 +970,39 @@ FROM console_sessions WHERE token_hash = %(token_hash)s AND ended_at IS NULL;
 -- name: end_session
 UPDATE console_sessions SET ended_at = %(now)s WHERE token_hash = %(token_hash)s AND ended_at IS NULL;
 
+-- == sign-in attempts (counted before a password is checked) ==========================
+
+-- name: forget_sign_in_attempts
+DELETE FROM sign_in_attempts WHERE updated_at < %(before)s;
+
+-- name: insert_sign_in_attempt
+INSERT INTO sign_in_attempts (tenant, user_name, address, failures, window_start, updated_at)
+VALUES (%(tenant)s, %(user_name)s, %(address)s, 0, %(now)s, %(now)s)
+ON CONFLICT DO NOTHING;
+
+-- name: lock_sign_in_attempt
+SELECT failures, window_start, held_until FROM sign_in_attempts
+WHERE tenant = %(tenant)s AND user_name = %(user_name)s AND address = %(address)s
+FOR UPDATE;
+
+-- name: update_sign_in_attempt
+UPDATE sign_in_attempts
+SET failures = %(failures)s, window_start = %(window_start)s, held_until = %(held_until)s,
+    updated_at = %(now)s
+WHERE tenant = %(tenant)s AND user_name = %(user_name)s AND address = %(address)s;
+
+-- name: uncount_sign_in_attempt
+-- An attempt that succeeded was counted as a failure when it was reserved.
+UPDATE sign_in_attempts SET failures = failures - 1, updated_at = %(now)s
+WHERE tenant = %(tenant)s AND user_name = %(user_name)s AND address = %(address)s AND failures > 0;
+
+-- name: delete_sign_in_attempt
+DELETE FROM sign_in_attempts
+WHERE tenant = %(tenant)s AND user_name = %(user_name)s AND address = %(address)s;
+
+-- name: forget_user_sign_in_attempts
+DELETE FROM sign_in_attempts WHERE tenant = %(tenant)s AND user_name = %(name)s;
+
 -- == pages of runs: versions, search, counts ===========================================
 
 -- name: page_runs_by_workflow_version

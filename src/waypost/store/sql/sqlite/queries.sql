@@ -962,6 +962,38 @@ FROM console_sessions WHERE token_hash = :token_hash AND ended_at IS NULL;
 -- name: end_session
 UPDATE console_sessions SET ended_at = :now WHERE token_hash = :token_hash AND ended_at IS NULL;
 
+-- == sign-in attempts (counted before a password is checked) ==========================
+
+-- name: forget_sign_in_attempts
+DELETE FROM sign_in_attempts WHERE updated_at < :before;
+
+-- name: insert_sign_in_attempt
+INSERT INTO sign_in_attempts (tenant, user_name, address, failures, window_start, updated_at)
+VALUES (:tenant, :user_name, :address, 0, :now, :now)
+ON CONFLICT DO NOTHING;
+
+-- name: lock_sign_in_attempt
+SELECT failures, window_start, held_until FROM sign_in_attempts
+WHERE tenant = :tenant AND user_name = :user_name AND address = :address;
+
+-- name: update_sign_in_attempt
+UPDATE sign_in_attempts
+SET failures = :failures, window_start = :window_start, held_until = :held_until,
+    updated_at = :now
+WHERE tenant = :tenant AND user_name = :user_name AND address = :address;
+
+-- name: uncount_sign_in_attempt
+-- An attempt that succeeded was counted as a failure when it was reserved.
+UPDATE sign_in_attempts SET failures = failures - 1, updated_at = :now
+WHERE tenant = :tenant AND user_name = :user_name AND address = :address AND failures > 0;
+
+-- name: delete_sign_in_attempt
+DELETE FROM sign_in_attempts
+WHERE tenant = :tenant AND user_name = :user_name AND address = :address;
+
+-- name: forget_user_sign_in_attempts
+DELETE FROM sign_in_attempts WHERE tenant = :tenant AND user_name = :name;
+
 -- == pages of runs: versions, search, counts ===========================================
 
 -- name: page_runs_by_workflow_version
