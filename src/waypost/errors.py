@@ -345,6 +345,15 @@ class TenantNotFound(WaypostError, LookupError):
     """No tenant of this name exists (tenants are made with `create_tenant`)."""
 
 
+class TenantDisabled(WaypostError):
+    """The tenant is disabled: none of its API keys or console sessions is accepted until
+    the platform operator enables it again (HTTP 403 `tenant_disabled`)."""
+
+
+class TenantNotDisabled(InvalidState):
+    """Only a disabled tenant can be deleted: disable it first (nothing was deleted)."""
+
+
 class KeyNotFound(WaypostError, LookupError):
     """No API key with this id exists in this tenant."""
 

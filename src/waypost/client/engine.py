@@ -259,6 +259,7 @@ class AsyncEngine(Calls):
             # quotas and fair scheduling
             ops.GetTenant: self._access.get_tenant,
             ops.SetQuotas: self._access.set_quotas,
+            **self._access.tenant_handlers(),  # DisableTenant, EnableTenant, DeleteTenant
             **self._access.queue_handlers(),  # ConfigureQueue, ListQueues
             # retention: purged runs
             ops.PurgeRuns: self._retention.purge,

@@ -72,7 +72,7 @@ from waypost.model.users import (
 from waypost.store.accounts import SessionRecord, SignInAttempt, UserRecord
 from waypost.store.base import Store
 
-from .access import Access, split_key
+from .access import Access, split_key, tenant_disabled
 
 log = logger("waypost.console.access")
 T = TypeVar("T")
@@ -289,8 +289,14 @@ class Accounts:
         if record.disabled_at is not None or not _roles(record.roles):
             raise SignInRefused()
         await self.store.settle_sign_in(attempt, now)
+        if await self._tenant_disabled(tenant):  # told only to who knows the password
+            raise tenant_disabled(tenant)
         principal = Principal(tenant, record.name, frozenset(_roles(record.roles)))
         return await self._open(principal, SignInKind.PASSWORD, record.name, now)
+
+    async def _tenant_disabled(self, tenant: str) -> bool:
+        record, _ = await self.store.tenant_state(tenant)
+        return record is not None and record.disabled_at is not None
 
     # == hashing on threads of its own ================================================
     def _take_hasher(self) -> None:
@@ -345,6 +351,8 @@ class Accounts:
                 roles = _roles(key.roles)
         if not roles:
             raise SessionEnded()
+        if record.tenant_disabled:
+            raise tenant_disabled(record.tenant)
         auth = f"console-{SignInKind(record.kind).value}"
         return SessionView(
             Principal(record.tenant, record.subject, frozenset(roles), auth=auth),

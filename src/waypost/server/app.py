@@ -47,7 +47,14 @@ from . import (
     schedule_routes,
 )
 from .answers import JsonAnswer
-from .console.pages import FormUnreadable, SignInNeeded, form_unreadable, sign_in_needed
+from .console.pages import (
+    FormUnreadable,
+    SignInNeeded,
+    TenantClosed,
+    form_unreadable,
+    sign_in_needed,
+    tenant_closed,
+)
 from .console.security import ConsoleSecret
 from .errors import answer, error_body, logged_path
 from .paths import EncodedSlashes
@@ -125,6 +132,7 @@ def create_app(
     app.include_router(console.router())
     app.add_exception_handler(SignInNeeded, sign_in_needed)
     app.add_exception_handler(FormUnreadable, form_unreadable)
+    app.add_exception_handler(TenantClosed, tenant_closed)
     app.add_exception_handler(WaypostError, _waypost_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

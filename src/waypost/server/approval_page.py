@@ -29,6 +29,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from waypost.errors import InvalidCredential, WaypostError
+from waypost.features.access import tenant_disabled
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 
@@ -80,8 +81,14 @@ async def stylesheet() -> Response:
 
 
 async def _view(request: Request, credential: str) -> Any:
+    """What the credential may decide; `TenantDisabled` if its tenant is disabled."""
     engine = request.app.state.engine
-    return await engine.execute(ops.ResolveCredential(token=credential), Principal.anonymous())
+    view = await engine.execute(ops.ResolveCredential(token=credential), Principal.anonymous())
+    approver = Principal(view.tenant, view.approver, frozenset({Role.APPROVER}))
+    tenant = await engine.execute(ops.GetTenant(), approver)
+    if tenant.disabled:
+        raise tenant_disabled(view.tenant)
+    return view
 
 
 @router.get("/approve/{credential}")

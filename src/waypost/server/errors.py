@@ -27,6 +27,7 @@ STATUSES: list[tuple[type[BaseException], int]] = [
     (e.SessionEnded, 401),
     (e.WebhookRefused, 401),
     (e.PermissionDenied, 403),
+    (e.TenantDisabled, 403),
     (e.InvalidCredential, 403),
     (e.RunNotFound, 404),
     (e.UserNotFound, 404),

@@ -49,6 +49,7 @@ class SessionRecord:
     expires_at: float
     user: UserRecord | None
     key: ApiKeyRecord | None
+    tenant_disabled: bool = False
 
 
 @dataclass(frozen=True)

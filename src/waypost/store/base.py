@@ -48,6 +48,7 @@ from .rows import (
     TenantRecord as TenantRecord,
 )
 from .schedules import ScheduleStore
+from .tenants import TenantStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,7 +390,7 @@ class DeliveryResult:
     run_id: str = ""
 
 
-class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, Protocol):
+class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, TenantStore, Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str

@@ -11,7 +11,13 @@ import math
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
-from waypost.errors import InvalidRequest, SignInBusy, SignInRefused, WaypostError
+from waypost.errors import (
+    InvalidRequest,
+    SignInBusy,
+    SignInRefused,
+    TenantDisabled,
+    WaypostError,
+)
 from waypost.model import operations as ops
 from waypost.model.identity import Principal
 from waypost.model.users import SESSION_SECONDS
@@ -112,6 +118,8 @@ async def sign_in(request: Request) -> Response:
         )
     except (SignInRefused, InvalidRequest):
         return _form(request, status=401, error=REFUSED, next_path=next_path)
+    except TenantDisabled as exc:
+        return _form(request, status=403, error=f"{exc}.", next_path=next_path)
     except SignInBusy:
         busy = _form(request, status=503, error=BUSY, next_path=next_path)
         busy.headers["Retry-After"] = str(math.ceil(SignInBusy.retry_after))

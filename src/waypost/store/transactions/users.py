@@ -128,6 +128,7 @@ def get_session(tx: Tx, token_hash: str) -> SessionRecord | None:
     else:
         found = tx.one("api_key_to_authenticate", {"key_id": row["credential"]})
         key = api_key_from_row(found) if found is not None else None
+    status = tx.one("tenant_disabled_at", {"tenant": row["tenant"]})
     return SessionRecord(
         token_hash=row["token_hash"],
         tenant=row["tenant"],
@@ -138,6 +139,7 @@ def get_session(tx: Tx, token_hash: str) -> SessionRecord | None:
         expires_at=row["expires_at"],
         user=user,
         key=key,
+        tenant_disabled=status is not None and status["disabled_at"] is not None,
     )
 
 
