@@ -6,8 +6,12 @@ a batch at a time, and never one of another tenant.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,6 +69,24 @@ async def waits(ctx: wp.WorkflowContext) -> str:
     return str(got)
 
 
+@wp.workflow(name="paid_tl")
+async def paid(ctx: wp.WorkflowContext, order_id: str) -> Any:
+    return await ctx.wait_signal("paid", 3600, correlate=("order", order_id))
+
+
+def _signed(secret: str, delivery_id: str, body: bytes) -> dict[str, str]:
+    """Standard Webhooks headers for `body` (HMAC-SHA256 over "id.timestamp.body")."""
+    ts = int(time.time())
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    mac = hmac.new(key, f"{delivery_id}.{ts}.".encode() + body, hashlib.sha256).digest()
+    return {
+        "webhook-id": delivery_id,
+        "webhook-timestamp": str(ts),
+        "webhook-signature": "v1," + base64.b64encode(mac).decode(),
+        "content-type": "application/json",
+    }
+
+
 def _error_code(answer: Any) -> str:
     code: str = answer.json()["error"]["code"]
     return code
@@ -74,7 +96,7 @@ def _error_code(answer: Any) -> str:
 @pytest.fixture
 def site(make_engine: Any, serve: Any, tmp_path: Path) -> Iterator[dict[str, Any]]:
     notes = tmp_path / "notes.jsonl"
-    engine = make_engine(waits, notifier=FileSender(notes))
+    engine = make_engine(waits, paid, notifier=FileSender(notes))
     with engine.running():
         base = serve(engine)
         keys = {
@@ -136,6 +158,29 @@ def test_a_disabled_tenants_keys_sessions_and_links_are_refused_at_once(
     assert rita.get("/runs").status_code == 200  # the same session works again
     assert anonymous.get(path).status_code == 200
     assert not engine.list_tenants()[0].disabled
+
+
+def test_a_disabled_tenants_webhook_sources_deliver_nothing(site: dict[str, Any]) -> None:
+    engine = site["engine"]
+    made = engine.create_webhook_source(
+        "acme-pay", signal="paid", key="order", path="order", tenant="acme"
+    )
+    engine.start(paid, "o-1", tenant="acme", run_id="r-paid")
+    eventually(lambda: engine.get("r-paid", tenant="acme").waiting_for, "r-paid to wait")
+    body = json.dumps({"order": "o-1"}).encode()
+    anonymous = Api(site["base"], None)
+    engine.disable_tenant("acme")
+    refused = anonymous.post(
+        "/v1/webhooks/acme-pay", content=body, headers=_signed(made.secret, "d-1", body)
+    )
+    assert refused.status_code == 401  # the one answer of an unknown source
+    assert not [e for e in engine.history("r-paid", tenant="acme") if e.type == "SignalReceived"]
+    engine.enable_tenant("acme")
+    delivered = anonymous.post(
+        "/v1/webhooks/acme-pay", content=body, headers=_signed(made.secret, "d-2", body)
+    )
+    assert delivered.status_code == 200, delivered.text
+    assert engine.result("r-paid", tenant="acme", timeout=30) == {"order": "o-1"}
 
 
 def test_only_the_platform_operator_changes_a_tenants_state(site: dict[str, Any]) -> None:

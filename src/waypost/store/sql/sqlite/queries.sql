@@ -668,9 +668,11 @@ DELETE FROM webhook_deliveries WHERE source = :source;
 
 -- name: webhook_source_by_id
 -- The one lookup not scoped by a tenant: the webhook's URL names only the source, which
--- is how its tenant is learnt.
+-- is how its tenant is learnt. A disabled tenant's source is not found.
 SELECT source, tenant, signal, corr_key, corr_path, tolerance, secret, created_at, created_by
-FROM webhook_sources WHERE source = :source;
+FROM webhook_sources WHERE source = :source
+  AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = webhook_sources.tenant
+                    AND d.disabled_at IS NOT NULL);
 
 -- name: insert_webhook_delivery
 INSERT INTO webhook_deliveries (source, delivery_id, tenant, received_at)
