@@ -112,6 +112,12 @@ def password_matches(password_hash: str, password: str) -> bool:
         return False
 
 
+def _check_password(stored: str | None, password: str) -> bool:
+    """(On a hashing thread.) An unknown user's password is checked against the stand-in
+    hash, so that it costs what a known one's does."""
+    return password_matches(stored if stored is not None else _stand_in_hash(), password)
+
+
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -280,8 +286,8 @@ class Accounts:
             now = self._now()
             await self._reserve(attempt, now)
             record = await self.store.get_user(tenant, user)
-            stored = record.password_hash if record is not None else _stand_in_hash()
-            matches = await self._on_hasher(password_matches, stored, password)
+            stored = record.password_hash if record is not None else None
+            matches = await self._on_hasher(_check_password, stored, password)
         finally:
             self._hashes_in_flight -= 1
         if record is None or not matches:
