@@ -420,6 +420,14 @@ class UserExists(WaypostError):
     """A user of this name exists already in the tenant; nothing was written."""
 
 
+class IdentityTaken(UserExists):
+    """A tenant admin asked for a console user or an API key for a name that is already
+    another person's identity in the tenant (a user, a key's principal, a member of a
+    group, an approver named in a pending approval); nothing was written. Only the
+    platform operator (the command line, the embedded API) makes a second credential for
+    someone who has one."""
+
+
 class UserNotFound(WaypostError, LookupError):
     """No user of this name in this tenant."""
 
@@ -438,6 +446,16 @@ class QueryFailed(WaypostError):
     """A query could not be answered: the run has no handler of that name, the handler
     raised, or it tried to do something (sleep, run an activity) a query may not.
     Nothing was recorded."""
+
+
+class ComputeLimitExceeded(WaypostError):
+    """Work run for a tenant (a replay, a query, an activation of a definition run) took
+    more CPU time than one call may, and was stopped; nothing of it was recorded."""
+
+
+class ComputeUnavailable(WaypostError):
+    """The process that does a server's expensive work (queries, replays, definition runs)
+    ended or stopped answering; it is started again: try again shortly."""
 
 
 class UpdateRejected(WaypostError):

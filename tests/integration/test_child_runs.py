@@ -571,3 +571,37 @@ def test_a_call_step_is_validated_with_located_errors(
     with pytest.raises(wp.DefinitionError) as info:
         engine.publish(definition)
     assert any(p.path.startswith(where) for p in info.value.problems), info.value.problems
+
+
+@wp.workflow(name="broken_kid")
+async def broken_kid(ctx: wp.WorkflowContext, n: int) -> int:
+    raise RuntimeError(f"a bug in the child's code ({n})")  # not a Failure: suspends the run
+
+
+@wp.workflow(name="broken_holder")
+async def broken_holder(ctx: wp.WorkflowContext, close: str) -> str:
+    await ctx.start_child(broken_kid, 1, close=close)
+    await ctx.wait_signal("end")
+    return "ended"
+
+
+@pytest.mark.parametrize("close", ["cancel", "terminate"])
+def test_a_suspended_child_ends_as_its_close_policy_says_when_its_parent_ends(
+    make_engine: Any, close: str
+) -> None:
+    """A suspended child's code cannot run, so it cannot take in a cancel request: the
+    parent's ending commit ends it at once (cancelled, or terminated), never leaving it
+    suspended for ever."""
+    engine = make_engine(broken_holder, broken_kid)
+    with engine.running():
+        run = engine.start(broken_holder, close)
+        child_id = f"{run.run_id}-1"
+        eventually(lambda: _status(engine, child_id) == "suspended", "the child is suspended")
+        engine.cancel(run.run_id, reason="no longer needed")
+        eventually(lambda: engine.get(run.run_id).status == "cancelled", "parent cancelled")
+        expected = {"cancel": "cancelled", "terminate": "terminated"}[close]
+        eventually(lambda: _status(engine, child_id) == expected, f"the child {expected}")
+        last = engine.history(child_id)[-1]
+        assert last.type == ("RunCancelled" if close == "cancel" else "RunTerminated")
+        assert last.data["by"] == {"parent_run_id": run.run_id, "close": close}
+    assert engine._call(check_invariants(engine.aio.store)) == []

@@ -210,6 +210,8 @@ def test_a_small_order_runs_every_step_without_approval(engine: Any) -> None:
             "max_run_seconds": 90 * 86400,
             "max_expression_steps": 100_000,
             "max_expression_size": 1_000_000,
+            "max_run_expression_steps": 1_000_000,
+            "max_run_expression_size": 50_000_000,
             "max_map_items": 1_000,
             "max_map_concurrency": 10,
         },

@@ -50,9 +50,22 @@ def test_who_may_decide_is_one_rule() -> None:
     policy = wp.Quorum(2, users=["Zed"], group="board")
     members = {"board": ["Ann", "bob", "eve", "zed"]}
     assert ap.eligible(policy, "EVE", members) == {"ann", "bob", "zed"}
-    assert ap.eligible(policy.without("bob"), None, members) == {"ann", "eve", "zed"}
+    assert ap.eligible(policy.without("bob"), "nobody", members) == {"ann", "eve", "zed"}
     no_sod = wp.Quorum(2, group="board", segregation_of_duties=False)
     assert "eve" in ap.eligible(no_sod, "eve", members)
+    # Nobody knows who started the run: segregation of duties fails closed (nobody may
+    # decide), unless the policy allows an unknown starter in so many words.
+    assert ap.eligible(policy, None, members) == set()
+    assert ap.eligible(no_sod, None, members) == {"ann", "bob", "eve", "zed"}
+    lenient = wp.Quorum(2, users=["Zed"], group="board", allow_unknown_starter=True)
+    assert ap.eligible(lenient, None, members) == {"ann", "bob", "eve", "zed"}
+    assert ap.eligible(lenient, "eve", members) == {"ann", "bob", "zed"}
+    assert ap.Policy.from_json(lenient.to_json()) == lenient
+    assert "allow_unknown_starter" not in policy.to_json()  # stored policies read alike
+    for who in ("ann", "zed"):
+        reason = ap.refusal(policy, who, started_by=None, member_of=lambda g: True, voted=[])
+        assert reason == ap.UNKNOWN_STARTER
+        assert ap.refusal(lenient, who, started_by=None, member_of=lambda g: True, voted=[]) is None
 
 
 def test_escalating_never_needs_fewer_approvals() -> None:

@@ -198,7 +198,9 @@ def _load_apps(apps: tuple[str, ...]) -> list[Any]:
     help="The version to start: a definition's version number (default: the newest).",
 )
 @click.option("--run-id", default=None, help="The run's id (starting it again is harmless).")
-@click.option("--started-by", default=None, help="Who starts it (may not approve it).")
+@click.option(
+    "--started-by", default=None, help="Who starts it (may not approve it; default: the OS user)."
+)
 @click.option(
     "--concurrency-key",
     default=None,

@@ -42,6 +42,23 @@ from .common import db_option, log_format_option, sender_from_spec, worker_optio
     "`waypost worker` elsewhere).",
 )
 @click.option(
+    "--compute-processes",
+    type=click.IntRange(0, 64),
+    default=1,
+    show_default=True,
+    help="Processes beside each server process that run definition runs, queries, replay "
+    "views, updates' validation and verification (a tenant's expensive work), at a lower "
+    "priority; 0 runs them in the server process.",
+)
+@click.option(
+    "--compute-cpu-limit",
+    type=click.FloatRange(0.01, 3600),
+    default=10.0,
+    show_default=True,
+    help="Seconds of CPU one replay, query or definition run's activation may take before "
+    "it is stopped (the run is suspended, the query refused).",
+)
+@click.option(
     "--max-body",
     type=click.IntRange(1024),
     default=4 * 1024 * 1024,
@@ -88,6 +105,8 @@ def server(
     port: int,
     processes: int,
     api_only: bool,
+    compute_processes: int,
+    compute_cpu_limit: float,
     max_body: int,
     metrics: bool,
     metrics_token: str | None,
@@ -148,6 +167,7 @@ def server(
             "max_activities": max_activities,
             "approval_url": base_url,
             "http_allow": list(http_allow) or None,
+            "compute_cpu_limit": compute_cpu_limit,
         },
         notify=notify,
         metrics=metrics,
@@ -157,6 +177,7 @@ def server(
         # restart (else a restart signs everyone out of the console).
         console_secret=os.environ.get("WAYPOST_CONSOLE_SECRET") or new_secret_text(),
         trusted_proxies=proxies.texts(),
+        compute_processes=compute_processes,
     )
     os.environ[SETTINGS_VARIABLE] = settings.to_json()
     configure_logging(log_format, tracing.log_ids)

@@ -19,7 +19,7 @@ unauthenticated principal (`Principal.anonymous()`) may send: what it carries
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar, cast
 
 from waypost.errors import InvalidRequest, PermissionDenied, QuotaExceeded
@@ -45,6 +45,17 @@ class Door:
 
     def serves(self, kind: type[Request[Any]]) -> bool:
         return kind in self._handlers
+
+    def reroute(self, kinds: Iterable[type[Request[Any]]], handler: Handler) -> None:
+        """Carry out requests of `kinds` (operations the door serves) with `handler`."""
+        for kind in kinds:
+            if kind not in self._handlers:
+                raise ValueError(f"{kind.__name__} is not an operation the door serves")
+            self._handlers[kind] = handler
+
+    def operations(self) -> tuple[type[Request[Any]], ...]:
+        """Every request class this door serves (the role table is checked against it)."""
+        return tuple(self._handlers)
 
     async def execute(self, request: Request[T], principal: Principal) -> T:
         """Check `request` for `principal` and carry it out; answers what the operation does."""

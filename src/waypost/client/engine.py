@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import os
 import secrets
 import socket
@@ -65,6 +64,7 @@ from waypost.store.base import Store
 from .calls import Calls
 from .door import Door, Handler
 from .handles import AsyncRunHandle as AsyncRunHandle
+from .local import os_user, seconds
 from .schedules import schedules_of
 
 T = TypeVar("T")
@@ -72,18 +72,6 @@ T = TypeVar("T")
 
 # The HTTP server's default address: approval links open its approval page.
 DEFAULT_APPROVAL_URL = "http://127.0.0.1:8080"
-
-
-def _seconds(value: timedelta | float) -> float:
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
-
-
-def os_user() -> str:
-    """Who runs this process: the local principal's name in audit records."""
-    try:
-        return getpass.getuser()
-    except Exception:  # no user name in the environment or the password database
-        return f"uid {os.getuid()}"
 
 
 class AsyncEngine(Calls):
@@ -100,6 +88,7 @@ class AsyncEngine(Calls):
     activities), `shutdown_grace` (how long a stop waits for running
     attempts), `cancel_grace` (how long a cancelled run's code may go on
     cleaning up before the run ends `cancelled` anyway; None: no limit).
+    `serve_code` (False: registered code answers queries, its tasks run elsewhere).
     Workflows defined as data: `serve_definitions` (run the
     workflow tasks of definition runs here, default True), `http_allow` (hosts
     `http` steps may call, e.g. `["api.example.com", "*.example.org"]`; an
@@ -123,6 +112,8 @@ class AsyncEngine(Calls):
     workflow task or activity step lost its engine that many times is suspended.
     `observer`: told what is worth counting (`waypost.model.observe.Observer`; the
     Prometheus one is `waypost.observability.Metrics`).
+    The compute lane (guide, *Isolation between tenants*): `compute_threads` (2),
+    `compute_cpu_limit` (10 s of CPU a call; None: none), `max_compute_waiting` (8).
 
     Every operation goes through `execute(request, principal)`; the methods
     below act as the local principal of the tenant they name.
@@ -149,6 +140,7 @@ class AsyncEngine(Calls):
         notifier: Sender | None = None,
         approval_url: str = DEFAULT_APPROVAL_URL,
         serve_definitions: bool = True,
+        serve_code: bool = True,
         http_allow: Sequence[str] | None = None,
         http_secrets: SecretSource | None = None,
         limits: Limits | Mapping[str, Limits] | Callable[[str], Limits] | None = None,
@@ -158,6 +150,9 @@ class AsyncEngine(Calls):
         encryption: Keys | None = None,
         max_lapses: int = 5,
         observer: Observer | None = None,
+        compute_threads: int = 2,
+        compute_cpu_limit: timedelta | float | None = timedelta(seconds=10),
+        max_compute_waiting: int = 8,
     ) -> None:
         chain = chain if chain is not None else chain_from_environment(os.environ)
         self.store: Store = store if store is not None else open_store(url)
@@ -173,20 +168,24 @@ class AsyncEngine(Calls):
             owner=worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}",
             clock=clock or time.time,
             faults=faults or NoFaults(),
-            lease=_seconds(lease),
-            poll_interval=_seconds(poll_interval),
+            lease=seconds(lease),
+            poll_interval=seconds(poll_interval),
             cache_size=cache_size,
             max_activities=max_activities,
             max_workflows=max_workflows,
             activity_threads=activity_threads,
-            shutdown_grace=_seconds(shutdown_grace),
-            cancel_grace=None if cancel_grace is None else _seconds(cancel_grace),
+            shutdown_grace=seconds(shutdown_grace),
+            cancel_grace=None if cancel_grace is None else seconds(cancel_grace),
             serve_definitions=serve_definitions,
+            serve_code=serve_code,
             chain=chain,
             quotas=quotas if quotas is not None else Quotas(),
-            retention_every=None if retention_every is None else _seconds(retention_every),
+            retention_every=None if retention_every is None else seconds(retention_every),
             max_lapses=max_lapses,
             observer=observer if observer is not None else NO_OBSERVER,
+            compute_threads=compute_threads,
+            compute_cpu_limit=None if compute_cpu_limit is None else seconds(compute_cpu_limit),
+            max_compute_waiting=max_compute_waiting,
         )
         self.owner = self.settings.owner
         self.clock = self.settings.clock
@@ -284,6 +283,11 @@ class AsyncEngine(Calls):
         """Carry out an operation for `principal` (see `waypost.model.operations`)."""
         await self.open()
         return await self._door.execute(request, principal)
+
+    def forward(self, kinds: Sequence[type[ops.Request[Any]]], handler: Handler) -> None:
+        """Have `handler` carry out requests of `kinds` after the door's checks (the server
+        hands a tenant's expensive requests to its compute processes)."""
+        self._door.reroute(kinds, handler)
 
     def local(self, tenant: str = "default") -> Principal:
         """The principal this process acts as in `tenant`: every role, named after its user."""
@@ -397,7 +401,8 @@ class AsyncEngine(Calls):
         """Start a run; with `run_id`, starting the same run again returns it.
 
         `started_by` names the principal who started it (recorded in the history;
-        by default that principal may not approve the run's approvals). `priority`
+        by default that principal may not approve the run's approvals); without it, the
+        run is started for this process's own principal, named after the OS user. `priority`
         (-1000..1000): the run's tasks are claimed before the tenant's tasks of lower
         priority. `concurrency_key` (a customer's id, say): a queue's `key_concurrency`
         bounds the attempts running at once of the runs with one key. `dedup_id`:

@@ -132,7 +132,9 @@ def decision_commit(
             withdraw_correlations.append(d["step"])
         elif t == _E.CHILD_STARTED:
             # Started even by a run that ends in this activation (a detached child).
-            children.append(child_run(tenant, run_id, d, now, start_quotas))
+            children.append(
+                child_run(tenant, run_id, d, now, start_quotas, inst.started.get("started_by"))
+            )
     outcome = inst.outcome
     continuation: Continuation | None = None
     if outcome is not None and outcome.type == _E.RUN_CONTINUED_AS_NEW:
@@ -208,15 +210,26 @@ def next_generation(inst: WorkflowInstance, outcome: NewEvent) -> Continuation:
 
 
 def child_run(
-    tenant: str, parent_run_id: str, d: dict[str, Any], now: float, quotas: Quotas | None
+    tenant: str,
+    parent_run_id: str,
+    d: dict[str, Any],
+    now: float,
+    quotas: Quotas | None,
+    started_by: Any = None,
 ) -> NewRun:
-    """The child run a ChildStarted command starts, linked to its parent run and step."""
-    started = {
+    """The child run a ChildStarted command starts, linked to its parent run and step.
+
+    The child is started on behalf of whoever started its parent (`started_by`, from the
+    parent's RunStarted), so that segregation of duties holds through children: the
+    parent's starter may not decide the child's approvals either."""
+    started: dict[str, Any] = {
         "workflow": d["workflow"],
         "version": d["version"],
         "input": d["input"],
         "parent": {"run_id": parent_run_id, "step": d["step"], "depth": d["depth"]},
     }
+    if isinstance(started_by, str) and started_by:
+        started["started_by"] = started_by
     if "definition" in d:  # a definition's `call` step: the store picks the version
         started["definition"] = d["definition"]
     return NewRun(

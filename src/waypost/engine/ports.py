@@ -19,6 +19,7 @@ from waypost.runtime.instance import WorkflowInstance
 from waypost.runtime.registry import Registry, WorkflowDefn
 from waypost.store.base import CommitResult, RunCommit, RunRecord, Store
 
+from .compute import ComputeLane
 from .quotas import QuotaBook
 from .settings import Settings
 
@@ -58,6 +59,11 @@ class Machinery(Protocol):
 
     @property
     def codec(self) -> Codec: ...
+
+    @property
+    def compute(self) -> ComputeLane:
+        """Where work a tenant can make expensive runs: off the loop, timed, fairly."""
+        ...
 
     @property
     def quotas(self) -> QuotaBook:

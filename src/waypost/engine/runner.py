@@ -19,7 +19,6 @@ scheduler see it through their own small host protocols.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 import time
@@ -58,7 +57,9 @@ from waypost.store.base import (
 from . import tracing
 from .attempts import Attempt, Outcome, log_attempt_outcome, log_workflow_task
 from .cache import Live, LiveRuns, RunKey, RunLocks
+from .compute import ComputeLane, feed_events
 from .decisions import decision_commit
+from .endings import RunEnds
 from .faults import Crash
 from .observing import CommitWatch
 from .ports import WorkflowSource
@@ -98,7 +99,12 @@ class Runner(Starts):
         self._cache = LiveRuns(settings.cache_size)
         self.watch = CommitWatch(settings.observer)
         self._locks = RunLocks()
-        self._waiters: dict[RunKey, list[asyncio.Future[None]]] = {}
+        self._ends = RunEnds()
+        self.compute = ComputeLane(
+            threads=settings.compute_threads,
+            cpu_limit=settings.compute_cpu_limit,
+            max_waiting=settings.max_compute_waiting,
+        )
         self._spawned: set[asyncio.Task[Any]] = set()
         self._on_commit_hooks: list[Callable[[], None]] = []
         self._next_store_warning = 0.0
@@ -148,6 +154,7 @@ class Runner(Starts):
             await asyncio.gather(*self._spawned, return_exceptions=True)
         self._cache.clear()
         self.worker.shutdown()
+        self.compute.close()
 
     async def abandon(self) -> None:
         """Stop at once, as a crashed process would: nothing released or written."""
@@ -158,6 +165,7 @@ class Runner(Starts):
         await asyncio.gather(*tasks, return_exceptions=True)
         self._cache.clear()
         self.worker.shutdown()
+        self.compute.close()
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -193,6 +201,7 @@ class Runner(Starts):
         return {
             "cached_runs": len(self._cache),
             "running_activities": len(self.worker.inflight),
+            "compute": self.compute.stats(),
             "store": getattr(self.store, "stats", {}),
         }
 
@@ -247,24 +256,10 @@ class Runner(Starts):
         self._cache.evict((tenant, run_id))
 
     def run_ended(self, tenant: str, run_id: str) -> None:
-        for fut in self._waiters.pop((tenant, run_id), []):
-            if not fut.done():
-                fut.set_result(None)
+        self._ends.ended(tenant, run_id)
 
     async def wait_for_end(self, tenant: str, run_id: str, seconds: float) -> None:
-        key = (tenant, run_id)
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(key, []).append(fut)
-        try:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(seconds):  # not wait_for: see Scheduler._sleep
-                    await fut
-        finally:
-            waiters = self._waiters.get(key)
-            if waiters is not None and fut in waiters:
-                waiters.remove(fut)
-                if not waiters:
-                    del self._waiters[key]
+        await self._ends.wait(tenant, run_id, seconds)
 
     def new_instance(self, defn: WorkflowDefn, tenant: str, run_id: str) -> WorkflowInstance:
         self.watch.note(tenant, run_id, defn.name)
@@ -371,8 +366,9 @@ class Runner(Starts):
                         self._cache.evict(key)
                         continue
                     try:
-                        for ev in new:
-                            live.inst.apply_new(ev)
+                        await self.compute.feed(
+                            live.inst, functools.partial(feed_events, live.inst, new), "its events"
+                        )
                     except Exception:
                         self._cache.evict(key)  # replay from the store decides what it was
                         continue
@@ -472,8 +468,9 @@ class Runner(Starts):
         if defn is None:
             return None
         inst = self.new_instance(defn, run.tenant, run.run_id)
+        replay = functools.partial(inst.replay, history, run.processed_seq)
         try:
-            inst.replay(history, run.processed_seq)
+            await self.compute.feed(inst, replay, "its replay", events=len(history))
         except Exception as err:
             # Non-determinism, or a failure the workflow code cannot see (a broken codec).
             inst.close()
@@ -740,8 +737,9 @@ class Runner(Starts):
         if live is not None and not live.inst.closed:
             inst = live.inst
             expect_seq, expect_hash = inst.last_seq, inst.last_hash
+            outcome_event = Event(expect_seq + 1, type_, fed.data, now, "")
             try:
-                inst.apply_new(Event(expect_seq + 1, type_, fed.data, now, ""))
+                await self.compute.feed(inst, functools.partial(inst.apply_new, outcome_event))
             except Exception:
                 self._cache.evict(key)  # the slow path replays it and suspends if it must
             else:

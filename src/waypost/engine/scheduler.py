@@ -132,11 +132,12 @@ class Scheduler:
 
     def refresh_queues(self) -> None:
         registry = self.host.registry
-        queues = registry.workflow_queues()
+        code = self.settings.serve_code
+        queues = registry.workflow_queues() if code else []
         if self.settings.serve_definitions:
             queues.append(DEFINITIONS_QUEUE)
         self.workflow_queues = frozenset(queues)
-        self.activity_queues = frozenset(registry.activity_names())
+        self.activity_queues = frozenset(registry.activity_names() if code else ())
         # A claim may leave attempts of a named queue behind for its limits: a slot
         # of this engine that frees then tries again rather than waiting for a poll.
         self.named_queues = bool(registry.named_queues())

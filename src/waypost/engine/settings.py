@@ -29,6 +29,7 @@ class Settings:
     shutdown_grace: float = 30.0
     cancel_grace: float | None = 30.0  # a cancelled run ends this long after, at the latest
     serve_definitions: bool = True
+    serve_code: bool = True  # run registered workflows' and activities' tasks here
     chain: Chain = PLAIN  # how histories are hashed, and checked before replay
     quotas: Quotas = field(default_factory=Quotas)  # every tenant's, unless its row overrides
     retention_every: float | None = 3600.0  # seconds between retention passes; None: never
@@ -36,6 +37,11 @@ class Settings:
     # this many times without getting through is suspended as a poison run.
     max_lapses: int = 5
     observer: Observer = NO_OBSERVER  # told what is worth counting (metrics)
+    # The compute lane (compute.py): its threads, the CPU seconds one call may take
+    # (None: no limit), and the callers' requests a tenant may have waiting there.
+    compute_threads: int = 2
+    compute_cpu_limit: float | None = 10.0
+    max_compute_waiting: int = 8
 
     def __post_init__(self) -> None:
         if self.retention_every is not None and not self.retention_every > 0:
@@ -52,6 +58,13 @@ class Settings:
             raise ConfigurationError(
                 "cache_size must be >= 0; max_activities, max_workflows, activity_threads "
                 "and max_lapses >= 1"
+            )
+        if self.compute_threads < 1 or self.max_compute_waiting < 1:
+            raise ConfigurationError("compute_threads and max_compute_waiting must be >= 1")
+        if self.compute_cpu_limit is not None and not 0 < self.compute_cpu_limit < float("inf"):
+            raise ConfigurationError(
+                f"compute_cpu_limit must be None or a finite number of seconds > 0, "
+                f"not {self.compute_cpu_limit!r}"
             )
         if self.cancel_grace is not None and not 0 <= self.cancel_grace < float("inf"):
             raise ConfigurationError(

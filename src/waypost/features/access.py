@@ -191,6 +191,9 @@ class Access:
         if expires is not None and expires <= now:
             raise InvalidRequest("expires_at must be in the future", field="expires_at")
         roles = tuple(Role(r) for r in req.roles)
+        # A tenant admin makes keys only for names that are nobody's yet (or its own): a
+        # key for an approver's name would decide as that approver (decision 0028).
+        distinct = not principal.local and not principal.is_subject(req.principal)
         for _ in range(_ID_ROUNDS):
             key_id, secret = secrets.token_hex(KEY_ID_HEX // 2), secrets.token_hex(SECRET_HEX // 2)
             outcome = await self.store.create_api_key(
@@ -203,7 +206,8 @@ class Access:
                     created_by=principal.subject,
                     expires_at=expires,
                     now=now,
-                )
+                ),
+                distinct=distinct,
             )
             if outcome is KeyCreation.NO_TENANT:
                 raise TenantNotFound(
@@ -271,4 +275,6 @@ class Access:
             raise tenant_disabled(record.tenant)
         if record.last_used_at is None or record.last_used_at < now - TOUCH_EVERY:
             await self.store.touch_api_key(record.tenant, key_id, now, TOUCH_EVERY)
-        return Principal(record.tenant, record.principal, roles, local=False)
+        return Principal(
+            record.tenant, record.principal, roles, local=False, credential=f"key:{key_id}"
+        )

@@ -167,7 +167,10 @@ class Approvals:
         parts = ap.split_token(token)
         credential_id = parts[0] if parts else None
         approval = await self.store.get_approval(tenant, approval_id)
-        attempt = Refusal(tenant, approval_id, principal, decision, "", credential_id, auth, now)
+        via = authenticated_by(caller, credential_id)
+        attempt = Refusal(
+            tenant, approval_id, principal, decision, "", credential_id, auth, now, via
+        )
         if approval is None:
             # No run of this tenant to record it in: the audit log keeps it.
             audit_log.warning(
@@ -196,7 +199,10 @@ class Approvals:
         tenant, approval_id = caller.tenant, req.approval_id
         assert req.approver is not None  # the door names the caller when no one is given
         now = self.machinery.settings.clock()
-        attempt = Refusal(tenant, approval_id, req.approver, req.decision, "", None, req.auth, now)
+        via = authenticated_by(caller, None)
+        attempt = Refusal(
+            tenant, approval_id, req.approver, req.decision, "", None, req.auth, now, via
+        )
         approval = await self.store.get_approval(tenant, approval_id)
         if approval is None:
             audit_log.warning(
@@ -236,6 +242,7 @@ class Approvals:
                     auth=attempt.auth,
                     now=attempt.at,
                     members=members,
+                    authenticated_by=attempt.authenticated_by,
                 )
             )
             if not result.stale:
@@ -292,11 +299,12 @@ class Approvals:
 
     async def _refused(self, attempt: Refusal, reason: str) -> None:
         audit_log.warning(
-            "refused decision on approval %s by %s (%s, credential %s): %s",
+            "refused decision on approval %s by %s (%s, credential %s, authenticated by %s): %s",
             attempt.approval_id,
             attempt.principal,
             attempt.auth,
             attempt.credential_id,
+            attempt.authenticated_by or "-",
             reason,
         )
         with contextlib.suppress(StoreError):  # the refusal stands even if the record fails
@@ -394,12 +402,24 @@ class Approvals:
         return out
 
     async def get(self, req: ops.GetApproval, caller: Principal) -> ApprovalInfo:
-        """One approval; `ApprovalNotFound` if the tenant has none by that id."""
+        """One approval; `ApprovalNotFound` if the tenant has none by that id.
+
+        A caller whose only right to read approvals is the approver role (not local, no
+        operator, auditor or viewer role) reads only an approval it may decide now or has
+        decided; any other answers `ApprovalNotFound`, exactly as a missing one does.
+        """
         tenant, approval_id = caller.tenant, req.approval_id
         a = await self.store.get_approval(tenant, approval_id)
         if a is None:
             raise _not_found(approval_id, tenant)
         votes = await self.store.approval_votes(tenant, approval_id)
+        if not caller.local and not caller.may(ops.APPROVAL_READERS):
+            voted = any(caller.is_subject(v["principal"]) for v in votes)
+            may_decide = (
+                a.status == ap.PENDING and await self.refusal(a, caller.subject, votes) is None
+            )
+            if not voted and not may_decide:
+                raise _not_found(approval_id, tenant)
         return _info(a, votes, await self.store.approval_refusals(tenant, approval_id))
 
     # == changing approvers ========================================================
@@ -473,6 +493,19 @@ class Approvals:
             raise DecisionRefused("the approval is no longer pending")
         for hook in self._changed:
             hook()
+
+
+def authenticated_by(caller: Principal, credential_id: str | None) -> str:
+    """The credential that authenticated a decision's caller, as the vote records it: the
+    caller's API key or console account, else the approval link's credential (the page),
+    else the local principal (the embedded API, the command line)."""
+    if caller.credential:
+        return caller.credential
+    if credential_id is not None:
+        return f"link:{credential_id}"
+    if caller.local:
+        return f"local:{caller.subject}"
+    return ""
 
 
 def _not_found(approval_id: str, tenant: str) -> ApprovalNotFound:

@@ -16,6 +16,7 @@ on the run's last sequence number, revoking the step's open approval.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -162,6 +163,8 @@ class Definitions:
                     "max_run_seconds": limits.max_total_timeout,
                     "max_expression_steps": limits.max_expression_steps,
                     "max_expression_size": limits.max_expression_size,
+                    "max_run_expression_steps": limits.max_run_expression_steps,
+                    "max_run_expression_size": limits.max_run_expression_size,
                     "max_map_items": limits.max_map_items,
                     "max_map_concurrency": limits.max_map_concurrency,
                 },
@@ -261,7 +264,10 @@ class Definitions:
             definitions[number] = self.parsed(record)
         interpreter = Interpreter(definitions, int(started["version"]), started.get("limits"))
         return WorkflowDefn(
-            name=str(started["name"]), version=str(started["version"]), fn=interpreter.run
+            name=str(started["name"]),
+            version=str(started["version"]),
+            fn=interpreter.run,
+            tenant_defined=True,
         )
 
     async def publish(self, req: ops.Publish, principal: Principal) -> DefinitionInfo:
@@ -405,9 +411,12 @@ class Definitions:
             )
         defn = await self.workflow(run, history)
         inst = self.machinery.new_instance(defn, tenant, run_id)
+        replay = functools.partial(inst.replay, history, run.processed_seq)
         try:
             try:
-                inst.replay(history, run.processed_seq)
+                await self.machinery.compute.feed(
+                    inst, replay, "its replay", events=len(history), asked=True
+                )
             except NondeterminismError as exc:
                 return report([f"replaying the run failed: {exc}"], **known)
             interpreter = definition_of(defn.fn)

@@ -13,7 +13,8 @@ What is copied is decided by `waypost.model.fork` (decision 0008). Here:
 - The new run is created as any start is, in one transaction with its copied history:
   under the tenant's start quotas, a workflow task leased here if this engine serves
   it. Its RunStarted is the source's (same workflow, version or pinned definition,
-  input) plus `forked_from: {run_id, seq, step, by, reason}`; the run's priority is
+  input) plus `forked_from: {run_id, seq, step, by, reason}`, and its `started_by` is
+  the forking operator (the run is started on their behalf); the run's priority is
   the source's.
 - The same new run id, source and cut again answer that run (`created=False`); any
   other run of that id is `RunIdConflict`.
@@ -32,7 +33,7 @@ from waypost.errors import InvalidState, QuotaExceeded, RunIdConflict
 from waypost.model import operations as ops
 from waypost.model.events import Event, EventType, NewEvent
 from waypost.model.fork import Forked, children_in_flight, in_flight, plan_fork
-from waypost.model.identity import Principal, preview
+from waypost.model.identity import Principal, normal_identity, preview
 from waypost.model.status import RunStatus
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE
 from waypost.runtime.registry import workflow_queue
@@ -103,6 +104,9 @@ class Forks:
         # A fork is nobody's child: its source's parent waits for the source alone.
         started = {k: v for k, v in history[0].data.items() if k != "parent"}
         started["forked_from"] = link
+        # Started on the forking operator's behalf, not the source's starter's: the operator
+        # may not decide the fork's approvals (segregation of duties), the source's starter may.
+        started["started_by"] = normal_identity(principal.subject)
         workflow, version, queue = _code_of(source, history[0])
         run_id = req.new_run_id if req.new_run_id is not None else new_run_id()
         if run_id == source.run_id:

@@ -24,11 +24,13 @@ history: a repair's event names in `voids` the events that no longer count
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from waypost.engine.ports import Machinery
 from waypost.errors import (
+    ComputeLimitExceeded,
     InvalidRequest,
     InvalidState,
     PermissionDenied,
@@ -197,8 +199,13 @@ class Repairs:
         interpreter = definition_of(defn.fn)
         assert interpreter is not None  # a definition run's code is always one
         inst = self.machinery.new_instance(defn, run.tenant, run.run_id)
+        replay = functools.partial(inst.replay, history, run.processed_seq)
         try:
-            inst.replay(history, run.processed_seq)
+            await self.machinery.compute.feed(
+                inst, replay, "its replay", events=len(history), asked=True
+            )
+        except ComputeLimitExceeded:
+            raise
         except Exception as err:
             raise InvalidState(
                 f"cannot update the input of run {preview(run.run_id)}: its history does not "

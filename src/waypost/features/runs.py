@@ -14,9 +14,11 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from waypost.engine.compute import Recent
 from waypost.engine.ports import Machinery, StartSignal
 from waypost.engine.scheduler import WORKER_TTL
 from waypost.errors import (
+    ComputeLimitExceeded,
     QuotaExceeded,
     ResultTimeout,
     RunNotActive,
@@ -28,7 +30,14 @@ from waypost.errors import (
     WorkflowTerminated,
 )
 from waypost.model import operations as ops
-from waypost.model.events import COMMAND_EVENTS, ChainProblem, Event, EventType, NewEvent
+from waypost.model.events import (
+    COMMAND_EVENTS,
+    ChainProblem,
+    Event,
+    EventType,
+    NewEvent,
+    canonical_json,
+)
 from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
 from waypost.model.paging import RunCursor, decode_cursor
@@ -71,6 +80,8 @@ class Runs:
     def __init__(self, machinery: Machinery, definitions: Definitions) -> None:
         self.machinery = machinery
         self.definitions = definitions
+        # The replay view's answers, by (tenant, run, event, the history's last seq, hash).
+        self._views: Recent[tuple[str, str, int, int, str], dict[str, Any]] = Recent()
 
     # == changing runs ===========================================================
     async def start(self, req: ops.Start, principal: Principal) -> str:
@@ -369,21 +380,36 @@ class Runs:
         if defn is None or not prefix:
             return None
         interpreter = definition_of(defn.fn)
-        inst = self.machinery.new_instance(defn, run.tenant, run.run_id)
-        seen = min(run.processed_seq, last - 1)
-        try:
-            inst.replay(prefix, seen)
-        except Exception as err:  # a bug, or code that no longer matches: shown, not raised
-            return {"error": f"the history up to event {req.seq} does not replay: {err!r}"[:500]}
-        finally:
-            inst.close()
         if interpreter is None:
             return None
-        return {
-            "data": dict(interpreter.data),
-            "position": dict(interpreter.position),
-            "waiting": interpreter.waiting,
-        }
+        key = (principal.tenant, run.run_id, req.seq, run.last_seq, run.last_hash)
+        if (known := self._views.get(key)) is not None:
+            return known
+        inst = self.machinery.new_instance(defn, run.tenant, run.run_id)
+        seen = min(run.processed_seq, last - 1)
+
+        def replayed() -> dict[str, Any]:
+            try:
+                inst.replay(prefix, seen)
+            except Exception as err:  # a bug, or code that no longer matches: shown
+                if isinstance(err, ComputeLimitExceeded):
+                    raise
+                said = f"the history up to event {req.seq} does not replay: {err!r}"
+                return {"error": said[:500]}
+            return {
+                "data": dict(interpreter.data),
+                "position": dict(interpreter.position),
+                "waiting": interpreter.waiting,
+            }
+
+        try:
+            view = await self.machinery.compute.feed(
+                inst, replayed, "the replay view", events=len(prefix), asked=True
+            )
+        finally:
+            inst.close()
+        self._views.put(key, view, len(canonical_json(view)))
+        return view
 
     async def count_runs(self, req: ops.CountRuns, principal: Principal) -> dict[str, int]:
         """The tenant's runs by status."""

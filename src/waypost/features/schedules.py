@@ -40,7 +40,7 @@ from waypost.errors import (
 )
 from waypost.model import operations as ops, schedules as sch
 from waypost.model.events import canonical_json
-from waypost.model.identity import Principal, preview
+from waypost.model.identity import Principal, normal_identity, preview
 from waypost.model.logs import logger
 from waypost.model.schedules import CatchUp, Overlap, ScheduleInfo, Timing
 from waypost.model.status import RunStatus
@@ -76,6 +76,8 @@ def info_of(rec: ScheduleRecord) -> ScheduleInfo:
         buffered_fire_at=rec.buffered_fire_at,
         created_at=rec.created_at,
         created_by=rec.created_by,
+        changed_at=rec.changed_at,
+        changed_by=rec.changed_by,
     )
 
 
@@ -200,17 +202,22 @@ class Schedules:
         return info_of(await self._record(principal.tenant, req.schedule_id))
 
     async def pause(self, req: sch.PauseSchedule, principal: Principal) -> ScheduleInfo:
-        store = self.machinery.store
+        m = self.machinery
         await self._record(principal.tenant, req.schedule_id)
-        await store.set_schedule_paused(principal.tenant, req.schedule_id, True, None)
+        await m.store.set_schedule_paused(
+            principal.tenant, req.schedule_id, True, None, principal.subject, m.settings.clock()
+        )
         return info_of(await self._record(principal.tenant, req.schedule_id))
 
     async def resume(self, req: sch.ResumeSchedule, principal: Principal) -> ScheduleInfo:
         m = self.machinery
         rec = await self._record(principal.tenant, req.schedule_id)
         if rec.paused:
-            upcoming = timing_of(rec).next_after(m.settings.clock())
-            await m.store.set_schedule_paused(principal.tenant, req.schedule_id, False, upcoming)
+            now = m.settings.clock()
+            upcoming = timing_of(rec).next_after(now)
+            await m.store.set_schedule_paused(
+                principal.tenant, req.schedule_id, False, upcoming, principal.subject, now
+            )
             self._wake.set()
         return info_of(await self._record(principal.tenant, req.schedule_id))
 
@@ -229,8 +236,10 @@ class Schedules:
         policy = Overlap(rec.overlap) if req.overlap == "schedule" else Overlap(req.overlap)
         previous: str | None = None
         fires: list[tuple[str, str | None]] = []
+        # The backfill's runs are started on behalf of whoever asked for it.
+        by = normal_identity(principal.subject)
         for at in times:
-            started, unstarted = await self._fire(rec, at, policy, previous, "backfilled")
+            started, unstarted = await self._fire(rec, at, policy, previous, "backfilled", by)
             if started is not None:
                 previous = started
             if unstarted is not None:
@@ -329,9 +338,14 @@ class Schedules:
         policy: Overlap,
         previous: str | None,
         kind: str = "started",
+        started_by: str | None = None,
     ) -> tuple[str | None, str | None]:
         """Start the run of the fire at `at` as `policy` says: its run id (None: not
         started), and the outcome to tell if no run started (skipped, not_started).
+
+        The run is started on behalf of `started_by` (a backfill's: whoever asked for it),
+        else of the schedule's creator: whoever set it up may not decide its runs'
+        approvals (segregation of duties), as if they had started each run themselves.
 
         A run this call creates is told at once as `kind` (started, caught_up,
         backfilled) with its lag; a start that finds the run another engine made is not
@@ -352,6 +366,7 @@ class Schedules:
             input=json.loads(rec.input),
             run_id=sch.fire_run_id(rec.schedule_id, at),
             version=rec.version,
+            started_by=started_by or normal_identity(rec.created_by),
         )
         try:
             started = await self.runs.start_run(request, principal)

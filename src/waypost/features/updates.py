@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
+from waypost.engine.compute import Recent
 from waypost.engine.ports import Machinery
 from waypost.errors import (
+    ComputeLimitExceeded,
     InvalidState,
     PayloadError,
     QueryFailed,
@@ -38,17 +40,25 @@ from waypost.errors import (
     WaypostError,
 )
 from waypost.model import operations as ops
-from waypost.model.events import TERMINAL_EVENTS, Event, EventType, NewEvent, feeds_code
+from waypost.model.events import (
+    TERMINAL_EVENTS,
+    Event,
+    EventType,
+    NewEvent,
+    canonical_json,
+    feeds_code,
+)
 from waypost.model.identity import Principal, preview
 from waypost.model.repairs import effective
 from waypost.model.status import RunStatus
-from waypost.runtime.instance import WorkflowInstance
+from waypost.runtime.instance import InstanceDropped, WorkflowInstance
 from waypost.store.base import Conflict, RunCommit, RunRecord
 
 from .definitions import Definitions
 from .runs import run_not_found
 
 _E = EventType
+T = TypeVar("T")
 _TRIES = 20  # validations before giving up on a run whose history keeps moving
 
 
@@ -66,17 +76,20 @@ class Updates:
     def __init__(self, machinery: Machinery, definitions: Definitions) -> None:
         self.machinery = machinery
         self.definitions = definitions
+        self._answers: Recent[tuple[str, str, int, str, str, str], Any] = Recent()
 
-    async def _rebuilt(self, run: RunRecord, history: list[Event], what: str) -> WorkflowInstance:
-        """The run's code replayed from `history` on a fresh instance (the caller closes it)."""
+    async def _with_rebuilt(
+        self,
+        run: RunRecord,
+        history: list[Event],
+        what: str,
+        then: Callable[[WorkflowInstance], T],
+    ) -> T:
+        """`then(instance)` on the run's code replayed from `history` on a fresh instance
+        (dropped afterwards). The check, the replay and `then` run on the compute lane:
+        a tenant's long history or heavy query never holds the loop."""
         m = self.machinery
         rid = preview(run.run_id)
-        problems = m.settings.chain.verify(history)
-        if problems:
-            raise InvalidState(
-                f"cannot {what}: run {rid}'s history fails its integrity check at event "
-                f"{problems[0].seq}"
-            )
         defn = m.registry.find_workflow(run.workflow, run.version)
         if defn is None:
             defn = await self.definitions.workflow_for(run, history)
@@ -91,15 +104,31 @@ class Updates:
         if ending is not None:
             # The code ended the run while handling the last event it was fed before the
             # end: that one goes in live, where returning is what the code does.
-            history = [ev for ev in history if ev.seq < ending.seq]
-            last_fed = max((ev.seq for ev in history if feeds_code(ev)), default=1)
+            fed = [ev for ev in history if ev.seq < ending.seq]
+            last_fed = max((ev.seq for ev in fed if feeds_code(ev)), default=1)
             handled = min(handled, last_fed - 1)
+        else:
+            fed = history
+
+        def rebuild_then() -> T:
+            problems = m.settings.chain.verify(history)
+            if problems:
+                raise InvalidState(
+                    f"cannot {what}: run {rid}'s history fails its integrity check at event "
+                    f"{problems[0].seq}"
+                )
+            try:
+                inst.replay(fed, handled)
+            except (WaypostError, InstanceDropped) as exc:
+                if isinstance(exc, ComputeLimitExceeded):
+                    raise
+                raise InvalidState(f"cannot {what}: replaying run {rid} fails: {exc}") from exc
+            return then(inst)
+
         try:
-            inst.replay(history, handled)
-        except WaypostError as exc:
+            return await m.compute.feed(inst, rebuild_then, what, events=len(fed), asked=True)
+        finally:
             inst.close()
-            raise InvalidState(f"cannot {what}: replaying run {rid} fails: {exc}") from exc
-        return inst
 
     async def _args(self, tenant: str, what: str, args: Sequence[Any]) -> Any:
         m = self.machinery
@@ -116,15 +145,25 @@ class Updates:
         run, history = await m.store.load_run(tenant, req.run_id)
         if run is None:
             raise run_not_found(req.run_id, tenant)
-        inst = await self._rebuilt(run, history, f"query run {preview(req.run_id)}")
-        try:
+        # A query is a function of the history: the same query of the same history is
+        # answered once and kept, so a flood of them costs one replay.
+        key = (tenant, run.run_id, run.last_seq, run.last_hash, req.query, canonical_json(args))
+        if (known := self._answers.get(key)) is not None:
+            return m.codec.decode(known)
+
+        def answer(inst: WorkflowInstance) -> Any:
             value = inst.answer_query(req.query, m.codec.decode(args))
-        finally:
-            inst.close()
-        try:
-            return m.codec.decode(m.codec.encode(value))
-        except PayloadError as exc:
-            raise QueryFailed(f"query {req.query!r} answered what cannot be sent: {exc}") from exc
+            try:
+                return m.codec.encode(value)
+            except PayloadError as exc:
+                raise QueryFailed(
+                    f"query {req.query!r} answered what cannot be sent: {exc}"
+                ) from exc
+
+        what = f"query run {preview(req.run_id)}"
+        encoded = await self._with_rebuilt(run, history, what, answer)
+        self._answers.put(key, encoded, len(canonical_json(encoded)))
+        return m.codec.decode(encoded)
 
     # == updates ================================================================
     async def update(self, req: ops.Update, principal: Principal) -> ops.UpdateAnswer:
@@ -149,11 +188,11 @@ class Updates:
                 return await self._outcome(tenant, run_id, update_id, found, deadline)
             if RunStatus(run.status).finished:
                 raise RunNotActive(f"cannot {what}: it has finished ({run.status})")
-            inst = await self._rebuilt(run, history, what)
-            try:
+
+            def validate(inst: WorkflowInstance) -> None:
                 inst.validate_update(req.update, m.codec.decode(args))
-            finally:
-                inst.close()
+
+            await self._with_rebuilt(run, history, what, validate)
             data = {"update_id": update_id, "name": req.update, "args": args}
             res = await m.commit_and_wake(
                 RunCommit(

@@ -205,7 +205,10 @@ class Accounts:
             failed_sign_ins=0,
             locked_until=None,
         )
-        if not await self.store.create_user(record):
+        # A tenant admin makes users only for names that are nobody's yet (or its own): a
+        # user named as an approver would decide as that approver (decision 0028).
+        distinct = not principal.local and not principal.is_subject(req.user)
+        if not await self.store.create_user(record, distinct=distinct):
             if not any(t.tenant == principal.tenant for t in await self.store.list_tenants()):
                 raise TenantNotFound(
                     f"tenant {preview(principal.tenant)} does not exist: create it first "
@@ -359,9 +362,13 @@ class Accounts:
             raise SessionEnded()
         if record.tenant_disabled:
             raise tenant_disabled(record.tenant)
-        auth = f"console-{SignInKind(record.kind).value}"
+        kind = SignInKind(record.kind)
+        auth = f"console-{kind.value}"
+        credential = f"{'user' if kind is SignInKind.PASSWORD else 'key'}:{record.credential}"
         return SessionView(
-            Principal(record.tenant, record.subject, frozenset(roles), auth=auth),
+            Principal(
+                record.tenant, record.subject, frozenset(roles), auth=auth, credential=credential
+            ),
             SignInKind(record.kind),
             datetime.fromtimestamp(record.expires_at, UTC),
         )

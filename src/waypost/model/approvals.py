@@ -7,7 +7,11 @@ approval at once when `veto` is on (the default); with it off, the approval is
 rejected once it has a rejection and the approvals so far plus the approvers
 who may still vote (allowed now, not yet voted) fall short of the count. A vote
 once counted stays counted, whoever leaves the group afterwards. Segregation
-of duties (on by default) keeps the principal who started the run from deciding.
+of duties (on by default) keeps the principal who started the run from deciding;
+when nobody knows who started it (a run stored before every start recorded its
+starter, or a child of such a run), it fails closed: nobody may decide, unless the
+policy says so explicitly (`allow_unknown_starter`, recorded with the policy in the
+run's history).
 
 Escalation (`Policy.escalated`) lets another group decide too and never asks
 for fewer approvals: `AnyOf` and `Quorum` count the group's members among
@@ -67,6 +71,9 @@ class Policy:
     veto: bool = True
     segregation_of_duties: bool = True
     excluded: tuple[str, ...] = ()  # approvers revoked from this approval
+    # With segregation of duties, a run whose starter is unknown can be decided by nobody;
+    # True lets its approvers decide as if the starter were nobody among them.
+    allow_unknown_starter: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ("any", "quorum", "all"):
@@ -96,7 +103,7 @@ class Policy:
         return len(self.users) if self.kind == "all" else self.count
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "kind": self.kind,
             "users": list(self.users),
             "groups": list(self.groups),
@@ -105,6 +112,9 @@ class Policy:
             "segregation_of_duties": self.segregation_of_duties,
             "excluded": list(self.excluded),
         }
+        if self.allow_unknown_starter:  # written only when set: policies stored before read alike
+            out["allow_unknown_starter"] = True
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Policy:
@@ -116,6 +126,7 @@ class Policy:
             veto=bool(data.get("veto", True)),
             segregation_of_duties=bool(data.get("segregation_of_duties", True)),
             excluded=tuple(data.get("excluded", ())),
+            allow_unknown_starter=data.get("allow_unknown_starter") is True,
         )
 
     def without(self, principal: str) -> Policy:
@@ -153,6 +164,7 @@ def AnyOf(
     *,
     group: str | None = None,
     segregation_of_duties: bool = True,
+    allow_unknown_starter: bool = False,
 ) -> Policy:
     """One approval from any listed user or any member of a listed group."""
     all_groups = (*groups, *([group] if group else []))
@@ -163,6 +175,7 @@ def AnyOf(
         1,
         True,
         segregation_of_duties,
+        allow_unknown_starter=allow_unknown_starter,
     )
 
 
@@ -174,16 +187,38 @@ def Quorum(
     users: Iterable[str] = (),
     veto: bool = True,
     segregation_of_duties: bool = True,
+    allow_unknown_starter: bool = False,
 ) -> Policy:
     """`count` approvals from distinct approvers among the users and groups named."""
     all_groups = (*groups, *([group] if group else []))
-    return Policy("quorum", tuple(users), tuple(all_groups), count, veto, segregation_of_duties)
+    return Policy(
+        "quorum",
+        tuple(users),
+        tuple(all_groups),
+        count,
+        veto,
+        segregation_of_duties,
+        allow_unknown_starter=allow_unknown_starter,
+    )
 
 
-def AllOf(users: Iterable[str], *, segregation_of_duties: bool = True) -> Policy:
+def AllOf(
+    users: Iterable[str],
+    *,
+    segregation_of_duties: bool = True,
+    allow_unknown_starter: bool = False,
+) -> Policy:
     """An approval from every listed user; any reject ends it rejected."""
     listed = tuple(users)
-    return Policy("all", listed, (), max(1, len(listed)), True, segregation_of_duties)
+    return Policy(
+        "all",
+        listed,
+        (),
+        max(1, len(listed)),
+        True,
+        segregation_of_duties,
+        allow_unknown_starter=allow_unknown_starter,
+    )
 
 
 def as_policy(approvers: Any) -> Policy:
@@ -209,6 +244,18 @@ class Vote:
     at: float = 0.0
 
 
+UNKNOWN_STARTER = (
+    "nobody knows who started this run, so nobody may decide its approval: the starter "
+    "may not approve it (segregation of duties), and anyone could be the starter"
+)
+
+
+def starter_unknown(policy: Policy, started_by: str | None) -> bool:
+    """Whether segregation of duties fails closed: it is on, nobody knows who started the
+    run, and the policy does not say explicitly that an unknown starter is allowed."""
+    return policy.segregation_of_duties and not started_by and not policy.allow_unknown_starter
+
+
 def refusal(
     policy: Policy,
     principal: str,
@@ -228,6 +275,8 @@ def refusal(
         started_by = normal_identity(started_by)
     if principal in policy.excluded:
         return f"{principal} was removed from this approval's approvers"
+    if starter_unknown(policy, started_by):
+        return UNKNOWN_STARTER
     if policy.segregation_of_duties and started_by is not None and principal == started_by:
         return f"{principal} started this run and may not approve it (segregation of duties)"
     if any(normal_identity(v.principal) == principal for v in voted):
@@ -246,12 +295,14 @@ def eligible(
 
     The same rule as `refusal` (before anyone voted): the listed users and the
     groups' members, less those revoked and, with segregation of duties, the
-    principal who started the run.
+    principal who started the run (nobody at all when nobody knows who did).
     """
     names = set(policy.users)
     for group in policy.groups:
         names.update(normal_identity(m) for m in members.get(group, ()))
     names.difference_update(policy.excluded)
+    if starter_unknown(policy, started_by):
+        return set()
     if policy.segregation_of_duties and started_by is not None:
         names.discard(normal_identity(started_by))
     return names
@@ -344,7 +395,15 @@ def secret_matches(secret: str, stored_hash: str) -> bool:
     return hmac.compare_digest(hash_secret(secret).encode(), stored_hash.encode())
 
 
+def new_approval_id() -> str:
+    """A new approval's id: 128 random bits from `secrets`, so that nobody can work out
+    another approval's id from what they know of it (its tenant, run and step). The id is
+    recorded in the run's history (ApprovalRequested), and replay takes it from there."""
+    return f"ap_{secrets.token_hex(16)}"
+
+
 def approval_id_for(tenant: str, run_id: str, step: str) -> str:
-    """A stable id for the approval at a run's step (the same on every replay)."""
+    """The id approvals had before ids were random (a hash of tenant, run and step): what
+    a recorded ApprovalRequested without an id stands for. New approvals never get one."""
     digest = hashlib.sha256(f"{tenant}\x1f{run_id}\x1f{step}".encode()).hexdigest()
     return f"ap_{digest[:24]}"

@@ -79,6 +79,11 @@ class Principal:
     # approval link's credential: its API key, or a console session opened with a password
     # ("console-password") or a key ("console-key").
     auth: str = "api-key"
+    # Which credential authenticated the caller, as the audit records what it does:
+    # "key:<key id>" (an API key, or a console session opened with one), "user:<name>" (a
+    # console user's password); "" where nothing of the tenant's did (local, a link's page).
+    # Not part of who the caller is: two keys of one principal make equal principals.
+    credential: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if not self.authenticated and (self.local or self.roles or self.tenant):

@@ -573,7 +573,7 @@ class SignalWithStart(Request[Started]):
     signal: str = checked(Check.ID, what="signal name")
     payload: Any = None
     version: str | int | None = checked(Check.VERSION, default=None)
-    started_by: str | None = checked(Check.ON_BEHALF, what="started_by", default=None)
+    started_by: str | None = checked(Check.STARTER, what="started_by", default=None)
     priority: int = 0
 
     def checked(self, principal: Principal) -> Request[Started]:

@@ -38,7 +38,7 @@ class StartFields:
     input: Any = None
     run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
     version: str | int | None = checked(Check.VERSION, default=None)
-    started_by: str | None = checked(Check.ON_BEHALF, what="started_by", default=None)
+    started_by: str | None = checked(Check.STARTER, what="started_by", default=None)
     priority: int = 0
     concurrency_key: str | None = checked(Check.OPTIONAL_ID, what="concurrency_key", default=None)
     dedup_id: str | None = checked(Check.OPTIONAL_ID, what="dedup_id", default=None)

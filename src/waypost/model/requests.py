@@ -54,6 +54,7 @@ class Check(StrEnum):
     IDENTITIES = "identities"  # a list of persons
     ACTOR = "actor"  # the person acting: the caller (by default, or unless local)
     ON_BEHALF = "on behalf"  # a person the caller acts as: itself unless local
+    STARTER = "starter"  # who a run is started for: the caller, or whom a local caller names
     REASON = "reason"  # a required text
     OPTIONAL_REASON = "optional reason"
     COMMENT = "comment"  # an optional text
@@ -125,6 +126,12 @@ def _check(kind: Check, value: Any, what: str, principal: Principal) -> Any:
     if kind is Check.ON_BEHALF:
         if value is None:
             return None if principal.local else check_identity(principal.subject, what)
+        return acting(check_identity(value, what), what, principal)
+    if kind is Check.STARTER:
+        # Never unknown: segregation of duties refuses every decision on a run whose
+        # starter nobody knows, so a start names the caller when it names nobody.
+        if value is None:
+            return check_identity(principal.subject, what)
         return acting(check_identity(value, what), what, principal)
     if kind is Check.REASON:
         return check_text(value, what, limit=MAX_REASON, required=True)

@@ -280,11 +280,22 @@ class ScheduleInfo:
     buffered_fire_at: float | None
     created_at: float
     created_by: str
+    # Who paused or resumed it last, and when (None: nobody since it was made). Its runs
+    # are started on behalf of `created_by` (segregation of duties keeps them from
+    # deciding those runs' approvals).
+    changed_at: float | None = None
+    changed_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Its fields, and each time also in UTC ISO 8601 (`next_fire`, `created`, ...)."""
         out = dict(self.__dict__)
-        for key in ("next_fire_at", "last_fire_at", "buffered_fire_at", "created_at"):
+        for key in (
+            "next_fire_at",
+            "last_fire_at",
+            "buffered_fire_at",
+            "created_at",
+            "changed_at",
+        ):
             value = out[key]
             out[key.removesuffix("_at")] = iso(value) if value is not None else None
         return out

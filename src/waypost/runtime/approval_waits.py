@@ -76,10 +76,19 @@ class ApprovalWaits:
         fut: asyncio.Future[ap.Decision] = StepFuture(
             self._loop, lambda: self._on_approval_cancelled(step)
         )
-        approval_id = ap.approval_id_for(self.tenant, self.run_id, step)
         ev = self._match(step, _E.APPROVAL_REQUESTED, kind, f"ctx.approval({name!r})", site)
         command: dict[str, Any] | None = None
-        if ev is None:
+        if ev is not None:
+            # Replay: the id is the one recorded (random since ids are unguessable; a
+            # history recorded before then derived it from tenant, run and step).
+            recorded = ev.data.get("approval_id")
+            approval_id = (
+                recorded
+                if isinstance(recorded, str) and recorded
+                else ap.approval_id_for(self.tenant, self.run_id, step)
+            )
+        else:
+            approval_id = ap.new_approval_id()
             command = {
                 "step": step,
                 "kind": kind,

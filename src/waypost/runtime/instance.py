@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 import traceback
 import uuid as uuid_mod
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from waypost.errors import (
     ActivityError,
@@ -63,6 +64,13 @@ from .signals import SignalWaits
 from .updates import Handlers, UpdateHandler
 
 _E = EventType
+T = TypeVar("T")
+
+
+class InstanceDropped(Exception):
+    """The instance was closed while its code ran; what it decided is incomplete."""
+
+
 # The defaults of an activity scheduled by name that this process has not registered.
 _UNREGISTERED_SPEC: dict[str, Any] = {
     "retry": Retry().to_json(),
@@ -109,6 +117,9 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         self.current_type = ""
         self.replaying = False
         self.closed = False
+        self.cpu_check: Callable[[], None] | None = None  # see LoopHost.cpu_check
+        self._busy_in: int | None = None  # the thread `activate` runs the code on
+        self._dropped = False  # closed from another thread while `activate` ran
 
         self._recorded = Recorded()
         self._patches: dict[str, bool] = {}
@@ -227,9 +238,30 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         return status, waiting
 
     def close(self) -> None:
-        """Drop the instance; its coroutines are abandoned, not resumed."""
+        """Drop the instance; its coroutines are abandoned, not resumed. Safe from another
+        thread while `activate` runs: the code stops at its next step and is dropped."""
+        if self._busy_in is not None and self._busy_in != threading.get_ident():
+            self._dropped = True  # `activate` runs it elsewhere: it drops the code after
+            self.closed = True
+            return
         self.closed = True
         self._loop.clear()
+
+    def activate(self, fn: Callable[[], T], cpu_check: Callable[[], None] | None) -> T:
+        """`fn()`, which feeds this instance, with `cpu_check` called before each step of
+        its code (it raises to stop code past its CPU time). Raises `InstanceDropped` if
+        the instance was closed from another thread meanwhile: what the code decided is
+        then incomplete."""
+        self.cpu_check, self._busy_in = cpu_check, threading.get_ident()
+        try:
+            value = fn()
+        finally:
+            self.cpu_check, self._busy_in = None, None
+            if self._dropped:
+                self._loop.clear()
+        if self._dropped:
+            raise InstanceDropped(f"run {self.run_id}'s code was dropped while it ran")
+        return value
 
     def _decode(self, data: Any, hint: Any) -> Any:
         """Decode a stored payload; any failure (also a custom codec's) is a PayloadError."""

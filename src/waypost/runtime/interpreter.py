@@ -26,12 +26,14 @@ replay, leases, retries, timers and approvals behave as for code workflows.
   compensated stops that compensation; with `on_cancel: compensate` the rest
   are still run, and the interrupted one is listed as failed.
 - What the tenant's `Limits` allow a run (its maximum run time, the budget of
-  each expression) is what its RunStarted recorded (`definition.limits`), never
-  the limits in force when it replays: a replay must decide as the first
-  execution did, and a tenant's limits may change in between. Runs started
-  before RunStarted recorded limits have no maximum run time beyond their own
-  `timeout` (adding a timer would change their history) and evaluate with the
-  default budget: an expression over it would have stalled the engine.
+  each expression and of all its expressions together) is what its RunStarted
+  recorded (`definition.limits`), never the limits in force when it replays: a
+  replay must decide as the first execution did, and a tenant's limits may
+  change in between. Runs started before RunStarted recorded limits have no
+  maximum run time beyond their own `timeout` (adding a timer would change
+  their history) and evaluate with the default budget: an expression over it
+  would have stalled the engine. Runs started before it recorded the run's
+  totals have none.
 - A `parallel` step runs each branch in its own task on a copy of the data;
   when all have ended, each branch's writes are copied back by path, in the
   order of the branches: a branch that stored at `$.order.payment` brings
@@ -62,7 +64,7 @@ from waypost.errors import (
 )
 from waypost.model import approvals as ap
 from waypost.model.definitions import Definition
-from waypost.model.definitions.expressions import DEFAULT_BUDGET, Budget
+from waypost.model.definitions.expressions import DEFAULT_BUDGET, Budget, Meter
 from waypost.model.definitions.format import describe_duration
 
 from .context import ContextHost, instance_of
@@ -112,6 +114,15 @@ class Interpreter(InterpreterSteps):
             Budget(int(recorded["max_expression_steps"]), int(recorded["max_expression_size"]))
             if "max_expression_steps" in recorded and "max_expression_size" in recorded
             else DEFAULT_BUDGET
+        )
+        # All of the run's evaluations together: runs started before RunStarted recorded
+        # these totals have none (as they had none when they ran first).
+        self.meter = (
+            Meter(
+                int(recorded["max_run_expression_steps"]), int(recorded["max_run_expression_size"])
+            )
+            if "max_run_expression_steps" in recorded and "max_run_expression_size" in recorded
+            else None
         )
         self.max_run_seconds: float | None = (
             float(recorded["max_run_seconds"]) if "max_run_seconds" in recorded else None

@@ -48,6 +48,8 @@ from waypost.model.definitions import Definition, Limits
 from waypost.model.definitions.expressions import (
     Budget,
     ExpressionError,
+    Meter,
+    RunBudgetSpent,
     assign,
     evaluate_mapping,
     parse_output_path,
@@ -148,6 +150,14 @@ def value_at(data: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return value
 
 
+def expression_failure(exc: ExpressionError, step: str, where: str) -> StepFailure:
+    """The failure of `step` whose expression (at `where`) failed: `expression_failed`,
+    or `expression_budget_spent` once the run's expressions together went past its
+    totals (every later expression of the run fails the same way)."""
+    error = "expression_budget_spent" if isinstance(exc, RunBudgetSpent) else "expression_failed"
+    return StepFailure(error, f"step {step!r} {where}: {exc}", step)
+
+
 class InterpreterSteps:
     """The steps of a definition run (a mixin of `Interpreter`)."""
 
@@ -155,6 +165,7 @@ class InterpreterSteps:
     version: int
     limits: dict[str, Any]
     budget: Budget
+    meter: Meter | None
     position: dict[str, str]
     waiting: bool
     compensations: list[dict[str, Any]]
@@ -226,9 +237,9 @@ class InterpreterSteps:
         """The value of one of the definition's expressions over `data`; a failure of
         `step` (expression_failed) if it cannot be evaluated or goes over its budget."""
         try:
-            return self.definition.expression(text).evaluate(data, self.budget)
+            return self.definition.expression(text).evaluate(data, self.budget, self.meter)
         except ExpressionError as exc:
-            raise StepFailure("expression_failed", f"step {step!r} {where}: {exc}", step) from None
+            raise expression_failure(exc, step, where) from None
 
     def _mapping(
         self, mapping: Mapping[str, Any] | None, data: Any, step: str, where: str
@@ -236,9 +247,9 @@ class InterpreterSteps:
         if not mapping:
             return {}
         try:
-            return evaluate_mapping(mapping, data, self.budget)
+            return evaluate_mapping(mapping, data, self.budget, self.meter)
         except ExpressionError as exc:
-            raise StepFailure("expression_failed", f"step {step!r} {where}: {exc}", step) from None
+            raise expression_failure(exc, step, where) from None
 
     def _store(
         self, step_id: str, step: Mapping[str, Any], data: dict[str, Any], value: Any
@@ -449,11 +460,11 @@ class InterpreterSteps:
             )
         for i, choice in enumerate(step["choices"]):
             try:
-                holds = self.definition.expression(choice["when"]).holds(data, self.budget)
+                holds = self.definition.expression(choice["when"]).holds(
+                    data, self.budget, self.meter
+                )
             except ExpressionError as exc:
-                raise StepFailure(
-                    "expression_failed", f"step {step_id!r} choices[{i}]: {exc}", step_id
-                ) from None
+                raise expression_failure(exc, step_id, f"choices[{i}]") from None
             if holds:
                 chosen: str = choice["next"]
                 return chosen

@@ -30,6 +30,9 @@ class LoopHost(Protocol):
 
     activation_time: float
     closed: bool
+    # Called before each callback while set: raises to stop code that ran past its CPU
+    # time (the compute lane's limit). The callbacks left are dropped with the instance.
+    cpu_check: Callable[[], None] | None
 
     def next_step(self) -> str:
         """The next step id of the current task."""
@@ -164,7 +167,10 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         asyncio.events._set_running_loop(self)
         try:
             ready = self._ready
+            check = self._host.cpu_check
             while ready:
+                if check is not None:
+                    check()
                 call = ready.popleft()
                 if call._cancelled:
                     continue

@@ -36,6 +36,9 @@ class WorkflowDefn:
     # ActivityError); any other exception from the code suspends it as a bug.
     failure_types: tuple[type[BaseException], ...] = ()
     run_queue: str | None = None  # the workflow queue its runs wait in for admission
+    # A definition a tenant wrote (run by the interpreter), not code of this process: its
+    # activations run on the engine's compute lane, in the tenant's share.
+    tenant_defined: bool = False
 
     @property
     def queue(self) -> str:

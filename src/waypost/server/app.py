@@ -47,6 +47,7 @@ from . import (
     schedule_routes,
 )
 from .answers import JsonAnswer
+from .compute import FORWARDED, ComputeProcesses
 from .console.pages import (
     FormUnreadable,
     SignInNeeded,
@@ -83,6 +84,9 @@ class ServerSettings:
     console_secret: str = field(default="", repr=False)
     # Networks of proxies whose X-Forwarded-For/-Proto/-Host are believed (none: no one's).
     trusted_proxies: list[str] = field(default_factory=list)
+    # Processes beside each server process for a tenant's expensive work (compute.py);
+    # 0: that work runs in the server process itself, on its compute lane.
+    compute_processes: int = 1
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -152,6 +156,9 @@ def app_from_settings(settings: ServerSettings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         notifier = senders_from_url(settings.notify)
         options = dict(settings.engine_options)
+        compute = _compute_processes(settings, metrics)
+        if compute is not None:
+            options["serve_definitions"] = False  # the compute processes serve them
         if metrics is not None:
             options["observer"] = metrics
         engine = AsyncEngine(settings.db, notifier=notifier, **options)
@@ -161,11 +168,18 @@ def app_from_settings(settings: ServerSettings) -> FastAPI:
             metrics.watch_store(engine.store, engine.clock)
         async with engine:
             app.state.engine = engine
-            if settings.serve:
-                async with engine.running():
+            if compute is not None:
+                await compute.start()
+                engine.forward(FORWARDED, compute.call)
+            try:
+                if settings.serve:
+                    async with engine.running():
+                        yield
+                else:
                     yield
-            else:
-                yield
+            finally:
+                if compute is not None:
+                    await compute.stop(float(settings.engine_options.get("shutdown_grace", 30)))
 
     secret = ConsoleSecret.from_text(settings.console_secret) if settings.console_secret else None
     return create_app(
@@ -187,6 +201,29 @@ def app_from_environment() -> FastAPI:
     configure_logging(settings.log_format, tracing.log_ids)
     tracing.configure_from_environment()
     return app_from_settings(settings)
+
+
+def _compute_processes(
+    settings: ServerSettings, metrics: Metrics | None
+) -> ComputeProcesses | None:
+    """The compute processes of one server process, if it has any (not yet started)."""
+    if settings.compute_processes < 1:
+        return None
+    what = {
+        "db": settings.db,
+        "apps": settings.apps,
+        "engine_options": settings.engine_options,
+        "notify": settings.notify,
+        "serve": settings.serve,
+        "log_format": settings.log_format,
+    }
+    limit = settings.engine_options.get("compute_cpu_limit", 10.0)
+    return ComputeProcesses(
+        json.dumps(what),
+        count=settings.compute_processes,
+        observer=metrics,
+        backstop=3 * float(limit or 10.0) + 30.0,
+    )
 
 
 def _load(apps: list[str]) -> list[Any]:

@@ -45,12 +45,14 @@ STATUSES: list[tuple[type[BaseException], int]] = [
     (e.DecisionRefused, 409),
     (e.WebhookSourceExists, 409),
     (e.StoreContention, 503),
+    (e.ComputeUnavailable, 503),
     (e.StoreRejected, 422),
     (e.StoreError, 503),
     (e.ResultTimeout, 408),
     (e.UpdateRejected, 422),
     (e.UpdateFailed, 422),
     (e.QueryFailed, 422),
+    (e.ComputeLimitExceeded, 422),
     (DefinitionError, 422),
     (InputError, 422),
     (e.UnknownWorkflow, 422),
@@ -60,7 +62,12 @@ STATUSES: list[tuple[type[BaseException], int]] = [
 ]
 
 # Seconds a client should wait before trying again, where waiting helps.
-RETRY_AFTER = {e.StoreContention: 1, e.StoreError: 5, e.SignInBusy: 1}
+RETRY_AFTER = {
+    e.StoreContention: 1,
+    e.StoreError: 5,
+    e.ComputeUnavailable: 1,
+    e.SignInBusy: 1,
+}
 
 
 # A path segment that is itself a credential: an approval link's token.

@@ -74,9 +74,11 @@ class SignInAttempt:
 class AccountStore(Protocol):
     """Users and sessions."""
 
-    async def create_user(self, user: UserRecord) -> bool:
+    async def create_user(self, user: UserRecord, *, distinct: bool = False) -> bool:
         """Store a user of a tenant that exists; False (nothing written) if the tenant
-        has a user of that name, or does not exist."""
+        has a user of that name, or does not exist. With `distinct`, `IdentityTaken`
+        (nothing written) if the name is already a key's principal, a group member or a
+        pending approval's approver."""
         ...
 
     async def get_user(self, tenant: str, name: str) -> UserRecord | None: ...

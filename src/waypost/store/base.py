@@ -657,8 +657,10 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, TenantStore, Pr
 
     async def list_tenants(self) -> list[TenantRecord]: ...
 
-    async def create_api_key(self, key: NewApiKey) -> KeyCreation:
-        """Store a key of a tenant that exists (nothing written unless CREATED)."""
+    async def create_api_key(self, key: NewApiKey, *, distinct: bool = False) -> KeyCreation:
+        """Store a key of a tenant that exists (nothing written unless CREATED). With
+        `distinct`, `IdentityTaken` (nothing written) if the key's principal is already a
+        user, a key's principal, a group member or a pending approval's approver."""
         ...
 
     async def list_api_keys(self, tenant: str) -> list[ApiKeyRecord]: ...

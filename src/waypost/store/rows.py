@@ -91,6 +91,9 @@ class DecideRequest:
     auth: str
     now: float
     members: Mapping[str, Sequence[str]] | None = None
+    # The credential that authenticated the caller ("key:<id>", "user:<name>",
+    # "link:<credential id>", "local:<name>"), kept with the vote and in the history.
+    authenticated_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,7 @@ class Refusal:
     credential_id: str | None  # None when the token was malformed
     auth: str
     at: float
+    authenticated_by: str = ""  # as `DecideRequest.authenticated_by`
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,9 @@ class ScheduleRecord:
     buffered_fire_at: float | None
     created_at: float
     created_by: str
+    # Who paused or resumed it last, and when (None: nobody since it was made).
+    changed_at: float | None = None
+    changed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,9 +78,16 @@ class ScheduleStore(Protocol):
     async def delete_schedule(self, tenant: str, schedule_id: str) -> bool: ...
 
     async def set_schedule_paused(
-        self, tenant: str, schedule_id: str, paused: bool, next_fire_at: float | None
+        self,
+        tenant: str,
+        schedule_id: str,
+        paused: bool,
+        next_fire_at: float | None,
+        by: str,
+        now: float,
     ) -> bool:
-        """Pause or resume (then from `next_fire_at`); False if there is no such schedule."""
+        """Pause or resume (then from `next_fire_at`), recording `by` and `now` as who
+        changed it last; False if there is no such schedule."""
         ...
 
     async def due_schedules(self, now: float, limit: int) -> list[ScheduleRecord]:

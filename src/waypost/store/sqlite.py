@@ -60,6 +60,7 @@ from .sqlfile import load_migrations, load_queries
 from .sqlstore import SqlStore
 from .tx import Abort, Tx
 from .urls import redact_url
+from .wakeups import Wakeups
 
 T = TypeVar("T")
 
@@ -97,7 +98,7 @@ class SqliteTx(Tx):
     dropped (and its statement reset) as soon as its rows are read.
     """
 
-    __slots__ = ("_savepoints", "conn")
+    __slots__ = ("_savepoints", "conn", "notified", "wakeups")
 
     def __init__(
         self,
@@ -106,13 +107,22 @@ class SqliteTx(Tx):
         chain: Chain = PLAIN,
         *,
         keys: Keys | None = None,
+        wakeups: Wakeups | None = None,
     ) -> None:
         super().__init__(conn, queries, chain, keys=keys)
         self.conn = conn
         self._savepoints = itertools.count()
+        self.wakeups = wakeups
+        self.notified: set[str] = set()
 
     def notify(self, topic: str) -> None:
-        return None  # other processes on the file find work by polling
+        self.notified.add(topic)  # sent to the file's other engines once committed
+
+    def committed(self, ok: bool) -> None:
+        """The transaction ended (committed if `ok`): send what it notified, or drop it."""
+        topics, self.notified = self.notified, set()
+        if ok and topics and self.wakeups is not None:
+            self.wakeups.send(topics)
 
     def begin_read(self) -> None:
         self.conn.execute("BEGIN")
@@ -400,11 +410,14 @@ def run_batch(
     try:
         if single and (outcomes[0][1] is not None or aborted):
             conn.execute("ROLLBACK")
+            tx.committed(False)
         else:
             conn.execute("COMMIT")
+            tx.committed(True)
     except sqlite3.Error as exc:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
+        tx.committed(False)
         err = StoreError(f"SQLite commit failed on {path}: {exc}")
         return [(None, err)] * len(requests)
     return outcomes
@@ -415,10 +428,13 @@ class _Writer(threading.Thread):
         super().__init__(name="waypost-sqlite-writer", daemon=True)
         self._store = store
         self.conn = _connect(store.path, store.synchronous, store.busy_timeout)
-        self.tx = SqliteTx(self.conn, store.queries, store.chain, keys=store.keys)
+        wakeups = store.wakeups
+        self.tx = SqliteTx(self.conn, store.queries, store.chain, keys=store.keys, wakeups=wakeups)
         self.inline_conn = _connect(store.path, store.synchronous, store.busy_timeout)
         self.inline_conn.execute("PRAGMA busy_timeout = 0")  # fail fast: see SqliteStore._write
-        self.inline_tx = SqliteTx(self.inline_conn, store.queries, store.chain, keys=store.keys)
+        self.inline_tx = SqliteTx(
+            self.inline_conn, store.queries, store.chain, keys=store.keys, wakeups=wakeups
+        )
         self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.commits = 0
         self.requests = 0
@@ -517,6 +533,7 @@ class SqliteStore(SqlStore):
         # Set by the engine: True when this process is nearly idle, so a commit
         # has nothing to be grouped with and may run on the caller's thread.
         self.inline_probe: Callable[[], bool] | None = None
+        self.wakeups = Wakeups(self.path)
 
     # -- lifecycle ----------------------------------------------------------
     async def open(self) -> None:
@@ -543,6 +560,7 @@ class SqliteStore(SqlStore):
             for conn in self._reader_conns:
                 conn.close()
             self._reader_conns.clear()
+        self.wakeups.close()
 
     def _migrate(self) -> None:
         folder = os.path.dirname(os.path.abspath(self.path))
@@ -724,8 +742,9 @@ class SqliteStore(SqlStore):
         return {"commits": w.commits, "requests": w.requests} if w else {}
 
     async def listen(self, on_notify: Callable[[str], None]) -> None:
-        """Nothing to listen to: other processes on the file are found by polling."""
-        return None
+        """Call `on_notify(topic)` when another engine on the file has work for this one
+        (`wakeups.py`; polling finds it too, later, where wake-ups cannot be had)."""
+        await self.wakeups.listen(on_notify)
 
 
 def migrate_connection(conn: sqlite3.Connection) -> list[int]:

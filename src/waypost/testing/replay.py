@@ -285,7 +285,9 @@ def replay_history(
             return result(ReplayStatus.SKIPPED, note="a definition run (interpreted): not replayed")
         pinned = started["definition"]
         interpreter = Interpreter(definitions, int(pinned["version"]), pinned.get("limits"))
-        interpreted = WorkflowDefn(name=workflow, version=version, fn=interpreter.run)
+        interpreted = WorkflowDefn(
+            name=workflow, version=version, fn=interpreter.run, tenant_defined=True
+        )
         registry = as_registry(code)
         return _replay(interpreted, registry, history, processed_seq, run_id, tenant, codec, result)
     registry = as_registry(code)

@@ -51,6 +51,8 @@ __all__ = [
     "Budget",
     "Expression",
     "ExpressionError",
+    "Meter",
+    "RunBudgetSpent",
     "assign",
     "compile_expression",
     "evaluate_mapping",
@@ -93,8 +95,33 @@ class Budget:
 DEFAULT_BUDGET = Budget()
 
 
+@dataclass
+class Meter:
+    """What all the evaluations of one run have done, against the run's totals.
+
+    Each evaluation has its own `Budget`; a run's evaluations together are bounded too
+    (`max_run_expression_steps`, `max_run_expression_size` of `Limits`), so that a
+    definition cannot make its run, a replay of it, or a query of it cost more than
+    those totals whatever it loops over. The totals count the same work the budget
+    does, in the order the run evaluates, so a replay stops at the same expression.
+    """
+
+    max_steps: int
+    max_size: int
+    steps: int = 0
+    size: int = 0
+
+
+class RunBudgetSpent(ExpressionError):
+    """The run's expressions together went past the run's totals (see `Meter`)."""
+
+
 class _OverBudget(Exception):
     """An evaluation went past its budget (said as an ExpressionError by `evaluate`)."""
+
+
+class _RunOverBudget(_OverBudget):
+    """The run's evaluations together went past its totals (said as `RunBudgetSpent`)."""
 
 
 @dataclass(frozen=True)
@@ -104,10 +131,15 @@ class Expression:
     text: str
     _parsed: jmespath.parser.ParsedResult = field(repr=False, compare=False)
 
-    def evaluate(self, data: Any, budget: Budget = DEFAULT_BUDGET) -> Any:
-        """The value of the expression over `data` (JSON values only), within `budget`."""
+    def evaluate(
+        self, data: Any, budget: Budget = DEFAULT_BUDGET, meter: Meter | None = None
+    ) -> Any:
+        """The value of the expression over `data` (JSON values only), within `budget`
+        and, with a `meter`, within what is left of its run's totals."""
         try:
-            return _Evaluation(budget).visit(self._parsed.parsed, data)
+            return _Evaluation(budget, meter).visit(self._parsed.parsed, data)
+        except _RunOverBudget as exc:
+            raise RunBudgetSpent(f"expression {self.text!r} was stopped: {exc}") from None
         except _OverBudget as exc:
             raise ExpressionError(f"expression {self.text!r} was stopped: {exc}") from None
         except jmespath.exceptions.JMESPathError as exc:
@@ -122,9 +154,9 @@ class Expression:
                 f"expression {self.text!r} failed: {type(exc).__name__}: {exc}"
             ) from None
 
-    def holds(self, data: Any, budget: Budget = DEFAULT_BUDGET) -> bool:
+    def holds(self, data: Any, budget: Budget = DEFAULT_BUDGET, meter: Meter | None = None) -> bool:
         """Whether the expression, used as a condition, is true over `data`."""
-        return is_truthy(self.evaluate(data, budget))
+        return is_truthy(self.evaluate(data, budget, meter))
 
 
 _MAX_INT_BITS = 997  # 2**997 has 301 digits
@@ -147,9 +179,10 @@ _BUILDS = frozenset(
 class _Evaluation(jmespath.visitor.TreeInterpreter):
     """JMESPath's own interpreter, counting its steps and measuring what it builds."""
 
-    def __init__(self, budget: Budget) -> None:
+    def __init__(self, budget: Budget, meter: Meter | None = None) -> None:
         super().__init__()
         self.budget = budget
+        self.meter = meter
         self.steps = 0
         # id -> (value, size) of the lists and objects measured so far; the value
         # is kept so that its id cannot be reused during the evaluation.
@@ -161,9 +194,24 @@ class _Evaluation(jmespath.visitor.TreeInterpreter):
             raise _OverBudget(
                 f"it took more than {self.budget.max_steps} steps (max_expression_steps)"
             )
+        meter = self.meter
+        if meter is not None:
+            meter.steps += 1
+            if meter.steps > meter.max_steps:
+                raise _RunOverBudget(
+                    f"the run's expressions took more than {meter.max_steps} steps in all "
+                    "(max_run_expression_steps)"
+                )
         result = super().visit(node, *args, **kwargs)
         if node["type"] in _BUILDS:
-            self.measure(result)
+            size = self.measure(result)
+            if meter is not None:
+                meter.size += size
+                if meter.size > meter.max_size:
+                    raise _RunOverBudget(
+                        f"the run's expressions built more than {meter.max_size} characters "
+                        "of JSON in all (max_run_expression_size)"
+                    )
         return result
 
     def measure(self, value: Any) -> int:
@@ -325,7 +373,10 @@ def is_literal(value: Any) -> bool:
 
 
 def evaluate_mapping(
-    mapping: Mapping[str, Any], data: Any, budget: Budget = DEFAULT_BUDGET
+    mapping: Mapping[str, Any],
+    data: Any,
+    budget: Budget = DEFAULT_BUDGET,
+    meter: Meter | None = None,
 ) -> dict[str, Any]:
     """Evaluate every value of a mapping over `data` (literals stand for themselves).
 
@@ -336,7 +387,7 @@ def evaluate_mapping(
         if is_literal(value):
             result[name] = value[LITERAL_KEY]
         else:
-            result[name] = compile_expression(value).evaluate(data, budget)
+            result[name] = compile_expression(value).evaluate(data, budget, meter)
     return result
 
 

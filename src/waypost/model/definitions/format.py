@@ -161,7 +161,10 @@ class Limits:
     tenant's definitions may take, with or without a `timeout` of its own;
     `max_expression_steps` and `max_expression_size` are the `Budget` of every
     expression a run evaluates (nodes visited; characters of JSON of each value
-    built); `max_map_items` and `max_map_concurrency` are also what a map step
+    built), and `max_run_expression_steps` and `max_run_expression_size` bound all of
+    a run's evaluations together (so neither the run nor a replay or query of it can
+    cost more, whatever it loops over); `max_map_items` and `max_map_concurrency` are
+    also what a map step
     that sets no `max_items` (or `concurrency`) of its own allows. A run records
     these when it starts and keeps them, so a later change of the tenant's
     limits applies to new runs only.
@@ -186,6 +189,8 @@ class Limits:
     max_definition_bytes: int = 256_000
     max_expression_steps: int = DEFAULT_BUDGET.max_steps
     max_expression_size: int = DEFAULT_BUDGET.max_size
+    max_run_expression_steps: int = 1_000_000
+    max_run_expression_size: int = 50_000_000
     max_input_checks: int = 100_000
     max_payload_bytes: int = 1_000_000
     max_pending_signals: int = 1_000
@@ -201,6 +206,8 @@ class Limits:
             "max_definition_bytes",
             "max_expression_steps",
             "max_expression_size",
+            "max_run_expression_steps",
+            "max_run_expression_size",
             "max_input_checks",
             "max_payload_bytes",
             "max_pending_signals",

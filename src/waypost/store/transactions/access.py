@@ -19,6 +19,7 @@ from waypost.model.events import canonical_json
 
 from ..base import ApiKeyRecord, KeyCreation, NewApiKey, TenantRecord
 from ..tx import Row, Tx
+from .identities import refuse_taken
 
 
 def create_tenant(tx: Tx, tenant: str, quotas: Mapping[str, Any], by: str, now: float) -> bool:
@@ -40,9 +41,11 @@ def list_tenants(tx: Tx) -> list[TenantRecord]:
     ]
 
 
-def create_api_key(tx: Tx, key: NewApiKey) -> KeyCreation:
+def create_api_key(tx: Tx, key: NewApiKey, *, distinct: bool = False) -> KeyCreation:
     if tx.one("tenant_exists", {"tenant": key.tenant}) is None:
         return KeyCreation.NO_TENANT
+    if distinct:
+        refuse_taken(tx, key.tenant, key.principal, "an API key")
     inserted = tx.run(
         "insert_api_key",
         {

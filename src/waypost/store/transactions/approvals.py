@@ -170,6 +170,8 @@ def decide_approval(tx: Tx, d: DecideRequest) -> DecideResult:
             "comment": d.comment,
             # The column predates decisions without a credential: '' stands for none.
             "credential_id": d.credential_id or "",
+            "auth": d.auth,
+            "authenticated_by": d.authenticated_by,
         },
     )
     if voted != 1:
@@ -195,10 +197,14 @@ def decide_approval(tx: Tx, d: DecideRequest) -> DecideResult:
         "comment": d.comment,
         "credential_id": d.credential_id,
         "auth": d.auth,
+        "authenticated_by": d.authenticated_by,
         "outcome": outcome,
     }
     if resolved:
         data["votes"] = votes
+    if not approval.started_by and policy.segregation_of_duties:
+        # Let through only by the policy's `allow_unknown_starter`: said in the audit.
+        data["starter_unknown"] = True
     res = commit_run(
         tx,
         RunCommit(

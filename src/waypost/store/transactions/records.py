@@ -189,6 +189,10 @@ def vote_from_row(row: Row) -> dict[str, Any]:
         "decision": row["decision"],
         "comment": row["comment"],
         "at": row["at"],
+        # How the voter signed in and the credential that authenticated them ('' for votes
+        # counted before they were recorded).
+        "auth": row["auth"],
+        "authenticated_by": row["authenticated_by"],
     }
 
 

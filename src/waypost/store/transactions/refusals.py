@@ -40,6 +40,7 @@ def record_refusal(tx: Tx, r: Refusal) -> bool:
         "decision": r.decision,
         "credential_id": r.credential_id,
         "auth": r.auth,
+        "authenticated_by": r.authenticated_by,
         "now": r.at,
     }
     if tx.run("count_refusal", params) == 1:
@@ -57,6 +58,7 @@ def record_refusal(tx: Tx, r: Refusal) -> bool:
         "principal": r.principal,
         "decision": r.decision,
         "auth": r.auth,
+        "authenticated_by": r.authenticated_by,
         "credential_id": r.credential_id,
         "reason": reason,
     }
@@ -81,6 +83,7 @@ def approval_refusals(tx: Tx, tenant: str, approval_id: str) -> list[dict[str, A
             "decision": row["decision"],
             "credential_id": row["credential_id"],
             "auth": row["auth"],
+            "authenticated_by": row["authenticated_by"],
             "count": int(row["attempts"]),
             "first_at": row["first_at"],
             "last_at": row["last_at"],

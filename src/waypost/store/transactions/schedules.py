@@ -41,9 +41,15 @@ def delete_schedule(tx: Tx, tenant: str, schedule_id: str) -> bool:
 
 
 def set_schedule_paused(
-    tx: Tx, tenant: str, schedule_id: str, paused: bool, next_fire_at: float | None
+    tx: Tx,
+    tenant: str,
+    schedule_id: str,
+    paused: bool,
+    next_fire_at: float | None,
+    by: str,
+    now: float,
 ) -> bool:
-    key = {"tenant": tenant, "schedule_id": schedule_id}
+    key = {"tenant": tenant, "schedule_id": schedule_id, "by": by, "now": now}
     if paused:
         return tx.run("pause_schedule", key) == 1
     return tx.run("resume_schedule", {**key, "next_fire_at": next_fire_at}) == 1
@@ -110,4 +116,6 @@ def schedule_from_row(row: Row, keys: Keys | None) -> ScheduleRecord:
         buffered_fire_at=row["buffered_fire_at"],
         created_at=row["created_at"],
         created_by=row["created_by"],
+        changed_at=row["changed_at"],
+        changed_by=row["changed_by"],
     )

@@ -8,11 +8,15 @@ from waypost.model.users import AttemptCount, HeldBy, SignInLimits, reserve_atte
 from ..accounts import SessionRecord, SignInAttempt, UserRecord
 from ..tx import Row, Tx
 from .access import api_key_from_row, roles_from_text
+from .identities import refuse_taken
 
 
-def create_user(tx: Tx, user: UserRecord) -> bool:
+def create_user(tx: Tx, user: UserRecord, *, distinct: bool = False) -> bool:
     if tx.one("tenant_exists", {"tenant": user.tenant}) is None:
         return False
+    if distinct and tx.one("identity_as_user", {"tenant": user.tenant, "name": user.name}) is None:
+        # A user of that name is UserExists, as it always was: the insert finds it.
+        refuse_taken(tx, user.tenant, user.name, "a console user")
     params = {
         "tenant": user.tenant,
         "name": user.name,

@@ -198,9 +198,9 @@ WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND step = %(step)s AND status
 DELETE FROM timers WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
 
 -- name: next_timer_at
--- (A disabled tenant's timers wait: they would otherwise always be due.)
 SELECT min(fire_at) AS next_fire_at FROM timers
 WHERE status = 'pending'
+  -- a disabled tenant's timers wait: they would otherwise always be due
   AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = timers.tenant AND d.disabled_at IS NOT NULL);
 
 -- name: fair_tenants
@@ -458,12 +458,14 @@ WHERE tenant = %(tenant)s AND status = 'active' AND approval_id IN (
     SELECT approval_id FROM approvals WHERE tenant = %(tenant)s AND run_id = %(run_id)s);
 
 -- name: insert_vote
-INSERT INTO approval_votes (tenant, approval_id, principal, decision, comment, credential_id, at)
-VALUES (%(tenant)s, %(approval_id)s, %(principal)s, %(decision)s, %(comment)s, %(credential_id)s, %(now)s)
+INSERT INTO approval_votes (tenant, approval_id, principal, decision, comment, credential_id, at,
+                            auth, authenticated_by)
+VALUES (%(tenant)s, %(approval_id)s, %(principal)s, %(decision)s, %(comment)s, %(credential_id)s, %(now)s,
+        %(auth)s, %(authenticated_by)s)
 ON CONFLICT DO NOTHING;
 
 -- name: approval_votes
-SELECT principal, decision, comment, at FROM approval_votes
+SELECT principal, decision, comment, at, auth, authenticated_by FROM approval_votes
 WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s
 ORDER BY at, principal;
 
@@ -474,7 +476,7 @@ SELECT extract(epoch FROM clock_timestamp())::double precision AS now;
 -- name: count_refusal
 UPDATE approval_refusals
 SET attempts = attempts + 1, last_at = %(now)s, decision = %(decision)s,
-    credential_id = %(credential_id)s, auth = %(auth)s
+    credential_id = %(credential_id)s, auth = %(auth)s, authenticated_by = %(authenticated_by)s
 WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s AND principal = %(principal)s
   AND reason = %(reason)s;
 
@@ -484,12 +486,13 @@ WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s AND principal <> '';
 
 -- name: insert_refusal
 INSERT INTO approval_refusals (tenant, approval_id, principal, reason, decision, credential_id,
-                               auth, attempts, first_at, last_at)
+                               auth, attempts, first_at, last_at, authenticated_by)
 VALUES (%(tenant)s, %(approval_id)s, %(principal)s, %(reason)s, %(decision)s, %(credential_id)s, %(auth)s, 1,
-        %(now)s, %(now)s);
+        %(now)s, %(now)s, %(authenticated_by)s);
 
 -- name: approval_refusals
-SELECT principal, reason, decision, credential_id, auth, attempts, first_at, last_at
+SELECT principal, reason, decision, credential_id, auth, attempts, first_at, last_at,
+       authenticated_by
 FROM approval_refusals
 WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s
 ORDER BY principal = '', first_at, principal, reason;
@@ -1216,11 +1219,12 @@ SELECT * FROM schedules WHERE tenant = %(tenant)s ORDER BY schedule_id;
 DELETE FROM schedules WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s;
 
 -- name: pause_schedule
-UPDATE schedules SET paused = 1, buffered_fire_at = NULL
+UPDATE schedules SET paused = 1, buffered_fire_at = NULL, changed_at = %(now)s, changed_by = %(by)s
 WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s;
 
 -- name: resume_schedule
-UPDATE schedules SET paused = 0, next_fire_at = %(next_fire_at)s
+UPDATE schedules SET paused = 0, next_fire_at = %(next_fire_at)s, changed_at = %(now)s,
+    changed_by = %(by)s
 WHERE tenant = %(tenant)s AND schedule_id = %(schedule_id)s;
 
 -- name: due_schedules
@@ -1426,3 +1430,25 @@ FROM (SELECT tenant, run_id, step FROM timers
       FOR UPDATE SKIP LOCKED) AS due
 WHERE t.tenant = due.tenant AND t.run_id = due.run_id AND t.step = due.step
 RETURNING t.tenant, t.run_id, t.step, t.generation, t.fire_at;
+
+-- == identities ==========================================================================
+-- What a name is already in a tenant, before a tenant admin makes a credential for it.
+-- name: identity_as_user
+SELECT name FROM users WHERE tenant = %(tenant)s AND name = %(name)s;
+
+-- name: identity_as_key
+SELECT key_id FROM api_keys WHERE tenant = %(tenant)s AND principal = %(name)s LIMIT 1;
+
+-- name: identity_as_member
+SELECT group_name FROM group_members
+WHERE tenant = %(tenant)s AND principal = %(name)s
+ORDER BY group_name
+LIMIT 1;
+
+-- name: identity_as_approver
+-- An approver named in a pending approval's policy (the tenant's pending approvals are
+-- found on approvals_by_status).
+SELECT approval_id FROM approvals
+WHERE tenant = %(tenant)s AND status = 'pending'
+  AND (policy::jsonb -> 'users') ? %(name)s
+LIMIT 1;

@@ -167,6 +167,8 @@ CREATE TABLE approval_votes (
     comment       text NOT NULL DEFAULT '',
     credential_id text NOT NULL,
     at            double precision NOT NULL,
+    auth          text NOT NULL DEFAULT '',
+    authenticated_by text NOT NULL DEFAULT '',
     PRIMARY KEY (tenant, approval_id, principal)
 );
 
@@ -183,6 +185,7 @@ CREATE TABLE approval_refusals (
     attempts      bigint NOT NULL,
     first_at      double precision NOT NULL,
     last_at       double precision NOT NULL,
+    authenticated_by text NOT NULL DEFAULT '',
     PRIMARY KEY (tenant, approval_id, principal, reason)
 );
 
@@ -379,6 +382,8 @@ CREATE TABLE schedules (
     buffered_fire_at double precision,
     created_at       double precision NOT NULL,
     created_by       text NOT NULL,
+    changed_at       double precision,
+    changed_by       text,
     PRIMARY KEY (tenant, schedule_id)
 );
 

@@ -195,9 +195,9 @@ WHERE tenant = :tenant AND run_id = :run_id AND step = :step AND status = 'pendi
 DELETE FROM timers WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: next_timer_at
--- (A disabled tenant's timers wait: they would otherwise always be due.)
 SELECT min(fire_at) AS next_fire_at FROM timers
 WHERE status = 'pending'
+  -- a disabled tenant's timers wait: they would otherwise always be due
   AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = timers.tenant AND d.disabled_at IS NOT NULL);
 
 -- name: fair_tenants
@@ -453,12 +453,14 @@ WHERE tenant = :tenant AND status = 'active' AND approval_id IN (
     SELECT approval_id FROM approvals WHERE tenant = :tenant AND run_id = :run_id);
 
 -- name: insert_vote
-INSERT INTO approval_votes (tenant, approval_id, principal, decision, comment, credential_id, at)
-VALUES (:tenant, :approval_id, :principal, :decision, :comment, :credential_id, :now)
+INSERT INTO approval_votes (tenant, approval_id, principal, decision, comment, credential_id, at,
+                            auth, authenticated_by)
+VALUES (:tenant, :approval_id, :principal, :decision, :comment, :credential_id, :now,
+        :auth, :authenticated_by)
 ON CONFLICT DO NOTHING;
 
 -- name: approval_votes
-SELECT principal, decision, comment, at FROM approval_votes
+SELECT principal, decision, comment, at, auth, authenticated_by FROM approval_votes
 WHERE tenant = :tenant AND approval_id = :approval_id
 ORDER BY at, principal;
 
@@ -469,7 +471,7 @@ SELECT (julianday('now') - 2440587.5) * 86400.0 AS now;
 -- name: count_refusal
 UPDATE approval_refusals
 SET attempts = attempts + 1, last_at = :now, decision = :decision,
-    credential_id = :credential_id, auth = :auth
+    credential_id = :credential_id, auth = :auth, authenticated_by = :authenticated_by
 WHERE tenant = :tenant AND approval_id = :approval_id AND principal = :principal
   AND reason = :reason;
 
@@ -479,12 +481,13 @@ WHERE tenant = :tenant AND approval_id = :approval_id AND principal <> '';
 
 -- name: insert_refusal
 INSERT INTO approval_refusals (tenant, approval_id, principal, reason, decision, credential_id,
-                               auth, attempts, first_at, last_at)
+                               auth, attempts, first_at, last_at, authenticated_by)
 VALUES (:tenant, :approval_id, :principal, :reason, :decision, :credential_id, :auth, 1,
-        :now, :now);
+        :now, :now, :authenticated_by);
 
 -- name: approval_refusals
-SELECT principal, reason, decision, credential_id, auth, attempts, first_at, last_at
+SELECT principal, reason, decision, credential_id, auth, attempts, first_at, last_at,
+       authenticated_by
 FROM approval_refusals
 WHERE tenant = :tenant AND approval_id = :approval_id
 ORDER BY principal = '', first_at, principal, reason;
@@ -1210,11 +1213,12 @@ SELECT * FROM schedules WHERE tenant = :tenant ORDER BY schedule_id;
 DELETE FROM schedules WHERE tenant = :tenant AND schedule_id = :schedule_id;
 
 -- name: pause_schedule
-UPDATE schedules SET paused = 1, buffered_fire_at = NULL
+UPDATE schedules SET paused = 1, buffered_fire_at = NULL, changed_at = :now, changed_by = :by
 WHERE tenant = :tenant AND schedule_id = :schedule_id;
 
 -- name: resume_schedule
-UPDATE schedules SET paused = 0, next_fire_at = :next_fire_at
+UPDATE schedules SET paused = 0, next_fire_at = :next_fire_at, changed_at = :now,
+    changed_by = :by
 WHERE tenant = :tenant AND schedule_id = :schedule_id;
 
 -- name: due_schedules
@@ -1419,3 +1423,25 @@ WHERE (tenant, run_id, step) IN (SELECT tenant, run_id, step FROM timers
                                    AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = timers.tenant AND d.disabled_at IS NOT NULL)
                                  ORDER BY fire_at LIMIT :limit)
 RETURNING tenant, run_id, step, generation, fire_at;
+
+-- == identities ==========================================================================
+-- What a name is already in a tenant, before a tenant admin makes a credential for it.
+-- name: identity_as_user
+SELECT name FROM users WHERE tenant = :tenant AND name = :name;
+
+-- name: identity_as_key
+SELECT key_id FROM api_keys WHERE tenant = :tenant AND principal = :name LIMIT 1;
+
+-- name: identity_as_member
+SELECT group_name FROM group_members
+WHERE tenant = :tenant AND principal = :name
+ORDER BY group_name
+LIMIT 1;
+
+-- name: identity_as_approver
+-- An approver named in a pending approval's policy (the tenant's pending approvals are
+-- found on approvals_by_status).
+SELECT approval_id FROM approvals
+WHERE tenant = :tenant AND status = 'pending'
+  AND EXISTS (SELECT 1 FROM json_each(approvals.policy, '$.users') AS u WHERE u.value = :name)
+LIMIT 1;

@@ -166,6 +166,8 @@ CREATE TABLE approval_votes (
     comment       TEXT NOT NULL DEFAULT '',
     credential_id TEXT NOT NULL,
     at            REAL NOT NULL,
+    auth          TEXT NOT NULL DEFAULT '',
+    authenticated_by TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (tenant, approval_id, principal)
 ) WITHOUT ROWID;
 
@@ -182,6 +184,7 @@ CREATE TABLE approval_refusals (
     attempts      INTEGER NOT NULL,
     first_at      REAL NOT NULL,
     last_at       REAL NOT NULL,
+    authenticated_by TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (tenant, approval_id, principal, reason)
 ) WITHOUT ROWID;
 
@@ -378,6 +381,8 @@ CREATE TABLE schedules (
     buffered_fire_at REAL,
     created_at       REAL NOT NULL,
     created_by       TEXT NOT NULL,
+    changed_at       REAL,
+    changed_by       TEXT,
     PRIMARY KEY (tenant, schedule_id)
 ) WITHOUT ROWID;
 

@@ -1,2 +1,0 @@
--- waypost schema, version 16: no change in this file.
-SELECT 1;
