@@ -51,6 +51,7 @@ def test_a_tenant_disabled_enabled_then_disabled_and_deleted(tmp_path: Path) -> 
     listed = json.loads(ok(waypost(tmp_path, "tenants", "list", "--json")).stdout)
     assert [t["tenant"] for t in listed if t["disabled_at"]] == ["acme"]
     assert "DISABLED" in ok(waypost(tmp_path, "tenants", "list")).stdout
+    assert "DISABLED since" in ok(waypost(tmp_path, "tenants", "show", "acme")).stdout
     with wp.Engine(db) as engine, pytest.raises(wp.TenantDisabled):
         engine.authenticate(key)
     ok(waypost(tmp_path, "tenants", "enable", "acme"))

@@ -248,6 +248,9 @@ def _show(info: TenantInfo, as_json: bool) -> None:
         return
     created = info.created_at.isoformat(timespec="seconds") if info.created_at else "never"
     click.echo(f"tenant {info.tenant}  created {created}")
+    if info.disabled_at is not None:
+        since = info.disabled_at.isoformat(timespec="seconds")
+        click.echo(f"DISABLED since {since} by {info.disabled_by}: keys and sessions refused")
     overrides = info.overrides or {}
     click.echo("quotas:")
     for name, value in info.quotas.items():
