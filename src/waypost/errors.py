@@ -126,6 +126,14 @@ class PayloadTampered(StoreError):
     from another run, event or column. Its plaintext is never returned."""
 
 
+class PlaintextRefused(PayloadTampered):
+    """A payload column holds plaintext although encryption keys are set: written before
+    encryption was turned on, or by someone without the keys. It is read only in the
+    migration mode (`WAYPOST_ENCRYPTION_ACCEPT_PLAINTEXT=1`, `Keys(accept_plaintext=True)`)
+    while `waypost runs re-encrypt` seals such values; the message names the column and
+    the run."""
+
+
 class SchemaError(StoreError):
     """The database schema is newer than this version of waypost, or damaged."""
 
@@ -152,6 +160,12 @@ class BrokenHistory(WaypostError):
     The engine suspends such a run with the reason and never replays it: its code is
     never fed events that may have been edited.
     """
+
+
+class BrokenRecord(BrokenHistory):
+    """A stored run or approval row fails its check under the chain key: edited, copied
+    from another run, written without the key, or carrying no check at all (written before
+    rows were checked). Its values are never returned; `waypost runs verify` says more."""
 
 
 class NondeterminismError(WaypostError):

@@ -257,7 +257,8 @@ class Harness:
         for i in range(N_RUNS):
             rid = run_id(i)
             events = self.engine.history(rid)
-            assert verify_chain(events) == [], f"{rid} after {after}: {verify_chain(events)}"
+            problems = verify_chain(events, run=("default", rid))
+            assert problems == [], f"{rid} after {after}: {problems}"
             assert self.engine.verify(rid) == [], f"{rid} after {after}"
             now = [(ev.seq, ev.hash) for ev in events]
             before = self.histories.get(rid, [])
@@ -364,7 +365,7 @@ def _check_executions(h: Harness) -> Counter[str]:
         rid = run_id(i)
         events = h.engine.history(rid)
         assert [ev.seq for ev in events] == list(range(1, len(events) + 1)), rid
-        assert verify_chain(events) == [], rid
+        assert verify_chain(events, run=("default", rid)) == [], rid
         _check_shape(rid, events)
         scheduled = {ev.data["step"]: ev for ev in events if ev.type == "ActivityScheduled"}
         assert len(scheduled) == ACTIVITY_STEPS, f"{rid}: steps {sorted(scheduled)}"

@@ -259,7 +259,8 @@ def _kill_halfway(cluster: Cluster, db: psycopg.Connection[Any], started: float)
 
 def _check_history(rid: str, events: list[Event]) -> None:
     assert [ev.seq for ev in events] == list(range(1, len(events) + 1)), f"{rid}: gaps"
-    assert verify_chain(events) == [], f"{rid}: {verify_chain(events)}"
+    problems = verify_chain(events, run=("default", rid))
+    assert problems == [], f"{rid}: {problems}"
     ends = [k for k, ev in enumerate(events) if ev.type in TERMINAL_EVENTS]
     assert len(ends) == 1 and events[ends[0]].type == "RunCompleted", f"{rid}: {events[-3:]}"
     after = [ev for ev in events[ends[0] + 1 :] if ev.type != "LateResultIgnored"]

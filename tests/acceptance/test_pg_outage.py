@@ -106,7 +106,7 @@ def test_a_postgres_restart_mid_run_loses_nothing_and_every_run_completes(
         assert [(e.seq, e.hash) for e in before[run_id]] == [
             (e.seq, e.hash) for e in history[: len(before[run_id])]
         ], f"{run_id}: history moved backwards across the restart"
-        assert verify_chain(history) == []
+        assert verify_chain(history, run=("default", run_id)) == []
         steps = [e.data["step"] for e in of_type(history, "ActivityCompleted")]
         assert sorted(steps) == sorted({*steps}), f"{run_id}: a step result was applied twice"
         assert len(steps) == STEPS

@@ -104,7 +104,7 @@ def test_cancelling_a_waiting_run_ends_it_cancelled(make_engine: Any, db_url: st
     (requested,) = of_type(history, "CancelRequested")
     assert requested.data["reason"] == "customer asked"
     assert len(of_type(history, "TimerCancelled")) == 1
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=("default", handle.run_id)) == []
     # Nothing is left to run or fire.
     assert open_tasks(db_url, handle.run_id) == []
     assert fire_far_in_the_future(db_url) == []
@@ -175,7 +175,7 @@ def test_cancel_drops_work_not_started_and_tells_running_activities(
     assert cancel_requested == scheduled
     assert of_type(history, "ActivityCompleted") == []
     assert engine.get(handle.run_id).status == wp.RunStatus.CANCELLED
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=("default", handle.run_id)) == []
 
 
 @wp.workflow(name="cancel_careful")
@@ -330,7 +330,7 @@ def test_leaving_running_lets_an_activity_finish_and_commit(
     history = second.history(handle.run_id)
     assert of_type(history, "ActivityFailed") == []
     assert of_type(history, "LateResultIgnored") == []
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=("default", handle.run_id)) == []
 
 
 @wp.activity
@@ -367,7 +367,7 @@ def test_a_second_engine_continues_a_run_started_by_the_first(
         f"{handle.run_id}-after-attempt-1-pid-{os.getpid()}",
         f"{handle.run_id}-before-attempt-1-pid-{os.getpid()}",
     ]
-    assert verify_chain(second.history(handle.run_id)) == []
+    assert verify_chain(second.history(handle.run_id), run=("default", handle.run_id)) == []
 
 
 def test_a_worker_process_continues_runs_and_stops_cleanly_on_sigterm(
@@ -435,4 +435,4 @@ def test_a_worker_process_continues_runs_and_stops_cleanly_on_sigterm(
         ]
     )
     for handle in (waiting, queued):
-        assert verify_chain(engine.history(handle.run_id)) == []
+        assert verify_chain(engine.history(handle.run_id), run=("default", handle.run_id)) == []

@@ -137,7 +137,7 @@ def test_a_cancelled_run_compensates_newest_first_and_says_what_could_not_be_und
     # The request comes before every compensation, and the run ends after the last.
     (requested,) = of_type(history, "CancelRequested")
     assert all(requested.seq < e.seq for e in undo)
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=("default", run.run_id)) == []
 
 
 @pytest.mark.parametrize("on_cancel", ["", "on_cancel: none\n"])

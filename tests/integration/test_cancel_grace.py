@@ -157,7 +157,7 @@ def test_a_run_whose_clean_up_hangs_ends_cancelled_after_the_grace(
     history = engine.history(run.run_id)
     assert history[-1].type == "LateResultIgnored"  # audit only: the run stays cancelled
     assert engine.get(run.run_id).status == wp.RunStatus.CANCELLED
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=("default", run.run_id)) == []
     # The ended history replays against the code without a mismatch.
     assert replay_history(cleans_up, ended_history).ok
     assert violations(db_url) == []

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type, pg_connect
+from tests.helpers import db_query, eventually, of_type, pg_connect
 from waypost.model.chain import Chain, ChainKey
 
 pytestmark = pytest.mark.timeout(120)
@@ -147,7 +147,7 @@ def test_stored_data_that_is_not_json_is_reported_and_suspends_the_run(
 
 
 def test_an_engine_without_the_key_suspends_a_keyed_run_instead_of_trusting_it(
-    make_engine: Any,
+    make_engine: Any, db_url: str
 ) -> None:
     keyed = make_engine(chained, chain=KEYED)
     with keyed.running():
@@ -155,11 +155,22 @@ def test_an_engine_without_the_key_suspends_a_keyed_run_instead_of_trusting_it(
         keyed.signal(run.run_id, "a", "x")
         waiting_for_b(keyed, run.run_id)
     keyed.close()
-    other = make_engine(chained, chain=Chain([ChainKey("k2", b"z" * 32)]))
+    k2 = ChainKey("k2", b"z" * 32)
+    other = make_engine(chained, chain=Chain([k2]))
     with other.running():
         other.signal(run.run_id, "b", "y")
-        info = eventually(
-            lambda: (i := other.get(run.run_id)).status is wp.RunStatus.SUSPENDED and i,
+        eventually(
+            lambda: (
+                db_query(db_url, "SELECT status FROM runs WHERE run_id = ?", (run.run_id,))
+                == [("suspended",)]
+            ),
             "the run to be suspended",
         )
+        # Nor does it answer the run's row, whose checks it cannot verify either.
+        with pytest.raises(wp.BrokenRecord, match="'k1', which this process was not given"):
+            other.get(run.run_id)
+    other.close()
+    both = make_engine(chained, chain=Chain([k2, *KEYED.keys]))
+    info = both.get(run.run_id)
+    assert info.status is wp.RunStatus.SUSPENDED
     assert info.error is not None and "'k1', which this process was not given" in str(info.error)

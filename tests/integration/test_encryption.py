@@ -31,6 +31,7 @@ pytestmark = pytest.mark.timeout(120)
 
 WAYPOST = Path(sys.executable).with_name("waypost")
 K1 = secrets.token_bytes(32)
+KEYED_CHAIN = wp.Chain([wp.ChainKey("c1", secrets.token_bytes(32))])
 K2 = secrets.token_bytes(32)
 MARKERS = (
     "MARKER-INPUT",
@@ -198,6 +199,41 @@ def test_the_raw_database_holds_no_plaintext_of_encrypted_payloads(
         assert engine.verify(run_id) == []
 
 
+@wp.workflow(name="enc_generations")
+async def enc_generations(ctx: wp.WorkflowContext, state: dict[str, Any]) -> dict[str, Any]:
+    """Goes on as a new generation twice, each with a secret of its own, then waits."""
+    n = state["n"]
+    if n < 3:
+        ctx.continue_as_new({**state, "n": n + 1, "secret": f"MARKER-GEN{n + 1}-{state['label']}"})
+    got = await ctx.wait_signal("last")
+    return {"n": n, "secret": state["secret"], "got": got}
+
+
+def test_a_run_continuing_as_new_under_encryption_completes_and_stores_no_plaintext(
+    make_engine: Any, db_url: str
+) -> None:
+    label = uuid.uuid4().hex[:12]
+    engine = make_engine(enc_generations, encryption=wp.Keys({"k1": K1}), chain=KEYED_CHAIN)
+    with engine.running():
+        run = engine.start(enc_generations, {"n": 1, "label": label, "secret": "MARKER-GEN1"})
+        info = eventually(
+            lambda: (i := engine.get(run.run_id)).waiting_for and i, "the third generation"
+        )
+        assert info.input["n"] == 3 and info.input["secret"] == f"MARKER-GEN3-{label}"
+        engine.signal(run.run_id, "last", f"MARKER-SIGNAL-{label}")
+        assert engine.result(run.run_id, timeout=10) == {
+            "n": 3,
+            "secret": f"MARKER-GEN3-{label}",
+            "got": f"MARKER-SIGNAL-{label}",
+        }
+    history = engine.history(run.run_id)
+    assert history[0].data["generation"] == 3 and history[0].data["input"]["n"] == 3
+    assert engine.verify(run.run_id) == []
+    assert stored_key_ids(db_url) == {"k1"}
+    dump = raw_dump(db_url)
+    assert label.encode() not in dump and b"MARKER-GEN" not in dump
+
+
 def test_keys_rotate_and_re_encryption_keeps_the_chain(make_engine: Any, db_url: str) -> None:
     first = make_engine(enc_echo, encryption=wp.Keys({"k1": K1}))
     with first.running():
@@ -248,7 +284,7 @@ def test_keys_rotate_and_re_encryption_keeps_the_chain(make_engine: Any, db_url:
     assert stored_key_ids(db_url) == {"k2"}
 
 
-def test_plaintext_from_before_encryption_is_read_and_re_encrypted(
+def test_plaintext_from_before_encryption_is_read_and_re_encrypted_in_the_migration_mode(
     make_engine: Any, db_url: str
 ) -> None:
     plain = make_engine(enc_echo)
@@ -259,9 +295,16 @@ def test_plaintext_from_before_encryption_is_read_and_re_encrypted(
     assert stored_key_ids(db_url) == {"plain"}
     assert b"MARKER-SIGNAL" in raw_dump(db_url)
 
+    # Once keys are set, plaintext is refused, and not sealed by re-encryption either.
     keyed = make_engine(enc_echo, encryption=wp.Keys({"k1": K1}))
-    assert keyed.get(run.run_id).result == {"value": "MARKER-INPUT", "got": "MARKER-SIGNAL"}
-    report = keyed.reencrypt(run.run_id)
+    for refused in (keyed.get, keyed.reencrypt):
+        with pytest.raises(wp.PlaintextRefused, match="WAYPOST_ENCRYPTION_ACCEPT_PLAINTEXT"):
+            refused(run.run_id)
+    assert stored_key_ids(db_url) == {"plain"}
+
+    migrating = make_engine(enc_echo, encryption=wp.Keys({"k1": K1}, accept_plaintext=True))
+    assert migrating.get(run.run_id).result == {"value": "MARKER-INPUT", "got": "MARKER-SIGNAL"}
+    report = migrating.reencrypt(run.run_id)
     assert report.runs == 1 and report.resealed == report.values > 0
     assert stored_key_ids(db_url) == {"k1"}
     assert keyed.verify(run.run_id) == []

@@ -44,7 +44,7 @@ def test_a_workflow_runs_to_completion_and_its_history_chains(make_engine: Any) 
         "RunCompleted",
     ]
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert verify_chain(events) == []
+    assert verify_chain(events, run=("default", handle.run_id)) == []
     assert engine.verify(handle.run_id) == []
 
 
@@ -396,8 +396,11 @@ def test_a_database_of_schema_version_1_is_upgraded_and_keeps_its_runs(
 # Version 6 replaced the runs' status index and added the page indexes; version 8 added
 # priorities and the indexes that claims and quotas read; version 9 the index of finished
 # runs that retention reads; version 10 the tasks' count of lapsed leases; version 13 child runs;
-# version 14 named queues, concurrency keys and deduplication ids; version 15 workflow queues.
+# version 14 named queues, concurrency keys and deduplication ids; version 15 workflow queues;
+# version 18 the checks of runs' rows.
 _RUN_INDEXES_OF_VERSION_1 = [
+    "ALTER TABLE runs DROP COLUMN input_mac",
+    "ALTER TABLE runs DROP COLUMN state_mac",
     "DROP INDEX runs_by_named_queue",
     "DROP INDEX runs_enqueued",
     "ALTER TABLE runs DROP COLUMN named_queue",
@@ -471,7 +474,7 @@ def test_text_with_lone_surrogates_is_stored_and_read_back_as_it_was(make_engine
         run = engine.start(undecodable_text, "in\ud801put")
         assert engine.result(run.run_id, timeout=30) == {"in\ud801put\udcff": "\ud800in\ud801put"}
     history = engine.history(run.run_id)
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=("default", run.run_id)) == []
     failed = next(e for e in history if e.type == "ActivityFailed")
     assert failed.data["error"]["message"] == "bad byte in in\ud801put\udcff"
     assert engine.get(run.run_id).input == "in\ud801put"

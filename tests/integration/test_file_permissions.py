@@ -12,6 +12,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,6 +77,65 @@ def test_a_symlink_in_place_of_the_sqlite_files_is_refused(
     assert (target.read_bytes() if target_exists else target.exists()) == (
         b"not yours" if target_exists else False
     )
+
+
+def test_an_existing_database_others_can_read_is_named_in_a_warning_at_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """waypost leaves an existing file's mode as it is (a group may be meant to read it)
+    but says, at every open, which files others may read and how to fix it."""
+    path = tmp_path / "runs.db"
+    engine = wp.Engine(f"sqlite:///{path}")
+    engine.register(hello)
+    with engine.running():
+        assert engine.start(hello, "ann").result(timeout=10) == "hello ann"
+    engine.close()
+    assert [r for r in caplog.records if "chmod 600" in r.getMessage()] == []  # private
+    for name in (path, path.with_name("runs.db-wal"), path.with_name("runs.db-shm")):
+        name.touch()
+        name.chmod(0o644)
+    caplog.clear()
+    open_and_close(f"sqlite:///{path}")
+    (warning,) = [r for r in caplog.records if "chmod 600" in r.getMessage()]
+    assert warning.levelname == "WARNING"
+    for suffix in ("", "-wal", "-shm"):
+        assert f"{path}{suffix} (0644)" in warning.getMessage()
+    assert mode(path) == 0o644  # left as it is
+    path.chmod(0o600)
+    caplog.clear()
+    open_and_close(f"sqlite:///{path}")  # -wal and -shm still 0644, or gone at close
+    remaining = [r.getMessage() for r in caplog.records if "chmod 600" in r.getMessage()]
+    assert all(f"{path} (" not in m for m in remaining)
+
+
+def _fifo(tmp_path: Path) -> str:
+    os.mkfifo(tmp_path / "pipe.db", 0o600)
+    return str(tmp_path / "pipe.db")
+
+
+@pytest.mark.parametrize(
+    ("where", "why"),
+    [
+        pytest.param(lambda t: "/proc/waypost.db", "cannot hold files", id="proc"),
+        pytest.param(lambda t: "/sys/waypost.db", "permission denied", id="sys"),
+        pytest.param(lambda t: str(t), "is a folder", id="a folder"),
+        pytest.param(lambda t: "/dev/null", "not a regular file", id="a device"),
+        pytest.param(_fifo, "not a regular file", id="a pipe"),
+        pytest.param(lambda t: str(t / ("n" * 300)), "name is too long", id="too long"),
+        pytest.param(lambda t: str(t / "gone" / "x.db"), "does not exist", id="no folder"),
+        pytest.param(lambda t: "/etc/hostname/x.db", "does not exist", id="file as folder"),
+        pytest.param(lambda t: str(t / "a%00b.db"), "NUL", id="nul"),
+    ],
+)
+def test_a_path_that_cannot_hold_the_database_is_a_waypost_error_naming_it(
+    tmp_path: Path, where: Any, why: str
+) -> None:
+    path = where(tmp_path)
+    with pytest.raises(wp.WaypostError) as caught:
+        open_and_close(f"sqlite:///{path}")
+    assert isinstance(caught.value, wp.ConfigurationError)
+    message = str(caught.value)
+    assert why in message and path.replace("%00", "\\x00")[:60] in message
 
 
 def notification() -> Notification:

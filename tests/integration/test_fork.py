@@ -101,7 +101,7 @@ def failed_source(engine: wp.Engine, label: str) -> str:
 
 def local_verify(engine: wp.Engine, run_id: str, tenant: str = "default") -> None:
     assert engine.verify(run_id, tenant=tenant) == []
-    assert verify_chain(engine.history(run_id, tenant=tenant)) == []
+    assert verify_chain(engine.history(run_id, tenant=tenant), run=(tenant, run_id)) == []
 
 
 # == what a fork copies and runs =================================================

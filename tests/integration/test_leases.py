@@ -100,7 +100,7 @@ def test_an_attempt_over_its_timeout_fails_and_is_retried(make_engine: Any, labe
         assert handle.result(timeout=15) == f"{label} on attempt 3"
     assert attempts_of(label) == [1, 2, 3]
     history = engine.history(handle.run_id)
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=("default", handle.run_id)) == []
     (scheduled,) = of_type(history, "ActivityScheduled")
     failed = of_type(history, "ActivityFailed")
     completed = of_type(history, "ActivityCompleted")
@@ -555,7 +555,7 @@ def test_a_result_whose_commit_fails_once_is_recorded_on_retry(
     assert result == ["a1", "b"]
     assert attempts_of(label) == [1]
     history = engine.history(handle.run_id)
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=("default", handle.run_id)) == []
     assert engine.verify(handle.run_id) == []
     assert of_type(history, "ActivityFailed") == []
 
@@ -576,7 +576,7 @@ def test_a_result_whose_commit_keeps_failing_is_recorded_when_the_store_answers(
     assert result == ["a1", "b"]
     assert attempts_of(label) == [1]
     history = engine.history(handle.run_id)
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=("default", handle.run_id)) == []
     assert engine.verify(handle.run_id) == []
     assert of_type(history, "ActivityFailed") == []
     assert [e.data["result"] for e in of_type(history, "ActivityCompleted")] == ["a1", "b"]

@@ -180,7 +180,7 @@ def test_a_paused_run_holds_a_signal_and_a_timer_until_resumed(make_engine: Any)
     assert (resumed.data["status_before"], resumed.data["status_after"]) == ("paused", "running")
     types = [e.type for e in history]
     assert types.index("RunPaused") < types.index("TimerFired") < types.index("RunResumed")
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=("default", run.run_id)) == []
 
 
 def test_resume_and_pause_refusals(make_engine: Any) -> None:

@@ -108,7 +108,7 @@ async def grouped(
         )
         for i in range(N):
             history = await store.load_history(TENANT, f"r{i}")
-            assert verify_chain(history) == []
+            assert verify_chain(history, run=(TENANT, f"r{i}")) == []
             if group_lands or i == 0:  # the plug commits alone, before the group
                 assert answers[f"r{i}"].ok, answers[f"r{i}"]
                 assert [e.type for e in history] == [E.RUN_STARTED, E.SIGNAL_RECEIVED]
@@ -299,4 +299,4 @@ def test_a_commit_of_many_events_inserts_them_all_in_order(fresh_postgres: str) 
     history = asyncio.run(body())
     assert [e.seq for e in history] == list(range(1, 1203))
     assert [e.data["name"] for e in history[1:]] == [f"s{i}" for i in range(1201)]
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=(TENANT, "many")) == []

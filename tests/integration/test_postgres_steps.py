@@ -198,7 +198,7 @@ async def scripted(url: str) -> dict[str, int]:
         assert (await quick.finish(None, cancel_activities=[])).ok
         for run_id in ("r1", "r2", "r3", "r4"):
             history = await store.load_history(TENANT, run_id)
-            assert verify_chain(history) == []
+            assert verify_chain(history, run=(TENANT, run_id)) == []
         ended = [(await store.load_run(TENANT, r))[0] for r in ("r1", "r2", "r3", "r4")]
         assert [r.status if r else None for r in ended] == ["completed"] * 4
         assert [e.type for e in await store.load_history(TENANT, "r2")][-3:] == [
@@ -361,7 +361,7 @@ def test_a_lone_step_is_sent_without_begin_and_commit(
             result = await run.step("1", ["2"])
             monkeypatch.undo()
             history = await store.load_history(TENANT, "r1")
-            assert verify_chain(history) == []
+            assert verify_chain(history, run=(TENANT, "r1")) == []
             return result.ok, len(opened), len(history)
         finally:
             await store.close()

@@ -124,7 +124,7 @@ def test_a_refused_decision_suspends_the_run_with_the_reason_and_resume_finishes
         lift_rule(db_url)
         engine.resume(run.run_id, "the rule is lifted")
         assert run.result(timeout=20) == "a" + MARK
-    assert verify_chain(engine.history(run.run_id)) == []
+    assert verify_chain(engine.history(run.run_id), run=("default", run.run_id)) == []
 
 
 def test_a_refused_step_result_holds_the_step_and_it_runs_again_after_resume(
@@ -150,7 +150,7 @@ def test_a_refused_step_result_holds_the_step_and_it_runs_again_after_resume(
         engine.resume(run.run_id, "the rule is lifted")
         assert run.result(timeout=20) == "c" + MARK
     assert calls == {"c": 2}  # at least once: the step ran again
-    assert verify_chain(engine.history(run.run_id)) == []
+    assert verify_chain(engine.history(run.run_id), run=("default", run.run_id)) == []
 
 
 def test_a_start_the_database_refuses_is_a_clear_error_and_writes_nothing(

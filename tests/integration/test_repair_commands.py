@@ -239,7 +239,7 @@ steps:
 def replays(engine: wp.Engine, run_id: str, tenant: str = "default") -> None:
     """The run's history replays against the code, and its chain is intact."""
     history = engine.history(run_id, tenant=tenant)
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=(tenant, run_id)) == []
     assert engine.verify(run_id, tenant=tenant) == []
     if "definition" not in history[0].data:
         result = replay_history(list(CODE), history, run_id=run_id, tenant=tenant)

@@ -153,6 +153,7 @@ SAMPLES: dict[str, Callable[[], ops.Request[Any]]] = {
     "ListWebhookSources": lambda: wh.ListWebhookSources(),
     "DeleteWebhookSource": lambda: wh.DeleteWebhookSource(source="missing"),
     "ReEncrypt": lambda: ops.ReEncrypt(dry_run=True),
+    "SealLegacy": lambda: ops.SealLegacy(dry_run=True),
     "GetTenant": lambda: ops.GetTenant(),
     # the platform operator's
     "CreateTenant": lambda: ops.CreateTenant(tenant=f"matrix-{uuid.uuid4().hex[:8]}"),

@@ -206,7 +206,7 @@ def test_create_run_writes_the_first_event_and_a_workflow_task(
         assert run.input == {"n": 1, "run": "r1"}
         assert [(e.seq, e.type) for e in events] == [(1, "RunStarted")]
         assert run.last_hash == events[0].hash
-        assert verify_chain(events) == []
+        assert verify_chain(events, run=(TENANT, "r1")) == []
         (task,) = await store.run_tasks(TENANT, "r1")
         assert (task.kind, task.step, task.queue, task.fence, task.owner) == (
             "workflow",
@@ -292,7 +292,7 @@ def test_events_are_numbered_and_hash_chained_across_commits(
             "SignalReceived",
             "MarkerRecorded",
         ]
-        assert verify_chain(events) == []
+        assert verify_chain(events, run=(TENANT, "r1")) == []
         assert events[1].data == {"name": "a", "payload": {"x": "é"}}
         assert events[2].ts == T0 + 2.25
         assert (run_.last_seq, run_.last_hash) == (4, events[-1].hash)
@@ -325,7 +325,7 @@ def test_a_commit_never_breaks_the_hash_chain(store: Store, aio: asyncio.Runner)
         assert run_ is not None
         # Refusing (a sequence conflict) or chaining correctly are both fine;
         # storing an event that does not chain to its predecessor is not.
-        assert verify_chain(events) == []
+        assert verify_chain(events, run=(TENANT, "r1")) == []
         assert (run_.last_seq, run_.last_hash) == (events[-1].seq, events[-1].hash)
         if res.ok:
             assert res.last_hash == events[-1].hash
@@ -584,7 +584,7 @@ def test_concurrent_commits_all_land_and_a_conflict_fails_alone(
             run_, events = await store.load_run(TENANT, f"r{i}")
             assert run_ is not None
             assert [e.seq for e in events] == [1, 2, 3]
-            assert verify_chain(events) == []
+            assert verify_chain(events, run=(TENANT, f"r{i}")) == []
             assert run_.last_seq == 3
             winner = events[1].data["name"]
             assert winner in (f"main-r{i}", "rival")
@@ -1052,7 +1052,7 @@ def test_a_timer_fires_once_appends_timer_fired_and_wakes_the_run(
         assert fired.workflow_fence == 1  # claimed for w1
         history = await store.load_history(TENANT, "r1")
         assert [e.type for e in history] == ["RunStarted", "TimerStarted", "TimerFired"]
-        assert verify_chain(history) == []
+        assert verify_chain(history, run=(TENANT, "r1")) == []
         assert history[-1].hash == fired.event.hash
 
         assert await store.fire_due_timers(T0 + 100, 10, "w1", [WF_QUEUE], 30) != []  # r2
@@ -1115,7 +1115,7 @@ def test_two_stores_firing_at_once_fire_each_timer_once(
         for i in range(n):
             history = await store.load_history(TENANT, f"r{i}")
             assert [e.type for e in history].count("TimerFired") == 1
-            assert verify_chain(history) == []
+            assert verify_chain(history, run=(TENANT, f"r{i}")) == []
 
     run(aio, body)
 

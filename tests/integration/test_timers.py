@@ -112,7 +112,7 @@ def test_two_stores_firing_at_the_same_moment_fire_each_timer_once(tmp_path: Pat
         try:
             for run_id in runs:
                 history = await store.load_history("default", run_id)
-                assert verify_chain(history) == []
+                assert verify_chain(history, run=("default", run_id)) == []
                 fired_steps = [e.data["step"] for e in history if e.type == "TimerFired"]
                 assert sorted(fired_steps) == [f"t{r}" for r in range(rounds)]
         finally:
@@ -152,7 +152,7 @@ def test_sleep_wakes_the_run_after_its_duration_not_before(make_engine: Any) -> 
     assert started.data["fire_at"] == pytest.approx(started.ts + 0.5, abs=0.05)
     assert fired.ts >= started.data["fire_at"]
     assert fired.data["step"] == started.data["step"]
-    assert verify_chain(history) == []
+    assert verify_chain(history, run=("default", handle.run_id)) == []
 
 
 def test_two_engines_on_one_file_fire_each_timer_once(make_engine: Any) -> None:
@@ -169,7 +169,7 @@ def test_two_engines_on_one_file_fire_each_timer_once(make_engine: Any) -> None:
         fired = [e.data["step"] for e in of_type(history, "TimerFired")]
         assert sorted(fired) == sorted(started)
         assert len(started) in (1, 3)
-        assert verify_chain(history) == []
+        assert verify_chain(history, run=("default", h.run_id)) == []
 
 
 @wp.workflow(name="timer_signal_or_timeout")
@@ -288,7 +288,7 @@ def test_a_burst_of_timers_due_at_one_moment_fires_each_once(make_engine: Any) -
         (started,) = of_type(history, "TimerStarted")
         (fired,) = of_type(history, "TimerFired")
         assert fired.ts >= started.data["fire_at"]
-        assert verify_chain(history) == []
+        assert verify_chain(history, run=("default", h.run_id)) == []
 
 
 def test_an_unexpected_error_in_the_timer_loop_does_not_stop_the_engines_timers(

@@ -56,13 +56,30 @@ def test_an_edited_ciphertext_fails_authentication() -> None:
             keys.open(bad, PLACE)
 
 
-def test_plaintext_passes_unchanged_and_is_resealed() -> None:
+def test_plaintext_passes_unchanged_only_in_the_migration_mode_and_is_resealed() -> None:
+    assert open_text(None, "null", PLACE) == "null"  # no keys: plaintext is what is stored
     keys = wp.Keys({"k1": K1})
-    assert keys.open('{"a":1}', PLACE) == '{"a":1}'
-    assert open_text(None, "null", PLACE) == "null"
-    resealed = keys.reseal('{"a":1}', PLACE)
+    # With keys, plaintext where a sealed value belongs is refused, naming where it is;
+    # re-encryption does not seal it either (it could be anyone's).
+    for refused in (lambda: keys.open('{"a":1}', PLACE), lambda: keys.reseal('{"a":1}', PLACE)):
+        with pytest.raises(wp.PlaintextRefused, match="WAYPOST_ENCRYPTION_ACCEPT_PLAINTEXT") as e:
+            refused()
+        assert "events.data of event 3 of run 'order-1' (tenant 'acme')" in str(e.value)
+        assert '"a"' not in str(e.value)  # the value itself is never quoted
+    migrating = wp.Keys({"k1": K1}, accept_plaintext=True)
+    assert migrating.open('{"a":1}', PLACE) == '{"a":1}'
+    resealed = migrating.reseal('{"a":1}', PLACE)
     assert resealed is not None and keys.open(resealed, PLACE) == '{"a":1}'
-    assert keys.reseal(resealed, PLACE) is None  # under the current key already
+    assert migrating.reseal(resealed, PLACE) is None  # under the current key already
+
+
+def test_the_migration_mode_is_read_from_the_environment() -> None:
+    spec = "k1:" + base64.b64encode(K1).decode()
+    strict = keys_from_environment({"WAYPOST_ENCRYPTION_KEYS": spec})
+    assert strict is not None and not strict.accept_plaintext
+    env = {"WAYPOST_ENCRYPTION_KEYS": spec, "WAYPOST_ENCRYPTION_ACCEPT_PLAINTEXT": "1"}
+    migrating = keys_from_environment(env)
+    assert migrating is not None and migrating.accept_plaintext
 
 
 def test_keys_rotate_old_values_still_open_and_reseal_under_the_new_key() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, strategies as st
 
-from waypost.model.chain import plain_hash as chain_hash, seal, verify_chain
+from waypost.model.chain import PLAIN, plain_genesis, plain_hash as chain_hash, seal, verify_chain
 from waypost.model.events import (
     COMMAND_EVENTS,
     TERMINAL_EVENTS,
@@ -41,6 +41,9 @@ JSON_VALUES = st.recursive(
 )
 
 
+RUN = ("acme", "r-1")
+
+
 def history(n: int = 6) -> list[Event]:
     """A sealed history of `n` events with varied data."""
     events = [
@@ -59,7 +62,7 @@ def history(n: int = 6) -> list[Event]:
             events.append(
                 NewEvent(EventType.ACTIVITY_COMPLETED, {"step": str(i - 1), "result": i}, 10.0 + i)
             )
-    return seal(0, "", events)
+    return PLAIN.begin(*RUN, events)
 
 
 def renumbered(events: list[Event]) -> list[Event]:
@@ -148,7 +151,7 @@ def test_event_time_is_utc() -> None:
 def test_seal_numbers_events_and_chains_each_hash_to_the_one_before() -> None:
     events = history(5)
     assert [e.seq for e in events] == [1, 2, 3, 4, 5]
-    prev = ""
+    prev = plain_genesis(*RUN)  # the first event chains to its run's genesis
     for ev in events:
         assert ev.data_json == canonical_json(ev.data)
         assert ev.hash == chain_hash(prev, ev.seq, ev.type, ev.ts, ev.data_json)
@@ -165,7 +168,7 @@ def test_seal_continues_an_existing_chain() -> None:
         [NewEvent(EventType.TIMER_STARTED, {"step": "9", "fire_at": 99.0}, 20.0)],
     )
     assert more[0].seq == 4
-    assert verify_chain(first + more) == []
+    assert verify_chain(first + more, run=RUN) == []
     # The same event after a different predecessor gets a different hash.
     other = seal(3, "0" * 64, [NewEvent(EventType.TIMER_STARTED, {"step": "9"}, 20.0)])
     assert other[0].hash != more[0].hash
@@ -189,8 +192,8 @@ def test_chain_hash_covers_every_field() -> None:
 
 
 def test_an_intact_history_verifies() -> None:
-    assert verify_chain(history(8)) == []
-    assert verify_chain([]) == []
+    assert verify_chain(history(8), run=RUN) == []
+    assert verify_chain([], run=RUN) == []
 
 
 def test_verify_finds_an_edited_data_text() -> None:
@@ -199,15 +202,15 @@ def test_verify_finds_an_edited_data_text() -> None:
     forged = ev.data_json.replace('"args":[3]', '"args":[3000]')
     assert forged != ev.data_json
     events[3] = dataclasses.replace(ev, data_json=forged, data=json.loads(forged))
-    problems = verify_chain(events)
+    problems = verify_chain(events, run=RUN)
     assert problems == [ChainProblem(4, "hash does not match the event and its predecessor")]
 
 
 def test_verify_finds_edited_data_when_no_text_is_kept() -> None:
     events = [dataclasses.replace(e, data_json="") for e in history(4)]
-    assert verify_chain(events) == []
+    assert verify_chain(events, run=RUN) == []
     events[1] = dataclasses.replace(events[1], data={**events[1].data, "activity": "other"})
-    assert [p.seq for p in verify_chain(events)] == [2]
+    assert [p.seq for p in verify_chain(events, run=RUN)] == [2]
 
 
 @pytest.mark.parametrize(
@@ -220,7 +223,7 @@ def test_verify_finds_edited_data_when_no_text_is_kept() -> None:
 def test_verify_finds_an_edited_type_or_time(edit: dict[str, Any]) -> None:
     events = history(5)
     events[1] = dataclasses.replace(events[1], **edit)
-    assert [p.seq for p in verify_chain(events)] == [2]
+    assert [p.seq for p in verify_chain(events, run=RUN)] == [2]
 
 
 def test_an_edit_with_a_recomputed_hash_breaks_the_next_event() -> None:
@@ -230,21 +233,21 @@ def test_an_edit_with_a_recomputed_hash_breaks_the_next_event() -> None:
     assert text != ev.data_json
     new_hash = chain_hash(events[0].hash, ev.seq, ev.type, ev.ts, text)
     events[1] = dataclasses.replace(ev, data_json=text, hash=new_hash)
-    problems = verify_chain(events)
+    problems = verify_chain(events, run=RUN)
     assert [p.seq for p in problems] == [3]
 
 
 def test_verify_finds_a_removed_event() -> None:
     events = history(6)
     del events[3]
-    problems = verify_chain(events)
+    problems = verify_chain(events, run=RUN)
     assert problems == [ChainProblem(5, "expected event 4, found 5")]
 
 
 def test_verify_finds_a_removed_event_even_when_the_rest_is_renumbered() -> None:
     events = history(6)
     del events[3]
-    problems = verify_chain(renumbered(events))
+    problems = verify_chain(renumbered(events), run=RUN)
     assert problems
     assert problems[0].seq == 4
     assert "hash does not match" in problems[0].problem
@@ -252,14 +255,14 @@ def test_verify_finds_a_removed_event_even_when_the_rest_is_renumbered() -> None
 
 def test_verify_finds_a_removed_first_event() -> None:
     events = history(4)[1:]
-    assert verify_chain(events)[0].seq == 2
-    assert verify_chain(renumbered(events))[0].seq == 1
+    assert verify_chain(events, run=RUN)[0].seq == 2
+    assert verify_chain(renumbered(events), run=RUN)[0].seq == 1
 
 
 def test_verify_finds_swapped_events() -> None:
     events = history(6)
     events[2], events[3] = events[3], events[2]
-    problems = verify_chain(events)
+    problems = verify_chain(events, run=RUN)
     assert problems
     assert problems[0] == ChainProblem(4, "expected event 3, found 4")
 
@@ -267,37 +270,36 @@ def test_verify_finds_swapped_events() -> None:
 def test_verify_finds_swapped_events_even_when_renumbered() -> None:
     events = history(6)
     events[2], events[3] = events[3], events[2]
-    problems = verify_chain(renumbered(events))
+    problems = verify_chain(renumbered(events), run=RUN)
     assert [p.seq for p in problems][:2] == [3, 4]
 
 
 def test_verify_finds_a_duplicated_event() -> None:
     events = history(4)
     events.insert(2, events[1])
-    problems = verify_chain(events)
+    problems = verify_chain(events, run=RUN)
     assert problems == [ChainProblem(2, "expected event 3, found 2")]
 
 
 @given(st.lists(JSON_VALUES, min_size=1, max_size=6), st.data())
 def test_any_single_data_edit_is_found(payloads: list[Any], data: st.DataObject) -> None:
-    events = seal(
-        0,
-        "",
+    events = PLAIN.begin(
+        *RUN,
         [
             NewEvent(EventType.SIGNAL_RECEIVED, {"name": "s", "payload": p}, float(i))
             for i, p in enumerate(payloads)
         ],
     )
-    assert verify_chain(events) == []
+    assert verify_chain(events, run=RUN) == []
     i = data.draw(st.integers(min_value=0, max_value=len(events) - 1))
     replacement = data.draw(JSON_VALUES)
     new_data = {"name": "s", "payload": replacement}
     text = canonical_json(new_data)
     events[i] = dataclasses.replace(events[i], data=new_data, data_json=text)
     if text == canonical_json({"name": "s", "payload": payloads[i]}):
-        assert verify_chain(events) == []
+        assert verify_chain(events, run=RUN) == []
     else:
-        assert [p.seq for p in verify_chain(events)] == [i + 1]
+        assert [p.seq for p in verify_chain(events, run=RUN)] == [i + 1]
 
 
 def test_what_feeds_the_workflow_code() -> None:

@@ -43,6 +43,7 @@ from .repairs import runs_retry, runs_skip, runs_update_input
 from .replay import replay
 from .retention import runs_purge, runs_purged
 from .schedules import schedules
+from .sealing import runs_seal_legacy
 from .server import server
 from .updates import runs_query, runs_update
 from .users import users
@@ -374,17 +375,19 @@ def runs_history(run_id: str, db: str, tenant: str) -> None:
 @db_option
 @tenant_option
 def runs_verify(run_id: str, db: str, tenant: str) -> None:
-    """Check a run's hash chain; exit 1 if any event was changed, removed or reordered.
+    """Check a run's hash chain and the rows beside it; exit 1 if any event was changed,
+    removed or reordered, the history belongs to another run, or the run's row or an
+    approval's row was edited or disagrees with the history.
 
-    With chain keys (WAYPOST_CHAIN_KEYS or WAYPOST_CHAIN_KEYS_FILE), every event
-    must carry a valid HMAC under one of them; without, plain hashes are checked.
+    With chain keys (WAYPOST_CHAIN_KEYS or WAYPOST_CHAIN_KEYS_FILE), every event and
+    row must carry a valid HMAC under one of them; without, plain hashes are checked.
     """
     with open_engine(db, must_exist=True) as engine:
         problems = engine.verify(run_id, tenant=tenant)
         mode = engine.aio.settings.chain.describe()
     if problems:
         for p in problems:
-            click.echo(f"event {p.seq}: {p.problem}", err=True)
+            click.echo(f"event {p.seq}: {p.problem}" if p.seq else p.problem, err=True)
         sys.exit(1)
     click.echo(f"{run_id}: history intact ({mode})")
 
@@ -649,6 +652,7 @@ runs.add_command(runs_migrate)
 runs.add_command(runs_purge)
 runs.add_command(runs_purged)
 runs.add_command(runs_reencrypt)
+runs.add_command(runs_seal_legacy)
 runs.add_command(runs_retry)
 runs.add_command(runs_skip)
 runs.add_command(runs_update_input)

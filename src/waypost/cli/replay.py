@@ -18,6 +18,7 @@ from collections import Counter
 import click
 
 from waypost.errors import InvalidHistory, WaypostError
+from waypost.model.chain import chain_from_environment
 from waypost.model.encryption import keys_from_environment
 from waypost.model.status import RunStatus
 from waypost.runtime.registry import Registry, items_in_modules
@@ -102,7 +103,8 @@ def replay(
             f"(they define: {', '.join(registry.workflow_names()) or 'none'})"
         )
     try:
-        reader = open_reader(db, keys_from_environment(os.environ))
+        env = os.environ
+        reader = open_reader(db, keys_from_environment(env), chain_from_environment(env))
     except WaypostError as exc:
         raise CannotCheck(str(exc)) from exc
     with reader:

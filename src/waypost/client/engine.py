@@ -33,6 +33,7 @@ from waypost.features.outbox import Outbox
 from waypost.features.repairs import Repairs
 from waypost.features.retention import Retention
 from waypost.features.runs import Runs
+from waypost.features.sealing import Sealing
 from waypost.features.senders import Sender
 from waypost.features.users import Accounts
 from waypost.features.webhooks import Webhooks
@@ -203,6 +204,7 @@ class AsyncEngine(Calls):
         self._operator = OperatorCommands(self._runner)
         self._forks = Forks(self._runner)
         self._encryption = Encryption(self._runner)
+        self._sealing = Sealing(self._runner)
         self._repairs = Repairs(self._runner, self._definitions)
         self._schedules = schedules_of(self._runner, self._runs)
         self._runner.add_source(self._definitions)
@@ -270,6 +272,7 @@ class AsyncEngine(Calls):
             ops.Resume: self._operator.resume,
             ops.Fork: self._forks.fork,
             ops.ReEncrypt: self._encryption.reencrypt,
+            ops.SealLegacy: self._sealing.seal_legacy,
             ops.Retry: self._repairs.retry,
             ops.Skip: self._repairs.skip,
             ops.UpdateInput: self._repairs.update_input,

@@ -295,8 +295,9 @@ class Engine(Blocking):
     purge_runs = blocking(AsyncEngine.purge_runs)
     purged_run = blocking(AsyncEngine.purged_run)
     purged_runs = blocking(AsyncEngine.purged_runs)
-    # payload encryption
+    # payload encryption, and legacy runs bound to their id
     reencrypt = blocking(AsyncEngine.reencrypt)
+    seal_legacy = blocking(AsyncEngine.seal_legacy)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from waypost.model.chain import Chain
 from waypost.model.codec import error_to_json
 from waypost.model.events import Event, EventType, NewEvent
 from waypost.model.logs import logger
-from waypost.model.status import RunStatus
+from waypost.model.status import FINISHED, RunStatus
 from waypost.runtime.instance import WorkflowInstance
 from waypost.store.base import (
     ActivityTaskOp,
@@ -37,6 +37,7 @@ from waypost.store.base import (
 from .attempts import Attempt, Outcome
 
 _E = EventType
+_FINISHED = frozenset(s.value for s in FINISHED)
 log = logger("waypost")
 # Tries at a run's work that fails again as it is (a write the database refuses, a
 # fault in the engine) before the run is suspended with the reason.
@@ -126,7 +127,8 @@ def broken_history(
 ) -> str | None:
     """Why `events` (the whole history, or those after `after`'s) cannot be trusted."""
     after_seq, prev_hash = (after.last_seq, after.last_hash) if after else (0, "")
-    problems = chain.verify(events, after_seq=after_seq, prev_hash=prev_hash)
+    run_key = (run.tenant, run.run_id)
+    problems = chain.verify(events, after_seq=after_seq, prev_hash=prev_hash, run=run_key)
     if problems:
         first = problems[0]
         return f"event {first.seq}: {first.problem}"
@@ -156,7 +158,7 @@ async def suspend_run(host: _Host, run: RunRecord, fence: int, err: Exception, n
     """Suspend the run, holding its workflow task under `fence`; False if something
     was appended meanwhile."""
     error, detail = suspension(err)
-    same = (run.error or {}).get("message") == error["message"]
+    same = isinstance(run.error, dict) and run.error.get("message") == error["message"]
     if run.status == RunStatus.SUSPENDED and same:
         events: list[NewEvent] = []
     else:
@@ -183,14 +185,21 @@ async def suspend_run(host: _Host, run: RunRecord, fence: int, err: Exception, n
     return res.conflict is not Conflict.SEQ
 
 
+def _finished(status: str) -> bool:
+    """Whether a run's status says it ended (one that is not a status does not)."""
+    return status in _FINISHED
+
+
 async def suspend_latest(
     host: _Host, tenant: str, run_id: str, suspend: Callable[[RunRecord], Awaitable[bool]]
 ) -> None:
     """`suspend` the run as it is now, reading it again while something is appended
-    meanwhile; nothing if it is gone or has ended."""
+    meanwhile; nothing if it is gone or has ended. Its row is read even if it fails its
+    checks (`BrokenRecord` may be why it is suspended): the suspension writes the row
+    anew from what the engine knows, never returning what it held."""
     for _ in range(8):
-        run = await host.store.get_run(tenant, run_id)
-        if run is None or RunStatus(run.status).finished:
+        run = await host.store.get_run(tenant, run_id, checked=False)
+        if run is None or _finished(run.status):
             return
         if await suspend(run):
             return
@@ -233,7 +242,7 @@ async def hold_poisoned_step(
     failed.update(retrying=True, held="the run is suspended")
     failed.pop("retry_at", None)
     for _ in range(8):
-        run = await host.store.get_run(a.tenant, a.run_id)
+        run = await host.store.get_run(a.tenant, a.run_id, checked=False)
         if run is None:
             return
         res = await host.commit(

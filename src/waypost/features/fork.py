@@ -77,7 +77,7 @@ class Forks:
                 f"(activity {preview(str(step.get('activity')))}) has not finished and would "
                 "run in both runs; fork it once the step has finished, or after ending the run"
             )
-        problems = m.settings.chain.verify(history)
+        problems = m.settings.chain.verify(history, run=(tenant, req.run_id))
         if problems:
             raise InvalidState(
                 f"cannot fork run {preview(req.run_id)}: its history fails its integrity "

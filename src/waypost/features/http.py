@@ -117,7 +117,8 @@ class HttpStepRetryable(WaypostError):
 
 
 SECRET_ENV_PREFIX = "WAYPOST_TENANT_SECRET_"
-# Read by releases before 0.2, never now: the names were ambiguous across tenants.
+# Read by releases before 0.2, never now: the names were ambiguous across tenants (the
+# message of a missing secret says so, whatever the environment holds).
 _LEGACY_ENV_PREFIX = "WAYPOST_SECRET_"
 
 
@@ -150,17 +151,6 @@ def env_secrets(tenant: str, name: str) -> str | None:
     Only that variable is read: there is no fallback shared by every tenant.
     """
     return os.environ.get(secret_env_name(tenant, name)) or None
-
-
-def _legacy_env_names(tenant: str, name: str) -> list[str]:
-    def part(text: str) -> str:
-        return re.sub(r"[^A-Z0-9]", "_", text.upper())
-
-    names = [
-        f"{_LEGACY_ENV_PREFIX}{part(tenant)}__{part(name)}",
-        f"{_LEGACY_ENV_PREFIX}{part(name)}",
-    ]
-    return [var for var in names if os.environ.get(var)]
 
 
 def make_http_activity(
@@ -398,17 +388,16 @@ def _secret_text(tenant: str, name: str, secrets: SecretSource, use: str) -> str
 
 
 def _missing_secret(tenant: str, name: str, secrets: SecretSource) -> str:
+    # The same words whatever else the environment holds: the message is stored in the
+    # tenant's history, and must not tell whether some other variable exists.
     if secrets is env_secrets:
-        how = f"set environment variable {secret_env_name(tenant, name)}"
-        legacy = _legacy_env_names(tenant, name)
-        if legacy:
-            how += (
-                f" ({' and '.join(legacy)} is no longer read: such names were shared "
-                "between tenants)"
-            )
+        how = (
+            f"set environment variable {secret_env_name(tenant, name)} where the worker runs "
+            f"(names of the older form {_LEGACY_ENV_PREFIX}... are not read)"
+        )
     else:
-        how = "add it to the engine's secret source"
-    return f"secret {name!r} of tenant {tenant!r} is not set: {how} where the worker runs"
+        how = "add it to the engine's secret source where the worker runs"
+    return f"secret {name!r} of tenant {tenant!r} is not set: {how}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from waypost.errors import (
     WorkflowTerminated,
 )
 from waypost.model import operations as ops
+from waypost.model.audit import snapshot_disagreements
 from waypost.model.events import (
     COMMAND_EVENTS,
     ChainProblem,
@@ -443,16 +444,25 @@ class Runs:
         return events
 
     async def verify(self, req: ops.Verify, principal: Principal) -> list[ChainProblem]:
-        """Problems in the run's hash chain (empty when the history is intact)."""
-        store = self.machinery.store
-        run, events = await store.load_run(principal.tenant, req.run_id)
-        if run is None:
-            raise run_not_found(req.run_id, principal.tenant)
-        problems = self.machinery.settings.chain.verify(events)
-        if events and (run.last_seq, run.last_hash) != (events[-1].seq, events[-1].hash):
+        """Problems in the run's hash chain and in the rows beside it (empty when all is
+        intact): the history from its genesis, the row's head, the checks of the run's
+        row and its approvals' rows, and what the row says against what the history says.
+        A problem of a row has number 0."""
+        tenant = principal.tenant
+        audit = await self.machinery.store.audit_run(tenant, req.run_id)
+        if audit is None:
+            raise run_not_found(req.run_id, tenant)
+        events = audit.events
+        problems = self.machinery.settings.chain.verify(events, run=(tenant, req.run_id))
+        if events and (audit.last_seq, audit.last_hash) != (events[-1].seq, events[-1].hash):
             problems.append(
-                ChainProblem(run.last_seq, "the run's snapshot does not point at its last event")
+                ChainProblem(audit.last_seq, "the run's snapshot does not point at its last event")
             )
+        problems.extend(ChainProblem(0, p) for p in audit.problems)
+        found = snapshot_disagreements(
+            audit.status, audit.input_json, audit.result, audit.error, events
+        )
+        problems.extend(ChainProblem(0, f"the run's row: {p}") for p in found)
         return problems
 
     async def result(self, req: ops.AwaitResult, principal: Principal) -> Any:

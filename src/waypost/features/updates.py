@@ -111,7 +111,7 @@ class Updates:
             fed = history
 
         def rebuild_then() -> T:
-            problems = m.settings.chain.verify(history)
+            problems = m.settings.chain.verify(history, run=(run.tenant, run.run_id))
             if problems:
                 raise InvalidState(
                     f"cannot {what}: run {rid}'s history fails its integrity check at event "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import json
 import math
 import types
 import typing
@@ -43,6 +44,10 @@ class JsonCodec:
     """The default codec: plain JSON, with common Python types converted."""
 
     def encode(self, value: Any) -> Any:
+        if isinstance(value, dict | list):
+            plain = _plain_copy(value)
+            if plain is not None:
+                return plain
         try:
             return _to_json(value, "value")
         except RecursionError:
@@ -53,6 +58,18 @@ class JsonCodec:
             return _from_json(data, hint, "value")
         except RecursionError:
             raise PayloadError("value is nested too deeply to be read back") from None
+
+
+def _plain_copy(value: dict[Any, Any] | list[Any]) -> Any:
+    """A copy of `value` if it is JSON as it is (string keys, lists, finite numbers), made
+    by the C encoder and decoder; None if not (then `_to_json` converts it, or says what is
+    wrong). A megabyte of input is copied in milliseconds rather than walked in Python."""
+    try:
+        copy = json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    # Equal only if nothing was converted on the way: a tuple, a key that was not a string.
+    return copy if copy == value else None
 
 
 def _to_json(value: Any, path: str) -> Any:

@@ -14,8 +14,13 @@ and the hash chain covers the plaintext (decision 0009). A sealed value is text:
   event or column fails authentication instead of being read there.
 - The key id is stored beside each ciphertext, so new values are sealed under the
   current key while every listed key still opens old ones.
-- No JSON text starts with "w": a sealed value is never mistaken for plaintext,
-  and plaintext written before encryption was turned on is still read as it is.
+- No JSON text starts with "w": a sealed value is never mistaken for plaintext.
+  Once keys are set, plaintext where a sealed value belongs is refused
+  (`PlaintextRefused`, naming the column and the run): someone without the keys
+  could otherwise write what a reader takes for the payload. Plaintext written
+  before encryption was turned on is read only in the migration mode
+  (`accept_plaintext`, `WAYPOST_ENCRYPTION_ACCEPT_PLAINTEXT=1`) while
+  `waypost runs re-encrypt` seals it.
 """
 
 from __future__ import annotations
@@ -28,7 +33,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from waypost.errors import ConfigurationError, EncryptionKeyMissing, PayloadTampered
+from waypost.errors import (
+    ConfigurationError,
+    EncryptionKeyMissing,
+    PayloadTampered,
+    PlaintextRefused,
+)
 
 from .settings_env import secret_setting
 
@@ -79,10 +89,18 @@ class Keys:
     opened by whichever listed key sealed them.
 
     `keys` maps key ids (1-32 letters, digits, '_', '-', '.') to 32 random bytes;
-    `current` is the id new values are sealed with (by default the first).
+    `current` is the id new values are sealed with (by default the first);
+    `accept_plaintext` reads plaintext where a sealed value belongs (the migration
+    mode for data written before encryption was turned on; otherwise refused).
     """
 
-    def __init__(self, keys: Mapping[str, bytes], current: str | None = None) -> None:
+    def __init__(
+        self,
+        keys: Mapping[str, bytes],
+        current: str | None = None,
+        *,
+        accept_plaintext: bool = False,
+    ) -> None:
         try:
             from cryptography.exceptions import InvalidTag
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -111,11 +129,13 @@ class Keys:
                 f"({', '.join(keys)})"
             )
         self.ids = tuple(keys)
+        self.accept_plaintext = accept_plaintext
         self._ciphers: dict[str, Any] = {k: AESGCM(v) for k, v in keys.items()}
         self._refused: type[Exception] = InvalidTag
 
     def __repr__(self) -> str:
-        return f"Keys(ids={list(self.ids)}, current={self.current!r})"
+        plain = ", accept_plaintext=True" if self.accept_plaintext else ""
+        return f"Keys(ids={list(self.ids)}, current={self.current!r}{plain})"
 
     def seal(self, text: str, place: Place) -> str:
         """`text` encrypted under the current key, bound to `place`."""
@@ -125,10 +145,9 @@ class Keys:
         return f"{PREFIX}{self.current}:{encoded}"
 
     def open(self, text: str, place: Place) -> str:
-        """The plaintext of a value `seal` made for `place`; plaintext passes unchanged."""
-        if not text.startswith(PREFIX):
-            return text
-        return _open(self, text, place)
+        """The plaintext of a value `seal` made for `place`; plaintext passes unchanged
+        only in the migration mode (`accept_plaintext`), else `PlaintextRefused`."""
+        return open_text(self, text, place)
 
     def knows(self, key_id: str) -> bool:
         return key_id in self._ciphers
@@ -141,8 +160,16 @@ class Keys:
 
 
 def open_text(keys: Keys | None, text: str, place: Place) -> str:
-    """The plaintext of a stored payload: itself when it was stored as plaintext."""
+    """The plaintext of a stored payload: itself when it was stored as plaintext and no
+    keys are set (or they accept plaintext, while migrating); else `PlaintextRefused`."""
     if not text.startswith(PREFIX):
+        if keys is not None and not keys.accept_plaintext:
+            raise PlaintextRefused(
+                f"the stored payload of {_describe(place)} is plaintext, but encryption keys "
+                "are set: it was written before encryption was turned on, or by someone "
+                "without the keys. To read old plaintext while `waypost runs re-encrypt` "
+                "seals it, set WAYPOST_ENCRYPTION_ACCEPT_PLAINTEXT=1"
+            )
         return text
     return _open(keys, text, place)
 
@@ -172,17 +199,35 @@ def _open(keys: Keys | None, text: str, place: Place) -> str:
 
 
 def _describe(place: Place) -> str:
-    _, run_id, *what = place
-    return f"run {str(run_id)[:80]!r} ({' '.join(str(w)[:80] for w in what)})"
+    """The column and the run (or schedule) a place names, for messages."""
+    tenant, owner, kind, *rest = (*place, "", "")[: max(len(place), 3)]
+    rest = [*rest, "", ""]
+    run = f"run {str(owner)[:80]!r} (tenant {str(tenant)[:80]!r})"
+    if kind == "run":
+        return f"runs.{rest[0]} of {run}"
+    if kind == "event":
+        return f"events.data of event {rest[0]} of {run}"
+    if kind == "task":
+        return f"tasks.{rest[1]} of step {str(rest[0])[:80]!r} of {run}"
+    if kind == "approval":
+        return f"approvals.data of approval {str(rest[0])[:80]!r} of {run}"
+    if kind == "schedule":
+        return f"schedules.input of schedule {str(owner)[:80]!r} (tenant {str(tenant)[:80]!r})"
+    return f"{kind} of {run}"
 
 
 def keys_from_environment(env: Mapping[str, str]) -> Keys | None:
     """`WAYPOST_ENCRYPTION_KEYS` (`id:base64,...`, the first is current), or the file
-    `WAYPOST_ENCRYPTION_KEYS_FILE` names; None when neither is set."""
-    return parse_keys(secret_setting(env, "WAYPOST_ENCRYPTION_KEYS"))
+    `WAYPOST_ENCRYPTION_KEYS_FILE` names; None when neither is set.
+    `WAYPOST_ENCRYPTION_ACCEPT_PLAINTEXT=1` is the migration mode (`accept_plaintext`)."""
+    accept = env.get("WAYPOST_ENCRYPTION_ACCEPT_PLAINTEXT", "").strip().lower()
+    return parse_keys(
+        secret_setting(env, "WAYPOST_ENCRYPTION_KEYS"),
+        accept_plaintext=accept in ("1", "true", "yes"),
+    )
 
 
-def parse_keys(spec: str) -> Keys | None:
+def parse_keys(spec: str, *, accept_plaintext: bool = False) -> Keys | None:
     """Keys from `id:base64[,id:base64...]` (standard or URL-safe base64; the first is
     current); None for an empty text."""
     keys: dict[str, bytes] = {}
@@ -202,4 +247,4 @@ def parse_keys(spec: str) -> Keys | None:
             raise ConfigurationError(
                 f"encryption key {key_id[:32]!r}: the secret is not base64"
             ) from None
-    return Keys(keys) if keys else None
+    return Keys(keys, accept_plaintext=accept_plaintext) if keys else None

@@ -49,6 +49,10 @@ from waypost.model.operations_runs import (
     SearchRuns as SearchRuns,
     check_status,
 )
+from waypost.model.operations_sealing import (
+    SealLegacy as SealLegacy,
+    SealLegacyReport as SealLegacyReport,
+)
 from waypost.model.operations_start import (
     MAX_PRIORITY as MAX_PRIORITY,
     StartFields as StartFields,
@@ -758,6 +762,7 @@ OPERATIONS: tuple[type[Request[Any]], ...] = (
     Resume,
     Fork,
     ReEncrypt,
+    SealLegacy,
     *REPAIR_OPERATIONS,
     *USER_OPERATIONS,
     *RUN_PAGE_OPERATIONS,

@@ -223,6 +223,7 @@ def _compute_processes(
         count=settings.compute_processes,
         observer=metrics,
         backstop=3 * float(limit or 10.0) + 30.0,
+        max_waiting=int(settings.engine_options.get("max_compute_waiting", 8)),
     )
 
 

@@ -42,10 +42,10 @@ from typing import Any, cast
 from waypost.client.engine import AsyncEngine
 from waypost.client.remote import error_from
 from waypost.engine import tracing
-from waypost.errors import ComputeUnavailable, WaypostError
+from waypost.errors import ComputeUnavailable, QuotaExceeded, WaypostError
 from waypost.features.senders import senders_from_url
 from waypost.model import operations as ops
-from waypost.model.identity import Principal
+from waypost.model.identity import Principal, preview
 from waypost.model.logs import configure_logging, logger
 from waypost.model.observe import Observer
 from waypost.runtime.registry import items_in_modules
@@ -115,10 +115,15 @@ class ComputeProcesses:
         count: int = 1,
         observer: Observer | None = None,
         backstop: float = 60.0,
+        max_waiting: int = 8,
     ) -> None:
         self.settings_json = settings_json
         self.observer = observer
         self.backstop = backstop
+        # A tenant's calls in flight here: a flood past the bound is refused at once, as the
+        # compute process's lane would refuse it, without sending it over.
+        self.max_waiting = max_waiting
+        self._inflight: dict[str, int] = {}
         self._procs = [_Process(slot) for slot in range(count)]
         self._turn = itertools.count()
         self._ids = itertools.count(1)
@@ -135,6 +140,26 @@ class ComputeProcesses:
 
     async def call(self, request: ops.Request[Any], principal: Principal) -> Any:
         """Carry out `request` (checked by the door) in a compute process; its answer."""
+        tenant = principal.tenant
+        held = self._inflight.get(tenant, 0)
+        if held >= self.max_waiting:
+            raise QuotaExceeded(
+                "max_compute_waiting",
+                f"tenant {preview(tenant)} has {held} queries, validations or replays "
+                "waiting or running, the most this server takes at once; try again shortly",
+                retry_after=1.0,
+            )
+        self._inflight[tenant] = held + 1
+        try:
+            return await self._call(request, principal)
+        finally:
+            left = self._inflight[tenant] - 1
+            if left:
+                self._inflight[tenant] = left
+            else:
+                del self._inflight[tenant]
+
+    async def _call(self, request: ops.Request[Any], principal: Principal) -> Any:
         proc = self._procs[next(self._turn) % len(self._procs)]
         try:
             async with asyncio.timeout(_READY_WAIT):

@@ -117,6 +117,11 @@ def answer(exc: e.WaypostError) -> tuple[int, dict[str, Any], dict[str, str]]:
         details["field"] = exc.field
     if isinstance(exc, e.Unauthenticated):
         headers["WWW-Authenticate"] = 'Bearer realm="waypost"'
+    if isinstance(exc, e.BrokenHistory | e.PayloadTampered):
+        # A stored record fails its integrity check (edited, copied, plaintext where a
+        # ciphertext belongs): nothing of it is answered, the message says which and why.
+        log.error("a stored record fails its integrity check: %s", exc)
+        return 500, error_body(code_of(exc), str(exc)), {}
     if isinstance(exc, e.StoreRejected):
         # Sending it again fails again; the database's words stay in the log.
         log.warning("the store refused a request's write: %s", exc)

@@ -22,6 +22,7 @@ from waypost.model.events import Event, NewEvent
 from waypost.model.quotas import Quotas
 
 from .accounts import AccountStore
+from .audits import AuditStore, LegacySeal as LegacySeal, RunAudit as RunAudit
 from .children import ChildLink as ChildLink, ChildStore
 from .queues import QueueStore
 from .rows import (
@@ -390,7 +391,7 @@ class DeliveryResult:
     run_id: str = ""
 
 
-class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, TenantStore, Protocol):
+class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, AuditStore, TenantStore, Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str
@@ -475,7 +476,10 @@ class Store(AccountStore, ScheduleStore, ChildStore, QueueStore, TenantStore, Pr
 
     async def next_timer_at(self) -> float | None: ...
 
-    async def get_run(self, tenant: str, run_id: str) -> RunRecord | None: ...
+    async def get_run(self, tenant: str, run_id: str, checked: bool = True) -> RunRecord | None:
+        """The run's row; `BrokenRecord` if it fails its checks, unless not `checked`
+        (what suspends such a run reads it anyway)."""
+        ...
 
     async def load_history(self, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]: ...
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from waypost.errors import ConfigurationError, StoreError
+from waypost.model.chain import PLAIN, Chain
 from waypost.model.encryption import Keys
 from waypost.model.events import Event
 
@@ -57,22 +58,23 @@ class HistoryReader:
         self.close()
 
 
-def open_reader(url: str, keys: Keys | None = None) -> HistoryReader:
+def open_reader(url: str, keys: Keys | None = None, chain: Chain = PLAIN) -> HistoryReader:
     """A read-only reader of the database at `url`; refuses one that does not exist.
 
-    `keys` open the payloads stored encrypted (`waypost.model.encryption`)."""
+    `keys` open the payloads stored encrypted (`waypost.model.encryption`); `chain`
+    checks the rows read (their MACs under the chain key, `BrokenRecord`)."""
     scheme = url.split(":", 1)[0].lower()
     if scheme == "sqlite":
-        return _sqlite_reader(url, keys)
+        return _sqlite_reader(url, keys, chain)
     if scheme in ("postgresql", "postgres"):
-        return _postgres_reader(url, keys)
+        return _postgres_reader(url, keys, chain)
     raise ConfigurationError(
         f"unsupported database URL {redact_url(url)!r}: use sqlite:///path/to/file.db "
         "or postgresql://user@host:port/database"
     )
 
 
-def _sqlite_reader(url: str, keys: Keys | None) -> HistoryReader:
+def _sqlite_reader(url: str, keys: Keys | None, chain: Chain) -> HistoryReader:
     from .sqlite import SqliteTx, parse_sqlite_url
 
     path, _ = parse_sqlite_url(url)
@@ -94,7 +96,7 @@ def _sqlite_reader(url: str, keys: Keys | None) -> HistoryReader:
     queries = load_queries("sqlite")
 
     def run(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        tx = SqliteTx(conn, queries, keys=keys)
+        tx = SqliteTx(conn, queries, chain, keys=keys)
         try:
             tx.begin_read()
             try:
@@ -107,7 +109,7 @@ def _sqlite_reader(url: str, keys: Keys | None) -> HistoryReader:
     return HistoryReader(run, conn.close)
 
 
-def _postgres_reader(url: str, keys: Keys | None) -> HistoryReader:
+def _postgres_reader(url: str, keys: Keys | None, chain: Chain) -> HistoryReader:
     import psycopg
 
     from .postgres import PostgresTx, parse_postgres_url
@@ -140,7 +142,7 @@ def _postgres_reader(url: str, keys: Keys | None) -> HistoryReader:
     def run(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         try:
             with conn.transaction():
-                tx = PostgresTx(conn, queries, keys=keys)
+                tx = PostgresTx(conn, queries, chain, keys=keys)
                 tx.begin_read()
                 return fn(tx, *args)
         except psycopg.Error as exc:

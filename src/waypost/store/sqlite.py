@@ -57,6 +57,7 @@ from waypost.model.chain import PLAIN, Chain
 from waypost.model.encryption import Keys
 
 from .sqlfile import load_migrations, load_queries
+from .sqlite_files import create_private as create_private, path_error, prepare_file
 from .sqlstore import SqlStore
 from .tx import Abort, Tx
 from .urls import redact_url
@@ -84,6 +85,8 @@ def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
         raise ConfigurationError(
             f"SQLite URL {url!r} names no file; waypost needs a file (e.g. sqlite:///waypost.db)"
         )
+    if "\x00" in path:
+        raise ConfigurationError(f"the SQLite path {path!r} holds a NUL character")
     options = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
     unknown = set(options) - {"synchronous", "busy_timeout", "commits", "check"}
     if unknown:
@@ -162,25 +165,6 @@ def _resolve(done: list[tuple[_Request, Any, BaseException | None]]) -> None:
             req.future.set_exception(error)
         else:
             req.future.set_result(value)
-
-
-def create_private(path: str) -> None:
-    """Create the database file for its owner only (0600) unless it exists; refuse symlinks.
-
-    SQLite gives the -wal and -shm files it creates the database file's mode, so
-    they are owner-only too. A symbolic link in place of any of them is refused
-    rather than followed: it could send the data (or SQLite's writes) elsewhere.
-    An existing file keeps its mode.
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    with contextlib.suppress(FileExistsError):  # there already (or made meanwhile)
-        os.close(os.open(path, flags, 0o600))
-    for name in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
-        if os.path.islink(name):
-            raise ConfigurationError(
-                f"{name!r} is a symbolic link; waypost does not follow links to its "
-                "database files: name the file itself"
-            )
 
 
 def _connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connection:
@@ -563,12 +547,12 @@ class SqliteStore(SqlStore):
         self.wakeups.close()
 
     def _migrate(self) -> None:
-        folder = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(folder):
-            raise ConfigurationError(f"the folder of the SQLite file {self.path!r} does not exist")
-        create_private(self.path)
+        prepare_file(self.path)  # or a WaypostError saying which path and why
         if self.check != "none":
-            self._refuse_if_damaged()
+            try:
+                self._refuse_if_damaged()
+            except OSError as exc:
+                raise path_error(self.path, exc) from exc
         try:
             conn = _connect(self.path, self.synchronous, self.busy_timeout)
         except sqlite3.Error as exc:

@@ -196,6 +196,10 @@ class SqlStore:
     run_ids_after = read(txn.run_ids_after)
     reencrypt_run = write(txn.reencrypt_run)
 
+    # -- audits: runs judged whole, legacy runs bound to their id ----------------------
+    audit_run = read(txn.audit_run)
+    seal_legacy_run = write(txn.seal_legacy_run)
+
     # -- gauges for metrics, across tenants -----------------------------------------
     run_counts = read(txn.run_counts)
     queue_gauges = read(txn.queue_gauges)

@@ -195,7 +195,7 @@ def check_run(
     def bad(invariant: str, detail: str) -> None:
         out.append(Violation(invariant, run.tenant, run.run_id, detail))
 
-    for problem in chain.verify(history):
+    for problem in chain.verify(history, run=(run.tenant, run.run_id)):
         bad("hash-chain", f"event {problem.seq}: {problem.problem}")
     if not history:
         bad("history", "the run has no events")

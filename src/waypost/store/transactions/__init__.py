@@ -25,6 +25,7 @@ By domain, each module importing only those listed before it:
     webhooks.py       signal-with-start; webhook sources and deliveries by correlation
     retention.py      finished runs purged, and the summaries they leave
     encryption.py     a run's payloads re-encrypted under the current key
+    audits.py         a run judged whole for verify; legacy runs bound to their id
     gauges.py         counts across tenants for metrics read at scrape time
 
 The functions `SqlStore` calls are re-exported here.
@@ -52,6 +53,7 @@ from .approvals import (
     list_approvals,
     look_up_credential,
 )
+from .audits import audit_run, seal_legacy_run
 from .children import run_links
 from .definitions import get_definition, list_definitions, publish_definition
 from .directory import add_group_members, list_groups, remove_group_members
@@ -110,6 +112,7 @@ __all__ = [
     "api_key_to_authenticate",
     "approval_refusals",
     "approval_votes",
+    "audit_run",
     "beat_worker",
     "change_approvers",
     "claim_outbox",
@@ -169,6 +172,7 @@ __all__ = [
     "run_links",
     "run_outlooks",
     "run_tasks",
+    "seal_legacy_run",
     "set_quotas",
     "signal_with_start",
     "tenant_quotas",

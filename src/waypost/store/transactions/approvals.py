@@ -26,7 +26,7 @@ from ..base import (
     WorkflowTaskOp,
 )
 from ..tx import Abort, Tx
-from .approval_rows import close_approval
+from .approval_rows import close_approval, set_approval_policy
 from .outbox import add_outbox_item
 from .records import approval_from_row, credential_from_row, vote_from_row
 from .runs import commit_run
@@ -34,7 +34,7 @@ from .runs import commit_run
 
 def get_approval(tx: Tx, tenant: str, approval_id: str) -> ApprovalRecord | None:
     row = tx.one("get_approval", {"tenant": tenant, "approval_id": approval_id})
-    return approval_from_row(row, tx.keys) if row is not None else None
+    return approval_from_row(row, tx) if row is not None else None
 
 
 def list_approvals(
@@ -47,7 +47,7 @@ def list_approvals(
     rows = tx.all(
         "list_approvals", {"tenant": tenant, "status": status, "run_id": run_id, "limit": limit}
     )
-    return [approval_from_row(r, tx.keys) for r in rows]
+    return [approval_from_row(r, tx) for r in rows]
 
 
 def get_credential(tx: Tx, tenant: str, credential_id: str) -> CredentialRecord | None:
@@ -112,7 +112,7 @@ def decide_approval(tx: Tx, d: DecideRequest) -> DecideResult:
     row = tx.one("lock_approval", key)
     if row is None:
         raise Abort(DecideResult(False, "unknown approval"))
-    approval = approval_from_row(row, tx.keys)
+    approval = approval_from_row(row, tx)
     clock = max(d.now, database_clock(tx))
     if approval.status != ap_model.PENDING:
         raise Abort(DecideResult(False, f"the approval is {approval.status} already"))
@@ -243,13 +243,13 @@ def change_approvers(tx: Tx, c: ApproverChange) -> bool:
     row = tx.one("lock_approval", key)
     if row is None or row["status"] != ap_model.PENDING:
         return False
-    approval = approval_from_row(row, tx.keys)
+    approval = approval_from_row(row, tx)
     policy = ap_model.Policy.from_json(approval.policy)
     if c.revoke is not None:
         policy = policy.without(c.revoke)
     if c.add is not None:
         policy = policy.adding(c.add)
-    tx.run("set_approval_policy", {**key, "policy": canonical_json(policy.to_json())})
+    set_approval_policy(tx, row, canonical_json(policy.to_json()))
     if c.revoke is not None:
         tx.run("retire_approver_credentials", {**key, "approver": c.revoke, "status": "revoked"})
     if c.add is not None:
@@ -298,7 +298,7 @@ def issue_credentials(
     row = tx.one("lock_approval", key)
     if row is None or row["status"] != ap_model.PENDING:
         return None
-    approval = approval_from_row(row, tx.keys)
+    approval = approval_from_row(row, tx)
     # One usable pair per approver: a redelivery (or a second message to the same
     # person) replaces what was issued before. The approval row is locked, so two
     # issues at once take turns and the later one's pair is the one left.

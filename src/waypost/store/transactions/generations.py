@@ -2,23 +2,27 @@
 
 In the transaction of the decision that ends a generation (its last event is
 RunContinuedAsNew), `begin_generation` deletes that generation's history, tasks, timers
-and correlated waits, and writes the next one: a history of its own numbered from 1 (its
-RunStarted records the ended generation's number, length and last hash, so the chains are
-linked inside the hashed history), the run's snapshot reset to `running` with the new
-input, and the workflow task with its fence moved on (leased to the committing engine if
-it claims it). The run id, its creation time and its priority stay. Nothing of the ended
-generation outlives the commit but that link: a loop-forever workflow keeps a bounded
-history (decision 0010).
+and correlated waits, and writes the next one: a history of its own numbered from 1
+(chained to the run's genesis; its RunStarted records the ended generation's number,
+length and last hash, so the chains are linked inside the hashed history), the run's
+snapshot reset to `running` with the new input (payloads sealed and the row's checks
+written as any start writes them), and the workflow task with its fence moved on (leased
+to the committing engine if it claims it). The run id, its creation time and its
+priority stay. Nothing of the ended generation outlives the commit but that link: a
+loop-forever workflow keeps a bounded history (decision 0010).
 """
 
 from __future__ import annotations
 
+from waypost.model.encryption import run_place
 from waypost.model.events import NewEvent, canonical_json
 from waypost.model.status import RunStatus
 
 from ..base import RunCommit
 from ..tx import TASKS, Row, Tx
-from .records import run_from_row
+from .records import sealed
+from .row_checks import input_mac, state_mac
+from .run_rows import event_rows
 
 
 def begin_generation(tx: Tx, c: RunCommit, wt: Row | None, last_seq: int, last_hash: str) -> int:
@@ -27,10 +31,10 @@ def begin_generation(tx: Tx, c: RunCommit, wt: Row | None, last_seq: int, last_h
     nxt = c.continue_as
     assert nxt is not None  # the caller checked
     key = {"tenant": c.tenant, "run_id": c.run_id}
+    # Only the row's priority is read: nothing of it is opened (payloads may be sealed).
     row = tx.one("get_run", key)
     if row is None or wt is None:
         return 0  # cannot happen: the commit checked both
-    run = run_from_row(row)
     link = {"generation": nxt.generation - 1, "last_seq": last_seq, "last_hash": last_hash}
     started = NewEvent(
         nxt.started.type, {**nxt.started.data, "continued_from": link}, nxt.started.ts
@@ -38,27 +42,18 @@ def begin_generation(tx: Tx, c: RunCommit, wt: Row | None, last_seq: int, last_h
     for query in ("purge_run_events", "delete_run_tasks", "delete_run_timers"):
         tx.run(query, key)
     tx.run("delete_run_correlations", key)
-    events = tx.chain.seal(0, "", [started, *nxt.signals])
-    tx.many(
-        "insert_event",
-        [
-            {
-                **key,
-                "seq": ev.seq,
-                "type": str(ev.type),
-                "data": ev.data_json,
-                "ts": ev.ts,
-                "hash": ev.hash,
-            }
-            for ev in events
-        ],
-    )
+    events = tx.chain.begin(c.tenant, c.run_id, [started, *nxt.signals])
+    tx.many("insert_event", event_rows(tx, c.tenant, c.run_id, events))  # sealed with keys
+    input_json = canonical_json(nxt.input)
+    running = RunStatus.RUNNING.value
     tx.run(
         "continue_run_row",
         {
             **key,
-            "input": canonical_json(nxt.input),
-            "status": RunStatus.RUNNING.value,
+            "input": sealed(tx.keys, input_json, run_place(c.tenant, c.run_id, "input")),
+            "input_mac": input_mac(tx.chain, c.tenant, c.run_id, row["workflow"], input_json),
+            "state_mac": state_mac(tx.chain, c.tenant, c.run_id, running, None, None),
+            "status": running,
             "last_seq": events[-1].seq,
             "last_hash": events[-1].hash,
             "now": c.now,
@@ -78,7 +73,7 @@ def begin_generation(tx: Tx, c: RunCommit, wt: Row | None, last_seq: int, last_h
             "owner": c.owner if claimed else None,
             "fence": fence,
             "now": c.now,
-            "priority": run.priority,
+            "priority": row["priority"],
         },
     )
     return fence if claimed else 0

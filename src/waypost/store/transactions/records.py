@@ -7,7 +7,13 @@ parsed here, so the records hold Python values.
 Payload columns (a run's input, result and error, an event's data, a task's
 spec and heartbeat details, an approval's data) are sealed here on the way in
 when the store has encryption keys (`sealed`) and opened on the way out, so
-nothing above the store sees a ciphertext (`waypost.model.encryption`).
+nothing above the store sees a ciphertext (`waypost.model.encryption`); with
+keys, plaintext in such a column is refused (`PlaintextRefused`).
+
+A run's row and an approval's row are checked against their MACs under the chain
+key as they are read (`row_checks.py`): one that fails is `BrokenRecord`, its
+values never returned (`checked=False` reads it anyway, for `verify` and for the
+engine suspending the run).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from waypost.errors import PayloadTampered
+from waypost.errors import BrokenRecord, PayloadTampered, PlaintextRefused
 from waypost.model.encryption import (
     PREFIX,
     Keys,
@@ -27,6 +33,7 @@ from waypost.model.encryption import (
     task_place,
 )
 from waypost.model.events import Event
+from waypost.model.identity import preview
 
 from ..base import (
     ApprovalRecord,
@@ -37,7 +44,8 @@ from ..base import (
     RunRecord,
     WorkerRecord,
 )
-from ..tx import Row, loads_nullable
+from ..tx import Row, Tx, loads_nullable
+from .row_checks import approval_row_problem, run_row_problems
 
 
 def sealed(keys: Keys | None, text: str | None, place: Place) -> str | None:
@@ -51,20 +59,36 @@ def _is_sealed(text: str | None) -> bool:
     return text is not None and text.startswith(PREFIX)
 
 
-def _opened(keys: Keys | None, text: str | None, place: Place) -> str | None:
-    if text is None or not text.startswith(PREFIX):
+def opened(keys: Keys | None, text: str | None, place: Place) -> str | None:
+    """A payload column's plaintext: a sealed value opened, plaintext refused once there
+    are keys (unless they accept it, while migrating)."""
+    if text is None or (keys is None and not text.startswith(PREFIX)):
         return text
     return open_text(keys, text, place)
 
 
-def run_from_row(row: Row, keys: Keys | None = None) -> RunRecord:
+def run_texts(row: Row, keys: Keys | None) -> tuple[str, str | None, str | None]:
+    """The plaintext JSON of a run row's input, result and error."""
     tenant, run_id = row["tenant"], row["run_id"]
     input_json = row["input"]
-    result, error = row["result"], row["error"]
-    if input_json.startswith(PREFIX) or _is_sealed(result) or _is_sealed(error):
+    if keys is not None or input_json.startswith(PREFIX):
         input_json = open_text(keys, input_json, run_place(tenant, run_id, "input"))
-        result = _opened(keys, result, run_place(tenant, run_id, "result"))
-        error = _opened(keys, error, run_place(tenant, run_id, "error"))
+    result = opened(keys, row["result"], run_place(tenant, run_id, "result"))
+    error = opened(keys, row["error"], run_place(tenant, run_id, "error"))
+    return input_json, result, error
+
+
+def run_from_row(row: Row, tx: Tx, *, checked: bool = True) -> RunRecord:
+    """The run of `row`; `BrokenRecord` if its row fails its checks (unless not `checked`)."""
+    tenant, run_id = row["tenant"], row["run_id"]
+    input_json, result, error = run_texts(row, tx.keys)
+    if checked:
+        problems = run_row_problems(tx.chain, row, input_json, result, error)
+        if problems:
+            raise BrokenRecord(
+                f"run {preview(run_id)} of tenant {preview(tenant)}: {'; '.join(problems)}. "
+                "Its values are not returned"
+            )
     waiting_for = row["waiting_for"]
     return RunRecord(
         tenant=tenant,
@@ -90,12 +114,15 @@ def run_from_row(row: Row, keys: Keys | None = None) -> RunRecord:
 def event_from_row(row: Row, keys: Keys | None = None, tenant: str = "", run_id: str = "") -> Event:
     data_json = row["data"]
     try:
-        if isinstance(data_json, str) and data_json.startswith(PREFIX):
-            # A missing key raises (a setting to fix, not a broken history); a
+        if isinstance(data_json, str) and (keys is not None or data_json.startswith(PREFIX)):
+            # A missing key raises (a setting to fix, not a broken history), and so does
+            # plaintext where keys are set (`PlaintextRefused`, naming the event); a
             # ciphertext that fails authentication is reported like an edited text.
             data_json = open_text(keys, data_json, event_place(tenant, run_id, row["seq"]))
         data = json.loads(data_json)
         undecodable = not isinstance(data, dict)
+    except PlaintextRefused:
+        raise
     except (TypeError, ValueError, PayloadTampered):  # damaged or edited: the chain check says
         undecodable = True
     if undecodable:
@@ -113,10 +140,10 @@ def event_from_row(row: Row, keys: Keys | None = None, tenant: str = "", run_id:
 
 def task_from_row(row: Row, keys: Keys | None = None) -> ClaimedTask:
     spec, details = row["spec"], row["heartbeat_details"]
-    if _is_sealed(spec) or _is_sealed(details):
+    if keys is not None or _is_sealed(spec) or _is_sealed(details):
         tenant, run_id, step = row["tenant"], row["run_id"], row["step"]
-        spec = _opened(keys, spec, task_place(tenant, run_id, step, "spec"))
-        details = _opened(keys, details, task_place(tenant, run_id, step, "heartbeat_details"))
+        spec = opened(keys, spec, task_place(tenant, run_id, step, "spec"))
+        details = opened(keys, details, task_place(tenant, run_id, step, "heartbeat_details"))
     return ClaimedTask(
         kind=row["kind"],
         tenant=row["tenant"],
@@ -147,12 +174,18 @@ def worker_from_row(row: Row) -> WorkerRecord:
     )
 
 
-def approval_from_row(row: Row, keys: Keys | None = None) -> ApprovalRecord:
-    data = row["data"]
-    if _is_sealed(data):
-        data = open_text(
-            keys, data, approval_place(row["tenant"], row["run_id"], row["approval_id"])
-        )
+def approval_from_row(row: Row, tx: Tx, *, checked: bool = True) -> ApprovalRecord:
+    """The approval of `row`; `BrokenRecord` if its row fails its check (unless not
+    `checked`)."""
+    place = approval_place(row["tenant"], row["run_id"], row["approval_id"])
+    data = opened(tx.keys, row["data"], place)
+    if checked:
+        problem = approval_row_problem(tx.chain, row, data)
+        if problem is not None:
+            raise BrokenRecord(
+                f"approval {preview(row['approval_id'])} of run {preview(row['run_id'])} "
+                f"(tenant {preview(row['tenant'])}): {problem}. Its values are not returned"
+            )
     return ApprovalRecord(
         tenant=row["tenant"],
         approval_id=row["approval_id"],

@@ -30,7 +30,7 @@ def record_refusal(tx: Tx, r: Refusal) -> bool:
     row = tx.one("lock_approval", {"tenant": r.tenant, "approval_id": r.approval_id})
     if row is None:
         return False
-    approval = approval_from_row(row, tx.keys)
+    approval = approval_from_row(row, tx)
     reason = r.reason[:MAX_REASON]
     params: dict[str, Any] = {
         "tenant": r.tenant,

@@ -12,24 +12,21 @@ from waypost.model.queues import activity_queue
 from ..base import NewActivityTask, RunCommit, Snapshot
 from ..tx import Tx
 from .records import sealed
+from .row_checks import state_mac
 
 
 def snapshot_params(tx: Tx, c: RunCommit, snap: Snapshot) -> dict[str, Any]:
-    """The columns of the run's snapshot as `snap` gives them (payloads sealed)."""
+    """The columns of the run's snapshot as `snap` gives them (payloads sealed, and the
+    check of its status, result and error)."""
+    result = None if snap.result is None else canonical_json(snap.result)
+    error = None if snap.error is None else canonical_json(snap.error)
     return {
         "status": snap.status,
         "waiting_for": canonical_json(snap.waiting_for),
         "processed_seq": snap.processed_seq,
-        "result": sealed(
-            tx.keys,
-            None if snap.result is None else canonical_json(snap.result),
-            run_place(c.tenant, c.run_id, "result"),
-        ),
-        "error": sealed(
-            tx.keys,
-            None if snap.error is None else canonical_json(snap.error),
-            run_place(c.tenant, c.run_id, "error"),
-        ),
+        "result": sealed(tx.keys, result, run_place(c.tenant, c.run_id, "result")),
+        "error": sealed(tx.keys, error, run_place(c.tenant, c.run_id, "error")),
+        "state_mac": state_mac(tx.chain, c.tenant, c.run_id, snap.status, result, error),
         "finished_at": c.now if snap.finished else None,
     }
 

@@ -39,6 +39,7 @@ from .generations import begin_generation
 from .queues import limited_queues, limits_read_with
 from .quotas import activity_room, admit_run, timer_room
 from .records import approval_from_row, event_from_row, run_from_row, sealed, task_from_row
+from .row_checks import input_mac, state_mac
 from .run_rows import activity_task_params, event_rows, snapshot_params
 from .step import commit_step
 from .workflow_queues import admit_enqueued_runs, admit_runs
@@ -46,9 +47,11 @@ from .workflow_queues import admit_enqueued_runs, admit_runs
 _FINISHED = frozenset(s.value for s in FINISHED)
 
 
-def get_run(tx: Tx, tenant: str, run_id: str) -> RunRecord | None:
+def get_run(tx: Tx, tenant: str, run_id: str, checked: bool = True) -> RunRecord | None:
+    """The run's row; `BrokenRecord` if it fails its checks, unless not `checked`
+    (what suspends such a run reads it anyway)."""
     row = tx.one("get_run", {"tenant": tenant, "run_id": run_id})
-    return run_from_row(row, tx.keys) if row is not None else None
+    return run_from_row(row, tx, checked=checked) if row is not None else None
 
 
 def _deduplicated(tx: Tx, new: NewRun) -> CreateRunResult | None:
@@ -70,8 +73,9 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
     first = _deduplicated(tx, new)
     if first is not None:
         return first
-    events = tx.chain.seal(0, "", [new.started, *new.signals])
+    events = tx.chain.begin(new.tenant, new.run_id, [new.started, *new.signals])
     input_json = canonical_json(new.input)
+    status = "enqueued" if new.named_queue is not None else "running"
     inserted = tx.run(
         "insert_run",
         {
@@ -79,6 +83,8 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
             "workflow": new.workflow,
             "version": new.version,
             "input": sealed(tx.keys, input_json, run_place(new.tenant, new.run_id, "input")),
+            "input_mac": input_mac(tx.chain, new.tenant, new.run_id, new.workflow, input_json),
+            "state_mac": state_mac(tx.chain, new.tenant, new.run_id, status, None, None),
             "last_seq": events[-1].seq,
             "last_hash": events[-1].hash,
             "now": new.ts,
@@ -86,7 +92,7 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
             "concurrency_key": new.concurrency_key,
             "dedup_id": new.dedup_id,
             "processed_seq": new.processed_seq,
-            "status": "enqueued" if new.named_queue is not None else "running",
+            "status": status,
             "named_queue": new.named_queue,
         },
     )
@@ -499,7 +505,7 @@ def list_runs(
     limit: int = 100,
 ) -> list[RunRecord]:
     params = {"tenant": tenant, "status": status, "workflow": workflow, "limit": limit}
-    return [run_from_row(r, tx.keys) for r in tx.all("list_runs", params)]
+    return [run_from_row(r, tx) for r in tx.all("list_runs", params)]
 
 
 def run_tasks(tx: Tx, tenant: str, run_id: str) -> list[ClaimedTask]:
@@ -544,7 +550,7 @@ def page_runs(
         "after_id": after_id,
         "limit": limit,
     }
-    return [run_from_row(r, tx.keys) for r in tx.all(name, params)]
+    return [run_from_row(r, tx) for r in tx.all(name, params)]
 
 
 def run_outlooks(tx: Tx, tenant: str, run_ids: Sequence[str]) -> dict[str, RunOutlook]:
@@ -569,7 +575,7 @@ def run_outlooks(tx: Tx, tenant: str, run_ids: Sequence[str]) -> dict[str, RunOu
         )
     approvals: dict[str, list[ApprovalRecord]] = {}
     for r in tx.all("outlook_approvals", params):
-        approvals.setdefault(r["run_id"], []).append(approval_from_row(r, tx.keys))
+        approvals.setdefault(r["run_id"], []).append(approval_from_row(r, tx))
     return {
         run_id: RunOutlook(tasks.get(run_id, []), approvals.get(run_id, [])) for run_id in run_ids
     }

@@ -19,7 +19,7 @@ def search_runs(tx: Tx, tenant: str, text: str, limit: int) -> list[RunRecord]:
     }
     for name in ("search_run_by_id", "search_runs_by_prefix", "search_runs_by_correlation"):
         for row in tx.all(name, params):
-            run = run_from_row(row, tx.keys)
+            run = run_from_row(row, tx)
             found.setdefault(run.run_id, run)
     newest = sorted(found.values(), key=lambda r: (r.created_at, r.run_id), reverse=True)
     return newest[:limit]

@@ -24,6 +24,7 @@ from waypost.model.queues import refill
 from ..base import RunCommit
 from ..tx import TASKS, Tx
 from .queues import rate_of, took_from_queue
+from .row_checks import state_mac
 
 _NO_LIMIT = 1 << 30
 _MOST_PER_ADMISSION = 1000  # a queue without a concurrency limit admits in batches of this
@@ -59,8 +60,14 @@ def admit_runs(
     admitted: list[str] = []
     for r in rows:
         key = {"tenant": tenant, "run_id": r["run_id"]}
-        # A run cancelled meanwhile (PostgreSQL: its commit came first) is passed over.
-        if tx.run("admit_run", {**key, "now": now}) != 1:
+        # A run cancelled meanwhile (PostgreSQL: its commit came first) is passed over, and
+        # so is one whose row does not say, under its check, that it is enqueued.
+        checks = {
+            "enqueued_mac": state_mac(tx.chain, tenant, r["run_id"], "enqueued", None, None),
+            "state_mac": state_mac(tx.chain, tenant, r["run_id"], "running", None, None),
+            "legacy": int(tx.chain.accept_legacy),
+        }
+        if tx.run("admit_run", {**key, "now": now, **checks}) != 1:
             continue
         event = NewEvent(EventType.RUN_ADMITTED, {"queue": name}, now)
         commit_run(tx, RunCommit(tenant=tenant, run_id=r["run_id"], events=[event], now=now))

@@ -6,12 +6,14 @@
 
 -- name: get_run
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
 
 -- name: list_runs
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
@@ -24,7 +26,8 @@ LIMIT %(limit)s;
 -- a keyset on an index, so a page reads its rows only. The first page starts after
 -- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = %(tenant)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -33,7 +36,8 @@ LIMIT %(limit)s;
 
 -- name: page_runs_by_status
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = %(tenant)s AND status = %(status)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -42,7 +46,8 @@ LIMIT %(limit)s;
 
 -- name: page_runs_by_workflow
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = %(tenant)s AND workflow = %(workflow)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -51,7 +56,8 @@ LIMIT %(limit)s;
 
 -- name: page_runs_by_status_workflow
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = %(tenant)s AND status = %(status)s AND workflow = %(workflow)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -61,10 +67,10 @@ LIMIT %(limit)s;
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
                   last_seq, last_hash, processed_seq, created_at, updated_at, priority,
-                  concurrency_key, dedup_id, named_queue)
+                  concurrency_key, dedup_id, named_queue, input_mac, state_mac)
 VALUES (%(tenant)s, %(run_id)s, %(workflow)s, %(version)s, %(status)s, %(input)s, '[]',
         %(last_seq)s, %(last_hash)s, %(processed_seq)s, %(now)s, %(now)s, %(priority)s,
-        %(concurrency_key)s, %(dedup_id)s, %(named_queue)s)
+        %(concurrency_key)s, %(dedup_id)s, %(named_queue)s, %(input_mac)s, %(state_mac)s)
 -- A run of that id, or a run not yet finished with that deduplication id, is there.
 ON CONFLICT DO NOTHING;
 
@@ -92,7 +98,8 @@ UPDATE runs SET version = %(version)s WHERE tenant = %(tenant)s AND run_id = %(r
 -- name: advance_run_snapshot
 UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s,
                 status = %(status)s, waiting_for = %(waiting_for)s, processed_seq = %(processed_seq)s,
-                result = %(result)s, error = %(error)s, finished_at = %(finished_at)s
+                result = %(result)s, error = %(error)s, finished_at = %(finished_at)s,
+                state_mac = %(state_mac)s
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
   AND last_hash = %(expect_hash)s;
 
@@ -357,7 +364,7 @@ FROM tasks WHERE tenant = %(tenant)s AND run_id IN (SELECT jsonb_array_elements_
 
 -- name: outlook_approvals
 SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at
+       expires_at, created_at, closed_at, mac
 FROM approvals WHERE tenant = %(tenant)s AND run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb)) AND status = 'pending';
 
 -- name: beat_worker
@@ -380,25 +387,25 @@ WHERE heartbeat_at >= %(since)s ORDER BY worker_id;
 
 -- name: insert_approval
 INSERT INTO approvals (tenant, approval_id, run_id, step, timer_step, name, policy, status,
-                       started_by, data, expires_at, created_at)
+                       started_by, data, expires_at, created_at, mac)
 VALUES (%(tenant)s, %(approval_id)s, %(run_id)s, %(step)s, %(timer_step)s, %(name)s, %(policy)s, 'pending',
-        %(started_by)s, %(data)s, %(expires_at)s, %(now)s)
+        %(started_by)s, %(data)s, %(expires_at)s, %(now)s, %(mac)s)
 ON CONFLICT DO NOTHING;
 
 -- name: get_approval
 SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at
+       expires_at, created_at, closed_at, mac
 FROM approvals WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s;
 
 -- name: lock_approval
 SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at
+       expires_at, created_at, closed_at, mac
 FROM approvals WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s
 FOR UPDATE;
 
 -- name: list_approvals
 SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at
+       expires_at, created_at, closed_at, mac
 FROM approvals
 WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
   AND (%(status)s::text IS NULL OR status = %(status)s)
@@ -415,7 +422,7 @@ UPDATE approvals SET status = %(status)s, closed_at = %(now)s
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND status = 'pending';
 
 -- name: set_approval_policy
-UPDATE approvals SET policy = %(policy)s
+UPDATE approvals SET policy = %(policy)s, mac = %(mac)s
 WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s AND status = 'pending';
 
 -- name: insert_credential
@@ -848,6 +855,7 @@ LIMIT %(limit)s;
 -- The run's next generation: the snapshot of a run that has just started, same id,
 -- creation time and priority.
 UPDATE runs SET input = %(input)s, status = %(status)s, result = NULL, error = NULL,
+                input_mac = %(input_mac)s, state_mac = %(state_mac)s,
                 waiting_for = '[]', last_seq = %(last_seq)s, last_hash = %(last_hash)s,
                 processed_seq = 0, updated_at = %(now)s, finished_at = NULL
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
@@ -903,6 +911,25 @@ WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq = %(seq)s AND data = %
 -- name: reseal_approval
 UPDATE approvals SET data = %(new)s
 WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s AND data = %(old)s;
+
+-- == legacy runs sealed: their history hashed again from their genesis, checks on rows ==
+-- Each write is conditioned on what was read (the run's row is locked first).
+
+-- name: rehash_event
+UPDATE events SET hash = %(new)s
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq = %(seq)s AND hash = %(old)s;
+
+-- name: rehash_run_head
+UPDATE runs SET last_hash = %(new)s
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(last_seq)s AND last_hash = %(old)s;
+
+-- name: seal_run_row
+UPDATE runs SET input_mac = %(input_mac)s, state_mac = %(state_mac)s
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s;
+
+-- name: seal_approval_row
+UPDATE approvals SET mac = %(mac)s
+WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s AND mac IS NULL;
 
 -- name: run_counts
 -- Metrics: runs by tenant, workflow and status (one scan, read at most every few seconds).
@@ -1128,7 +1155,8 @@ DELETE FROM tenant_admission WHERE tenant = %(tenant)s;
 -- name: page_runs_by_workflow_version
 -- A version is of a workflow: the workflow's index is read, its other versions skipped.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = %(tenant)s AND workflow = %(workflow)s AND version = %(version)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -1137,7 +1165,8 @@ LIMIT %(limit)s;
 
 -- name: page_runs_by_status_workflow_version
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = %(tenant)s AND status = %(status)s AND workflow = %(workflow)s AND version = %(version)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -1146,7 +1175,8 @@ LIMIT %(limit)s;
 
 -- name: search_run_by_id
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs WHERE tenant = %(tenant)s AND run_id = %(text)s;
 
 -- name: search_runs_by_prefix
@@ -1154,7 +1184,8 @@ FROM runs WHERE tenant = %(tenant)s AND run_id = %(text)s;
 -- the database, and read on the primary key where the database's collation is C);
 -- substr() decides.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = %(tenant)s AND run_id COLLATE "C" >= %(text)s AND run_id COLLATE "C" < %(after_prefix)s
   AND substr(run_id, 1, %(length)s) = %(text)s
@@ -1165,7 +1196,7 @@ LIMIT %(limit)s;
 -- Runs waiting with the text as a correlation value, or as `key=value`.
 SELECT r.tenant, r.run_id, r.workflow, r.version, r.status, r.input, r.result, r.error,
        r.waiting_for, r.last_seq, r.last_hash, r.processed_seq, r.created_at, r.updated_at,
-       r.finished_at, r.priority
+       r.finished_at, r.priority, r.input_mac, r.state_mac
 FROM runs r
 WHERE r.tenant = %(tenant)s AND r.run_id IN (
     SELECT c.run_id FROM correlations c
@@ -1364,8 +1395,11 @@ ORDER BY priority DESC, created_at, run_id
 LIMIT %(limit)s;
 
 -- name: admit_run
-UPDATE runs SET status = 'running', updated_at = %(now)s
-WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND status = 'enqueued';
+-- Only a run whose check says it is enqueued (or a legacy row without one, where such
+-- rows are accepted): a status edited to 'enqueued' is not made good by admitting it.
+UPDATE runs SET status = 'running', updated_at = %(now)s, state_mac = %(state_mac)s
+WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND status = 'enqueued'
+  AND (state_mac = %(enqueued_mac)s OR (state_mac IS NULL AND %(legacy)s = 1));
 
 -- name: release_held_task
 -- An admitted run's workflow task, held while it was enqueued, is claimable now.

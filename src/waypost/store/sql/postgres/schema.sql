@@ -26,6 +26,8 @@ CREATE TABLE runs (
     concurrency_key text,
     dedup_id      text,
     named_queue   text,
+    input_mac     text,
+    state_mac     text,
     PRIMARY KEY (tenant, run_id)
 );
 
@@ -136,6 +138,7 @@ CREATE TABLE approvals (
     expires_at  double precision,
     created_at  double precision NOT NULL,
     closed_at   double precision,
+    mac         text,
     PRIMARY KEY (tenant, approval_id)
 );
 
@@ -407,7 +410,7 @@ CREATE TABLE queues (
     PRIMARY KEY (tenant, name)
 );
 
--- Sign-in attempts, counted before a password is checked (migration 17): per address
+-- Sign-in attempts, counted before a password is checked (migration 18): per address
 -- (tenant and user_name ''), per user at an address, per user from everywhere (address '').
 CREATE TABLE sign_in_attempts (
     tenant       text             NOT NULL,

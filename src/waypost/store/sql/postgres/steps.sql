@@ -48,6 +48,7 @@ WITH act AS (
     UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s,
                     status = %(status)s, waiting_for = %(waiting_for)s,
                     processed_seq = %(processed_seq)s, result = %(result)s, error = %(error)s,
+                    state_mac = %(state_mac)s,
                     finished_at = NULL
     WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
       AND last_hash = %(expect_hash)s AND EXISTS (SELECT 1 FROM ok)
@@ -112,6 +113,7 @@ WITH act AS (
     UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s,
                     status = %(status)s, waiting_for = %(waiting_for)s,
                     processed_seq = %(processed_seq)s, result = %(result)s, error = %(error)s,
+                    state_mac = %(state_mac)s,
                     finished_at = %(now)s
     WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
       AND last_hash = %(expect_hash)s AND EXISTS (SELECT 1 FROM ok)

@@ -4,12 +4,14 @@
 
 -- name: get_run
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: list_runs
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE (:tenant IS NULL OR tenant = :tenant)
   AND (:status IS NULL OR status = :status)
@@ -22,7 +24,8 @@ LIMIT :limit;
 -- a keyset on an index, so a page reads its rows only. The first page starts after
 -- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = :tenant
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -31,7 +34,8 @@ LIMIT :limit;
 
 -- name: page_runs_by_status
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = :tenant AND status = :status
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -40,7 +44,8 @@ LIMIT :limit;
 
 -- name: page_runs_by_workflow
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = :tenant AND workflow = :workflow
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -49,7 +54,8 @@ LIMIT :limit;
 
 -- name: page_runs_by_status_workflow
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = :tenant AND status = :status AND workflow = :workflow
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -59,10 +65,10 @@ LIMIT :limit;
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
                   last_seq, last_hash, processed_seq, created_at, updated_at, priority,
-                  concurrency_key, dedup_id, named_queue)
+                  concurrency_key, dedup_id, named_queue, input_mac, state_mac)
 VALUES (:tenant, :run_id, :workflow, :version, :status, :input, '[]',
         :last_seq, :last_hash, :processed_seq, :now, :now, :priority,
-        :concurrency_key, :dedup_id, :named_queue)
+        :concurrency_key, :dedup_id, :named_queue, :input_mac, :state_mac)
 -- A run of that id, or a run not yet finished with that deduplication id, is there.
 ON CONFLICT DO NOTHING;
 
@@ -89,7 +95,8 @@ UPDATE runs SET version = :version WHERE tenant = :tenant AND run_id = :run_id;
 -- name: advance_run_snapshot
 UPDATE runs SET last_seq = :last_seq, last_hash = :last_hash, updated_at = :now,
                 status = :status, waiting_for = :waiting_for, processed_seq = :processed_seq,
-                result = :result, error = :error, finished_at = :finished_at
+                result = :result, error = :error, finished_at = :finished_at,
+                state_mac = :state_mac
 WHERE tenant = :tenant AND run_id = :run_id AND last_seq = :expect_seq
   AND last_hash = :expect_hash;
 
@@ -351,7 +358,7 @@ FROM tasks WHERE tenant = :tenant AND run_id IN (SELECT value FROM json_each(:ru
 
 -- name: outlook_approvals
 SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at
+       expires_at, created_at, closed_at, mac
 FROM approvals WHERE tenant = :tenant AND run_id IN (SELECT value FROM json_each(:run_ids)) AND status = 'pending';
 
 -- name: beat_worker
@@ -374,24 +381,24 @@ WHERE heartbeat_at >= :since ORDER BY worker_id;
 
 -- name: insert_approval
 INSERT INTO approvals (tenant, approval_id, run_id, step, timer_step, name, policy, status,
-                       started_by, data, expires_at, created_at)
+                       started_by, data, expires_at, created_at, mac)
 VALUES (:tenant, :approval_id, :run_id, :step, :timer_step, :name, :policy, 'pending',
-        :started_by, :data, :expires_at, :now)
+        :started_by, :data, :expires_at, :now, :mac)
 ON CONFLICT DO NOTHING;
 
 -- name: get_approval
 SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at
+       expires_at, created_at, closed_at, mac
 FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id;
 
 -- name: lock_approval
 SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at
+       expires_at, created_at, closed_at, mac
 FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id;
 
 -- name: list_approvals
 SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at
+       expires_at, created_at, closed_at, mac
 FROM approvals
 WHERE (:tenant IS NULL OR tenant = :tenant)
   AND (:status IS NULL OR status = :status)
@@ -410,7 +417,7 @@ UPDATE approvals INDEXED BY approvals_by_run SET status = :status, closed_at = :
 WHERE tenant = :tenant AND run_id = :run_id AND status = 'pending';
 
 -- name: set_approval_policy
-UPDATE approvals SET policy = :policy
+UPDATE approvals SET policy = :policy, mac = :mac
 WHERE tenant = :tenant AND approval_id = :approval_id AND status = 'pending';
 
 -- name: insert_credential
@@ -840,6 +847,7 @@ LIMIT :limit;
 -- The run's next generation: the snapshot of a run that has just started, same id,
 -- creation time and priority.
 UPDATE runs SET input = :input, status = :status, result = NULL, error = NULL,
+                input_mac = :input_mac, state_mac = :state_mac,
                 waiting_for = '[]', last_seq = :last_seq, last_hash = :last_hash,
                 processed_seq = 0, updated_at = :now, finished_at = NULL
 WHERE tenant = :tenant AND run_id = :run_id;
@@ -895,6 +903,25 @@ WHERE tenant = :tenant AND run_id = :run_id AND seq = :seq AND data = :old;
 -- name: reseal_approval
 UPDATE approvals SET data = :new
 WHERE tenant = :tenant AND approval_id = :approval_id AND data = :old;
+
+-- == legacy runs sealed: their history hashed again from their genesis, checks on rows ==
+-- Each write is conditioned on what was read (the run's row is locked first).
+
+-- name: rehash_event
+UPDATE events SET hash = :new
+WHERE tenant = :tenant AND run_id = :run_id AND seq = :seq AND hash = :old;
+
+-- name: rehash_run_head
+UPDATE runs SET last_hash = :new
+WHERE tenant = :tenant AND run_id = :run_id AND last_seq = :last_seq AND last_hash = :old;
+
+-- name: seal_run_row
+UPDATE runs SET input_mac = :input_mac, state_mac = :state_mac
+WHERE tenant = :tenant AND run_id = :run_id;
+
+-- name: seal_approval_row
+UPDATE approvals SET mac = :mac
+WHERE tenant = :tenant AND approval_id = :approval_id AND mac IS NULL;
 
 -- name: run_counts
 -- Metrics: runs by tenant, workflow and status (one scan, read at most every few seconds).
@@ -1119,7 +1146,8 @@ DELETE FROM tenant_admission WHERE tenant = :tenant;
 -- name: page_runs_by_workflow_version
 -- A version is of a workflow: the workflow's index is read, its other versions skipped.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = :tenant AND workflow = :workflow AND version = :version
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -1128,7 +1156,8 @@ LIMIT :limit;
 
 -- name: page_runs_by_status_workflow_version
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = :tenant AND status = :status AND workflow = :workflow AND version = :version
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -1137,7 +1166,8 @@ LIMIT :limit;
 
 -- name: search_run_by_id
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs WHERE tenant = :tenant AND run_id = :text;
 
 -- name: search_runs_by_prefix
@@ -1145,7 +1175,8 @@ FROM runs WHERE tenant = :tenant AND run_id = :text;
 -- text after every id that starts with it (code point order, which SQLite's BINARY
 -- collation keeps); substr() decides.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority
+       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
+       input_mac, state_mac
 FROM runs
 WHERE tenant = :tenant AND run_id >= :text AND run_id < :after_prefix
   AND substr(run_id, 1, :length) = :text
@@ -1156,7 +1187,7 @@ LIMIT :limit;
 -- Runs waiting with the text as a correlation value, or as `key=value`.
 SELECT r.tenant, r.run_id, r.workflow, r.version, r.status, r.input, r.result, r.error,
        r.waiting_for, r.last_seq, r.last_hash, r.processed_seq, r.created_at, r.updated_at,
-       r.finished_at, r.priority
+       r.finished_at, r.priority, r.input_mac, r.state_mac
 FROM runs r
 WHERE r.tenant = :tenant AND r.run_id IN (
     SELECT c.run_id FROM correlations c
@@ -1358,8 +1389,11 @@ ORDER BY priority DESC, created_at, run_id
 LIMIT :limit;
 
 -- name: admit_run
-UPDATE runs SET status = 'running', updated_at = :now
-WHERE tenant = :tenant AND run_id = :run_id AND status = 'enqueued';
+-- Only a run whose check says it is enqueued (or a legacy row without one, where such
+-- rows are accepted): a status edited to 'enqueued' is not made good by admitting it.
+UPDATE runs SET status = 'running', updated_at = :now, state_mac = :state_mac
+WHERE tenant = :tenant AND run_id = :run_id AND status = 'enqueued'
+  AND (state_mac = :enqueued_mac OR (state_mac IS NULL AND :legacy = 1));
 
 -- name: release_held_task
 -- An admitted run's workflow task, held while it was enqueued, is claimable now.

@@ -25,6 +25,8 @@ CREATE TABLE runs (
     concurrency_key TEXT,
     dedup_id      TEXT,
     named_queue   TEXT,
+    input_mac     TEXT,
+    state_mac     TEXT,
     PRIMARY KEY (tenant, run_id)
 ) WITHOUT ROWID;
 
@@ -135,6 +137,7 @@ CREATE TABLE approvals (
     expires_at  REAL,
     created_at  REAL NOT NULL,
     closed_at   REAL,
+    mac         TEXT,
     PRIMARY KEY (tenant, approval_id)
 ) WITHOUT ROWID;
 
@@ -234,7 +237,7 @@ CREATE TABLE tenants (
     created_at REAL NOT NULL,
     created_by TEXT NOT NULL,
     quotas     TEXT NOT NULL DEFAULT '{}'
-    -- added by migration 17 (ALTER TABLE writes them so): when and by whom it was disabled
+    -- added by migration 18 (ALTER TABLE writes them so): when and by whom it was disabled
     , disabled_at REAL, disabled_by TEXT
 ) WITHOUT ROWID;
 
@@ -406,7 +409,7 @@ CREATE TABLE queues (
     PRIMARY KEY (tenant, name)
 ) WITHOUT ROWID;
 
--- Sign-in attempts, counted before a password is checked (migration 17): per address
+-- Sign-in attempts, counted before a password is checked (migration 18): per address
 -- (tenant and user_name ''), per user at an address, per user from everywhere (address '').
 CREATE TABLE sign_in_attempts (
     tenant       TEXT    NOT NULL,
