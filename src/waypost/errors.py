@@ -359,6 +359,15 @@ class TenantNotFound(WaypostError, LookupError):
     """No tenant of this name exists (tenants are made with `create_tenant`)."""
 
 
+class TenantDisabled(WaypostError):
+    """The tenant is disabled: none of its API keys or console sessions is accepted until
+    the platform operator enables it again (HTTP 403 `tenant_disabled`)."""
+
+
+class TenantNotDisabled(InvalidState):
+    """Only a disabled tenant can be deleted: disable it first (nothing was deleted)."""
+
+
 class KeyNotFound(WaypostError, LookupError):
     """No API key with this id exists in this tenant."""
 
@@ -398,6 +407,19 @@ class SignInRefused(WaypostError):
             "sign-in refused: the tenant, user name, password or API key is not right, or "
             "the account cannot sign in now"
         )
+
+
+class SignInBusy(WaypostError):
+    """This server is checking as many passwords as it checks at once, and as many wait
+    already: the sign-in was not tried (nothing counted against anyone). Try again
+    after `retry_after` seconds."""
+
+    retry_after = 1.0
+
+    def __init__(
+        self, message: str = "the server is busy checking other sign-ins: try again in a moment"
+    ) -> None:
+        super().__init__(message)
 
 
 class SessionEnded(WaypostError):

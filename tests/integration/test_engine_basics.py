@@ -383,7 +383,7 @@ def test_a_database_of_schema_version_1_is_upgraded_and_keeps_its_runs(
     newer = ["approvals", "approval_credentials", "approval_votes", "group_members", "outbox"]
     newer += ["definitions", "approval_refusals", "tenants", "api_keys", "tenant_admission"]
     newer += ["correlations", "webhook_sources", "webhook_deliveries", "purged_runs"]
-    newer += ["users", "console_sessions", "schedules", "queues"]
+    newer += ["users", "console_sessions", "schedules", "queues", "sign_in_attempts"]
     _downgrade_to_version_1(db_url, newer)
     again = make_engine(older_flow)
     assert again.get(run.run_id).status == "completed"  # the old run is still there

@@ -154,13 +154,17 @@ def gate() -> Iterator[threading.Event]:
     GATE.set()  # let the gated attempts end before the engine closes
 
 
+SCRAPER = {"Authorization": "Bearer scrape-secret"}
+
+
 def test_metrics_after_a_scripted_scenario_hold_the_right_values(
     make_engine: Any, serve: Any, gate: threading.Event
 ) -> None:
     metrics = Metrics()
     engine = make_engine(*ITEMS, *ITEMS2, observer=metrics)
     metrics.watch_store(engine.aio.store, engine.aio.clock)
-    base = serve(engine, metrics=metrics)
+    # With the metrics token: the series by tenant, workflow and queue.
+    base = serve(engine, metrics=metrics, metrics_token="scrape-secret")
     engine.create_tenant("acme")
     engine.set_quotas("acme", {"max_concurrent_runs": 1})
     engine.create_tenant("busy")
@@ -206,7 +210,7 @@ def test_metrics_after_a_scripted_scenario_hold_the_right_values(
         assert FLAKY_CALLS == [1, 2]
 
         def scraped() -> Scrape | None:
-            answer = httpx.get(f"{base}/metrics", timeout=10)
+            answer = httpx.get(f"{base}/metrics", timeout=10, headers=SCRAPER)
             assert answer.status_code == 200, answer.text
             assert answer.headers["content-type"].startswith("text/plain")
             scrape = Scrape(answer.text)

@@ -320,12 +320,13 @@ def test_metrics_show_a_named_queues_depth_running_and_oldest_age(
     metrics = Metrics()
     engine = make_engine(qq_fan, qq_pay, observer=metrics)
     metrics.watch_store(engine.aio.store, engine.aio.clock)
-    base = serve(engine, metrics=metrics)
+    # With the metrics token: the series by tenant, workflow and queue.
+    base = serve(engine, metrics=metrics, metrics_token="scrape-secret")
     engine.configure_queue("payments", concurrency=1)
 
     def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         with Api(base, None) as anyone:
-            text = anyone.get("/metrics").text
+            text = anyone.get("/metrics", headers={"Authorization": "Bearer scrape-secret"}).text
         return {
             (s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text)

@@ -160,6 +160,9 @@ SAMPLES: dict[str, Callable[[], ops.Request[Any]]] = {
     "CreateTenant": lambda: ops.CreateTenant(tenant=f"matrix-{uuid.uuid4().hex[:8]}"),
     "ListTenants": lambda: ops.ListTenants(),
     "SetQuotas": lambda: ops.SetQuotas(tenant="missing", quotas={"max_concurrent_runs": 5}),
+    "DisableTenant": lambda: ops.DisableTenant(tenant="missing"),
+    "EnableTenant": lambda: ops.EnableTenant(tenant="missing"),
+    "DeleteTenant": lambda: ops.DeleteTenant(tenant="missing"),
     # open to anyone: what they carry authenticates
     "ResolveCredential": lambda: ops.ResolveCredential(token="bogus.token"),
     "SignIn": lambda: ops.SignIn(tenant=TENANT, user="nobody", password="wrong password"),
@@ -200,7 +203,14 @@ def test_the_role_table_lists_every_operation_with_its_declared_roles(tmp_path: 
         if kind.open_to_anonymous:
             declared = set(CALLERS)
         keys = table[name] - {NO_ROLE, ANONYMOUS}
-        if name in ("CreateTenant", "ListTenants", "SetQuotas"):
+        if name in (
+            "CreateTenant",
+            "ListTenants",
+            "SetQuotas",
+            "DisableTenant",
+            "EnableTenant",
+            "DeleteTenant",
+        ):
             # Declared admin, and refused to every caller but the local one in `checked`.
             assert declared == {Role.ADMIN.value, LOCAL} and keys == {LOCAL}, name
             continue

@@ -47,7 +47,8 @@ def set_clock(clock: TestClock, when: float) -> None:
 
 
 def scrape(base: str) -> Scrape:
-    answer = httpx.get(base + "/metrics", timeout=30)
+    scraper = {"Authorization": "Bearer scrape-secret"}  # the series by tenant
+    answer = httpx.get(base + "/metrics", timeout=30, headers=scraper)
     assert answer.status_code == 200, answer.text
     return Scrape(answer.text)
 
@@ -57,7 +58,8 @@ def test_fires_by_outcome_lag_and_schedules_by_state(make_engine: Any, serve: An
     metrics = Metrics()
     engine = make_engine(noop, gated, clock=clock, observer=metrics)
     metrics.watch_store(engine.aio.store, engine.aio.clock, ttl=0.0)
-    base = serve(engine, metrics=metrics)
+    # With the metrics token: the series by tenant, workflow and queue.
+    base = serve(engine, metrics=metrics, metrics_token="scrape-secret")
     hour = timedelta(hours=1)
     engine.schedule(gated, id="skipper", every=hour, input="s", overlap="skip", tenant="t")
     engine.schedule(gated, id="buffer", every=hour, input="b", overlap="buffer_one", tenant="t")

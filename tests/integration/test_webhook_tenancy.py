@@ -117,6 +117,9 @@ def _downgrade_webhooks(db_url: str, secret: str) -> None:
         f" 'data.id', 300, '{secret}', 1.0, 'ada')",
         "INSERT INTO webhook_deliveries (source, delivery_id, tenant, received_at, outcome)"
         f" VALUES ('stripe-acme', 'old-1', 'acme', {time.time()}, '{{\"runs\": [\"x\"]}}')",
+        "DROP TABLE sign_in_attempts",  # and what version 19 added
+        "ALTER TABLE tenants DROP COLUMN disabled_at",
+        "ALTER TABLE tenants DROP COLUMN disabled_by",
         "DELETE FROM waypost_migrations WHERE version >= 18",
     ]
     if dialect == "sqlite":

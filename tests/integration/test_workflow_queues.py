@@ -462,12 +462,13 @@ def test_metrics_and_the_console_count_enqueued_runs(make_engine: Any, serve: An
     metrics = Metrics()
     engine = make_engine(wq_report, wq_step, observer=metrics)
     metrics.watch_store(engine.aio.store, engine.aio.clock)
-    base = serve(engine, metrics=metrics)
+    # With the metrics token: the series by tenant, workflow and queue.
+    base = serve(engine, metrics=metrics, metrics_token="scrape-secret")
     engine.configure_queue("reports", concurrency=1)
 
     def enqueued() -> float | None:
         with Api(base, None) as anyone:
-            text = anyone.get("/metrics").text
+            text = anyone.get("/metrics", headers={"Authorization": "Bearer scrape-secret"}).text
         for family in text_string_to_metric_families(text):
             for s in family.samples:
                 if s.name == "waypost_runs" and s.labels.get("status") == "enqueued":

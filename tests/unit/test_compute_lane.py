@@ -153,6 +153,7 @@ async def test_a_call_given_up_before_it_started_never_runs() -> None:
         dropped = asyncio.ensure_future(lane.run("a", lambda: ran.append("dropped"), what=""))
         await asyncio.sleep(0)
         dropped.cancel()
+        await asyncio.gather(dropped, return_exceptions=True)  # the caller has given up
         gate.set()
         await first
         assert await lane.run("a", lambda: ran.append("next"), what="") is None

@@ -1,8 +1,8 @@
 """The `waypost tenants` and `waypost keys` commands: tenants and their API keys.
 
-The command line acts as the platform operator: it may create tenants, and make,
-list and revoke the keys of any tenant it names. A new key is printed alone on
-stdout (so `KEY=$(waypost keys create ...)` takes it) and never again.
+The command line acts as the platform operator: it may create, disable, enable and
+delete tenants, and make, list and revoke the keys of any tenant it names. A new key is
+printed alone on stdout (so `KEY=$(waypost keys create ...)` takes it) and never again.
 """
 
 from __future__ import annotations
@@ -79,6 +79,8 @@ def _tenant_json(tenant: TenantInfo) -> dict[str, Any]:
         "created_at": _iso(tenant.created_at),
         "created_by": tenant.created_by,
         "quotas": tenant.quotas,
+        "disabled_at": _iso(tenant.disabled_at),
+        "disabled_by": tenant.disabled_by,
     }
 
 
@@ -128,7 +130,12 @@ def tenants_list(as_json: bool, db: str) -> None:
         return
     for t in found:
         created = t.created_at.isoformat(timespec="seconds") if t.created_at else "never"
-        click.echo(f"{t.tenant}  created {created} by {t.created_by}")
+        disabled = (
+            f"  DISABLED {t.disabled_at.isoformat(timespec='seconds')} by {t.disabled_by}"
+            if t.disabled_at
+            else ""
+        )
+        click.echo(f"{t.tenant}  created {created} by {t.created_by}{disabled}")
     if not found:
         click.echo("no tenants", err=True)
 
@@ -142,6 +149,59 @@ def tenants_show(tenant: str, as_json: bool, db: str) -> None:
     with open_engine(db, must_exist=True) as engine:
         info = engine.get_tenant(tenant=tenant)
     _show(info, as_json)
+
+
+@tenants.command("disable")
+@click.argument("tenant")
+@click.option("--reason", default="", help="Why (in the log).")
+@db_option
+def tenants_disable(tenant: str, reason: str, db: str) -> None:
+    """Disable TENANT: its API keys and console sessions are refused at once, and none of
+    its runs' work is claimed until it is enabled (running attempts finish)."""
+    with open_engine(db, must_exist=True) as engine:
+        info = engine.disable_tenant(tenant, reason=reason)
+    since = info.disabled_at.isoformat(timespec="seconds") if info.disabled_at else "now"
+    click.echo(f"tenant {tenant} disabled (since {since})")
+
+
+@tenants.command("enable")
+@click.argument("tenant")
+@db_option
+def tenants_enable(tenant: str, db: str) -> None:
+    """Enable a disabled TENANT again: its keys and sessions work, its runs go on."""
+    with open_engine(db, must_exist=True) as engine:
+        engine.enable_tenant(tenant)
+    click.echo(f"tenant {tenant} enabled")
+
+
+@tenants.command("delete")
+@click.argument("tenant")
+@click.option(
+    "--batch",
+    type=click.IntRange(1, 10_000),
+    default=1000,
+    show_default=True,
+    help="Rows deleted per transaction.",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@db_option
+def tenants_delete(tenant: str, batch: int, yes: bool, db: str) -> None:
+    """Delete every row of a disabled TENANT (runs, histories, tasks, timers, approvals,
+    definitions, schedules, queues, webhook sources, users, sessions, keys), a batch per
+    transaction with its progress on stderr; its own row goes last. It must be disabled
+    first (`waypost tenants disable`). Another tenant's rows are never touched."""
+    if not yes:
+        click.confirm(f"Delete tenant {tenant} and everything it holds, for good?", abort=True)
+    total = 0
+    with open_engine(db, must_exist=True) as engine:
+        while True:
+            done = engine.delete_tenant(tenant, batch=batch)
+            total += done.rows
+            tables = ", ".join(f"{table} {n}" for table, n in done.deleted.items())
+            click.echo(f"deleted {done.rows} rows ({tables or 'none'}); {total} so far", err=True)
+            if done.done:
+                break
+    click.echo(f"tenant {tenant} deleted ({total} rows)")
 
 
 def _set_quotas(
@@ -190,6 +250,9 @@ def _show(info: TenantInfo, as_json: bool) -> None:
         return
     created = info.created_at.isoformat(timespec="seconds") if info.created_at else "never"
     click.echo(f"tenant {info.tenant}  created {created}")
+    if info.disabled_at is not None:
+        since = info.disabled_at.isoformat(timespec="seconds")
+        click.echo(f"DISABLED since {since} by {info.disabled_by}: keys and sessions refused")
     overrides = info.overrides or {}
     click.echo("quotas:")
     for name, value in info.quotas.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import Any, cast
 
 import click
 
@@ -78,6 +79,23 @@ from .common import db_option, log_format_option, sender_from_spec, worker_optio
     "WAYPOST_METRICS_TOKEN, which keeps it out of the process list); without it /metrics "
     "is open.",
 )
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    envvar="WAYPOST_TRUSTED_PROXIES",
+    metavar="CIDR[,CIDR]",
+    help="Proxies (addresses or networks) whose X-Forwarded-For, -Proto and -Host headers "
+    "are believed: the client's address (sign-in throttling), https (Secure cookies, HSTS, "
+    "the console's Origin check). Without it, no forwarded header is believed.",
+)
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=10.0,
+    show_default=True,
+    help="Seconds a connection may take to send a request's headers before it is closed.",
+)
 @worker_options
 @log_format_option
 def server(
@@ -92,6 +110,8 @@ def server(
     max_body: int,
     metrics: bool,
     metrics_token: str | None,
+    trusted_proxies: tuple[str, ...],
+    header_timeout: float,
     lease: float,
     grace: float,
     cancel_grace: float | None,
@@ -112,7 +132,9 @@ def server(
         import uvicorn
 
         from waypost.server.app import SETTINGS_VARIABLE, ServerSettings
+        from waypost.server.connections import protocol
         from waypost.server.console.security import new_secret_text
+        from waypost.server.proxies import TrustedProxies
     except ImportError as exc:
         raise click.ClickException(
             f"the server needs its extra: pip install 'waypost[server]' ({exc})"
@@ -125,6 +147,10 @@ def server(
     except WaypostError as exc:
         raise click.ClickException(str(exc)) from exc
     sender_from_spec(notify)
+    try:
+        proxies = TrustedProxies.parse(trusted_proxies)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--trusted-proxy") from None
     shown_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     if ":" in shown_host:
         shown_host = f"[{shown_host}]"
@@ -150,6 +176,7 @@ def server(
         # One console secret for every process; from the environment, it also outlives a
         # restart (else a restart signs everyone out of the console).
         console_secret=os.environ.get("WAYPOST_CONSOLE_SECRET") or new_secret_text(),
+        trusted_proxies=proxies.texts(),
         compute_processes=compute_processes,
     )
     os.environ[SETTINGS_VARIABLE] = settings.to_json()
@@ -179,7 +206,9 @@ def server(
         # In JSON, uvicorn's own lines go through the root logger's formatter too.
         log_config=None if log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         access_log=False,
-        proxy_headers=False,
+        proxy_headers=False,  # forwarded headers: only from --trusted-proxy (proxies.py)
         server_header=False,
+        # h11 with a deadline on each request's headers (connections.py)
+        http=cast(Any, protocol(header_timeout)),
         timeout_graceful_shutdown=int(grace),
     )

@@ -260,6 +260,7 @@ class AsyncEngine(Calls):
             # quotas and fair scheduling
             ops.GetTenant: self._access.get_tenant,
             ops.SetQuotas: self._access.set_quotas,
+            **self._access.tenant_handlers(),  # DisableTenant, EnableTenant, DeleteTenant
             **self._access.queue_handlers(),  # ConfigureQueue, ListQueues
             # retention: purged runs
             ops.PurgeRuns: self._retention.purge,
@@ -311,6 +312,7 @@ class AsyncEngine(Calls):
 
     async def close(self) -> None:
         await self._runner.close()
+        self._accounts.close()
         if self._opened:
             await self.store.close()
             self._opened = False

@@ -16,6 +16,7 @@ from waypost.model.records import (
     NewWebhookSource,
     PurgedRun,
     PurgeReport,
+    TenantDeletion,
     TenantInfo,
     WebhookSourceInfo,
 )
@@ -44,6 +45,33 @@ class PlatformCalls:
         """Every tenant, by name."""
         found: list[TenantInfo] = await self._local(ops.ListTenants(), "default")
         return found
+
+    async def disable_tenant(self, tenant: str, *, reason: str = "") -> TenantInfo:
+        """Disable `tenant` (`TenantNotFound` if there is none): at once every API key and
+        console session of it is refused (403 `tenant_disabled`), and none of its runs'
+        work is claimed (workflow tasks, activity attempts, timers, schedules,
+        notifications) until it is enabled; what is running finishes. Platform only."""
+        info: TenantInfo = await self._local(
+            ops.DisableTenant(tenant=tenant, reason=reason), tenant
+        )
+        return info
+
+    async def enable_tenant(self, tenant: str) -> TenantInfo:
+        """Enable a disabled `tenant` again: its keys and sessions work, its runs go on
+        where they stood (timers that came due meanwhile fire now). Platform only."""
+        info: TenantInfo = await self._local(ops.EnableTenant(tenant=tenant), tenant)
+        return info
+
+    async def delete_tenant(self, tenant: str, *, batch: int = 1000) -> TenantDeletion:
+        """Delete up to `batch` rows of a disabled `tenant` (its runs, histories, tasks,
+        timers, approvals, definitions, schedules, keys, users, ...), in one transaction;
+        call again until the answer is `done` (its own row goes last). Another tenant's
+        rows are never touched. `TenantNotDisabled` unless it was disabled first.
+        Platform only."""
+        done: TenantDeletion = await self._local(
+            ops.DeleteTenant(tenant=tenant, batch=batch), tenant
+        )
+        return done
 
     async def create_key(
         self,

@@ -10,8 +10,9 @@ the console call it). A text not of the key's exact shape is refused before
 anything is looked up. Unknown, revoked and expired keys, keys whose tenant no
 longer exists and keys of the wrong secret are all refused with one and the same
 `Unauthenticated`: a caller cannot tell which, and the key is never logged or
-quoted. Expiry is judged by the later of the engine's and the database's clocks,
-so an engine whose clock lags cannot extend a key's life. When a key was last
+quoted. A right key of a disabled tenant is `TenantDisabled` (403). Expiry is judged
+by the later of the engine's and the database's clocks, so an engine whose clock lags
+cannot extend a key's life. When a key was last
 used is recorded at most once a minute per key, so that authenticating is a read,
 not a write, for almost every request.
 """
@@ -31,6 +32,7 @@ from waypost.errors import (
     InvalidRequest,
     KeyNotFound,
     StoreContention,
+    TenantDisabled,
     TenantExists,
     TenantNotFound,
     Unauthenticated,
@@ -42,6 +44,7 @@ from waypost.model.records import KeyInfo, NewKey, TenantInfo
 from waypost.store.base import ApiKeyRecord, KeyCreation, NewApiKey, Store
 
 from .queues import Queues
+from .tenants import Tenants, tenant_info
 
 log = logger("waypost.access")
 
@@ -93,6 +96,13 @@ def key_info(record: ApiKeyRecord) -> KeyInfo:
     )
 
 
+def tenant_disabled(tenant: str) -> TenantDisabled:
+    return TenantDisabled(
+        f"tenant {preview(tenant)} is disabled: its API keys and console sessions are "
+        "refused until the platform operator enables it again"
+    )
+
+
 class Access:
     """The tenant and key operations of one engine, and authenticating keys.
 
@@ -130,15 +140,11 @@ class Access:
         )
 
     async def list_tenants(self, req: ops.ListTenants, principal: Principal) -> list[TenantInfo]:
-        return [
-            TenantInfo(
-                tenant=t.tenant,
-                created_at=datetime.fromtimestamp(t.created_at, UTC),
-                created_by=t.created_by,
-                quotas=t.quotas,
-            )
-            for t in await self.store.list_tenants()
-        ]
+        return [tenant_info(t) for t in await self.store.list_tenants()]
+
+    def tenant_handlers(self) -> dict[type[ops.Request[Any]], Any]:
+        """The handlers of a tenant's lifecycle: disable, enable, delete."""
+        return Tenants(self.machinery).handlers()
 
     # == quotas ====================================================================
     async def get_tenant(self, req: ops.GetTenant, principal: Principal) -> TenantInfo:
@@ -174,6 +180,8 @@ class Access:
             quotas=quotas,
             usage=usage,
             overrides=overrides,
+            disabled_at=_when(record.disabled_at) if record is not None else None,
+            disabled_by=record.disabled_by if record is not None else None,
         )
 
     # == keys ======================================================================
@@ -263,6 +271,9 @@ class Access:
             raise Unauthenticated()
         if not roles:
             raise Unauthenticated()
+        if record.tenant_disabled_at is not None:
+            log.info("API key %s of %s refused: the tenant is disabled", key_id, record.tenant)
+            raise tenant_disabled(record.tenant)
         if record.last_used_at is None or record.last_used_at < now - TOUCH_EVERY:
             await self.store.touch_api_key(record.tenant, key_id, now, TOUCH_EVERY)
         return Principal(

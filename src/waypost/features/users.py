@@ -9,28 +9,45 @@ out, disabling the user, changing its password or revoking the key ends it at on
 and the roles are always the current ones.
 
 Every refused sign-in is the one `SignInRefused`, and costs about what a good one
-does (an unknown user's password is checked against a stand-in hash), so that
-nobody learns which users exist. Failed sign-ins in a row hold a user back for a
-while (`model/users.py`: after 5, one minute, doubling up to an hour); failures from
-one address are counted in this process too and, past `ADDRESS_FAILURES` in
-`ADDRESS_WINDOW` seconds, refused before any password is checked. Each attempt is
+does (an unknown user's password is checked against a stand-in hash, with the same
+limits as any other), so that nobody learns which users exist. Each attempt is
 logged (tenant, user, address, outcome), never the password or key.
+
+Guessing is bounded before any password is checked (decision 0029):
+
+- **Counted first.** An attempt is counted in the database as a failure before its
+  password is hashed (`Store.reserve_sign_in`), and un-counted if it succeeds; an
+  attempt held back is refused without a hash. So concurrent guesses cannot all pass a
+  check made before any was counted, and every server process counts the same.
+- **By address first.** Failures from one address (an IPv6 address's /64) past
+  `ADDRESS_FAILURES` in `ADDRESS_WINDOW` seconds refuse that address; failures in a row
+  of a user at one address hold that user back *at that address* (after 5, one
+  minute, doubling up to an hour); a user is held back from every address only after
+  `ACCOUNT_FAILURES` in `ACCOUNT_WINDOW`, more than one address can reach under its
+  own holds.
+- **Hashing bounded.** Passwords are hashed on a pool of `HASHERS` threads of the
+  engine's own, never the default pool notifications are sent on; at most
+  `HASHES_WAITING` more wait for it, and a sign-in beyond that is refused at once
+  (`SignInBusy`, 503 with Retry-After) without being counted or hashed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import ipaddress
 import secrets
-from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from waypost.engine.ports import Machinery
 from waypost.errors import (
     ConfigurationError,
     SessionEnded,
+    SignInBusy,
     SignInRefused,
     TenantNotFound,
     Unauthenticated,
@@ -41,23 +58,27 @@ from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role, preview
 from waypost.model.logs import logger
 from waypost.model.users import (
+    ACCOUNT_FAILURES,
+    ACCOUNT_WINDOW,
+    ADDRESS_FAILURES,
+    ADDRESS_WINDOW,
     SESSION_SECONDS,
     NewSession,
     SessionView,
     SignInKind,
+    SignInLimits,
     UserInfo,
-    lock_seconds,
 )
-from waypost.store.accounts import SessionRecord, UserRecord
+from waypost.store.accounts import SessionRecord, SignInAttempt, UserRecord
 from waypost.store.base import Store
 
-from .access import Access, split_key
+from .access import Access, split_key, tenant_disabled
 
 log = logger("waypost.console.access")
+T = TypeVar("T")
 
-ADDRESS_FAILURES = 30  # failed sign-ins from one address ...
-ADDRESS_WINDOW = 900.0  # ... within this many seconds, and it is refused until the window ends
-_ADDRESSES_KEPT = 10_000
+HASHERS = 2  # passwords hashed at once by one engine (argon2id: ~64 MiB and tens of ms each)
+HASHES_WAITING = 8  # sign-ins that may wait for a hasher; more are refused at once
 
 
 @cache
@@ -91,6 +112,12 @@ def password_matches(password_hash: str, password: str) -> bool:
         return False
 
 
+def _check_password(stored: str | None, password: str) -> bool:
+    """(On a hashing thread.) An unknown user's password is checked against the stand-in
+    hash, so that it costs what a known one's does."""
+    return password_matches(stored if stored is not None else _stand_in_hash(), password)
+
+
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -101,6 +128,18 @@ def _when(seconds: float | None) -> datetime | None:
 
 def _roles(names: tuple[str, ...]) -> tuple[Role, ...]:
     return tuple(r for r in Role if r.value in names)
+
+
+def throttled_address(address: str) -> str:
+    """What sign-in throttling counts an address as: itself, or an IPv6 address's /64
+    (one host's share of a network, which it may use every address of)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else ip)
 
 
 def user_info(record: UserRecord) -> UserInfo:
@@ -122,7 +161,14 @@ class Accounts:
     def __init__(self, machinery: Machinery, access: Access) -> None:
         self.machinery = machinery
         self.access = access
-        self._address_failures: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        self._hashing: ThreadPoolExecutor | None = None  # made when first needed
+        self._hashes_in_flight = 0  # hashing or waiting for a hasher (this event loop's)
+
+    def close(self) -> None:
+        """Let the hashing threads go (a hash running finishes first)."""
+        if self._hashing is not None:
+            self._hashing.shutdown(wait=False, cancel_futures=True)
+            self._hashing = None
 
     @property
     def store(self) -> Store:
@@ -150,7 +196,7 @@ class Accounts:
             tenant=principal.tenant,
             name=req.user,
             roles=tuple(Role(r).value for r in req.roles),
-            password_hash=await asyncio.to_thread(hash_password, req.password),
+            password_hash=await self._hash(hash_password, req.password),
             created_at=now,
             created_by=principal.subject,
             disabled_at=None,
@@ -184,7 +230,7 @@ class Accounts:
         log.info("user %s of %s disabled by %s", req.user, principal.tenant, principal.subject)
 
     async def set_password(self, req: ops.SetPassword, principal: Principal) -> None:
-        password_hash = await asyncio.to_thread(hash_password, req.password)
+        password_hash = await self._hash(hash_password, req.password)
         if not await self.store.set_password(
             principal.tenant, req.user, password_hash, self._now()
         ):
@@ -193,55 +239,89 @@ class Accounts:
 
     # == sessions ==================================================================
     async def sign_in(self, req: ops.SignIn, principal: Principal) -> NewSession:
-        now = self._now()
         address = req.address or "-"
-        if self._address_held(address, now):
-            log.warning("sign-in from %s refused: too many failures from there", address)
-            raise SignInRefused()
+        what = "an API key" if req.key is not None else f"user {preview(req.user)}"
         try:
             if req.key is not None:
-                return await self._sign_in_by_key(req.key, now)
+                return await self._sign_in_by_key(req.key, address)
             tenant, user, password = req.tenant or "", req.user or "", req.password or ""
-            return await self._sign_in_by_password(tenant, user, password, now)
+            return await self._sign_in_by_password(tenant, user, password, address)
         except SignInRefused:
-            self._address_failed(address, now)
-            what = "an API key" if req.key is not None else f"user {preview(req.user)}"
             log.warning(
                 "sign-in refused: %s of tenant %s from %s", what, preview(req.tenant), address
             )
             raise
+        except SignInBusy:
+            log.warning("sign-in of %s from %s not tried: too many at once", what, address)
+            raise
 
-    async def _sign_in_by_key(self, key: str, now: float) -> NewSession:
+    async def _reserve(self, attempt: SignInAttempt, now: float) -> None:
+        """Count the attempt before its secret is checked, or refuse it held back."""
+        limits = SignInLimits(
+            address_failures=ADDRESS_FAILURES,
+            address_window=ADDRESS_WINDOW,
+            account_failures=ACCOUNT_FAILURES,
+            account_window=ACCOUNT_WINDOW,
+        )
+        held = await self.store.reserve_sign_in(attempt, limits, now)
+        if held is not None:
+            log.warning("sign-in from %s held back (%s)", attempt.address, held.value)
+            raise SignInRefused()
+
+    async def _sign_in_by_key(self, key: str, address: str) -> NewSession:
+        now = self._now()
+        attempt = SignInAttempt(throttled_address(address))
+        await self._reserve(attempt, now)
         try:
             found = await self.access.authenticate(key)
         except Unauthenticated:
             raise SignInRefused() from None
+        await self.store.settle_sign_in(attempt, now)
         parts = split_key(key)
         assert parts is not None  # authenticate refused any other shape
         return await self._open(found, SignInKind.KEY, parts[0], now)
 
     async def _sign_in_by_password(
-        self, tenant: str, user: str, password: str, now: float
+        self, tenant: str, user: str, password: str, address: str
     ) -> NewSession:
-        record = await self.store.get_user(tenant, user)
-        stored = record.password_hash if record is not None else _stand_in_hash()
-        matches = await asyncio.to_thread(password_matches, stored, password)
-        if record is None:
-            raise SignInRefused()
-        if record.locked_until is not None and record.locked_until > now:
-            log.warning("sign-in of %s in %s refused: held back after failures", user, tenant)
-            raise SignInRefused()
-        if not matches:
-            failures = record.failed_sign_ins + 1
-            hold = lock_seconds(failures)
-            await self.store.record_sign_in(tenant, user, False, now + hold if hold else None)
+        attempt = SignInAttempt(throttled_address(address), tenant, user)
+        self._take_hasher()  # before anything is counted: over the limit, nothing is
+        try:
+            now = self._now()
+            await self._reserve(attempt, now)
+            record = await self.store.get_user(tenant, user)
+            stored = record.password_hash if record is not None else None
+            matches = await self._on_hasher(_check_password, stored, password)
+        finally:
+            self._hashes_in_flight -= 1
+        if record is None or not matches:
             raise SignInRefused()
         if record.disabled_at is not None or not _roles(record.roles):
             raise SignInRefused()
-        if record.failed_sign_ins or record.locked_until is not None:
-            await self.store.record_sign_in(tenant, user, True, None)
+        await self.store.settle_sign_in(attempt, now)
+        if await self._tenant_disabled(tenant):  # told only to who knows the password
+            raise tenant_disabled(tenant)
         principal = Principal(tenant, record.name, frozenset(_roles(record.roles)))
         return await self._open(principal, SignInKind.PASSWORD, record.name, now)
+
+    async def _tenant_disabled(self, tenant: str) -> bool:
+        record, _ = await self.store.tenant_state(tenant)
+        return record is not None and record.disabled_at is not None
+
+    # == hashing on threads of its own ================================================
+    def _take_hasher(self) -> None:
+        if self._hashes_in_flight >= HASHERS + HASHES_WAITING:
+            raise SignInBusy()
+        self._hashes_in_flight += 1
+
+    async def _on_hasher(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._hashing is None:
+            self._hashing = ThreadPoolExecutor(HASHERS, thread_name_prefix="waypost-password")
+        return await asyncio.get_running_loop().run_in_executor(self._hashing, fn, *args)
+
+    async def _hash(self, fn: Callable[..., T], *args: Any) -> T:
+        """An admin's hash (a new password): on the same threads, waiting its turn."""
+        return await self._on_hasher(fn, *args)
 
     async def _open(
         self, principal: Principal, kind: SignInKind, credential: str, now: float
@@ -281,6 +361,8 @@ class Accounts:
                 roles = _roles(key.roles)
         if not roles:
             raise SessionEnded()
+        if record.tenant_disabled:
+            raise tenant_disabled(record.tenant)
         kind = SignInKind(record.kind)
         auth = f"console-{kind.value}"
         credential = f"{'user' if kind is SignInKind.PASSWORD else 'key'}:{record.credential}"
@@ -295,19 +377,3 @@ class Accounts:
     async def sign_out(self, req: ops.SignOut, principal: Principal) -> None:
         if req.token:
             await self.store.end_session(token_hash(req.token), self._now())
-
-    # == failures by address =======================================================
-    def _address_held(self, address: str, now: float) -> bool:
-        count, since = self._address_failures.get(address, (0, now))
-        if now - since > ADDRESS_WINDOW:
-            self._address_failures.pop(address, None)
-            return False
-        return count >= ADDRESS_FAILURES
-
-    def _address_failed(self, address: str, now: float) -> None:
-        count, since = self._address_failures.pop(address, (0, now))
-        if now - since > ADDRESS_WINDOW:
-            count, since = 0, now
-        self._address_failures[address] = (count + 1, since)
-        while len(self._address_failures) > _ADDRESSES_KEPT:
-            self._address_failures.popitem(last=False)

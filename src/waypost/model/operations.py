@@ -59,6 +59,13 @@ from waypost.model.operations_start import (
     StartFields as StartFields,
     check_priority as check_priority,
 )
+from waypost.model.operations_tenants import (
+    TENANT_OPERATIONS,
+    DeleteTenant as DeleteTenant,
+    DisableTenant as DisableTenant,
+    EnableTenant as EnableTenant,
+    platform_only,
+)
 from waypost.model.operations_updates import (
     UPDATE_OPERATIONS,
     Query as Query,
@@ -434,14 +441,6 @@ class MigrateAll(Request[Any]):
 MAX_QUOTAS = 50
 
 
-def _platform_only(principal: Principal, what: str) -> None:
-    """Tenants are the platform operator's: the CLI and the embedded API, never a key."""
-    if not principal.local:
-        raise PermissionDenied(
-            f"only the platform operator (the command line or the embedded API) may {what}"
-        )
-
-
 def _check_quotas(value: Any) -> dict[str, int]:
     if value is None:
         return {}
@@ -471,7 +470,7 @@ class CreateTenant(Request[Any]):
     quotas: Mapping[str, int] | None = None
 
     def checked(self, principal: Principal) -> Request[Any]:
-        _platform_only(principal, "create tenants")
+        platform_only(principal, "create tenants")
         done = super().checked(principal)
         return dataclasses.replace(done, quotas=_check_quotas(self.quotas))  # type: ignore[type-var]
 
@@ -484,7 +483,7 @@ class ListTenants(Request[Any]):
     name = "list tenants"
 
     def checked(self, principal: Principal) -> Request[Any]:
-        _platform_only(principal, "list tenants")
+        platform_only(principal, "list tenants")
         return super().checked(principal)
 
 
@@ -613,7 +612,7 @@ class SetQuotas(Request[Any]):
     quotas: Mapping[str, Any] | None = None
 
     def checked(self, principal: Principal) -> Request[Any]:
-        _platform_only(principal, "change quotas")
+        platform_only(principal, "change quotas")
         done = super().checked(principal)
         changes = check_overrides(self.quotas)
         if not changes:
@@ -770,5 +769,6 @@ OPERATIONS: tuple[type[Request[Any]], ...] = (
     *RUN_PAGE_OPERATIONS,
     *SCHEDULE_OPERATIONS,
     *UPDATE_OPERATIONS,
+    *TENANT_OPERATIONS,
 )
 """Every operation the door serves (a test checks each has a handler and an engine method)."""

@@ -154,6 +154,26 @@ class TenantInfo:
     quotas: dict[str, Any]
     usage: dict[str, int] | None = None
     overrides: dict[str, Any] | None = None
+    disabled_at: datetime | None = None  # disabled since then (`disable_tenant`)
+    disabled_by: str | None = None
+
+    @property
+    def disabled(self) -> bool:
+        return self.disabled_at is not None
+
+
+@dataclass(frozen=True)
+class TenantDeletion:
+    """One batch of a tenant's deletion: the rows it removed by table, and whether the
+    tenant is gone (`done`: its own row removed last, nothing of it left)."""
+
+    tenant: str
+    deleted: dict[str, int]
+    done: bool
+
+    @property
+    def rows(self) -> int:
+        return sum(self.deleted.values())
 
 
 @dataclass(frozen=True)

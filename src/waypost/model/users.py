@@ -102,3 +102,78 @@ def lock_seconds(failures: int) -> float:
     if failures < FAILURES_BEFORE_LOCK:
         return 0.0
     return min(MAX_LOCK_SECONDS, LOCK_SECONDS * 2.0 ** (failures - FAILURES_BEFORE_LOCK))
+
+
+# == sign-in attempts, counted before the password is checked ============================
+ADDRESS_FAILURES = 30  # failed sign-ins from one address (to any user) ...
+ADDRESS_WINDOW = 900.0  # ... within this many seconds, then it is refused until the window ends
+ACCOUNT_FAILURES = 50  # failed sign-ins of one user from all addresses ...
+ACCOUNT_WINDOW = 3600.0  # ... within this many seconds, then it is refused everywhere
+FORGET_AFTER = 86400.0  # an attempts' row untouched this long is forgotten
+
+
+@dataclass(frozen=True)
+class SignInLimits:
+    """How attempts hold sign-ins back. One address holding a user back (after
+    `FAILURES_BEFORE_LOCK` failures in a row, `lock_seconds`) holds it back from that
+    address only; a user is held back from everywhere only after `account_failures` in
+    `account_window`, more than one address can reach under its own holds."""
+
+    address_failures: int = ADDRESS_FAILURES
+    address_window: float = ADDRESS_WINDOW
+    account_failures: int = ACCOUNT_FAILURES
+    account_window: float = ACCOUNT_WINDOW
+    forget_after: float = FORGET_AFTER
+
+
+@dataclass(frozen=True)
+class AttemptCount:
+    """Failed (or still unsettled) attempts of an address, a user at an address, or a
+    user, since `window_start`; `held_until` holds further ones back."""
+
+    failures: int
+    window_start: float
+    held_until: float | None = None
+
+
+class HeldBy(StrEnum):
+    """What a refused attempt was held back by (for the log; the caller is told nothing)."""
+
+    ADDRESS = "address"
+    ACCOUNT = "account"
+    USER_AT_ADDRESS = "user at address"
+
+
+def _in_window(count: AttemptCount, now: float, window: float) -> AttemptCount:
+    if now - count.window_start > window:
+        return AttemptCount(0, now, None)
+    return count
+
+
+def reserve_attempt(
+    address: AttemptCount,
+    account: AttemptCount | None,
+    pair: AttemptCount | None,
+    now: float,
+    limits: SignInLimits,
+) -> HeldBy | tuple[AttemptCount, AttemptCount | None, AttemptCount | None]:
+    """Whether an attempt may go on to check its password, and if so the counts with it
+    counted as a failure already (settled when it succeeds): the address's first, so that
+    one address cannot hold a user back from everywhere."""
+    address = _in_window(address, now, limits.address_window)
+    if address.failures >= limits.address_failures:
+        return HeldBy.ADDRESS
+    if pair is not None and pair.held_until is not None and pair.held_until > now:
+        return HeldBy.USER_AT_ADDRESS
+    if account is not None:
+        account = _in_window(account, now, limits.account_window)
+        if account.failures >= limits.account_failures:
+            return HeldBy.ACCOUNT
+    address = AttemptCount(address.failures + 1, address.window_start)
+    if account is not None:
+        account = AttemptCount(account.failures + 1, account.window_start)
+    if pair is not None:
+        failures = pair.failures + 1
+        hold = lock_seconds(failures)
+        pair = AttemptCount(failures, pair.window_start, now + hold if hold else None)
+    return address, account, pair

@@ -4,15 +4,23 @@ Each call costs a dictionary look-up of the labelled child and its increment: th
 children are made once per label values and kept (prometheus-client's `.labels()`
 builds a tuple and takes a lock each time). Label values are tenant, workflow,
 activity, queue, quota and outcome names: what operators alert on, never a run's data.
+
+Names a tenant chooses (its own name, its workflows', its queues': `TENANT_LABELS`) are
+shown only to a scraper trusted with them. `exposition(by_tenant=False)` answers every
+series with those labels taken out and the series they told apart added up (the
+largest of an age, the earliest of a creation time), so that an open /metrics tells
+how much runs, not whose (see docs/observability.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from waypost.store import Store
 
@@ -24,6 +32,41 @@ TIMER_LAG = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
 FIRE_LAG = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86400)
 APPROVAL_DWELL = (1, 10, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400)
 _END_COUNTERS = {"completed", "failed", "cancelled", "terminated"}
+TENANT_LABELS = frozenset({"tenant", "workflow", "queue"})  # names a tenant chooses
+
+
+def without_tenant_labels(metric: Metric) -> Metric:
+    """`metric` with `TENANT_LABELS` taken out: the samples they told apart added up (an
+    age's largest, a creation time's earliest)."""
+    if not any(TENANT_LABELS & sample.labels.keys() for sample in metric.samples):
+        return metric
+    merged: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for sample in metric.samples:
+        labels = tuple((k, v) for k, v in sample.labels.items() if k not in TENANT_LABELS)
+        key = (sample.name, labels)
+        if key not in merged:
+            merged[key] = sample.value
+        elif sample.name.endswith("_created"):
+            merged[key] = min(merged[key], sample.value)
+        elif metric.name.endswith("_age_seconds"):
+            merged[key] = max(merged[key], sample.value)
+        else:
+            merged[key] = merged[key] + sample.value
+    out = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+    for (name, labels), value in merged.items():
+        out.add_sample(name, dict(labels), value)
+    return out
+
+
+class WithoutTenantLabels(Collector):
+    """Every series of `registry`, with `TENANT_LABELS` taken out."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.registry.collect():
+            yield without_tenant_labels(metric)
 
 
 class Children:
@@ -132,11 +175,13 @@ class Metrics:
         self.gauges = StoreGauges(store, clock, ttl)
         self.registry.register(self.gauges)
 
-    async def exposition(self) -> tuple[bytes, str]:
-        """The text to answer a scrape with, and its content type (on the engine's loop)."""
+    async def exposition(self, *, by_tenant: bool = True) -> tuple[bytes, str]:
+        """The text to answer a scrape with, and its content type (on the engine's loop);
+        without `by_tenant`, no series names a tenant, workflow or queue."""
         if self.gauges is not None:
             await self.gauges.refresh()
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        source = self.registry if by_tenant else WithoutTenantLabels(self.registry)
+        return generate_latest(source), CONTENT_TYPE_LATEST
 
     # -- Observer ------------------------------------------------------------------
     def run_started(self, tenant: str, workflow: str) -> None:

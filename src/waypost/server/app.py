@@ -25,7 +25,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from waypost.client.engine import AsyncEngine
@@ -46,11 +46,20 @@ from . import (
     routes_users,
     schedule_routes,
 )
+from .answers import JsonAnswer
 from .compute import FORWARDED, ComputeProcesses
-from .console.pages import FormUnreadable, SignInNeeded, form_unreadable, sign_in_needed
+from .console.pages import (
+    FormUnreadable,
+    SignInNeeded,
+    TenantClosed,
+    form_unreadable,
+    sign_in_needed,
+    tenant_closed,
+)
 from .console.security import ConsoleSecret
-from .errors import answer, error_body
+from .errors import answer, error_body, logged_path
 from .paths import EncodedSlashes
+from .proxies import AnswerHeaders, ForwardedFor, TrustedProxies
 
 log = logger("waypost.server")
 
@@ -73,6 +82,8 @@ class ServerSettings:
     log_format: str = "text"  # how each process logs (`configure_logging`)
     # The console's cookie key (hex), one for every process of the server; "" draws one.
     console_secret: str = field(default="", repr=False)
+    # Networks of proxies whose X-Forwarded-For/-Proto/-Host are believed (none: no one's).
+    trusted_proxies: list[str] = field(default_factory=list)
     # Processes beside each server process for a tenant's expensive work (compute.py);
     # 0: that work runs in the server process itself, on its compute lane.
     compute_processes: int = 1
@@ -93,9 +104,12 @@ def create_app(
     metrics: Metrics | None = None,
     metrics_token: str | None = None,
     console_secret: ConsoleSecret | None = None,
+    trusted_proxies: TrustedProxies | None = None,
 ) -> FastAPI:
     """The ASGI application serving `engine` (or the one `lifespan` opens); GET /metrics
-    answers from `metrics` (the engine's observer), with `metrics_token` if given."""
+    answers from `metrics` (the engine's observer), with `metrics_token` if given.
+    Requests from `trusted_proxies` are taken as the client their `X-Forwarded-*` headers
+    name (`proxies.py`)."""
     app = FastAPI(
         title="waypost",
         version="1",
@@ -103,6 +117,7 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # the interactive pages load scripts from elsewhere
         redoc_url=None,
+        default_response_class=JsonAnswer,
     )
     if engine is not None:
         app.state.engine = engine
@@ -121,12 +136,15 @@ def create_app(
     app.include_router(console.router())
     app.add_exception_handler(SignInNeeded, sign_in_needed)
     app.add_exception_handler(FormUnreadable, form_unreadable)
+    app.add_exception_handler(TenantClosed, tenant_closed)
     app.add_exception_handler(WaypostError, _waypost_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(EncodedSlashes)
+    app.add_middleware(AnswerHeaders)
+    app.add_middleware(ForwardedFor, proxies=trusted_proxies or TrustedProxies())  # outermost
     return app
 
 
@@ -170,6 +188,7 @@ def app_from_settings(settings: ServerSettings) -> FastAPI:
         metrics=metrics,
         metrics_token=settings.metrics_token,
         console_secret=secret,
+        trusted_proxies=TrustedProxies.parse(settings.trusted_proxies),
     )
 
 
@@ -216,7 +235,7 @@ def _load(apps: list[str]) -> list[Any]:
 async def _waypost_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, WaypostError)
     status, body, headers = answer(exc)
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JsonAnswer(body, status_code=status, headers=headers)
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
@@ -230,10 +249,10 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     ]
     if any(err.get("type") == "json_invalid" for err in exc.errors()):
         what = "the request body is not valid JSON"
-        return JSONResponse(error_body("bad_json", what, {"problems": problems}), status_code=400)
+        return JsonAnswer(error_body("bad_json", what, {"problems": problems}), status_code=400)
     what = "the request is not as the API expects"
     body = error_body("invalid_request", what, {"problems": problems})
-    return JSONResponse(body, status_code=422)
+    return JsonAnswer(body, status_code=422)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -245,12 +264,15 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         # The framework's answer to a body its JSON parser gave up on: bytes that are not
         # UTF-8, or nesting deeper than the parser goes (a RecursionError caught there).
         message = "the request body is not JSON the API can read: UTF-8 text, not nested too deep"
-    return JSONResponse(error_body(code, message), status_code=exc.status_code, headers=exc.headers)
+    return JsonAnswer(error_body(code, message), status_code=exc.status_code, headers=exc.headers)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.error("unexpected %s answering %s %s", type(exc).__name__, request.method, request.url.path)
-    return JSONResponse(error_body("internal", "internal error"), status_code=500)
+    path = logged_path(request.url.path)
+    log.error("unexpected %s answering %s %s", type(exc).__name__, request.method, path)
+    # Sent from outside the middleware that adds these to every other answer.
+    headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
+    return JsonAnswer(error_body("internal", "internal error"), status_code=500, headers=headers)
 
 
 # == request bodies are bounded =========================================================
@@ -274,7 +296,7 @@ class BodyLimit:
             return
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
-            response = JSONResponse(
+            response = JsonAnswer(
                 error_body("too_large", f"the request body is over {self.limit} bytes"),
                 status_code=413,
                 headers={"Connection": "close"},

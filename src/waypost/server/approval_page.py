@@ -8,14 +8,16 @@ spent, expired, revoked, the approval no longer pending) gets one and the same
 page, so the page tells an attacker nothing about which.
 
 The form carries a CSRF token that must match a cookie set with the page
-(SameSite=Strict, HttpOnly): another site cannot make a browser post it. The
+(SameSite=Strict, HttpOnly): another site cannot make a browser post it. A POST whose
+`Origin` (or `Sec-Fetch-Site`) names another site is refused as well, before the
+token is looked at (behind a trusted proxy, the origin is the one the proxy was
+reached at). The
 pages load nothing from elsewhere (a strict Content-Security-Policy) and send
 no Referer, so the credential in the URL does not leak to other sites.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import secrets
 from functools import cache
@@ -27,9 +29,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from waypost.errors import InvalidCredential, WaypostError
+from waypost.features.access import tenant_disabled
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 
+from .answers import HtmlAnswer
+from .console.security import same_origin, same_secret, secure
 from .errors import answer
 
 router = APIRouter(include_in_schema=False)
@@ -62,7 +67,7 @@ def _templates() -> jinja2.Environment:
 
 def _page(name: str, status: int = 200, **values: Any) -> HTMLResponse:
     html = _templates().get_template(name).render(**values)
-    return HTMLResponse(html, status_code=status, headers=HEADERS)
+    return HtmlAnswer(html, status_code=status, headers=HEADERS)
 
 
 @router.get("/static/waypost.css")
@@ -76,8 +81,14 @@ async def stylesheet() -> Response:
 
 
 async def _view(request: Request, credential: str) -> Any:
+    """What the credential may decide; `TenantDisabled` if its tenant is disabled."""
     engine = request.app.state.engine
-    return await engine.execute(ops.ResolveCredential(token=credential), Principal.anonymous())
+    view = await engine.execute(ops.ResolveCredential(token=credential), Principal.anonymous())
+    approver = Principal(view.tenant, view.approver, frozenset({Role.APPROVER}))
+    tenant = await engine.execute(ops.GetTenant(), approver)
+    if tenant.disabled:
+        raise tenant_disabled(view.tenant)
+    return view
 
 
 @router.get("/approve/{credential}")
@@ -95,7 +106,7 @@ async def show(request: Request, credential: str) -> Response:
         csrf,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=secure(request),
         path="/approve/",
         max_age=3600,
     )
@@ -107,7 +118,12 @@ async def confirm(request: Request, credential: str) -> Response:
     form = await request.form()
     sent = form.get("csrf")
     kept = request.cookies.get(CSRF_COOKIE)
-    if not isinstance(sent, str) or not kept or not hmac.compare_digest(sent, kept):
+    if (
+        not same_origin(request)
+        or not isinstance(sent, str)
+        or not kept
+        or not same_secret(sent, kept)
+    ):
         message = (
             "This form could not be checked (it did not come from this page, or your browser "
             "refused its cookie). Nothing was recorded: open the link again."

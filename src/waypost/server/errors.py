@@ -23,9 +23,11 @@ log = logger("waypost.server")
 STATUSES: list[tuple[type[BaseException], int]] = [
     (e.Unauthenticated, 401),
     (e.SignInRefused, 401),
+    (e.SignInBusy, 503),
     (e.SessionEnded, 401),
     (e.WebhookRefused, 401),
     (e.PermissionDenied, 403),
+    (e.TenantDisabled, 403),
     (e.InvalidCredential, 403),
     (e.RunNotFound, 404),
     (e.UserNotFound, 404),
@@ -60,7 +62,21 @@ STATUSES: list[tuple[type[BaseException], int]] = [
 ]
 
 # Seconds a client should wait before trying again, where waiting helps.
-RETRY_AFTER = {e.StoreContention: 1, e.StoreError: 5, e.ComputeUnavailable: 1}
+RETRY_AFTER = {
+    e.StoreContention: 1,
+    e.StoreError: 5,
+    e.ComputeUnavailable: 1,
+    e.SignInBusy: 1,
+}
+
+
+# A path segment that is itself a credential: an approval link's token.
+_CREDENTIAL_PATH = re.compile(r"^(/approve/)[^/]*")
+
+
+def logged_path(path: str) -> str:
+    """`path` as a log line may show it: an approval link's credential is left out."""
+    return _CREDENTIAL_PATH.sub(r"\1[credential]", path)
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """GET /metrics: the engine's series in Prometheus's text format.
 
-Open by default, like most exporters: it names tenants, workflows, activities and
-queues and counts them, but carries no run's data. With a metrics token (`waypost
-server --metrics-token`, or `WAYPOST_METRICS_TOKEN`) a scrape must bring it as a
-bearer token; an API key does not do (the token is the operator's, not a tenant's).
+Without a metrics token it is open, like most exporters, but names no tenant: every
+series is answered without its tenant, workflow and queue labels, added up over them
+(`Metrics.exposition(by_tenant=False)`). With a metrics token (`waypost server
+--metrics-token`, or `WAYPOST_METRICS_TOKEN`) a scrape must bring it as a bearer token,
+and then sees every series by tenant, workflow and queue; an API key does not do (the
+token is the operator's, not a tenant's). No series carries a run's data.
 """
 
 from __future__ import annotations
@@ -35,5 +37,6 @@ async def metrics(request: Request) -> Response:
         if scheme.lower() != "bearer" or not hmac.compare_digest(token_digest(given), wanted):
             refusal = error_body("unauthenticated", "/metrics needs the metrics token")
             return JSONResponse(refusal, 401, headers={"WWW-Authenticate": "Bearer"})
-    body, content_type = await exporter.exposition()
+    # Tenants' names only to the holder of the token.
+    body, content_type = await exporter.exposition(by_tenant=wanted is not None)
     return Response(body, media_type=content_type)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import Depends, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
@@ -25,19 +25,7 @@ from waypost.model.identity import Principal, preview
 from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE
 from waypost.model.wire import event_wire, problems_wire, to_wire
 
-
-class ErrorDetail(BaseModel):
-    code: str = Field(description="The error's kind, stable for clients (snake case).")
-    message: str
-    details: dict[str, Any] = Field(
-        description="What a client acts on: `problems` (each with `path` and `message`), "
-        "`field`, `quota`."
-    )
-
-
-class ErrorBody(BaseModel):
-    error: ErrorDetail
-
+from .bodies import ErrorBody as ErrorBody, ErrorDetail as ErrorDetail, api_router
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": what}
@@ -54,7 +42,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     }.items()
 }
 
-router = APIRouter(responses=_ERRORS)
+router = api_router(responses=_ERRORS)
 _bearer = HTTPBearer(auto_error=False, description="An API key: `waypost keys create`.")
 
 MAX_WAIT = 60.0  # seconds a result request may wait for the run to end
@@ -94,11 +82,11 @@ class _Body(BaseModel):
 class StartBody(_Body):
     workflow: str = Field(description="A workflow's name (code or a published definition).")
     input: Any = Field(default=None, description="The run's input (JSON).")
-    version: str | int | None = Field(default=None, description="Default: the newest.")
+    version: StrictStr | StrictInt | None = Field(default=None, description="Default: the newest.")
     run_id: str | None = Field(
         default=None, description="The run's id; the same id with the same input finds it again."
     )
-    priority: int = Field(
+    priority: StrictInt = Field(
         default=0, description="-1000..1000: claimed before the tenant's lower priorities."
     )
     concurrency_key: str | None = Field(
@@ -612,7 +600,7 @@ class SignalWithStartBody(_Body):
     run_id: str = Field(description="The run to signal, started first if no run has this id.")
     signal: str = Field(description="The signal's name.")
     payload: Any = Field(default=None, description="What the run receives with the signal.")
-    version: str | int | None = Field(default=None, description="Default: the newest.")
+    version: StrictStr | StrictInt | None = Field(default=None, description="Default: the newest.")
 
 
 class WebhookSourceBody(_Body):

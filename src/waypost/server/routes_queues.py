@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from waypost.model import operations_queues as oq
 
 from . import routes
+from .bodies import api_router
 from .routes import Caller, door
 
-router = APIRouter(responses=routes.router.responses)
+router = api_router(responses=routes.router.responses)
 
 
 class QueueBody(BaseModel):

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from waypost.model import operations as ops
 
+from .bodies import api_router
 from .routes import MAX_WAIT, Caller, ErrorBody, door
 
-router = APIRouter(
+router = api_router(
     responses={
         status: {"model": ErrorBody, "description": what}
         for status, what in {

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from waypost.model import operations as ops
 from waypost.model.users import UserInfo
 
+from .bodies import api_router
 from .routes import Caller, ErrorBody, door
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -29,7 +30,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         503: "The database does not answer.",
     }.items()
 }
-router = APIRouter(responses=_ERRORS, tags=["users"])
+router = api_router(responses=_ERRORS, tags=["users"])
 
 
 class _Body(BaseModel):

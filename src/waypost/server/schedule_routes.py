@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from waypost.model import schedules as sch
 
+from .bodies import api_router
 from .routes import Caller, ErrorBody, door
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -26,7 +27,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         503: "The database does not answer.",
     }.items()
 }
-router = APIRouter(responses=_ERRORS, tags=["schedules"])
+router = api_router(responses=_ERRORS, tags=["schedules"])
 
 
 class _Body(BaseModel):
@@ -42,7 +43,7 @@ class ScheduleBody(_Body):
         default=None, description="Or: an interval in seconds."
     )
     input: Any = Field(default=None, description="Each run's input (JSON).")
-    version: str | int | None = Field(default=None, description="Default: the newest.")
+    version: StrictStr | StrictInt | None = Field(default=None, description="Default: the newest.")
     overlap: str = Field(default="skip", description="skip, buffer_one, allow_all, cancel_previous")
     catchup: str = Field(default="last", description="none, last or all (within catchup_window)")
     catchup_window: StrictFloat | StrictInt = Field(

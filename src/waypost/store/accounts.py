@@ -5,6 +5,10 @@ A user is kept with its argon2 password hash, never the password; a session with
 SHA-256 of its token, never the token. Every read and change of a user is scoped by
 its tenant. A session is found by its token's hash (that is how its tenant is learnt),
 with its user's or API key's row, so that a disabled user or a revoked key ends it.
+
+Sign-in attempts are counted here, before a password is checked (`reserve_sign_in`),
+so that every server process counts them and concurrent guesses cannot all pass a
+check made before any of them was counted.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from waypost.model.quotas import Quotas
+from waypost.model.users import HeldBy, SignInLimits
 
 from .rows import ApiKeyRecord
 
@@ -45,6 +50,26 @@ class SessionRecord:
     expires_at: float
     user: UserRecord | None
     key: ApiKeyRecord | None
+    tenant_disabled: bool = False
+
+
+@dataclass(frozen=True)
+class SignInAttempt:
+    """Who tries to sign in, from where: `user` is None for an API key (counted by its
+    address only). `address` is what throttling goes by (an IPv6 address's /64)."""
+
+    address: str
+    tenant: str = ""
+    user: str | None = None
+
+    def keys(self) -> list[dict[str, str]]:
+        """The attempts' rows it counts in, in the order they are locked: the address's,
+        the user's from everywhere, the user's at the address."""
+        rows = [{"tenant": "", "user_name": "", "address": self.address}]
+        if self.user is not None:
+            rows.append({"tenant": self.tenant, "user_name": self.user, "address": ""})
+            rows.append({"tenant": self.tenant, "user_name": self.user, "address": self.address})
+        return rows
 
 
 class AccountStore(Protocol):
@@ -77,6 +102,19 @@ class AccountStore(Protocol):
     ) -> None:
         """Count a failed sign-in of a user (and hold it back until `locked_until`), or
         clear the count after a success."""
+        ...
+
+    async def reserve_sign_in(
+        self, attempt: SignInAttempt, limits: SignInLimits, now: float
+    ) -> HeldBy | None:
+        """Count an attempt as a failure before its password is checked (None), or say
+        what holds it back (nothing counted). Rows untouched for `limits.forget_after`
+        are forgotten."""
+        ...
+
+    async def settle_sign_in(self, attempt: SignInAttempt, now: float) -> None:
+        """An attempt reserved before succeeded: it is no failure of its address or user,
+        and the user's failures in a row at that address are cleared."""
         ...
 
     async def create_session(self, session: SessionRecord) -> None: ...

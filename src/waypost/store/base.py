@@ -49,6 +49,7 @@ from .rows import (
     TenantRecord as TenantRecord,
 )
 from .schedules import ScheduleStore
+from .tenants import TenantStore
 from .webhooks import WebhookSourceRecord as WebhookSourceRecord, WebhookStore
 
 
@@ -392,7 +393,14 @@ class DeliveryResult:
 
 
 class Store(
-    AccountStore, ScheduleStore, ChildStore, QueueStore, AuditStore, WebhookStore, Protocol
+    AccountStore,
+    ScheduleStore,
+    ChildStore,
+    QueueStore,
+    AuditStore,
+    WebhookStore,
+    TenantStore,
+    Protocol,
 ):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 

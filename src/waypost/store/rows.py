@@ -177,6 +177,8 @@ class TenantRecord:
     created_at: float
     created_by: str
     quotas: dict[str, Any]
+    disabled_at: float | None = None
+    disabled_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +214,7 @@ class ApiKeyRecord:
     revoked_at: float | None
     revoked_by: str | None
     last_used_at: float | None
+    tenant_disabled_at: float | None = None  # read with the key when it authenticates
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from waypost.model.chain import PLAIN, Chain
 from waypost.model.encryption import Keys
 
 from . import transactions as txn
-from .transactions import schedules, search, users
+from .transactions import schedules, search, tenants, users
 from .tx import Tx
 
 P = ParamSpec("P")
@@ -147,6 +147,12 @@ class SqlStore:
     disable_user = write(users.disable_user)
     set_password = write(users.set_password)
     record_sign_in = write(users.record_sign_in)
+    reserve_sign_in = write(users.reserve_sign_in)
+    # -- a tenant's lifecycle ------------------------------------------------------
+    disable_tenant = write(tenants.disable_tenant)
+    enable_tenant = write(tenants.enable_tenant)
+    delete_tenant_rows = write(tenants.delete_tenant_rows)
+    settle_sign_in = write(users.settle_sign_in)
     create_session = write(users.create_session)
     get_session = read(users.get_session)
     end_session = write(users.end_session)

@@ -19,10 +19,11 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from waypost.client.engine import AsyncEngine
-from waypost.errors import InvalidRequest, SessionEnded, WaypostError
+from waypost.errors import InvalidRequest, SessionEnded, TenantDisabled, WaypostError
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, preview
 
+from ..answers import HtmlAnswer
 from ..errors import answer
 from . import filters
 from .security import SESSION_COOKIE, ConsoleSecret, same_origin
@@ -100,6 +101,20 @@ async def form_unreadable(request: Request, exc: Exception) -> Response:
     )
 
 
+class TenantClosed(Exception):
+    """The session's tenant is disabled: every page and form answers 403, nothing done."""
+
+
+async def tenant_closed(request: Request, exc: Exception) -> Response:
+    return page(
+        "console/message.html",
+        None,
+        status=403,
+        title="Tenant disabled",
+        message=f"Nothing was done: {exc}.",
+    )
+
+
 class SignInNeeded(Exception):
     """No live session: the browser is sent to the sign-in page (and back after)."""
 
@@ -143,6 +158,8 @@ async def visit_of(request: Request) -> Visit | None:
         )
     except SessionEnded:
         return None
+    except TenantDisabled as exc:
+        raise TenantClosed(str(exc)) from None
     return Visit(view.principal, token, secret.csrf_of(token), view.kind.value)
 
 
@@ -197,7 +214,7 @@ def page(
     values.setdefault("notice", "")
     values.setdefault("notice_kind", "ok")
     html = templates().get_template(name).render(visit=visit, ops=ops, nav=nav, **values)
-    return HTMLResponse(html, status_code=status, headers=HEADERS)
+    return HtmlAnswer(html, status_code=status, headers=HEADERS)
 
 
 def refusal(exc: WaypostError) -> tuple[int, str]:

@@ -7,7 +7,8 @@ https, and lives as long as the session. Only the token's SHA-256 is stored
 (`features/users.py`).
 
 Every form carries the session's CSRF token: an HMAC of the session's token under the
-secret, so one per session, compared with `hmac.compare_digest`; a POST without the
+secret, so one per session, compared with `hmac.compare_digest` as UTF-8 bytes (`same_secret`:
+a cookie or field of any text is refused, never an error); a POST without the
 right one is refused (403) before anything is done. The sign-in form, before any
 session, carries a random token that must match a cookie set with the form. A POST
 whose `Origin` (or `Sec-Fetch-Site`) says it came from another site is refused too.
@@ -64,7 +65,7 @@ class ConsoleSecret:
         if not cookie or len(cookie) > 200 or "." not in cookie:
             return None
         token, _, mac = cookie.rpartition(".")
-        if not token or not hmac.compare_digest(mac, self._mac("cookie", token)):
+        if not token or not same_secret(mac, self._mac("cookie", token)):
             return None
         return token
 
@@ -72,7 +73,16 @@ class ConsoleSecret:
         return self._mac("csrf", token)
 
     def csrf_matches(self, token: str, sent: object) -> bool:
-        return isinstance(sent, str) and hmac.compare_digest(sent, self.csrf_of(token))
+        return isinstance(sent, str) and same_secret(sent, self.csrf_of(token))
+
+
+def same_secret(given: str, kept: str) -> bool:
+    """Whether a secret a browser sent (a cookie, a form's token) is the one kept, compared in
+    constant time as UTF-8 bytes: text of any characters (a cookie's non-ASCII bytes, a
+    field's lone surrogate) is simply not equal."""
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), kept.encode("utf-8", "surrogatepass")
+    )
 
 
 def new_secret_text() -> str:

@@ -6,12 +6,18 @@ exists yet to derive one from), and every refusal shows one and the same message
 
 from __future__ import annotations
 
-import hmac
+import math
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
-from waypost.errors import InvalidRequest, SignInRefused, WaypostError
+from waypost.errors import (
+    InvalidRequest,
+    SignInBusy,
+    SignInRefused,
+    TenantDisabled,
+    WaypostError,
+)
 from waypost.model import operations as ops
 from waypost.model.identity import Principal
 from waypost.model.users import SESSION_SECONDS
@@ -27,10 +33,18 @@ from .pages import (
     secret_of,
     visit_of,
 )
-from .security import SESSION_COOKIE, SIGNIN_COOKIE, same_origin, secure, signin_token
+from .security import (
+    SESSION_COOKIE,
+    SIGNIN_COOKIE,
+    same_origin,
+    same_secret,
+    secure,
+    signin_token,
+)
 
 router = APIRouter(include_in_schema=False)
 
+BUSY = "The console is checking many sign-ins at once: try again in a moment."
 REFUSED = (
     "Sign-in refused: the tenant, user name, password or API key is not right, or the "
     "account cannot sign in now."
@@ -84,7 +98,7 @@ async def sign_in(request: Request) -> Response:
         not same_origin(request)
         or not isinstance(sent, str)
         or not kept
-        or not hmac.compare_digest(sent, kept)
+        or not same_secret(sent, kept)
     ):
         return _form(request, status=403, error=CSRF_REFUSED, next_path=next_path)
     key = _field(form, "key")
@@ -104,6 +118,12 @@ async def sign_in(request: Request) -> Response:
         )
     except (SignInRefused, InvalidRequest):
         return _form(request, status=401, error=REFUSED, next_path=next_path)
+    except TenantDisabled as exc:
+        return _form(request, status=403, error=f"{exc}.", next_path=next_path)
+    except SignInBusy:
+        busy = _form(request, status=503, error=BUSY, next_path=next_path)
+        busy.headers["Retry-After"] = str(math.ceil(SignInBusy.retry_after))
+        return busy
     except WaypostError:
         return _form(request, status=503, error="The console cannot sign in now; try again.")
     response = RedirectResponse(next_path, status_code=303)

@@ -10,6 +10,7 @@ leave one row and every other creator is told it exists.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -35,6 +36,8 @@ def list_tenants(tx: Tx) -> list[TenantRecord]:
             created_at=row["created_at"],
             created_by=row["created_by"],
             quotas=_json_object(row["quotas"]),
+            disabled_at=row["disabled_at"],
+            disabled_by=row["disabled_by"],
         )
         for row in tx.all("list_tenants", {})
     ]
@@ -82,7 +85,10 @@ def api_key_to_authenticate(tx: Tx, key_id: str) -> tuple[ApiKeyRecord | None, f
     row = tx.one("api_key_to_authenticate", {"key_id": key_id})
     clock = tx.one("clock", {})
     assert clock is not None
-    return (api_key_from_row(row) if row is not None else None), float(clock["now"])
+    if row is None:
+        return None, float(clock["now"])
+    key = dataclasses.replace(api_key_from_row(row), tenant_disabled_at=row["tenant_disabled_at"])
+    return key, float(clock["now"])
 
 
 def touch_api_key(tx: Tx, tenant: str, key_id: str, now: float, every: float) -> None:

@@ -220,6 +220,8 @@ def set_quotas(tx: Tx, tenant: str, changes: Mapping[str, Any]) -> TenantRecord 
         created_at=row["created_at"],
         created_by=row["created_by"],
         quotas=quotas,
+        disabled_at=row["disabled_at"],
+        disabled_by=row["disabled_by"],
     )
 
 
@@ -229,4 +231,6 @@ def tenant_record(row: Row) -> TenantRecord:
         created_at=row["created_at"],
         created_by=row["created_by"],
         quotas=json_object(row["quotas"]),
+        disabled_at=row["disabled_at"],
+        disabled_by=row["disabled_by"],
     )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from waypost.model.events import canonical_json
 from waypost.model.quotas import Quotas
+from waypost.model.users import AttemptCount, HeldBy, SignInLimits, reserve_attempt
 
-from ..accounts import SessionRecord, UserRecord
+from ..accounts import SessionRecord, SignInAttempt, UserRecord
 from ..tx import Row, Tx
 from .access import api_key_from_row, roles_from_text
 from .identities import refuse_taken
@@ -58,6 +59,7 @@ def set_password(tx: Tx, tenant: str, name: str, password_hash: str, now: float)
     if tx.run("set_password", {**key, "password_hash": password_hash, "now": now}) != 1:
         return False
     tx.run("end_user_sessions", {**key, "now": now})
+    tx.run("forget_user_sign_in_attempts", key)  # a new password: the holds start over
     return True
 
 
@@ -69,6 +71,46 @@ def record_sign_in(
         tx.run("clear_sign_in_failures", key)
     else:
         tx.run("count_sign_in_failure", {**key, "locked_until": locked_until})
+
+
+def reserve_sign_in(
+    tx: Tx, attempt: SignInAttempt, limits: SignInLimits, now: float
+) -> HeldBy | None:
+    tx.run("forget_sign_in_attempts", {"before": now - limits.forget_after})
+    keys = attempt.keys()
+    for key in keys:
+        tx.run("insert_sign_in_attempt", {**key, "now": now})
+    counts = []
+    for key in keys:  # locked in one order by every attempt (PostgreSQL: FOR UPDATE)
+        row = tx.one("lock_sign_in_attempt", key)
+        assert row is not None  # inserted above if it was not there
+        counts.append(AttemptCount(row["failures"], row["window_start"], row["held_until"]))
+    account, pair = (counts[1], counts[2]) if attempt.user is not None else (None, None)
+    decided = reserve_attempt(counts[0], account, pair, now, limits)
+    if isinstance(decided, HeldBy):
+        return decided
+    for key, count in zip(keys, decided, strict=False):
+        assert count is not None
+        tx.run(
+            "update_sign_in_attempt",
+            {
+                **key,
+                "failures": count.failures,
+                "window_start": count.window_start,
+                "held_until": count.held_until,
+                "now": now,
+            },
+        )
+    return None
+
+
+def settle_sign_in(tx: Tx, attempt: SignInAttempt, now: float) -> None:
+    address, *user_rows = attempt.keys()
+    tx.run("uncount_sign_in_attempt", {**address, "now": now})
+    if user_rows:
+        account, pair = user_rows
+        tx.run("uncount_sign_in_attempt", {**account, "now": now})
+        tx.run("delete_sign_in_attempt", pair)
 
 
 def create_session(tx: Tx, session: SessionRecord) -> None:
@@ -98,6 +140,7 @@ def get_session(tx: Tx, token_hash: str) -> SessionRecord | None:
     else:
         found = tx.one("api_key_to_authenticate", {"key_id": row["credential"]})
         key = api_key_from_row(found) if found is not None else None
+    status = tx.one("tenant_disabled_at", {"tenant": row["tenant"]})
     return SessionRecord(
         token_hash=row["token_hash"],
         tenant=row["tenant"],
@@ -108,6 +151,7 @@ def get_session(tx: Tx, token_hash: str) -> SessionRecord | None:
         expires_at=row["expires_at"],
         user=user,
         key=key,
+        tenant_disabled=status is not None and status["disabled_at"] is not None,
     )
 
 

@@ -1,4 +1,4 @@
--- waypost schema, version 18 (SQLite): the rows beside a history carry a check under the
+-- waypost schema, version 17 (SQLite): the rows beside a history carry a check under the
 -- chain key (decision 0030). A run's `input_mac` covers its workflow and input, its
 -- `state_mac` its status, result and error; an approval's `mac` its data, policy and
 -- what it asks. Rows written before have none (NULL): read only where the chain

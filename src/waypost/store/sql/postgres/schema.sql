@@ -242,7 +242,9 @@ CREATE TABLE tenants (
     tenant     text PRIMARY KEY,
     created_at double precision NOT NULL,
     created_by text NOT NULL,
-    quotas     text NOT NULL DEFAULT '{}'
+    quotas     text NOT NULL DEFAULT '{}',
+    disabled_at double precision,
+    disabled_by text
 );
 
 CREATE TABLE api_keys (
@@ -416,3 +418,18 @@ CREATE TABLE queues (
     worker_concurrency integer,
     PRIMARY KEY (tenant, name)
 );
+
+-- Sign-in attempts, counted before a password is checked (migration 19): per address
+-- (tenant and user_name ''), per user at an address, per user from everywhere (address '').
+CREATE TABLE sign_in_attempts (
+    tenant       text             NOT NULL,
+    user_name    text             NOT NULL,
+    address      text             NOT NULL,
+    failures     integer          NOT NULL DEFAULT 0,
+    window_start double precision NOT NULL,
+    held_until   double precision,
+    updated_at   double precision NOT NULL,
+    PRIMARY KEY (tenant, user_name, address)
+);
+
+CREATE INDEX sign_in_attempts_by_age ON sign_in_attempts (updated_at);

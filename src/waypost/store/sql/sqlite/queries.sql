@@ -235,7 +235,10 @@ WHERE tenant = :tenant AND run_id = :run_id AND step = :step AND status = 'pendi
 DELETE FROM timers WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: next_timer_at
-SELECT min(fire_at) AS next_fire_at FROM timers WHERE status = 'pending';
+SELECT min(fire_at) AS next_fire_at FROM timers
+WHERE status = 'pending'
+  -- a disabled tenant's timers wait: they would otherwise always be due
+  AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = timers.tenant AND d.disabled_at IS NOT NULL);
 
 -- name: fair_tenants
 -- The tenants with ready tasks of a kind, in name order after :after, at most :tenants,
@@ -254,6 +257,7 @@ WITH RECURSIVE found(tenant, n) AS (
 SELECT found.tenant AS tenant, tenants.quotas AS quotas
 FROM found LEFT JOIN tenants ON tenants.tenant = found.tenant
 WHERE found.tenant IS NOT NULL
+  AND tenants.disabled_at IS NULL  -- a disabled tenant's tasks are not claimed
 ORDER BY found.n;
 
 -- name: claim_workflow_tasks_of_tenant
@@ -279,6 +283,7 @@ UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, visible_at
 WHERE (tenant, run_id, kind, step) IN (
     SELECT tenant, run_id, kind, step FROM tasks
     WHERE kind = 'workflow' AND state = 'leased' AND visible_at <= :now
+      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = tasks.tenant AND d.disabled_at IS NOT NULL)
       AND visible_at <= :now - min(:backoff_most, :backoff * lapses * lapses)
       AND queue IN (SELECT value FROM json_each(:queues))
     ORDER BY visible_at
@@ -571,6 +576,7 @@ ON CONFLICT DO NOTHING;
 UPDATE outbox SET owner = :owner, visible_at = :lease_until, attempts = attempts + 1
 WHERE id IN (
     SELECT id FROM outbox WHERE status = 'pending' AND visible_at <= :now
+      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = outbox.tenant AND d.disabled_at IS NOT NULL)
     ORDER BY visible_at LIMIT :limit)
 RETURNING id, tenant, kind, payload, attempts;
 
@@ -629,7 +635,8 @@ ON CONFLICT DO NOTHING;
 SELECT tenant FROM tenants WHERE tenant = :tenant;
 
 -- name: list_tenants
-SELECT tenant, created_at, created_by, quotas FROM tenants ORDER BY tenant;
+SELECT tenant, created_at, created_by, quotas, disabled_at, disabled_by FROM tenants
+ORDER BY tenant;
 
 -- name: insert_api_key
 INSERT INTO api_keys (key_id, tenant, principal, roles, secret_hash, created_at, created_by,
@@ -656,7 +663,8 @@ WHERE tenant = :tenant AND key_id = :key_id AND revoked_at IS NULL;
 -- The one lookup not scoped by a tenant: it is how the tenant of a key is learnt. A key of a
 -- tenant that no longer exists is not found.
 SELECT k.key_id, k.tenant, k.principal, k.roles, k.secret_hash, k.created_at, k.created_by,
-       k.expires_at, k.revoked_at, k.revoked_by, k.last_used_at
+       k.expires_at, k.revoked_at, k.revoked_by, k.last_used_at,
+       t.disabled_at AS tenant_disabled_at
 FROM api_keys k JOIN tenants t ON t.tenant = k.tenant
 WHERE k.key_id = :key_id;
 
@@ -710,10 +718,12 @@ DELETE FROM webhook_deliveries WHERE tenant = :tenant AND source = :source;
 
 -- name: webhook_source_by_url_id
 -- The one lookup not scoped by a tenant: the webhook's URL names only the source's
--- url_id, which is how its tenant is learnt.
+-- url_id, which is how its tenant is learnt. A disabled tenant's source is not found.
 SELECT tenant, source, url_id, signal, corr_key, corr_path, tolerance, secret, created_at,
        created_by
-FROM webhook_sources WHERE url_id = :url_id;
+FROM webhook_sources WHERE url_id = :url_id
+  AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = webhook_sources.tenant
+                    AND d.disabled_at IS NOT NULL);
 
 -- name: reseal_webhook_secret
 UPDATE webhook_sources SET secret = :new
@@ -739,10 +749,12 @@ WHERE tenant = :tenant AND source = :source AND received_at < :before;
 -- == quotas ==============================================================================
 
 -- name: tenant_row
-SELECT tenant, created_at, created_by, quotas FROM tenants WHERE tenant = :tenant;
+SELECT tenant, created_at, created_by, quotas, disabled_at, disabled_by FROM tenants
+WHERE tenant = :tenant;
 
 -- name: lock_tenant_row
-SELECT tenant, created_at, created_by, quotas FROM tenants WHERE tenant = :tenant;
+SELECT tenant, created_at, created_by, quotas, disabled_at, disabled_by FROM tenants
+WHERE tenant = :tenant;
 
 -- name: set_tenant_quotas
 UPDATE tenants SET quotas = :quotas WHERE tenant = :tenant;
@@ -1068,6 +1080,143 @@ FROM console_sessions WHERE token_hash = :token_hash AND ended_at IS NULL;
 -- name: end_session
 UPDATE console_sessions SET ended_at = :now WHERE token_hash = :token_hash AND ended_at IS NULL;
 
+-- == sign-in attempts (counted before a password is checked) ==========================
+
+-- name: forget_sign_in_attempts
+DELETE FROM sign_in_attempts WHERE updated_at < :before;
+
+-- name: insert_sign_in_attempt
+INSERT INTO sign_in_attempts (tenant, user_name, address, failures, window_start, updated_at)
+VALUES (:tenant, :user_name, :address, 0, :now, :now)
+ON CONFLICT DO NOTHING;
+
+-- name: lock_sign_in_attempt
+SELECT failures, window_start, held_until FROM sign_in_attempts
+WHERE tenant = :tenant AND user_name = :user_name AND address = :address;
+
+-- name: update_sign_in_attempt
+UPDATE sign_in_attempts
+SET failures = :failures, window_start = :window_start, held_until = :held_until,
+    updated_at = :now
+WHERE tenant = :tenant AND user_name = :user_name AND address = :address;
+
+-- name: uncount_sign_in_attempt
+-- An attempt that succeeded was counted as a failure when it was reserved.
+UPDATE sign_in_attempts SET failures = failures - 1, updated_at = :now
+WHERE tenant = :tenant AND user_name = :user_name AND address = :address AND failures > 0;
+
+-- name: delete_sign_in_attempt
+DELETE FROM sign_in_attempts
+WHERE tenant = :tenant AND user_name = :user_name AND address = :address;
+
+-- name: forget_user_sign_in_attempts
+DELETE FROM sign_in_attempts WHERE tenant = :tenant AND user_name = :name;
+
+-- == a tenant's lifecycle: disabled, enabled, deleted ==================================
+
+-- name: disable_tenant
+UPDATE tenants SET disabled_at = :now, disabled_by = :by
+WHERE tenant = :tenant AND disabled_at IS NULL;
+
+-- name: enable_tenant
+UPDATE tenants SET disabled_at = NULL, disabled_by = NULL WHERE tenant = :tenant;
+
+-- name: tenant_disabled_at
+SELECT disabled_at FROM tenants WHERE tenant = :tenant;
+
+-- name: delete_tenant_row
+DELETE FROM tenants WHERE tenant = :tenant AND disabled_at IS NOT NULL;
+
+-- Each of a disabled tenant's tables, a batch at a time (by primary key, so that a batch
+-- is one index range however the table is kept).
+
+-- name: delete_tenant_events
+DELETE FROM events WHERE tenant = :tenant AND (tenant, run_id, seq) IN (
+    SELECT tenant, run_id, seq FROM events WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_tasks
+DELETE FROM tasks WHERE tenant = :tenant AND (tenant, run_id, kind, step) IN (
+    SELECT tenant, run_id, kind, step FROM tasks WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_timers
+DELETE FROM timers WHERE tenant = :tenant AND (tenant, run_id, step) IN (
+    SELECT tenant, run_id, step FROM timers WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_correlations
+DELETE FROM correlations WHERE tenant = :tenant AND (tenant, run_id, step) IN (
+    SELECT tenant, run_id, step FROM correlations WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_approval_votes
+DELETE FROM approval_votes WHERE tenant = :tenant AND (tenant, approval_id, principal) IN (
+    SELECT tenant, approval_id, principal FROM approval_votes WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_approval_refusals
+DELETE FROM approval_refusals WHERE tenant = :tenant AND (tenant, approval_id, principal, reason) IN (
+    SELECT tenant, approval_id, principal, reason FROM approval_refusals WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_approval_credentials
+DELETE FROM approval_credentials WHERE tenant = :tenant AND (tenant, credential_id) IN (
+    SELECT tenant, credential_id FROM approval_credentials WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_approvals
+DELETE FROM approvals WHERE tenant = :tenant AND (tenant, approval_id) IN (
+    SELECT tenant, approval_id FROM approvals WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_runs
+DELETE FROM runs WHERE tenant = :tenant AND (tenant, run_id) IN (
+    SELECT tenant, run_id FROM runs WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_purged_runs
+DELETE FROM purged_runs WHERE tenant = :tenant AND (tenant, run_id) IN (
+    SELECT tenant, run_id FROM purged_runs WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_outbox
+DELETE FROM outbox WHERE tenant = :tenant AND (id) IN (
+    SELECT id FROM outbox WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_schedules
+DELETE FROM schedules WHERE tenant = :tenant AND (tenant, schedule_id) IN (
+    SELECT tenant, schedule_id FROM schedules WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_definitions
+DELETE FROM definitions WHERE tenant = :tenant AND (tenant, name, version) IN (
+    SELECT tenant, name, version FROM definitions WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_group_members
+DELETE FROM group_members WHERE tenant = :tenant AND (tenant, group_name, principal) IN (
+    SELECT tenant, group_name, principal FROM group_members WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_queues
+DELETE FROM queues WHERE tenant = :tenant AND (tenant, name) IN (
+    SELECT tenant, name FROM queues WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_webhook_deliveries
+DELETE FROM webhook_deliveries WHERE tenant = :tenant AND (source, delivery_id) IN (
+    SELECT source, delivery_id FROM webhook_deliveries WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_webhook_sources
+DELETE FROM webhook_sources WHERE tenant = :tenant AND (source) IN (
+    SELECT source FROM webhook_sources WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_console_sessions
+DELETE FROM console_sessions WHERE tenant = :tenant AND (token_hash) IN (
+    SELECT token_hash FROM console_sessions WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_users
+DELETE FROM users WHERE tenant = :tenant AND (tenant, name) IN (
+    SELECT tenant, name FROM users WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_api_keys
+DELETE FROM api_keys WHERE tenant = :tenant AND (key_id) IN (
+    SELECT key_id FROM api_keys WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_sign_in_attempts
+DELETE FROM sign_in_attempts WHERE tenant = :tenant AND (tenant, user_name, address) IN (
+    SELECT tenant, user_name, address FROM sign_in_attempts WHERE tenant = :tenant LIMIT :limit);
+
+-- name: delete_tenant_tenant_admission
+DELETE FROM tenant_admission WHERE tenant = :tenant;
+
 -- == pages of runs: versions, search, counts ===========================================
 
 -- name: page_runs_by_workflow_version
@@ -1182,6 +1331,7 @@ WHERE tenant = :tenant AND schedule_id = :schedule_id;
 -- name: due_schedules
 SELECT * FROM schedules
 WHERE paused = 0 AND (next_fire_at <= :now OR buffered_fire_at IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = schedules.tenant AND d.disabled_at IS NOT NULL)
 ORDER BY next_fire_at
 LIMIT :limit;
 
@@ -1380,6 +1530,7 @@ RETURNING tasks.tenant, tasks.run_id, tasks.kind, tasks.step, tasks.fence, tasks
 UPDATE timers SET status = 'fired'
 WHERE (tenant, run_id, step) IN (SELECT tenant, run_id, step FROM timers
                                  WHERE status = 'pending' AND fire_at <= :now
+                                   AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = timers.tenant AND d.disabled_at IS NOT NULL)
                                  ORDER BY fire_at LIMIT :limit)
 RETURNING tenant, run_id, step, generation, fire_at;
 

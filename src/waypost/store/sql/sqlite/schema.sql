@@ -242,6 +242,8 @@ CREATE TABLE tenants (
     created_at REAL NOT NULL,
     created_by TEXT NOT NULL,
     quotas     TEXT NOT NULL DEFAULT '{}'
+    -- added by migration 19 (ALTER TABLE writes them so): when and by whom it was disabled
+    , disabled_at REAL, disabled_by TEXT
 ) WITHOUT ROWID;
 
 CREATE TABLE api_keys (
@@ -415,3 +417,18 @@ CREATE TABLE queues (
     worker_concurrency INTEGER,
     PRIMARY KEY (tenant, name)
 ) WITHOUT ROWID;
+
+-- Sign-in attempts, counted before a password is checked (migration 19): per address
+-- (tenant and user_name ''), per user at an address, per user from everywhere (address '').
+CREATE TABLE sign_in_attempts (
+    tenant       TEXT    NOT NULL,
+    user_name    TEXT    NOT NULL,
+    address      TEXT    NOT NULL,
+    failures     INTEGER NOT NULL DEFAULT 0,
+    window_start REAL    NOT NULL,
+    held_until   REAL,
+    updated_at   REAL    NOT NULL,
+    PRIMARY KEY (tenant, user_name, address)
+) WITHOUT ROWID;
+
+CREATE INDEX sign_in_attempts_by_age ON sign_in_attempts (updated_at);
