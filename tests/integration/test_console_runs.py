@@ -57,10 +57,23 @@ async def buggy(ctx: wp.WorkflowContext) -> None:
     raise KeyError("a bug in the workflow code")
 
 
+@wp.activity
+def tick_console(ctx: wp.ActivityContext, i: int) -> int:
+    return i
+
+
+@wp.workflow(name="long_runs")
+async def long_run(ctx: wp.WorkflowContext, steps: int) -> int:
+    for i in range(steps):
+        await ctx.run(tick_console, i)
+    await ctx.wait_signal("finish")
+    return steps
+
+
 @pytest.fixture
 def site(make_engine: Any, serve: Any) -> Iterator[dict[str, Any]]:
     attempts.clear()
-    engine = make_engine(waits, waits_v2, steps, flaky_console, buggy)
+    engine = make_engine(waits, waits_v2, steps, flaky_console, buggy, long_run, tick_console)
     with engine.running():
         base = serve(engine)
         keys = {
@@ -381,3 +394,35 @@ def test_a_finished_run_offers_a_fork_and_not_a_terminate(site: dict[str, Any]) 
     new = re.search(r"Fork: done\. The new run is ([^ <]+)\.", forked.text)
     assert new is not None
     assert engine.get(new.group(1), tenant="acme").workflow == "steps_runs"
+
+
+def test_a_long_history_is_shown_a_window_at_a_time(site: dict[str, Any]) -> None:
+    engine = site["engine"]
+    run = engine.start(long_run, 700, tenant="acme", run_id="long-1")
+    eventually(lambda: engine.get("long-1", tenant="acme").status.value == "waiting", timeout=60)
+    last = engine.get("long-1", tenant="acme").last_seq
+    assert last > 1400
+    b = signed_in(site)
+
+    def seqs(html: str) -> list[int]:
+        return [int(n) for n in re.findall(r'<tr><td><a href="\?at=(\d+)#replay">', html)]
+
+    newest = b.get(f"/runs/{run.run_id}").text
+    shown = seqs(newest)
+    # The run's first event, then the newest 500: never the whole history.
+    assert shown[0] == 1 and shown[1] == last - 499 and shown[-1] == last
+    assert len(shown) == 501
+    assert f"Events {last - 499} to {last} of {last}" in newest
+    assert f"events 2 to {last - 500} not shown" in newest
+    assert f'href="?after={last - 1000}#history" rel="prev">Older events' in newest
+
+    oldest = b.get(f"/runs/{run.run_id}?after=0").text
+    assert seqs(oldest) == list(range(1, 501))
+    assert 'href="?after=500#history" rel="next">Newer events' in oldest
+
+    # The replay view of an old event reads the window around it.
+    replayed = b.get(f"/runs/{run.run_id}?at=300").text
+    assert "Replay: after event 300" in replayed
+    assert 300 in seqs(replayed) and last not in seqs(replayed)
+    engine.signal("long-1", "finish", None, tenant="acme")
+    assert engine.result("long-1", tenant="acme", timeout=30) == 700
