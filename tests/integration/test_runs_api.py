@@ -485,8 +485,10 @@ def test_cursors_on_both_stores_refuse_garbage_and_hold_nothing_of_another_tenan
 
 
 # == the page queries read an index =========================================================
-PAGE_QUERIES = ["page_runs", "page_runs_by_status", "page_runs_by_workflow"]
-PAGE_QUERIES += ["page_runs_by_status_workflow"]
+PAGE_QUERIES = ["page_run_sizes", "page_run_sizes_by_status", "page_run_sizes_by_workflow"]
+PAGE_QUERIES += ["page_run_sizes_by_status_workflow", "page_run_sizes_by_workflow_version"]
+PAGE_QUERIES += ["page_run_sizes_by_status_workflow_version"]
+BY_IDS = "runs_by_ids"  # the rows of the runs that fit, once their sizes are read
 MANY = 100_000
 
 
@@ -531,7 +533,7 @@ def _plans(db_url: str, params: dict[str, Any]) -> dict[str, str]:
                 name: "\n".join(
                     row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + queries[name], params)
                 )
-                for name in PAGE_QUERIES
+                for name in [*PAGE_QUERIES, BY_IDS]
             }
         finally:
             conn.close()
@@ -539,7 +541,7 @@ def _plans(db_url: str, params: dict[str, Any]) -> dict[str, str]:
     with pg_connect(db_url) as pg:
         return {
             name: "\n".join(row[0] for row in pg.execute("EXPLAIN " + queries[name], params))
-            for name in PAGE_QUERIES
+            for name in [*PAGE_QUERIES, BY_IDS]
         }
 
 
@@ -547,9 +549,15 @@ def test_a_page_reads_an_index_not_a_sort_of_the_whole_table(make_engine: Any, d
     engine = make_engine()
     assert engine.list_runs() == []  # the schema is in place
     _fill(db_url)
-    base = {"tenant": "t3", "status": "running", "workflow": "w2", "limit": 101}
+    base = {"tenant": "t3", "status": "running", "workflow": "w2", "version": "1", "limit": 101}
+    base["run_ids"] = json.dumps([f"r{i}" for i in range(3, 2000, 20)])
     for after_at, after_id in ((math.inf, ""), (1700050000.0, "r50000")):
         plans = _plans(db_url, {**base, "after_at": after_at, "after_id": after_id})
+        by_ids = plans.pop(BY_IDS)  # on the primary key, never a scan
+        if db_url.startswith("sqlite:///"):
+            assert "SEARCH runs USING PRIMARY KEY" in by_ids, by_ids
+        else:
+            assert "runs_pkey" in by_ids and "Seq Scan on runs" not in by_ids, by_ids
         for name, plan in plans.items():
             if db_url.startswith("sqlite:///"):
                 assert "USING INDEX runs_by_" in plan, (name, plan)

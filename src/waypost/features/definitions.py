@@ -56,6 +56,7 @@ from waypost.model.events import (
     feeds_code,
 )
 from waypost.model.identity import Principal, preview
+from waypost.model.operations_runs import RUN_PAGE_BYTES
 from waypost.model.records import DefinitionInfo, MigrationReport, Started
 from waypost.model.status import RunStatus
 from waypost.runtime.interpreter import (
@@ -68,6 +69,7 @@ from waypost.runtime.registry import WorkflowDefn
 from waypost.store.base import DefinitionRecord, RunCommit, RunRecord, Store
 
 _E = EventType
+_MIGRATE_PAGE = 500  # runs `migrate_all` reads at a time
 
 
 def _definition_version(version: Any, what: str = "a definition version") -> int | None:
@@ -527,16 +529,26 @@ class Definitions:
                     "the mapping is invalid: " + "; ".join(problems), field="mapping"
                 )
         reports = []
-        for run in await self.store.list_runs(tenant, None, definition, 1_000_000):
-            if run.version != str(source) or RunStatus(run.status).finished:
-                continue
-            one = ops.Migrate(
-                run_id=run.run_id,
-                to_version=number,
-                mapping=mapping,
-                reason=req.reason,
-                dry_run=req.dry_run,
-                by=req.by,
+        # The version's runs a page at a time (bounded in bytes as every page of runs),
+        # never all at once: a keyset on (created_at, run_id), which migrating leaves be.
+        after: tuple[float, str] | None = None
+        more = True
+        while more:
+            runs, more = await self.store.page_runs(
+                tenant, None, definition, after, _MIGRATE_PAGE, RUN_PAGE_BYTES, str(source)
             )
-            reports.append(await self.migrate(one, principal))
+            if runs:
+                after = (runs[-1].created_at, runs[-1].run_id)
+            for run in runs:
+                if run.version != str(source) or RunStatus(run.status).finished:
+                    continue
+                one = ops.Migrate(
+                    run_id=run.run_id,
+                    to_version=number,
+                    mapping=mapping,
+                    reason=req.reason,
+                    dry_run=req.dry_run,
+                    by=req.by,
+                )
+                reports.append(await self.migrate(one, principal))
         return reports

@@ -41,7 +41,7 @@ from waypost.model.events import (
 )
 from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
-from waypost.model.operations_runs import HISTORY_PAGE_BYTES
+from waypost.model.operations_runs import HISTORY_PAGE_BYTES, RUN_PAGE_BYTES
 from waypost.model.paging import RunCursor, decode_cursor
 from waypost.model.quotas import Quotas
 from waypost.model.records import HistoryPage, RunInfo, RunPage, Started
@@ -333,7 +333,8 @@ class Runs:
         if not req.all_tenants:
             page = await self._page(principal.tenant, status, req.workflow, req.cursor, req.limit)
             return page.runs
-        runs = await self.machinery.store.list_runs(None, status, req.workflow, req.limit)
+        store = self.machinery.store
+        runs = await store.list_runs(None, status, req.workflow, req.limit, RUN_PAGE_BYTES)
         return await self._infos(runs)
 
     async def page_runs(self, req: ops.PageRuns, principal: Principal) -> RunPage:
@@ -355,7 +356,9 @@ class Runs:
 
     async def search_runs(self, req: ops.SearchRuns, principal: Principal) -> list[RunInfo]:
         """The tenant's runs found by id, id prefix or correlation value, newest first."""
-        found = await self.machinery.store.search_runs(principal.tenant, req.text, req.limit)
+        found = await self.machinery.store.search_runs(
+            principal.tenant, req.text, req.limit, RUN_PAGE_BYTES
+        )
         return await self._infos(found)
 
     async def data_at(self, req: ops.RunDataAt, principal: Principal) -> dict[str, Any] | None:
@@ -426,14 +429,16 @@ class Runs:
         version: str | None = None,
     ) -> RunPage:
         # Keyset paging: a page starts strictly after the last run of the one before, so
-        # runs created meanwhile (newer, so before the first page) never shift it.
+        # runs created meanwhile (newer, so before the first page) never shift it. A page
+        # cut short by its bytes continues after its last run the same way.
         after = None if cursor is None else decode_cursor(cursor)
         position = None if after is None else (after.created_at, after.run_id)
         store = self.machinery.store
-        runs = await store.page_runs(tenant, status, workflow, position, limit + 1, version)
+        runs, more = await store.page_runs(
+            tenant, status, workflow, position, limit, RUN_PAGE_BYTES, version
+        )
         next_cursor = None
-        if len(runs) > limit:
-            runs = runs[:limit]
+        if more and runs:
             next_cursor = RunCursor(runs[-1].created_at, runs[-1].run_id).encode()
         return RunPage(await self._infos(runs), next_cursor)
 

@@ -18,6 +18,9 @@ from waypost.model.requests import READERS, Check, Request, checked
 from waypost.model.status import RunStatus
 
 MAX_SEARCH = 200  # characters of a search text
+# Bytes of runs' stored payloads (input, result, error) a page, list or search of runs
+# stops before (one run at least, whatever its size); the runs left out are never read.
+RUN_PAGE_BYTES = 8 * 1024 * 1024
 
 
 def check_status(status: str | RunStatus | None) -> None:
@@ -35,7 +38,9 @@ def check_status(status: str | RunStatus | None) -> None:
 class PageRuns(Request[RunPage]):
     """One page of the tenant's runs, newest first (`RunPage`); its `next_cursor` asks for
     the next. Runs created after the first page do not shift later pages. `version`
-    narrows a `workflow`'s runs to one version (it needs the workflow)."""
+    narrows a `workflow`'s runs to one version (it needs the workflow). A page holds at
+    most `limit` runs and stops before `RUN_PAGE_BYTES` of their stored payloads (one run
+    at least): `next_cursor` then continues after its last run."""
 
     roles = READERS
     name = "page runs"
@@ -56,7 +61,8 @@ class PageRuns(Request[RunPage]):
 class SearchRuns(Request[list[RunInfo]]):
     """The tenant's runs that `text` finds, newest first (`list[RunInfo]`): the run of that
     id, runs whose id starts with it, and runs waiting with it as a correlation value (a
-    signal wait's `correlate=(key, value)`, as webhooks find them)."""
+    signal wait's `correlate=(key, value)`, as webhooks find them). At most `limit` of
+    them, and no more than `RUN_PAGE_BYTES` of their stored payloads (one at least)."""
 
     roles = READERS
     name = "search runs"

@@ -506,7 +506,12 @@ class Store(
         status: str | None = None,
         workflow: str | None = None,
         limit: int = 100,
-    ) -> list[RunRecord]: ...
+        max_bytes: int | None = None,
+    ) -> list[RunRecord]:
+        """Up to `limit` runs (every tenant's if `tenant` is None), newest first; with
+        `max_bytes`, no more than that of their stored payloads (one run at least), the
+        runs left out never read."""
+        ...
 
     async def run_tasks(self, tenant: str, run_id: str) -> list[ClaimedTask]:
         """The run's open tasks (for inspection and tests)."""
@@ -544,15 +549,21 @@ class Store(
         workflow: str | None,
         after: tuple[float, str] | None,
         limit: int,
+        max_bytes: int | None,
         version: str | None = None,
-    ) -> list[RunRecord]:
+    ) -> tuple[list[RunRecord], bool]:
         """Up to `limit` of the tenant's runs, newest first (by created_at, then run_id),
-        after the position `after` (or from the newest); read through an index."""
+        after the position `after` (or from the newest), and no more than `max_bytes` of
+        their stored payloads (one run at least); whether more follow. Read through an
+        index, the sizes first: the runs a page leaves out are never read."""
         ...
 
-    async def search_runs(self, tenant: str, text: str, limit: int) -> list[RunRecord]:
+    async def search_runs(
+        self, tenant: str, text: str, limit: int, max_bytes: int | None = None
+    ) -> list[RunRecord]:
         """The run of id `text`, runs whose id starts with it, runs waiting with it as a
-        correlation value: up to `limit`, newest first."""
+        correlation value: up to `limit`, newest first, and no more than `max_bytes` of
+        their stored payloads (one run at least)."""
         ...
 
     async def count_runs(self, tenant: str) -> dict[str, int]: ...

@@ -70,6 +70,7 @@ from .retention import (
     list_purged_runs,
     purge_runs,
 )
+from .run_pages import list_runs, page_runs
 from .runs import (
     admit_enqueued,
     commit_run,
@@ -77,11 +78,9 @@ from .runs import (
     create_run,
     get_run,
     history_page,
-    list_runs,
     load_history,
     load_idle_run,
     load_run,
-    page_runs,
     run_outlooks,
     run_tasks,
 )

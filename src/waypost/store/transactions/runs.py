@@ -10,7 +10,6 @@ failed condition raises `Abort` with the `CommitResult` that names it.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 
 from waypost.model.encryption import run_place, task_place
@@ -564,62 +563,13 @@ def load_history(tx: Tx, tenant: str, run_id: str, after_seq: int = 0) -> list[E
     return [event_from_row(r, tx.keys, tenant, run_id) for r in rows]
 
 
-def list_runs(
-    tx: Tx,
-    tenant: str | None = None,
-    status: str | None = None,
-    workflow: str | None = None,
-    limit: int = 100,
-) -> list[RunRecord]:
-    params = {"tenant": tenant, "status": status, "workflow": workflow, "limit": limit}
-    return [run_from_row(r, tx) for r in tx.all("list_runs", params)]
-
-
 def run_tasks(tx: Tx, tenant: str, run_id: str) -> list[ClaimedTask]:
     return [
         task_from_row(r, tx.keys) for r in tx.all("run_tasks", {"tenant": tenant, "run_id": run_id})
     ]
 
 
-# == pages of runs, and what is in motion for them ===================================
-_PAGE_QUERIES = {
-    (False, False, False): "page_runs",
-    (True, False, False): "page_runs_by_status",
-    (False, True, False): "page_runs_by_workflow",
-    (True, True, False): "page_runs_by_status_workflow",
-    (False, True, True): "page_runs_by_workflow_version",
-    (True, True, True): "page_runs_by_status_workflow_version",
-}
-
-
-def page_runs(
-    tx: Tx,
-    tenant: str,
-    status: str | None,
-    workflow: str | None,
-    after: tuple[float, str] | None,
-    limit: int,
-    version: str | None = None,
-) -> list[RunRecord]:
-    """Up to `limit` of the tenant's runs, newest first (by created_at, then run_id),
-    after the position `after` (or from the newest); read through an index. A `version`
-    is of the `workflow` (the caller checks that one is given)."""
-    # One statement per combination of filters, so each has a plan on its index (an
-    # "x IS NULL OR" condition would leave a generic plan scanning and sorting).
-    name = _PAGE_QUERIES[(status is not None, workflow is not None, version is not None)]
-    after_at, after_id = after if after is not None else (math.inf, "")
-    params = {
-        "tenant": tenant,
-        "status": status,
-        "workflow": workflow,
-        "version": version,
-        "after_at": after_at,
-        "after_id": after_id,
-        "limit": limit,
-    }
-    return [run_from_row(r, tx) for r in tx.all(name, params)]
-
-
+# == what is in motion for runs of a page (run_pages.py reads the page) ============
 def run_outlooks(tx: Tx, tenant: str, run_ids: Sequence[str]) -> dict[str, RunOutlook]:
     """The tasks and pending approvals of some of the tenant's runs, by run id."""
     if not run_ids:

@@ -4,12 +4,16 @@ counting a tenant's runs by status."""
 from __future__ import annotations
 
 from ..base import RunRecord
-from ..tx import Tx
-from .records import run_from_row
+from ..tx import Row, Tx
+from .run_pages import fitting, runs_by_ids
 
 
-def search_runs(tx: Tx, tenant: str, text: str, limit: int) -> list[RunRecord]:
-    found: dict[str, RunRecord] = {}
+def search_runs(
+    tx: Tx, tenant: str, text: str, limit: int, max_bytes: int | None = None
+) -> list[RunRecord]:
+    """The newest `limit` runs found, no more than `max_bytes` of their stored payloads
+    (one run at least): the sizes first, then the rows that fit (`run_pages.py`)."""
+    found: dict[str, Row] = {}
     params = {
         "tenant": tenant,
         "text": text,
@@ -17,12 +21,16 @@ def search_runs(tx: Tx, tenant: str, text: str, limit: int) -> list[RunRecord]:
         "limit": limit,
         "after_prefix": after_prefix(text),
     }
-    for name in ("search_run_by_id", "search_runs_by_prefix", "search_runs_by_correlation"):
+    for name in (
+        "search_run_size_by_id",
+        "search_run_sizes_by_prefix",
+        "search_run_sizes_by_correlation",
+    ):
         for row in tx.all(name, params):
-            run = run_from_row(row, tx)
-            found.setdefault(run.run_id, run)
-    newest = sorted(found.values(), key=lambda r: (r.created_at, r.run_id), reverse=True)
-    return newest[:limit]
+            found.setdefault(row["run_id"], row)
+    newest = sorted(found.values(), key=lambda r: (r["created_at"], r["run_id"]), reverse=True)
+    chosen, _ = fitting(newest, limit, max_bytes)
+    return runs_by_ids(tx, tenant, [r["run_id"] for r in chosen])
 
 
 def after_prefix(prefix: str) -> str:

@@ -21,43 +21,66 @@ WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
 ORDER BY created_at DESC, run_id
 LIMIT %(limit)s;
 
--- name: page_runs
--- Pages of one tenant's runs, newest first, after a position (created_at, run_id):
--- a keyset on an index, so a page reads its rows only. The first page starts after
--- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
+-- name: list_run_sizes
+-- `list_runs` bounded in bytes: the keys and payload sizes first (see page_run_sizes).
+SELECT tenant, run_id, created_at,
+       octet_length(input) + coalesce(octet_length(result), 0)
+       + coalesce(octet_length(error), 0) AS size
+FROM runs
+WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s::text)
+ORDER BY created_at DESC, run_id
+LIMIT %(limit)s;
+
+-- name: runs_by_ids
+-- Some of a tenant's runs (`run_ids`: a JSON array), on the primary key: the rows of a
+-- page whose sizes were read first.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
        input_mac, state_mac, history_bytes
+FROM runs WHERE tenant = %(tenant)s AND run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb));
+
+-- name: page_run_sizes
+-- Pages of one tenant's runs, newest first, after a position (created_at, run_id):
+-- a keyset on an index, so a page reads its rows only. The first page starts after
+-- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
+-- The keys and the stored size of the runs' payloads (input, result, error) are read
+-- first: a page stops before its bytes pass a bound, and `runs_by_ids` reads the rows
+-- that fit, so what a page leaves out is never read.
+SELECT run_id, created_at,
+       octet_length(input) + coalesce(octet_length(result), 0)
+       + coalesce(octet_length(error), 0) AS size
 FROM runs
 WHERE tenant = %(tenant)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
 ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s;
 
--- name: page_runs_by_status
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+-- name: page_run_sizes_by_status
+SELECT run_id, created_at,
+       octet_length(input) + coalesce(octet_length(result), 0)
+       + coalesce(octet_length(error), 0) AS size
 FROM runs
 WHERE tenant = %(tenant)s AND status = %(status)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
 ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s;
 
--- name: page_runs_by_workflow
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+-- name: page_run_sizes_by_workflow
+SELECT run_id, created_at,
+       octet_length(input) + coalesce(octet_length(result), 0)
+       + coalesce(octet_length(error), 0) AS size
 FROM runs
 WHERE tenant = %(tenant)s AND workflow = %(workflow)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
 ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s;
 
--- name: page_runs_by_status_workflow
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+-- name: page_run_sizes_by_status_workflow
+SELECT run_id, created_at,
+       octet_length(input) + coalesce(octet_length(result), 0)
+       + coalesce(octet_length(error), 0) AS size
 FROM runs
 WHERE tenant = %(tenant)s AND status = %(status)s AND workflow = %(workflow)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
@@ -1228,51 +1251,51 @@ DELETE FROM tenant_admission WHERE tenant = %(tenant)s;
 
 -- == pages of runs: versions, search, counts ===========================================
 
--- name: page_runs_by_workflow_version
+-- name: page_run_sizes_by_workflow_version
 -- A version is of a workflow: the workflow's index is read, its other versions skipped.
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+SELECT run_id, created_at,
+       octet_length(input) + coalesce(octet_length(result), 0)
+       + coalesce(octet_length(error), 0) AS size
 FROM runs
 WHERE tenant = %(tenant)s AND workflow = %(workflow)s AND version = %(version)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
 ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s;
 
--- name: page_runs_by_status_workflow_version
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+-- name: page_run_sizes_by_status_workflow_version
+SELECT run_id, created_at,
+       octet_length(input) + coalesce(octet_length(result), 0)
+       + coalesce(octet_length(error), 0) AS size
 FROM runs
 WHERE tenant = %(tenant)s AND status = %(status)s AND workflow = %(workflow)s AND version = %(version)s
   AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
 ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s;
 
--- name: search_run_by_id
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+-- name: search_run_size_by_id
+SELECT run_id, created_at,
+       octet_length(input) + coalesce(octet_length(result), 0)
+       + coalesce(octet_length(error), 0) AS size
 FROM runs WHERE tenant = %(tenant)s AND run_id = %(text)s;
 
--- name: search_runs_by_prefix
+-- name: search_run_sizes_by_prefix
 -- A range of run ids in code point order (COLLATE "C": right under any collation of
 -- the database, and read on the primary key where the database's collation is C);
 -- substr() decides.
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+SELECT run_id, created_at,
+       octet_length(input) + coalesce(octet_length(result), 0)
+       + coalesce(octet_length(error), 0) AS size
 FROM runs
 WHERE tenant = %(tenant)s AND run_id COLLATE "C" >= %(text)s AND run_id COLLATE "C" < %(after_prefix)s
   AND substr(run_id, 1, %(length)s) = %(text)s
 ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s;
 
--- name: search_runs_by_correlation
+-- name: search_run_sizes_by_correlation
 -- Runs waiting with the text as a correlation value, or as `key=value`.
-SELECT r.tenant, r.run_id, r.workflow, r.version, r.status, r.input, r.result, r.error,
-       r.waiting_for, r.last_seq, r.last_hash, r.processed_seq, r.created_at, r.updated_at,
-       r.finished_at, r.priority, r.input_mac, r.state_mac, r.history_bytes
+SELECT r.run_id, r.created_at,
+       octet_length(r.input) + coalesce(octet_length(r.result), 0)
+       + coalesce(octet_length(r.error), 0) AS size
 FROM runs r
 WHERE r.tenant = %(tenant)s AND r.run_id IN (
     SELECT c.run_id FROM correlations c

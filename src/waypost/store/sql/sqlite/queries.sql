@@ -19,43 +19,66 @@ WHERE (:tenant IS NULL OR tenant = :tenant)
 ORDER BY created_at DESC, run_id
 LIMIT :limit;
 
--- name: page_runs
--- Pages of one tenant's runs, newest first, after a position (created_at, run_id):
--- a keyset on an index, so a page reads its rows only. The first page starts after
--- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
+-- name: list_run_sizes
+-- `list_runs` bounded in bytes: the keys and payload sizes first (see page_run_sizes).
+SELECT tenant, run_id, created_at,
+       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
+       + coalesce(length(CAST(error AS BLOB)), 0) AS size
+FROM runs
+WHERE (:tenant IS NULL OR tenant = :tenant)
+  AND (:status IS NULL OR status = :status)
+  AND (:workflow IS NULL OR workflow = :workflow)
+ORDER BY created_at DESC, run_id
+LIMIT :limit;
+
+-- name: runs_by_ids
+-- Some of a tenant's runs (`run_ids`: a JSON array), on the primary key: the rows of a
+-- page whose sizes were read first.
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
        input_mac, state_mac, history_bytes
+FROM runs WHERE tenant = :tenant AND run_id IN (SELECT value FROM json_each(:run_ids));
+
+-- name: page_run_sizes
+-- Pages of one tenant's runs, newest first, after a position (created_at, run_id):
+-- a keyset on an index, so a page reads its rows only. The first page starts after
+-- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
+-- The keys and the stored size of the runs' payloads (input, result, error) are read
+-- first: a page stops before its bytes pass a bound, and `runs_by_ids` reads the rows
+-- that fit, so what a page leaves out is never read.
+SELECT run_id, created_at,
+       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
+       + coalesce(length(CAST(error AS BLOB)), 0) AS size
 FROM runs
 WHERE tenant = :tenant
   AND (created_at, run_id) < (:after_at, :after_id)
 ORDER BY created_at DESC, run_id DESC
 LIMIT :limit;
 
--- name: page_runs_by_status
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+-- name: page_run_sizes_by_status
+SELECT run_id, created_at,
+       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
+       + coalesce(length(CAST(error AS BLOB)), 0) AS size
 FROM runs
 WHERE tenant = :tenant AND status = :status
   AND (created_at, run_id) < (:after_at, :after_id)
 ORDER BY created_at DESC, run_id DESC
 LIMIT :limit;
 
--- name: page_runs_by_workflow
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+-- name: page_run_sizes_by_workflow
+SELECT run_id, created_at,
+       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
+       + coalesce(length(CAST(error AS BLOB)), 0) AS size
 FROM runs
 WHERE tenant = :tenant AND workflow = :workflow
   AND (created_at, run_id) < (:after_at, :after_id)
 ORDER BY created_at DESC, run_id DESC
 LIMIT :limit;
 
--- name: page_runs_by_status_workflow
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+-- name: page_run_sizes_by_status_workflow
+SELECT run_id, created_at,
+       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
+       + coalesce(length(CAST(error AS BLOB)), 0) AS size
 FROM runs
 WHERE tenant = :tenant AND status = :status AND workflow = :workflow
   AND (created_at, run_id) < (:after_at, :after_id)
@@ -1219,51 +1242,51 @@ DELETE FROM tenant_admission WHERE tenant = :tenant;
 
 -- == pages of runs: versions, search, counts ===========================================
 
--- name: page_runs_by_workflow_version
+-- name: page_run_sizes_by_workflow_version
 -- A version is of a workflow: the workflow's index is read, its other versions skipped.
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+SELECT run_id, created_at,
+       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
+       + coalesce(length(CAST(error AS BLOB)), 0) AS size
 FROM runs
 WHERE tenant = :tenant AND workflow = :workflow AND version = :version
   AND (created_at, run_id) < (:after_at, :after_id)
 ORDER BY created_at DESC, run_id DESC
 LIMIT :limit;
 
--- name: page_runs_by_status_workflow_version
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+-- name: page_run_sizes_by_status_workflow_version
+SELECT run_id, created_at,
+       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
+       + coalesce(length(CAST(error AS BLOB)), 0) AS size
 FROM runs
 WHERE tenant = :tenant AND status = :status AND workflow = :workflow AND version = :version
   AND (created_at, run_id) < (:after_at, :after_id)
 ORDER BY created_at DESC, run_id DESC
 LIMIT :limit;
 
--- name: search_run_by_id
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+-- name: search_run_size_by_id
+SELECT run_id, created_at,
+       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
+       + coalesce(length(CAST(error AS BLOB)), 0) AS size
 FROM runs WHERE tenant = :tenant AND run_id = :text;
 
--- name: search_runs_by_prefix
+-- name: search_run_sizes_by_prefix
 -- A range of the primary key (tenant, run_id): the ids from the prefix up to the first
 -- text after every id that starts with it (code point order, which SQLite's BINARY
 -- collation keeps); substr() decides.
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+SELECT run_id, created_at,
+       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
+       + coalesce(length(CAST(error AS BLOB)), 0) AS size
 FROM runs
 WHERE tenant = :tenant AND run_id >= :text AND run_id < :after_prefix
   AND substr(run_id, 1, :length) = :text
 ORDER BY created_at DESC, run_id DESC
 LIMIT :limit;
 
--- name: search_runs_by_correlation
+-- name: search_run_sizes_by_correlation
 -- Runs waiting with the text as a correlation value, or as `key=value`.
-SELECT r.tenant, r.run_id, r.workflow, r.version, r.status, r.input, r.result, r.error,
-       r.waiting_for, r.last_seq, r.last_hash, r.processed_seq, r.created_at, r.updated_at,
-       r.finished_at, r.priority, r.input_mac, r.state_mac, r.history_bytes
+SELECT r.run_id, r.created_at,
+       length(CAST(r.input AS BLOB)) + coalesce(length(CAST(r.result AS BLOB)), 0)
+       + coalesce(length(CAST(r.error AS BLOB)), 0) AS size
 FROM runs r
 WHERE r.tenant = :tenant AND r.run_id IN (
     SELECT c.run_id FROM correlations c
