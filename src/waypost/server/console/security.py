@@ -97,6 +97,11 @@ def same_origin(request: Request) -> bool:
     origin = request.headers.get("origin")
     if origin is None:
         return True  # not a browser's cross-site form: the CSRF token still decides
+    if origin == "null":
+        # A page whose referrer policy is no-referrer (the approval page's, so its link never
+        # leaves it) makes the browser send its own form's origin as "null": believed only
+        # when the browser also says the form came from this site.
+        return site == "same-origin"
     host = request.headers.get("host", "")
     return origin == f"{request.url.scheme}://{host}"
 
