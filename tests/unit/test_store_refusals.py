@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from waypost.store.postgres import refused as pg_refused
-from waypost.store.sqlite import refused as sqlite_refused
+from waypost.store.sqlite_damage import refused as sqlite_refused
 
 # SQLSTATE -> refused for what the statement carries (fails again as it is)?
 POSTGRES = {

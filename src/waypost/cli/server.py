@@ -51,6 +51,14 @@ from .common import db_option, log_format_option, sender_from_spec, worker_optio
     "priority; 0 runs them in the server process.",
 )
 @click.option(
+    "--max-requests-in-flight",
+    type=click.IntRange(0, 10_000),
+    default=8,
+    show_default=True,
+    help="Requests of one caller (API key, console session, or address) each server "
+    "process works on at once; more wait their turn (up to 64, then 429). 0: no bound.",
+)
+@click.option(
     "--compute-cpu-limit",
     type=click.FloatRange(0.01, 3600),
     default=10.0,
@@ -107,6 +115,7 @@ def server(
     api_only: bool,
     compute_processes: int,
     compute_cpu_limit: float,
+    max_requests_in_flight: int,
     max_body: int,
     metrics: bool,
     metrics_token: str | None,
@@ -178,6 +187,7 @@ def server(
         console_secret=os.environ.get("WAYPOST_CONSOLE_SECRET") or new_secret_text(),
         trusted_proxies=proxies.texts(),
         compute_processes=compute_processes,
+        max_requests_in_flight=max_requests_in_flight,
     )
     os.environ[SETTINGS_VARIABLE] = settings.to_json()
     configure_logging(log_format, tracing.log_ids)

@@ -92,6 +92,7 @@ class _Job:
     order: int = 0
     started: bool = False
     cancelled: bool = False
+    started_at: float = 0.0  # monotonic
 
 
 @dataclass
@@ -118,6 +119,7 @@ class ComputeLane:
         self._workers: list[threading.Thread] = []
         self._order = itertools.count()
         self._closed = False
+        self._running: set[_Job] = set()
         self.busy_seconds = 0.0  # CPU seconds run in the lane, in all (for measurements)
 
     # == asking ===============================================================
@@ -188,12 +190,23 @@ class ComputeLane:
             raise
 
     def stats(self) -> dict[str, Any]:
-        """Jobs running and waiting by tenant, and the CPU seconds run here in all."""
+        """Jobs running and waiting by tenant, the CPU seconds run here in all, and the job
+        running longest (`longest`: what, tenant, seconds of wall time; None if none runs):
+        one that outlives its CPU limit by far is stuck where no check reaches it."""
         with self._cond:
+            now = time.monotonic()
+            oldest = min(self._running, key=lambda job: job.started_at, default=None)
             return {
                 "running": {t: s.running for t, s in self._tenants.items() if s.running},
                 "waiting": {t: len(s.waiting) for t, s in self._tenants.items() if s.waiting},
                 "busy_seconds": round(self.busy_seconds, 3),
+                "longest": None
+                if oldest is None
+                else {
+                    "what": oldest.what,
+                    "tenant": oldest.tenant,
+                    "seconds": round(now - oldest.started_at, 3),
+                },
             }
 
     def close(self) -> None:
@@ -255,6 +268,8 @@ class ComputeLane:
                 state, job = picked
                 state.running += 1
                 job.started = True
+                job.started_at = time.monotonic()
+                self._running.add(job)
             value: Any = None
             error: BaseException | None = None
             begun = time.thread_time()
@@ -271,6 +286,7 @@ class ComputeLane:
                 _local.job = None
                 spent = time.thread_time() - begun
             with self._cond:
+                self._running.discard(job)
                 state.running -= 1
                 self._decayed(state, time.monotonic())
                 state.used += spent

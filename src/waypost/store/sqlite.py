@@ -57,6 +57,14 @@ from waypost.model.chain import PLAIN, Chain
 from waypost.model.encryption import Keys
 
 from .sqlfile import load_migrations, load_queries
+from .sqlite_damage import (
+    CHECKS,
+    damaged_message,
+    find_damage,
+    is_damage,
+    refused,
+    rows_by_name,
+)
 from .sqlite_files import create_private as create_private, path_error, prepare_file
 from .sqlstore import SqlStore
 from .tx import Abort, Tx
@@ -66,8 +74,7 @@ from .wakeups import Wakeups
 T = TypeVar("T")
 
 _SYNC_MODES = {"full": "FULL", "normal": "NORMAL", "extra": "EXTRA"}
-_CHECKS = {"quick": "quick_check", "full": "integrity_check", "none": ""}
-_PROBLEMS_SHOWN = 5
+BUSY_POLL = 0.001  # seconds between tries for a write lock another process holds
 
 
 def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
@@ -199,148 +206,6 @@ def _connect_read_only(path: str, busy_timeout: float) -> sqlite3.Connection:
     return conn
 
 
-def _rows_by_name(
-    conn: sqlite3.Connection, sql: str, params: dict[str, Any] | None = None
-) -> list[sqlite3.Row]:
-    """The rows of `sql`, read by column name whatever row factory `conn` was given."""
-    cur = conn.cursor()
-    cur.row_factory = sqlite3.Row
-    try:
-        return cur.execute(sql, params or {}).fetchall()
-    finally:
-        cur.close()
-
-
-def is_damage(exc: sqlite3.Error) -> bool:
-    """Whether SQLite says the file is damaged (rather than busy, missing or full)."""
-    name = str(getattr(exc, "sqlite_errorname", ""))
-    text = str(exc)
-    return (
-        name.startswith("SQLITE_CORRUPT")
-        or name == "SQLITE_NOTADB"
-        or "malformed" in text
-        or "not a database" in text
-    )
-
-
-_REFUSALS = (
-    sqlite3.DataError,
-    sqlite3.IntegrityError,
-    sqlite3.InterfaceError,
-    sqlite3.NotSupportedError,
-)
-
-
-def refused(exc: sqlite3.Error) -> bool:
-    """Whether SQLite refused a write for what it carries (a value too big or of a type
-    it cannot bind, a constraint), so that making it again as it is fails again
-    (`StoreRejected`); a busy, full or damaged file is not."""
-    name = str(getattr(exc, "sqlite_errorname", ""))
-    if name == "SQLITE_TOOBIG" or name.startswith("SQLITE_CONSTRAINT"):
-        return True
-    if isinstance(exc, sqlite3.ProgrammingError):
-        return "closed" not in str(exc)  # a closed connection is the store stopping
-    return isinstance(exc, _REFUSALS)
-
-
-# A run's snapshot head (runs.last_seq, runs.last_hash) is written in the same
-# transaction as the event it names, so in a sound file it is always the run's
-# newest event. One primary-key search per run: with max(), SQLite takes the bare
-# column e.hash from the row of the newest event.
-_HEAD_MISMATCHES = """
-SELECT r.tenant AS tenant, r.run_id AS run_id, r.last_seq AS last_seq,
-       (SELECT max(e.seq) FROM events AS e
-         WHERE e.tenant = r.tenant AND e.run_id = r.run_id) AS newest_seq
-FROM runs AS r
-WHERE (SELECT max(e.seq), e.hash FROM events AS e
-        WHERE e.tenant = r.tenant AND e.run_id = r.run_id)
-      IS NOT (r.last_seq, r.last_hash)
-LIMIT :limit
-"""
-
-
-def find_damage(conn: sqlite3.Connection, check: str) -> list[str]:
-    """The problems in the file open on `conn`, the first few of each kind; [] if sound.
-
-    `check` is "quick" (`PRAGMA quick_check`) or "full" (`PRAGMA integrity_check`).
-    When the file's structure is sound, every run's snapshot head is compared with
-    its history too. Reads only.
-    """
-    pragma = _CHECKS[check]
-    try:
-        problems = [
-            line
-            for row in _rows_by_name(conn, f"PRAGMA {pragma}({_PROBLEMS_SHOWN})")
-            for line in str(row[pragma]).splitlines()
-            if line != "ok" and not line.startswith("*** in database")
-        ]
-    except sqlite3.DatabaseError as exc:
-        if not is_damage(exc):
-            raise
-        # The check stops at the first page it cannot read: say whose page it is.
-        tables = _damaged_tables(conn, pragma)
-        where = f" (in {', '.join(tables)})" if tables else ""
-        return [f"{pragma} stopped: {exc}{where}"]
-    if problems:
-        more = "; ..." if len(problems) >= _PROBLEMS_SHOWN else ""  # it stops counting there
-        return [f"{pragma} found: {'; '.join(problems)}{more}"]
-    schema = {row["name"] for row in _rows_by_name(conn, "SELECT name FROM sqlite_schema")}
-    if not {"waypost_migrations", "runs", "events"} <= schema:
-        return []  # not migrated yet: no runs to compare
-    rows = _rows_by_name(conn, _HEAD_MISMATCHES, {"limit": _PROBLEMS_SHOWN + 1})
-    return [_head_problem(row) for row in rows]
-
-
-def _damaged_tables(conn: sqlite3.Connection, pragma: str) -> list[str]:
-    if sqlite3.sqlite_version_info < (3, 33, 0):
-        return []  # older SQLite checks only whole files
-    try:
-        names = [
-            str(row["name"])
-            for row in _rows_by_name(conn, "SELECT name FROM sqlite_schema WHERE type = 'table'")
-        ]
-    except sqlite3.DatabaseError:
-        return []  # the schema itself cannot be read
-    damaged = []
-    for name in names:
-        quoted = '"' + name.replace('"', '""') + '"'
-        try:
-            rows = _rows_by_name(conn, f"PRAGMA {pragma}({quoted})")
-        except sqlite3.DatabaseError:
-            damaged.append(f"table {name}")
-            continue
-        if [row[pragma] for row in rows] != ["ok"]:
-            damaged.append(f"table {name}")
-    return damaged
-
-
-def _head_problem(row: sqlite3.Row) -> str:
-    run = f"run {row['tenant']}/{row['run_id']}"
-    last_seq = row["last_seq"]
-    newest_seq = row["newest_seq"]
-    if newest_seq is None:
-        return f"{run}: its snapshot says its history ends at event {last_seq}, but it has none"
-    if newest_seq != last_seq:
-        return (
-            f"{run}: its snapshot says its history ends at event {last_seq}, "
-            f"but the history ends at event {newest_seq}"
-        )
-    return f"{run}: event {last_seq} does not have the hash its snapshot records"
-
-
-def damaged_message(path: str, problems: list[str], *, unchanged: bool = True) -> str:
-    """Why waypost refuses the file at `path`, and what to do about it."""
-    shown = "; ".join(problems[:_PROBLEMS_SHOWN])
-    if len(problems) > _PROBLEMS_SHOWN:
-        shown += "; ..."
-    left = " and has not changed it" if unchanged else ""
-    return (
-        f"the SQLite file {path!r} is damaged: {shown}. waypost refuses to serve it{left}: "
-        "restore the file from a backup (?check=none in the URL opens it anyway, "
-        "for tools that must read what is left)"
-    )
-
-
 class _Busy(Exception):
     """Another process holds the write lock (only raised when asked to fail fast)."""
 
@@ -352,15 +217,17 @@ def run_batch(
     path: str,
     *,
     fail_fast: bool = False,
+    wait: float = 0.0,
 ) -> list[tuple[Any, BaseException | None]]:
     """Run requests in one transaction, each in its own savepoint; commit once.
 
     A request whose condition fails (`Abort`) or that raises is rolled back
     alone; the others commit. A failed COMMIT fails them all. With
-    `fail_fast`, a write lock held by another process raises `_Busy` at once.
+    `fail_fast`, a write lock held by another process raises `_Busy` at once;
+    otherwise it is waited for up to `wait` seconds (`begin`).
     """
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        begin(conn, wait)
     except sqlite3.Error as exc:
         if fail_fast and isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
             raise _Busy() from exc
@@ -407,11 +274,37 @@ def run_batch(
     return outcomes
 
 
+def begin(conn: sqlite3.Connection, wait: float) -> None:
+    """BEGIN IMMEDIATE on `conn` (whose own busy timeout is 0), trying again every
+    `BUSY_POLL` seconds for up to `wait` while another process holds the write lock.
+
+    SQLite's own busy handler sleeps ever longer between tries (up to 100 ms), so a
+    lock held 20 ms by another process was taken here 33 ms later, one held 35 ms,
+    53 ms later; polling takes it within a millisecond of its release."""
+    deadline = None
+    pause = BUSY_POLL / 4
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + wait
+            if now >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, BUSY_POLL)
+
+
 class _Writer(threading.Thread):
     def __init__(self, store: SqliteStore) -> None:
         super().__init__(name="waypost-sqlite-writer", daemon=True)
         self._store = store
         self.conn = _connect(store.path, store.synchronous, store.busy_timeout)
+        self.conn.execute("PRAGMA busy_timeout = 0")  # `begin` waits for the write lock
         wakeups = store.wakeups
         self.tx = SqliteTx(self.conn, store.queries, store.chain, keys=store.keys, wakeups=wakeups)
         self.inline_conn = _connect(store.path, store.synchronous, store.busy_timeout)
@@ -449,7 +342,13 @@ class _Writer(threading.Thread):
 
     def _execute(self, conn: sqlite3.Connection, tx: SqliteTx, batch: list[_Request]) -> None:
         with self._store.conn_lock:
-            outcomes = run_batch(conn, tx, [(req.fn, req.args) for req in batch], self._store.path)
+            outcomes = run_batch(
+                conn,
+                tx,
+                [(req.fn, req.args) for req in batch],
+                self._store.path,
+                wait=self._store.busy_timeout,
+            )
         self.commits += 1
         self.requests += len(batch)
         self._deliver(
@@ -497,7 +396,7 @@ class SqliteStore(SqlStore):
                 f"commits={self.commits!r} is not allowed; use 'loop' (the default) or 'thread'"
             )
         self.check = options.get("check", "quick").lower()
-        if self.check not in _CHECKS:
+        if self.check not in CHECKS:
             raise ConfigurationError(
                 f"check={self.check!r} is not allowed; use 'quick' (the default), 'full' "
                 "(slower, also compares indexes with their tables) or 'none' (no check, "
@@ -741,7 +640,7 @@ def migrate_connection(conn: sqlite3.Connection) -> list[int]:
             " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
         )
         applied = {
-            row["version"] for row in _rows_by_name(conn, "SELECT version FROM waypost_migrations")
+            row["version"] for row in rows_by_name(conn, "SELECT version FROM waypost_migrations")
         }
         newest = max((m.version for m in migrations), default=0)
         if applied and max(applied) > newest:
