@@ -418,7 +418,7 @@ async def _heartbeat(writer: asyncio.StreamWriter, engine: AsyncEngine, backstop
                 backstop,
             )
             logging.shutdown()
-            os._exit(70)
+            os.kill(os.getpid(), signal.SIGKILL)  # its threads cannot be waited for
 
 
 def main(argv: list[str]) -> None:
