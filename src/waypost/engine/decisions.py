@@ -66,108 +66,24 @@ def decision_commit(
     start is; one refused fails at once into this run's history.
     """
     commands = inst.take_commands()
-    new_activities: list[NewActivityTask] = []
-    cancel_activities: list[str] = []
-    new_timers: list[NewTimer] = []
-    cancel_timers: list[str] = []
-    new_approvals: list[NewApproval] = []
-    close_approvals: list[tuple[str, str]] = []
-    escalations: list[tuple[str, str]] = []
-    new_correlations: list[NewCorrelation] = []
-    withdraw_correlations: list[str] = []
-    children: list[NewRun] = []
     finished = inst.outcome is not None
-    # A step scheduled and cancelled in the same activation (or by a run that
-    # ends in it) gets no task: work that has not started is never started.
-    dropped = {ev.data["step"] for ev in commands if ev.type == _E.ACTIVITY_CANCEL_REQUESTED}
-    # Likewise a correlated wait that ended in the activation that began it is never stored.
-    withdrawn = {ev.data["step"] for ev in commands if ev.type == _E.CORRELATION_WITHDRAWN}
-    trace = attempt_trace(inst.started)
-    for ev in commands:
-        t, d = ev.type, ev.data
-        if t == _E.ACTIVITY_SCHEDULED:
-            if finished or d["step"] in dropped:
-                continue
-            local = take_locally(d["activity"])
-            new_activities.append(
-                NewActivityTask(
-                    step=d["step"],
-                    activity=d["activity"],
-                    spec=d if trace is None else {**d, TRACE_KEY: trace},
-                    timeout=float(d["timeout"]),
-                    heartbeat_timeout=d.get("heartbeat_timeout"),
-                    owner=owner if local else None,
-                    lease=lease,
-                )
-            )
-        elif t == _E.ACTIVITY_CANCEL_REQUESTED:
-            cancel_activities.append(d["step"])
-        elif t == _E.TIMER_STARTED:
-            new_timers.append(NewTimer(d["step"], float(d["fire_at"])))
-        elif t == _E.TIMER_CANCELLED:
-            cancel_timers.append(d["step"])
-        elif t == _E.APPROVAL_REQUESTED:
-            new_approvals.append(
-                NewApproval(
-                    approval_id=d["approval_id"],
-                    step=d["step"],
-                    timer_step=d.get("timer_step"),
-                    name=d["name"],
-                    policy=d["policy"],
-                    started_by=d.get("started_by"),
-                    data=d.get("data"),
-                    expires_at=d.get("expires_at"),
-                )
-            )
-        elif t == _E.APPROVAL_CLOSED:
-            close_approvals.append((d["approval_id"], d["status"]))
-        elif t == _E.APPROVAL_ESCALATED:
-            escalations.append((d["approval_id"], d["group"]))
-        elif t == _E.CORRELATION_REGISTERED:
-            if not finished and d["step"] not in withdrawn:
-                new_correlations.append(
-                    NewCorrelation(d["step"], d["signal"], d["key"], d["value"])
-                )
-        elif t == _E.CORRELATION_WITHDRAWN:
-            withdraw_correlations.append(d["step"])
-        elif t == _E.CHILD_STARTED:
-            # Started even by a run that ends in this activation (a detached child).
-            children.append(
-                child_run(tenant, run_id, d, now, start_quotas, inst.started.get("started_by"))
-            )
-    outcome = inst.outcome
-    continuation: Continuation | None = None
-    if outcome is not None and outcome.type == _E.RUN_CONTINUED_AS_NEW:
-        continuation = next_generation(inst, outcome)
-        # The store resets the snapshot and moves the workflow task on to the next
-        # generation (claimed by this engine, as `owner`); the ended one ends here.
-        snapshot = Snapshot(RunStatus.RUNNING.value, [], processed_seq)
-        workflow_op = WorkflowTaskOp.LEAVE
-    elif outcome is not None:
-        status = _OUTCOME_STATUS[outcome.type]
-        error = outcome.data.get("error")
-        if status is RunStatus.CANCELLED:
-            error = cancelled_error(outcome.data)
-        snapshot = Snapshot(
-            status.value,
-            [],
-            processed_seq,
-            result=outcome.data.get("result"),
-            error=error,
-            finished=True,
-        )
-        workflow_op = WorkflowTaskOp.DELETE
-    else:
-        status, waiting = inst.snapshot()
-        snapshot = Snapshot(
-            status.value,
-            waiting,
-            processed_seq,
-            # What signals are admitted to the run is judged by these (`max_pending_signals`).
-            unread_signals=len(inst.unread_signals()),
-            signal_names=inst.signal_names(),
-        )
-        workflow_op = WorkflowTaskOp.IDLE
+    new_activities = _new_activity_tasks(
+        commands,
+        finished=finished,
+        take_locally=take_locally,
+        owner=owner,
+        lease=lease,
+        trace=attempt_trace(inst.started),
+    )
+    new_approvals, close_approvals, escalations = _approval_changes(commands)
+    new_correlations, withdraw_correlations = _correlation_changes(commands, finished)
+    children = [
+        # Started even by a run that ends in this activation (a detached child).
+        child_run(tenant, run_id, ev.data, now, start_quotas, inst.started.get("started_by"))
+        for ev in commands
+        if ev.type == _E.CHILD_STARTED
+    ]
+    snapshot, workflow_op, continuation = _snapshot_after(inst, processed_seq)
     return RunCommit(
         tenant=tenant,
         run_id=run_id,
@@ -180,9 +96,13 @@ def decision_commit(
         workflow_op=workflow_op,
         activity=activity,
         new_activities=new_activities,
-        cancel_activities=cancel_activities,
-        new_timers=new_timers,
-        cancel_timers=cancel_timers,
+        cancel_activities=_steps(commands, _E.ACTIVITY_CANCEL_REQUESTED),
+        new_timers=[
+            NewTimer(ev.data["step"], float(ev.data["fire_at"]))
+            for ev in commands
+            if ev.type == _E.TIMER_STARTED
+        ],
+        cancel_timers=_steps(commands, _E.TIMER_CANCELLED),
         new_approvals=new_approvals,
         close_approvals=close_approvals,
         escalate_approvals=escalations,
@@ -195,6 +115,131 @@ def decision_commit(
         owner=owner if continuation is not None else None,
         lease=lease,
     )
+
+
+def _steps(commands: Sequence[NewEvent], type_: EventType) -> list[str]:
+    """The steps of the commands of one type, in order."""
+    return [ev.data["step"] for ev in commands if ev.type == type_]
+
+
+def _new_activity_tasks(
+    commands: Sequence[NewEvent],
+    *,
+    finished: bool,
+    take_locally: Callable[[str], bool],
+    owner: str,
+    lease: float,
+    trace: Any,
+) -> list[NewActivityTask]:
+    """A task per activity scheduled, leased to `owner` when it takes it locally. A step
+    scheduled and cancelled in the same activation (or by a run that ends in it) gets
+    none: work that has not started is never started."""
+    if finished:
+        return []
+    dropped = set(_steps(commands, _E.ACTIVITY_CANCEL_REQUESTED))
+    tasks = []
+    for ev in commands:
+        d = ev.data
+        if ev.type != _E.ACTIVITY_SCHEDULED or d["step"] in dropped:
+            continue
+        local = take_locally(d["activity"])
+        tasks.append(
+            NewActivityTask(
+                step=d["step"],
+                activity=d["activity"],
+                spec=d if trace is None else {**d, TRACE_KEY: trace},
+                timeout=float(d["timeout"]),
+                heartbeat_timeout=d.get("heartbeat_timeout"),
+                owner=owner if local else None,
+                lease=lease,
+            )
+        )
+    return tasks
+
+
+def _approval_changes(
+    commands: Sequence[NewEvent],
+) -> tuple[list[NewApproval], list[tuple[str, str]], list[tuple[str, str]]]:
+    """Approvals opened, closed (id, status) and escalated (id, group)."""
+    opened = [
+        NewApproval(
+            approval_id=d["approval_id"],
+            step=d["step"],
+            timer_step=d.get("timer_step"),
+            name=d["name"],
+            policy=d["policy"],
+            started_by=d.get("started_by"),
+            data=d.get("data"),
+            expires_at=d.get("expires_at"),
+        )
+        for ev in commands
+        if ev.type == _E.APPROVAL_REQUESTED
+        for d in (ev.data,)
+    ]
+    closed = [
+        (ev.data["approval_id"], ev.data["status"])
+        for ev in commands
+        if ev.type == _E.APPROVAL_CLOSED
+    ]
+    escalated = [
+        (ev.data["approval_id"], ev.data["group"])
+        for ev in commands
+        if ev.type == _E.APPROVAL_ESCALATED
+    ]
+    return opened, closed, escalated
+
+
+def _correlation_changes(
+    commands: Sequence[NewEvent], finished: bool
+) -> tuple[list[NewCorrelation], list[str]]:
+    """Correlated signal waits registered and withdrawn. One that ended in the activation
+    that began it (or whose run ends in it) is never stored."""
+    withdrawn = _steps(commands, _E.CORRELATION_WITHDRAWN)
+    registered = [
+        NewCorrelation(d["step"], d["signal"], d["key"], d["value"])
+        for ev in commands
+        if ev.type == _E.CORRELATION_REGISTERED and not finished
+        for d in (ev.data,)
+        if d["step"] not in withdrawn
+    ]
+    return registered, withdrawn
+
+
+def _snapshot_after(
+    inst: WorkflowInstance, processed_seq: int
+) -> tuple[Snapshot, WorkflowTaskOp, Continuation | None]:
+    """The run's snapshot after the activation, what becomes of its workflow task, and
+    its next generation if it continues as new."""
+    outcome = inst.outcome
+    if outcome is not None and outcome.type == _E.RUN_CONTINUED_AS_NEW:
+        # The store resets the snapshot and moves the workflow task on to the next
+        # generation (claimed by this engine, as `owner`); the ended one ends here.
+        snapshot = Snapshot(RunStatus.RUNNING.value, [], processed_seq)
+        return snapshot, WorkflowTaskOp.LEAVE, next_generation(inst, outcome)
+    if outcome is not None:
+        status = _OUTCOME_STATUS[outcome.type]
+        error = outcome.data.get("error")
+        if status is RunStatus.CANCELLED:
+            error = cancelled_error(outcome.data)
+        snapshot = Snapshot(
+            status.value,
+            [],
+            processed_seq,
+            result=outcome.data.get("result"),
+            error=error,
+            finished=True,
+        )
+        return snapshot, WorkflowTaskOp.DELETE, None
+    status, waiting = inst.snapshot()
+    snapshot = Snapshot(
+        status.value,
+        waiting,
+        processed_seq,
+        # What signals are admitted to the run is judged by these (`max_pending_signals`).
+        unread_signals=len(inst.unread_signals()),
+        signal_names=inst.signal_names(),
+    )
+    return snapshot, WorkflowTaskOp.IDLE, None
 
 
 def next_generation(inst: WorkflowInstance, outcome: NewEvent) -> Continuation:

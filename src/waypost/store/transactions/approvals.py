@@ -114,46 +114,9 @@ def decide_approval(tx: Tx, d: DecideRequest) -> DecideResult:
         raise Abort(DecideResult(False, "unknown approval"))
     approval = approval_from_row(row, tx)
     clock = max(d.now, database_clock(tx))
-    if approval.status != ap_model.PENDING:
-        raise Abort(DecideResult(False, f"the approval is {approval.status} already"))
-    if approval.timer_step is not None:
-        timer = tx.one(
-            "timer_status",
-            {"tenant": d.tenant, "run_id": approval.run_id, "step": approval.timer_step},
-        )
-        if timer is not None and timer["status"] == "fired":
-            raise Abort(DecideResult(False, "the approval has expired"))
-    if approval.expires_at is not None and approval.expires_at <= clock:
-        raise Abort(DecideResult(False, "the approval has expired"))
-    if d.credential_id is not None:
-        cred = get_credential(tx, d.tenant, d.credential_id)
-        if cred is None or cred.approval_id != d.approval_id:
-            raise Abort(DecideResult(False, "unknown credential"))
-        if cred.status != "active":
-            raise Abort(DecideResult(False, f"the credential was {cred.status}"))
-        if cred.expires_at is not None and cred.expires_at <= clock:
-            raise Abort(DecideResult(False, "the credential has expired"))
-
+    _check_open(tx, d, approval, clock)
     policy = ap_model.Policy.from_json(approval.policy)
-    if d.members is not None and not set(policy.groups) <= set(d.members):
-        raise Abort(DecideResult(False, "the approval's approvers changed", stale=True))
-    principal = normal_identity(d.principal)
-
-    def member_of(group: str) -> bool:
-        if d.members is not None:
-            return principal in {normal_identity(m) for m in d.members[group]}
-        return is_group_member(tx, d.tenant, group, principal)
-
-    before = approval_votes(tx, d.tenant, d.approval_id)
-    why_not = ap_model.refusal(
-        policy,
-        principal,
-        started_by=approval.started_by,
-        member_of=member_of,
-        voted=[ap_model.Vote(v["principal"], v["decision"]) for v in before],
-    )
-    if why_not is not None:
-        raise Abort(DecideResult(False, why_not, principal_refused=True))
+    _check_may_decide(tx, d, approval, policy)
     if d.credential_id is not None and (
         tx.run("use_credential", {**key, "credential_id": d.credential_id, "clock": clock}) != 1
     ):
@@ -161,25 +124,7 @@ def decide_approval(tx: Tx, d: DecideRequest) -> DecideResult:
     # The credential for the other action is spent with it (without a credential, both
     # are): one decision per approver.
     tx.run("retire_approver_credentials", {**key, "approver": d.principal, "status": "used"})
-    voted = tx.run(
-        "insert_vote",
-        {
-            **key,
-            "principal": d.principal,
-            "decision": d.decision,
-            "comment": d.comment,
-            # The column predates decisions without a credential: '' stands for none.
-            "credential_id": d.credential_id or "",
-            "auth": d.auth,
-            "authenticated_by": d.authenticated_by,
-        },
-    )
-    if voted != 1:
-        raise Abort(
-            DecideResult(
-                False, f"{d.principal} has decided on this approval already", principal_refused=True
-            )
-        )
+    _insert_vote(tx, d)
     votes = approval_votes(tx, d.tenant, d.approval_id)
     outcome = ap_model.tally(
         policy,
@@ -217,6 +162,81 @@ def decide_approval(tx: Tx, d: DecideRequest) -> DecideResult:
         ),
     )
     return DecideResult(True, outcome=outcome, run_id=approval.run_id, seq=res.last_seq)
+
+
+def _check_open(tx: Tx, d: DecideRequest, approval: ApprovalRecord, clock: float) -> None:
+    """The approval still pending and unexpired, and the credential (if any) its own,
+    active and unexpired, by `clock`."""
+    if approval.status != ap_model.PENDING:
+        raise Abort(DecideResult(False, f"the approval is {approval.status} already"))
+    if approval.timer_step is not None:
+        timer = tx.one(
+            "timer_status",
+            {"tenant": d.tenant, "run_id": approval.run_id, "step": approval.timer_step},
+        )
+        if timer is not None and timer["status"] == "fired":
+            raise Abort(DecideResult(False, "the approval has expired"))
+    if approval.expires_at is not None and approval.expires_at <= clock:
+        raise Abort(DecideResult(False, "the approval has expired"))
+    if d.credential_id is not None:
+        cred = get_credential(tx, d.tenant, d.credential_id)
+        if cred is None or cred.approval_id != d.approval_id:
+            raise Abort(DecideResult(False, "unknown credential"))
+        if cred.status != "active":
+            raise Abort(DecideResult(False, f"the credential was {cred.status}"))
+        if cred.expires_at is not None and cred.expires_at <= clock:
+            raise Abort(DecideResult(False, "the credential has expired"))
+
+
+def _check_may_decide(
+    tx: Tx, d: DecideRequest, approval: ApprovalRecord, policy: ap_model.Policy
+) -> None:
+    """The principal may decide under the policy as it is now, by the directory as it is
+    now (the built-in one read here, or the members the request brings), and has not
+    voted."""
+    if d.members is not None and not set(policy.groups) <= set(d.members):
+        raise Abort(DecideResult(False, "the approval's approvers changed", stale=True))
+    principal = normal_identity(d.principal)
+
+    def member_of(group: str) -> bool:
+        if d.members is not None:
+            return principal in {normal_identity(m) for m in d.members[group]}
+        return is_group_member(tx, d.tenant, group, principal)
+
+    before = approval_votes(tx, d.tenant, d.approval_id)
+    why_not = ap_model.refusal(
+        policy,
+        principal,
+        started_by=approval.started_by,
+        member_of=member_of,
+        voted=[ap_model.Vote(v["principal"], v["decision"]) for v in before],
+    )
+    if why_not is not None:
+        raise Abort(DecideResult(False, why_not, principal_refused=True))
+
+
+def _insert_vote(tx: Tx, d: DecideRequest) -> None:
+    voted = tx.run(
+        "insert_vote",
+        {
+            "tenant": d.tenant,
+            "approval_id": d.approval_id,
+            "now": d.now,
+            "principal": d.principal,
+            "decision": d.decision,
+            "comment": d.comment,
+            # The column predates decisions without a credential: '' stands for none.
+            "credential_id": d.credential_id or "",
+            "auth": d.auth,
+            "authenticated_by": d.authenticated_by,
+        },
+    )
+    if voted != 1:
+        raise Abort(
+            DecideResult(
+                False, f"{d.principal} has decided on this approval already", principal_refused=True
+            )
+        )
 
 
 def _remaining(

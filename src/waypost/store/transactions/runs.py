@@ -28,6 +28,7 @@ from ..base import (
     RunCommit,
     RunOutlook,
     RunRecord,
+    Snapshot,
     TaskState,
     WorkflowTaskOp,
 )
@@ -109,6 +110,37 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
         # After the insert: finding the same run again is free, and the count includes it.
         admit_run(tx, new.tenant, new.quotas, new.ts, history_bytes(events))
     tx.many("insert_event", event_rows(tx, new.tenant, new.run_id, events))
+    status, fence = _first_task(tx, new)
+    run = RunRecord(
+        tenant=new.tenant,
+        run_id=new.run_id,
+        workflow=new.workflow,
+        version=new.version,
+        status=status,
+        input=new.input,
+        input_json=input_json,
+        result=None,
+        error=None,
+        waiting_for=[],
+        last_seq=events[-1].seq,
+        last_hash=events[-1].hash,
+        processed_seq=new.processed_seq,
+        created_at=new.ts,
+        updated_at=new.ts,
+        finished_at=None,
+        priority=new.priority,
+        history_bytes=history_bytes(events),
+    )
+    if new.named_queue is not None:  # its admission (if any) appended RunAdmitted
+        run = get_run(tx, new.tenant, new.run_id) or run
+    return CreateRunResult(created=True, run=run, workflow_fence=fence)
+
+
+def _first_task(tx: Tx, new: NewRun) -> tuple[str, int | None]:
+    """The new run's workflow task (leased to the starting engine, ready, or held for its
+    workflow queue, which may admit it at once); its status and the fence it was leased
+    with (None: not leased)."""
+    key = {"tenant": new.tenant, "run_id": new.run_id}
     claimed = new.claim_owner is not None
     held = new.named_queue is not None  # enqueued: held until its queue admits it
     fence = 1 if claimed and not held else 0
@@ -145,29 +177,7 @@ def create_run(tx: Tx, new: NewRun) -> CreateRunResult:
                 claimed, fence = leased is not None, int(leased["fence"]) if leased else 0
         else:
             claimed = False
-    run = RunRecord(
-        tenant=new.tenant,
-        run_id=new.run_id,
-        workflow=new.workflow,
-        version=new.version,
-        status=status,
-        input=new.input,
-        input_json=input_json,
-        result=None,
-        error=None,
-        waiting_for=[],
-        last_seq=events[-1].seq,
-        last_hash=events[-1].hash,
-        processed_seq=new.processed_seq,
-        created_at=new.ts,
-        updated_at=new.ts,
-        finished_at=None,
-        priority=new.priority,
-        history_bytes=history_bytes(events),
-    )
-    if new.named_queue is not None:  # its admission (if any) appended RunAdmitted
-        run = get_run(tx, new.tenant, new.run_id) or run
-    return CreateRunResult(created=True, run=run, workflow_fence=fence if claimed else None)
+    return status, fence if claimed else None
 
 
 def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
@@ -178,134 +188,191 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
 
 
 def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
-    """`commit_run` statement by statement (what a step's one statement falls back to)."""
-    key = {"tenant": c.tenant, "run_id": c.run_id}
-    now = c.now
-
+    """`commit_run` statement by statement (what a step's one statement falls back to):
+    its conditions, the history and the run's head, then each kind of change in turn."""
     if c.activity is not None:
-        a = c.activity
-        if a.op is ActivityTaskOp.DONE:
-            n = tx.run("finish_activity_task", {**key, "step": a.step, "fence": a.fence})
-        else:
-            n = tx.run(
-                "retry_activity_task",
-                {
-                    **key,
-                    "step": a.step,
-                    "fence": a.fence,
-                    "retry_at": a.retry_at,
-                    "heartbeat_details": sealed(
-                        tx.keys,
-                        a.heartbeat_details,
-                        task_place(c.tenant, c.run_id, a.step, "heartbeat_details"),
-                    ),
-                    "lapsed": int(a.lapsed),
-                },
-            )
-        if n != 1:
-            raise Abort(CommitResult(Conflict.ACTIVITY_FENCE))
+        _settle_activity_task(tx, c)
+    wt = _workflow_task_for(tx, c)
+    snap = c.snapshot
+    head, prev_seq, prev_hash, status = _head_for(tx, c)
+    # A run of a workflow queue that ends having been admitted frees its slot: the next is
+    # admitted in this commit.
+    ending = head if snap is not None and snap.finished else None
+    events = tx.chain.seal(prev_seq, prev_hash, c.events)
+    added = history_bytes(events)
+    if c.expect_seq is None and head is not None:  # an append after whatever is last
+        _admit_bytes(tx, c, head, added, status)
+    last_seq, last_hash = (events[-1].seq, events[-1].hash) if events else (prev_seq, prev_hash)
+    _advance_head(tx, c, (prev_seq, prev_hash), (last_seq, last_hash), added)
+    if snap is not None:
+        status = snap.status
+    key = {"tenant": c.tenant, "run_id": c.run_id}
+    if events:
+        tx.many("insert_event", event_rows(tx, c.tenant, c.run_id, events))
+    if c.set_version is not None:
+        tx.run("set_run_version", {**key, "version": c.set_version})
+    if c.reopen_queue is not None:
+        _reopen_workflow_task(tx, c, c.reopen_queue)
+    fence_after = _workflow_task_op(tx, c, wt)
+    if c.reset_lapses:
+        tx.run("reset_run_lapses", key)
+    queued = _write_activities(tx, c, wt, events)
+    _write_timers(tx, c, status)
+    _write_approvals(tx, c)
+    _write_correlations(tx, c)
+    if c.start_children:
+        start_children(tx, c, commit_run, create_run)
+    if snap is not None and snap.finished:
+        _end_run(tx, c, snap, ending)
+    if c.continue_as is not None:
+        fence_after = begin_generation(tx, c, wt, last_seq, last_hash) or None
+    return CommitResult(
+        conflict=None,
+        events=events,
+        prev_seq=prev_seq,
+        last_seq=last_seq,
+        last_hash=last_hash,
+        status=status,
+        workflow_fence=fence_after,
+        workflow_queue=wt["queue"] if wt is not None else "",
+        queued_steps=tuple(queued),
+    )
 
-    wt: Row | None = None
+
+def _settle_activity_task(tx: Tx, c: RunCommit) -> None:
+    """The reported attempt's task done or set to retry, under its fence."""
+    a = c.activity
+    assert a is not None
+    key = {"tenant": c.tenant, "run_id": c.run_id}
+    if a.op is ActivityTaskOp.DONE:
+        n = tx.run("finish_activity_task", {**key, "step": a.step, "fence": a.fence})
+    else:
+        n = tx.run(
+            "retry_activity_task",
+            {
+                **key,
+                "step": a.step,
+                "fence": a.fence,
+                "retry_at": a.retry_at,
+                "heartbeat_details": sealed(
+                    tx.keys,
+                    a.heartbeat_details,
+                    task_place(c.tenant, c.run_id, a.step, "heartbeat_details"),
+                ),
+                "lapsed": int(a.lapsed),
+            },
+        )
+    if n != 1:
+        raise Abort(CommitResult(Conflict.ACTIVITY_FENCE))
+
+
+def _workflow_task_for(tx: Tx, c: RunCommit) -> Row | None:
+    """The run's workflow task when the commit checks its fence or changes it (with the
+    tenant's limited queues when it leases attempts: one round trip fewer a step on
+    PostgreSQL)."""
     needs_task = c.workflow_fence is not None or c.workflow_op in (
         WorkflowTaskOp.WAKE,
         WorkflowTaskOp.CLAIM,
         WorkflowTaskOp.IDLE,
         WorkflowTaskOp.DEFER,
     )
-    # Leasing an attempt needs the tenant's limited queues: read with the task, one
-    # round trip fewer for each step on PostgreSQL.
+    if not needs_task:
+        return None
     leasing = any(na.owner for na in c.new_activities)
-    if needs_task:
-        wt = tx.one("workflow_task_and_limits" if leasing else "workflow_task", key)
-        if c.workflow_fence is not None and (wt is None or wt["fence"] != c.workflow_fence):
-            raise Abort(CommitResult(Conflict.WORKFLOW_FENCE))
+    key = {"tenant": c.tenant, "run_id": c.run_id}
+    wt = tx.one("workflow_task_and_limits" if leasing else "workflow_task", key)
+    if c.workflow_fence is not None and (wt is None or wt["fence"] != c.workflow_fence):
+        raise Abort(CommitResult(Conflict.WORKFLOW_FENCE))
+    return wt
 
-    status = ""
-    snap = c.snapshot
-    # A run of a workflow queue that ends having been admitted frees its slot: the next is
-    # admitted in this commit.
-    # The run's head is read once, for whichever of these needs it.
-    finishing = snap is not None and snap.finished
+
+def _head_for(tx: Tx, c: RunCommit) -> tuple[Row | None, int, str, str]:
+    """The run's head (read once, if anything needs it), the sequence number and hash the
+    new events follow, and the run's status as read; the head's conditions checked."""
+    finishing = c.snapshot is not None and c.snapshot.finished
     needs_head = c.expect_seq is None or c.require_active or finishing
+    key = {"tenant": c.tenant, "run_id": c.run_id}
     head = tx.one("run_head", key) if needs_head else None
-    ending = head if finishing else None
     if c.expect_seq is not None:
-        prev_seq, prev_hash = c.expect_seq, c.expect_hash
         if c.require_active:
             if head is None:
                 raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
             if head["status"] in _FINISHED:
                 raise Abort(CommitResult(Conflict.RUN_FINISHED, status=head["status"]))
-    else:
-        if head is None:
-            raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
-        prev_seq = head["last_seq"]
-        prev_hash = head["last_hash"]
-        status = head["status"]
-        if c.require_active and status in _FINISHED:
-            raise Abort(CommitResult(Conflict.RUN_FINISHED, status=status))
-        if c.max_pending_signals is not None and _signal_backlog(tx, c, head):
-            raise Abort(CommitResult(Conflict.BACKLOG, status=status))
-        if c.max_events is not None and prev_seq + len(c.events) > c.max_events:
-            raise Abort(CommitResult(Conflict.HISTORY_FULL, status=status))
-    events = tx.chain.seal(prev_seq, prev_hash, c.events)
-    added = history_bytes(events)
-    if c.expect_seq is None and head is not None:  # an append after whatever is last
-        _admit_bytes(tx, c, head, added, status)
-    last_seq, last_hash = (events[-1].seq, events[-1].hash) if events else (prev_seq, prev_hash)
+        return head, c.expect_seq, c.expect_hash, ""
+    if head is None:
+        raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
+    prev_seq, prev_hash, status = head["last_seq"], head["last_hash"], head["status"]
+    if c.require_active and status in _FINISHED:
+        raise Abort(CommitResult(Conflict.RUN_FINISHED, status=status))
+    if c.max_pending_signals is not None and _signal_backlog(tx, c, head):
+        raise Abort(CommitResult(Conflict.BACKLOG, status=status))
+    if c.max_events is not None and prev_seq + len(c.events) > c.max_events:
+        raise Abort(CommitResult(Conflict.HISTORY_FULL, status=status))
+    return head, prev_seq, prev_hash, status
+
+
+def _advance_head(
+    tx: Tx, c: RunCommit, prev: tuple[int, str], last: tuple[int, str], added: int
+) -> None:
+    """Move the run's head from `prev` to `last` (with its snapshot, if any), on the
+    condition that it is still at `prev` and its history stays within its bytes."""
+    key = {"tenant": c.tenant, "run_id": c.run_id}
     head_params = {
         **key,
-        "last_seq": last_seq,
-        "last_hash": last_hash,
-        "now": now,
-        "expect_seq": prev_seq,
-        "expect_hash": prev_hash,
+        "last_seq": last[0],
+        "last_hash": last[1],
+        "now": c.now,
+        "expect_seq": prev[0],
+        "expect_hash": prev[1],
         "added_bytes": added,
         "max_bytes": c.max_run_bytes,
     }
+    snap = c.snapshot
     if snap is not None:
-        status = snap.status
         n = tx.run("advance_run_snapshot", {**head_params, **snapshot_params(tx, c, snap)})
-    elif events or c.expect_seq is not None:
+    elif c.events or c.expect_seq is not None:
         n = tx.run("advance_run_checked", head_params)
     else:
         n = 1
-    if n != 1:
-        head = tx.one("run_head", key)
-        if head is None:
-            raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
-        over = c.max_run_bytes is not None and head["history_bytes"] + added > c.max_run_bytes
-        moved = (head["last_seq"], head["last_hash"]) != (prev_seq, prev_hash)
-        raise Abort(CommitResult(Conflict.HISTORY_BYTES if over and not moved else Conflict.SEQ))
-    if events:
-        tx.many("insert_event", event_rows(tx, c.tenant, c.run_id, events))
-    if c.set_version is not None:
-        tx.run("set_run_version", {**key, "version": c.set_version})
+    if n == 1:
+        return
+    head = tx.one("run_head", key)
+    if head is None:
+        raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
+    over = c.max_run_bytes is not None and head["history_bytes"] + added > c.max_run_bytes
+    moved = (head["last_seq"], head["last_hash"]) != prev
+    raise Abort(CommitResult(Conflict.HISTORY_BYTES if over and not moved else Conflict.SEQ))
 
-    if c.reopen_queue is not None:
-        row = tx.one("get_run", key)
-        tx.run(
-            "insert_workflow_task",
-            {
-                **key,
-                "queue": c.reopen_queue,
-                "state": "ready",
-                "visible_at": now,
-                "owner": None,
-                "fence": 0,
-                "now": now,
-                "priority": row["priority"] if row is not None else 0,
-            },
-        )
-        tx.notify(TASKS)
-    fence_after = _workflow_task_op(tx, c, wt)
-    if c.reset_lapses:
-        tx.run("reset_run_lapses", key)
+
+def _reopen_workflow_task(tx: Tx, c: RunCommit, queue: str) -> None:
+    key = {"tenant": c.tenant, "run_id": c.run_id}
+    row = tx.one("get_run", key)
+    tx.run(
+        "insert_workflow_task",
+        {
+            **key,
+            "queue": queue,
+            "state": "ready",
+            "visible_at": c.now,
+            "owner": None,
+            "fence": 0,
+            "now": c.now,
+            "priority": row["priority"] if row is not None else 0,
+        },
+    )
+    tx.notify(TASKS)
+
+
+def _write_activities(tx: Tx, c: RunCommit, wt: Row | None, events: Sequence[Event]) -> list[str]:
+    """The commit's new attempts (leased to their engine when the tenant's limits leave
+    room, else ready for a claim), dropped and cancelled ones; the steps left queued."""
+    key = {"tenant": c.tenant, "run_id": c.run_id}
     texts = {id(ev.data): ev.data_json for ev in events}  # a task's spec is often an event's data
-
+    leasing = any(na.owner for na in c.new_activities)
     room: int | None = None  # leases the tenant's max_concurrent_activities leaves
-    if c.max_concurrent_activities is not None and any(na.owner for na in c.new_activities):
-        room = activity_room(tx, c.tenant, c.max_concurrent_activities, now)
+    if c.max_concurrent_activities is not None and leasing:
+        room = activity_room(tx, c.tenant, c.max_concurrent_activities, c.now)
     queued: list[str] = []
     # The tenant's queues with a limit, read when needed (with the workflow task if any).
     limited = limits_read_with(wt) if leasing and wt is not None else None
@@ -332,26 +399,40 @@ def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
     for step in c.cancel_activities:
         if tx.run("delete_ready_activity", {**key, "step": step}) == 0:
             tx.run("request_activity_cancel", {**key, "step": step})
+    return queued
+
+
+def _write_timers(tx: Tx, c: RunCommit, status: str) -> None:
+    """Timers cancelled, then new ones within the tenant's pending timers."""
+    key = {"tenant": c.tenant, "run_id": c.run_id}
     for step in c.cancel_timers:
         tx.run("cancel_timer", {**key, "step": step})
     if (
         c.new_timers
         and c.max_pending_timers is not None
-        and timer_room(tx, c.tenant, c.max_pending_timers, now) < len(c.new_timers)
+        and timer_room(tx, c.tenant, c.max_pending_timers, c.now) < len(c.new_timers)
     ):
         raise Abort(CommitResult(Conflict.TIMERS, status=status))
     for timer in c.new_timers:
         tx.run("insert_timer", {**key, "step": timer.step, "fire_at": timer.fire_at})
         tx.notify(TIMERS)
+
+
+def _write_approvals(tx: Tx, c: RunCommit) -> None:
     for ap in c.new_approvals:
         insert_approval(tx, c, ap)
     for approval_id, ap_status in c.close_approvals:
-        close_approval(tx, c.tenant, approval_id, ap_status, now)
+        close_approval(tx, c.tenant, approval_id, ap_status, c.now)
     for approval_id, group in c.escalate_approvals:
-        escalate_approval(tx, c.tenant, approval_id, group, now)
+        escalate_approval(tx, c.tenant, approval_id, group, c.now)
     if c.close_run_approvals is not None:
-        tx.run("close_run_approvals", {**key, "status": c.close_run_approvals, "now": now})
-        tx.run("revoke_run_credentials", {**key, "now": now})
+        key = {"tenant": c.tenant, "run_id": c.run_id, "now": c.now}
+        tx.run("close_run_approvals", {**key, "status": c.close_run_approvals})
+        tx.run("revoke_run_credentials", key)
+
+
+def _write_correlations(tx: Tx, c: RunCommit) -> None:
+    key = {"tenant": c.tenant, "run_id": c.run_id}
     for corr in c.new_correlations:
         tx.run(
             "insert_correlation",
@@ -361,34 +442,23 @@ def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
                 "signal": corr.signal,
                 "corr_key": corr.key,
                 "corr_value": corr.value,
-                "now": now,
+                "now": c.now,
             },
         )
     for step in c.withdraw_correlations:
         tx.run("delete_correlation", {**key, "step": step})
-    if c.start_children:
-        start_children(tx, c, commit_run, create_run)
-    if snap is not None and snap.finished:
-        tx.run("delete_run_tasks", key)
-        tx.run("delete_run_timers", key)
-        tx.run("delete_run_correlations", key)
-        run_ended(tx, c, snap, commit_run)
-        if ending is not None and ending["named_queue"] and ending["status"] != "enqueued":
-            admit_runs(tx, c.tenant, ending["named_queue"], now, commit_run)
-    if c.continue_as is not None:
-        fence_after = begin_generation(tx, c, wt, last_seq, last_hash) or None
 
-    return CommitResult(
-        conflict=None,
-        events=events,
-        prev_seq=prev_seq,
-        last_seq=last_seq,
-        last_hash=last_hash,
-        status=status,
-        workflow_fence=fence_after,
-        workflow_queue=wt["queue"] if wt is not None else "",
-        queued_steps=tuple(queued),
-    )
+
+def _end_run(tx: Tx, c: RunCommit, snap: Snapshot, ending: Row | None) -> None:
+    """A finished run's tasks, timers and signal waits removed, its ending's policies
+    applied, and the next run of its workflow queue admitted."""
+    key = {"tenant": c.tenant, "run_id": c.run_id}
+    tx.run("delete_run_tasks", key)
+    tx.run("delete_run_timers", key)
+    tx.run("delete_run_correlations", key)
+    run_ended(tx, c, snap, commit_run)
+    if ending is not None and ending["named_queue"] and ending["status"] != "enqueued":
+        admit_runs(tx, c.tenant, ending["named_queue"], c.now, commit_run)
 
 
 def _signal_backlog(tx: Tx, c: RunCommit, head: Row) -> bool:
