@@ -37,16 +37,7 @@ from waypost.model.logs import configure_logging, logger
 from waypost.observability import Metrics
 from waypost.runtime.registry import items_in_modules
 
-from . import (
-    approval_page,
-    console,
-    metrics_route,
-    routes,
-    routes_queues,
-    routes_updates,
-    routes_users,
-    schedule_routes,
-)
+from . import api, approval_page, console, metrics_route
 from .answers import JsonAnswer
 from .compute import FORWARDED, SWITCH_INTERVAL, ComputeProcesses
 from .console.pages import (
@@ -131,11 +122,8 @@ def create_app(
     app.state.metrics_token_digest = (
         metrics_route.token_digest(metrics_token) if metrics_token else None
     )
-    app.include_router(routes.router)
-    app.include_router(schedule_routes.router)
-    app.include_router(routes_updates.router)
-    app.include_router(routes_queues.router)
-    app.include_router(routes_users.router)
+    for router in api.ROUTERS:
+        app.include_router(router)
     app.include_router(metrics_route.router)
     app.include_router(approval_page.router)
     app.state.console_secret = console_secret or ConsoleSecret.random()

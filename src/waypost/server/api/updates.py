@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from waypost.model import operations as ops
 
-from .bodies import api_router
-from .routes import MAX_WAIT, Caller, ErrorBody, door
+from ..bodies import ErrorBody, api_router
+from .common import MAX_WAIT, Caller, door
 
 router = api_router(
     responses={

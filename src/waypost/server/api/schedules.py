@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 
 from waypost.model import schedules as sch
 
-from .bodies import api_router
-from .routes import Caller, ErrorBody, door
+from ..bodies import ErrorBody, api_router
+from .common import Caller, door
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": what}

@@ -9,11 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from waypost.model import operations_queues as oq
 
-from . import routes
-from .bodies import api_router
-from .routes import Caller, door
+from ..bodies import api_router
+from .common import ERRORS, Caller, door
 
-router = api_router(responses=routes.router.responses)
+router = api_router(responses=ERRORS)
 
 
 class QueueBody(BaseModel):

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from waypost.model import operations as ops
 from waypost.model.users import UserInfo
 
-from .bodies import api_router
-from .routes import Caller, ErrorBody, door
+from ..bodies import ErrorBody, api_router
+from .common import Caller, door
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": what}

@@ -1,10 +1,5 @@
-"""The API's routes (v1): each one parses, calls the one door, and answers JSON.
-
-Every route but the health checks and the webhooks' (signed by their senders)
-needs `Authorization: Bearer <API key>`; the key's principal (its tenant, name and
-roles) is who asks, and the door checks what that principal may do. Objects of
-another tenant are not found.
-"""
+"""Runs over HTTP: start, read, page, signal, operator commands, fork, purge,
+re-encryption, signal-with-start."""
 
 from __future__ import annotations
 
@@ -13,73 +8,22 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, Query, Request, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from fastapi import Query, Request, Response
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
-from waypost.client.engine import AsyncEngine
-from waypost.engine import tracing
-from waypost.errors import InvalidRequest, ResultTimeout, RunEndedError, Unauthenticated
-from waypost.model import operations as ops, webhooks as wh
-from waypost.model.identity import Principal, preview
+from waypost.errors import InvalidRequest, ResultTimeout, RunEndedError
+from waypost.model import operations as ops
+from waypost.model.identity import preview
 from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE
 from waypost.model.wire import event_wire, problems_wire, to_wire
 
-from .bodies import ErrorBody as ErrorBody, ErrorDetail as ErrorDetail, api_router
+from ..bodies import api_router
+from .common import ERRORS, MAX_WAIT, Caller, StrictBody, door
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": what}
-    for status, what in {
-        400: "The body is not JSON.",
-        401: "No valid API key.",
-        403: "The key's roles do not allow it.",
-        404: "Not found in the key's tenant.",
-        409: "Conflicts with the current state.",
-        413: "The body is too large.",
-        422: "The request is not valid.",
-        429: "A tenant quota; see Retry-After.",
-        503: "The database does not answer.",
-    }.items()
-}
-
-router = api_router(responses=_ERRORS)
-_bearer = HTTPBearer(auto_error=False, description="An API key: `waypost keys create`.")
-
-MAX_WAIT = 60.0  # seconds a result request may wait for the run to end
+router = api_router(responses=ERRORS)
 
 
-def engine_of(request: Request) -> AsyncEngine:
-    engine: AsyncEngine = request.app.state.engine
-    return engine
-
-
-async def caller(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
-    """The principal of the request's API key (401 without a valid one)."""
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise Unauthenticated()
-    return await engine_of(request).authenticate(credentials.credentials)
-
-
-Caller = Annotated[Principal, Depends(caller)]
-
-
-async def door(request: Request, operation: ops.Request[Any], principal: Principal) -> Any:
-    # A W3C `traceparent` header makes a run this request starts part of the caller's trace.
-    with tracing.caller_context(request.headers.get("traceparent")):
-        return await engine_of(request).execute(operation, principal)
-
-
-# == bodies ==============================================================================
-class _Body(BaseModel):
-    # Numbers and flags of operator commands are strict (StrictInt, StrictBool): `true`
-    # or "1" is no event number or batch size, and is refused rather than read as 1.
-    model_config = ConfigDict(extra="forbid")
-
-
-class StartBody(_Body):
+class StartBody(StrictBody):
     workflow: str = Field(description="A workflow's name (code or a published definition).")
     input: Any = Field(default=None, description="The run's input (JSON).")
     version: StrictStr | StrictInt | None = Field(default=None, description="Default: the newest.")
@@ -106,11 +50,11 @@ class StartBody(_Body):
     )
 
 
-class SignalBody(_Body):
+class SignalBody(StrictBody):
     payload: Any = Field(default=None, description="What the run receives with the signal.")
 
 
-class CancelBody(_Body):
+class CancelBody(StrictBody):
     reason: str = Field(description="Why (recorded in the run's history).")
 
 
@@ -127,97 +71,6 @@ class UpdateInputBody(CancelBody):
     data: dict[str, Any] = Field(description="The fields of the run's data to replace.")
 
 
-class DecisionBody(_Body):
-    decision: str = Field(description="'approve' or 'reject'.")
-    comment: str = Field(default="", description="Recorded with the decision.")
-    token: str | None = Field(
-        default=None,
-        description="A credential from a notification; an approver signed in with an API key "
-        "needs none.",
-    )
-
-
-# == health ==============================================================================
-@router.get("/healthz", tags=["health"], summary="The process is up.")
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
-
-
-@router.get("/readyz", tags=["health"], summary="The database answers.")
-async def readyz(request: Request) -> dict[str, str]:
-    await engine_of(request).check_store()
-    return {"status": "ready"}
-
-
-# == definitions =========================================================================
-@router.post(
-    "/v1/definitions",
-    tags=["definitions"],
-    status_code=201,
-    summary="Publish a definition (YAML or JSON body) as its next version.",
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/yaml": {"schema": {"type": "string"}},
-                "application/json": {"schema": {"type": "object"}},
-            },
-        }
-    },
-    responses={200: {"description": "Identical content: the version published before."}},
-)
-async def publish(request: Request, response: Response, principal: Caller) -> dict[str, Any]:
-    body = await request.body()
-    info = await door(request, ops.Publish(definition=body), principal)
-    if not info.created:
-        response.status_code = 200
-    return {
-        "name": info.name,
-        "version": info.version,
-        "digest": info.digest,
-        "created": info.created,
-        "warnings": list(info.warnings),
-    }
-
-
-@router.get("/v1/definitions", tags=["definitions"], summary="Every version of every definition.")
-async def list_definitions(request: Request, principal: Caller) -> dict[str, Any]:
-    found = await door(request, ops.ListDefinitions(), principal)
-    return {"definitions": [_definition(d) for d in found]}
-
-
-@router.get("/v1/definitions/{name:id}", tags=["definitions"], summary="A definition's versions.")
-async def definition_versions(request: Request, name: str, principal: Caller) -> dict[str, Any]:
-    newest = await door(request, ops.GetDefinition(definition=name), principal)
-    found = await door(request, ops.ListDefinitions(definition=newest.name), principal)
-    return {"name": newest.name, "versions": [_definition(d) for d in found]}
-
-
-@router.get(
-    "/v1/definitions/{name:id}/{version}", tags=["definitions"], summary="One published version."
-)
-async def definition_version(
-    request: Request, name: str, version: int, principal: Caller
-) -> dict[str, Any]:
-    info = await door(request, ops.GetDefinition(definition=name, version=version), principal)
-    return _definition(info, with_body=True)
-
-
-def _definition(info: Any, with_body: bool = False) -> dict[str, Any]:
-    out = {
-        "name": info.name,
-        "version": info.version,
-        "digest": info.digest,
-        "published_at": info.published_at.isoformat(),
-        "published_by": info.published_by,
-    }
-    if with_body:
-        out["definition"] = info.body
-        out["source"] = info.source
-    return out
-
-
-# == runs ================================================================================
 @router.post(
     "/v1/runs",
     tags=["runs"],
@@ -365,7 +218,7 @@ for _command, _kind, _summary in RUN_COMMANDS:
     _command_route(_command, _kind, _summary)
 
 
-class ForkBody(_Body):
+class ForkBody(StrictBody):
     reason: str = Field(description="Why (recorded in both runs' histories).")
     step: str | None = Field(
         default=None, description="Fork before this step (a step id or definition step name)."
@@ -407,7 +260,7 @@ _AGE = re.compile(r"([0-9]{1,9})([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-class PurgeBody(_Body):
+class PurgeBody(StrictBody):
     older_than: StrictInt | StrictFloat | StrictStr = Field(
         description="Purge runs that finished more than this long ago: seconds, or a whole "
         "number and a unit (`90m`, `12h`, `30d`, `2w`)."
@@ -466,7 +319,7 @@ async def get_purged(request: Request, run_id: str, principal: Caller) -> dict[s
     return out
 
 
-class ReEncryptBody(_Body):
+class ReEncryptBody(StrictBody):
     run_id: str | None = Field(default=None, description="Only this run.")
     after: str | None = Field(
         default=None, description="Without run_id: continue after this run id (`next_after`)."
@@ -539,76 +392,16 @@ def _run(info: Any) -> dict[str, Any]:
     return out
 
 
-# == approvals ===========================================================================
-@router.get(
-    "/v1/approvals",
-    tags=["approvals"],
-    summary="Pending approvals: an approver's own inbox, or the tenant's for other roles.",
-)
-async def list_approvals(
-    request: Request,
-    principal: Caller,
-    run_id: str | None = None,
-    status: str = "pending",
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-) -> dict[str, Any]:
-    found = await door(
-        request, ops.ListApprovals(run_id=run_id, status=status, limit=limit), principal
-    )
-    return {"approvals": [to_wire(a) for a in found]}
+# == signal-with-start
 
 
-@router.get("/v1/approvals/{approval_id:id}", tags=["approvals"], summary="One approval.")
-async def get_approval(request: Request, approval_id: str, principal: Caller) -> dict[str, Any]:
-    info = await door(request, ops.GetApproval(approval_id=approval_id), principal)
-    out: dict[str, Any] = to_wire(info)
-    return out
-
-
-@router.post(
-    "/v1/approvals/{approval_id:id}/decision",
-    tags=["approvals"],
-    summary="Approve or reject as the signed-in approver.",
-)
-async def decide(
-    request: Request, approval_id: str, body: DecisionBody, principal: Caller
-) -> dict[str, Any]:
-    receipt = await door(
-        request,
-        ops.Decide(
-            approval_id=approval_id,
-            token=body.token,
-            approver=principal.subject,
-            decision=body.decision,
-            comment=body.comment,
-            auth="api",
-        ),
-        principal,
-    )
-    out: dict[str, Any] = to_wire(receipt)
-    return out
-
-
-# == signal-with-start and webhooks by correlation =======================================
-# `POST /v1/webhooks/{url_id}` is the one route of the API that takes no API key: the
-# sender signs the delivery with the source's secret (Standard Webhooks), and the door
-# runs it for the unauthenticated principal. Its refusals never say which tenant owns a
-# source: an unknown URL id and a wrong signature are one answer.
-class SignalWithStartBody(_Body):
+class SignalWithStartBody(StrictBody):
     workflow: str = Field(description="A workflow's name (code or a published definition).")
     input: Any = Field(default=None, description="The input, if this call starts the run.")
     run_id: str = Field(description="The run to signal, started first if no run has this id.")
     signal: str = Field(description="The signal's name.")
     payload: Any = Field(default=None, description="What the run receives with the signal.")
     version: StrictStr | StrictInt | None = Field(default=None, description="Default: the newest.")
-
-
-class WebhookSourceBody(_Body):
-    source: str = Field(description="The source's id in the tenant (its URL has `url_id`).")
-    signal: str = Field(description="The signal its deliveries send.")
-    correlate_key: str = Field(description="The key of `correlate=(key, value)` runs wait with.")
-    correlate_path: str = Field(description="Where the value is in the JSON body: `data.id`.")
-    tolerance_seconds: int = Field(default=300, description="How old a delivery may be.")
 
 
 @router.post(
@@ -632,63 +425,3 @@ async def signal_with_start(
         response.status_code = 200
     info = await door(request, ops.GetRun(run_id=started.run_id), principal)
     return _run(info)
-
-
-@router.post(
-    "/v1/webhooks/{source:id}",
-    tags=["webhooks"],
-    summary="A signed webhook: its signal goes to the runs waiting with its correlation value.",
-    responses={
-        401: {"description": "Unknown source, wrong signature, or a stale timestamp."},
-        404: {"description": "No run waits for it (nothing kept: a retry may deliver)."},
-    },
-)
-async def deliver_webhook(request: Request, source: str) -> dict[str, Any]:
-    sent = request.headers
-    headers = {name: sent[name] for name in wh.WEBHOOK_HEADERS if name in sent}
-    body = await request.body()
-    delivered = await door(request, wh.DeliverWebhook(source, headers, body), Principal.anonymous())
-    out: dict[str, Any] = to_wire(delivered)
-    return out
-
-
-@router.post(
-    "/v1/webhook-sources",
-    tags=["webhooks"],
-    status_code=201,
-    summary="Register a webhook source (admin); its secret is in this answer only.",
-)
-async def create_webhook_source(
-    request: Request, body: WebhookSourceBody, principal: Caller
-) -> dict[str, Any]:
-    request_ = wh.CreateWebhookSource(
-        body.source, body.signal, body.correlate_key, body.correlate_path, body.tolerance_seconds
-    )
-    made = await door(request, request_, principal)
-    out: dict[str, Any] = to_wire(made)  # with the secret: shown this once
-    return out
-
-
-@router.get("/v1/webhook-sources", tags=["webhooks"], summary="The tenant's webhook sources.")
-async def list_webhook_sources(request: Request, principal: Caller) -> dict[str, Any]:
-    found = await door(request, wh.ListWebhookSources(), principal)
-    return {"sources": [to_wire(s) for s in found]}
-
-
-@router.delete(
-    "/v1/webhook-sources/{source:id}", tags=["webhooks"], summary="Delete a webhook source."
-)
-async def delete_webhook_source(request: Request, source: str, principal: Caller) -> dict[str, Any]:
-    await door(request, wh.DeleteWebhookSource(source), principal)
-    return {"source": source, "deleted": True}
-
-
-# == the caller's tenant ===================================================================
-@router.get(
-    "/v1/tenant",
-    tags=["tenant"],
-    summary="The key's tenant: its effective quotas, its overrides and what it holds now.",
-)
-async def tenant(request: Request, principal: Caller) -> dict[str, Any]:
-    out: dict[str, Any] = to_wire(await door(request, ops.GetTenant(), principal))
-    return out
