@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+from pydantic import Field, StrictFloat, StrictInt, StrictStr
 
 from waypost.model import schedules as sch
 
 from ..bodies import ErrorBody, api_router
-from .common import Caller, door
+from .common import Caller, StrictBody, door
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": what}
@@ -30,11 +30,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 router = api_router(responses=_ERRORS, tags=["schedules"])
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ScheduleBody(_Body):
+class ScheduleBody(StrictBody):
     id: str = Field(description="The schedule's id (runs are `sched:<id>:<fire time>`).")
     workflow: str = Field(description="A workflow's name (code or a published definition).")
     cron: str | None = Field(default=None, description="Five cron fields, e.g. `0 9 * * MON-FRI`.")
@@ -51,7 +47,7 @@ class ScheduleBody(_Body):
     )
 
 
-class BackfillBody(_Body):
+class BackfillBody(StrictBody):
     start: str = Field(description="ISO 8601 with a zone: the range's first instant.")
     end: str = Field(description="ISO 8601 with a zone: the range's last instant.")
     overlap: str = Field(

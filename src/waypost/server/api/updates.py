@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+from pydantic import Field, StrictFloat, StrictInt
 
 from waypost.model import operations as ops
 
 from ..bodies import ErrorBody, api_router
-from .common import MAX_WAIT, Caller, door
+from .common import MAX_WAIT, Caller, StrictBody, door
 
 router = api_router(
     responses={
@@ -35,15 +35,11 @@ router = api_router(
 )
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class QueryBody(_Body):
+class QueryBody(StrictBody):
     args: list[Any] = Field(default_factory=list, description="The query handler's arguments.")
 
 
-class UpdateBody(_Body):
+class UpdateBody(StrictBody):
     args: list[Any] = Field(default_factory=list, description="The update handler's arguments.")
     update_id: str | None = Field(
         default=None,

@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from waypost.model import operations as ops
 from waypost.model.users import UserInfo
 
 from ..bodies import ErrorBody, api_router
-from .common import Caller, door
+from .common import Caller, StrictBody, door
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": what}
@@ -33,21 +33,17 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 router = api_router(responses=_ERRORS, tags=["users"])
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class UserBody(_Body):
+class UserBody(StrictBody):
     name: Any = Field(description="The user's name (what they sign in with).")
     roles: Any = Field(description="admin, operator, starter, approver, auditor, viewer.")
     password: Any = Field(description="8 to 512 characters; only its argon2id hash is kept.")
 
 
-class DisableBody(_Body):
+class DisableBody(StrictBody):
     reason: Any = Field(default="", description="Why (kept with the user).")
 
 
-class PasswordBody(_Body):
+class PasswordBody(StrictBody):
     password: Any = Field(description="The new password; the user's sessions end.")
 
 
