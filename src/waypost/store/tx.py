@@ -2,11 +2,11 @@
 
 A transaction function (see `transactions/`) receives a `Tx`: one open database
 transaction of some dialect, whose statements it addresses by name (the
-`-- name:` sections of `sql/<dialect>/queries.sql`). Running a named statement
-is the same for every dialect and is written here; a dialect's subclass
-supplies what runs the statements (with rows read by column name), how a
-savepoint is taken, how a read-only snapshot is begun and ended, and how other
-processes are told that work is waiting.
+`-- name:` sections of `sql/queries.sql` and `sql/<dialect>/queries.sql`, see
+`sqlfile.py`). Running a named statement is the same for every dialect and is
+written here; a dialect's subclass supplies what runs the statements (with rows
+read by column name), how a savepoint is taken, how a read-only snapshot is begun
+and ended, and how other processes are told that work is waiting.
 """
 
 from __future__ import annotations

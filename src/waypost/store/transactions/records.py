@@ -1,8 +1,8 @@
 """Rows into the store's records, read by column name.
 
 One converter per record; the names are the columns (or aliases) the SELECTs of
-`sql/<dialect>/queries.sql` give, the same in every dialect. JSON columns are
-parsed here, so the records hold Python values.
+`sql/queries.sql` and `sql/<dialect>/queries.sql` give, the same in every dialect.
+JSON columns are parsed here, so the records hold Python values.
 
 Payload columns (a run's input, result and error, an event's data, a task's
 spec and heartbeat details, an approval's data) are sealed here on the way in
