@@ -19,12 +19,11 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, pg_connect
+from tests.helpers.approvals import pending_approval
 from waypost.model import operations as ops, schedules as sch
 from waypost.model.approvals import UNKNOWN_STARTER
 from waypost.model.identity import Principal, Role
 from waypost.testing import TestClock
-
-from .test_approvals import pending_approval
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -262,9 +261,8 @@ def test_an_approval_whose_starter_nobody_knows_refuses_every_decision(
 def test_a_starter_listed_by_name_may_not_approve_their_own_run(
     make_engine: Any, tmp_path: Any, path: str
 ) -> None:
+    from tests.helpers.mail import Mailbox
     from waypost.features.senders import FileSender
-
-    from .test_approvals import Mailbox
 
     mailbox = Mailbox(tmp_path / "notes.jsonl")
     engine = make_engine(ask, notifier=FileSender(mailbox.path))

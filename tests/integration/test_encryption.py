@@ -19,6 +19,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, pg_connect
+from tests.helpers.gates import gate
 from waypost.model import operations as ops
 from waypost.model.encryption import sealed_key_id
 from waypost.model.identity import Principal, Role
@@ -43,13 +44,7 @@ MARKERS = (
     "MARKER-ERROR",
     "MARKER-APPROVAL",
 )
-gates: dict[str, threading.Event] = {}
 _lock = threading.Lock()
-
-
-def gate(label: str) -> threading.Event:
-    with _lock:
-        return gates.setdefault(label, threading.Event())
 
 
 @wp.activity(retry=wp.Retry(max_attempts=2, initial_interval=timedelta(milliseconds=10)))

@@ -22,13 +22,13 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type, pg_connect
+from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
 from waypost.model import operations as ops
 from waypost.model.chain import Chain, ChainKey
 from waypost.model.identity import Principal, Role
 
 from .server_fixtures import Api, make_key, serve
-from .test_approvals import Mailbox
 
 __all__ = ["serve"]  # the fixture, used by name
 
@@ -331,11 +331,6 @@ def test_a_run_put_back_whole_to_an_earlier_state_is_not_found(
 
 
 # == an approval's row edited =================================================================
-@pytest.fixture
-def mailbox(tmp_path: Any) -> Mailbox:
-    return Mailbox(tmp_path / "notifications.jsonl")
-
-
 def asking_engine(make_engine: Any, mailbox: Mailbox, **options: Any) -> Any:
     return make_engine(asking, notifier=FileSender(mailbox.path), chain=KEYED, **options)
 

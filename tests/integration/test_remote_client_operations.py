@@ -21,6 +21,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type, pg_connect
+from tests.helpers.gates import gate
 from waypost.model.definitions import InputError
 from waypost.model.records import PurgedRun, PurgeReport
 
@@ -32,12 +33,6 @@ pytestmark = pytest.mark.timeout(120)
 
 _lock = threading.Lock()
 broken: set[str] = set()  # labels whose `rc_flaky` activity fails
-gates: dict[str, threading.Event] = {}
-
-
-def gate(label: str) -> threading.Event:
-    with _lock:
-        return gates.setdefault(label, threading.Event())
 
 
 @pytest.fixture

@@ -21,6 +21,9 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.calls import calls_of, record
+from tests.helpers.gates import gate
+from tests.helpers.store import open_tasks
 from waypost.model import operations as ops
 from waypost.model.chain import verify_chain
 from waypost.model.identity import Principal, Role
@@ -36,24 +39,7 @@ pytestmark = pytest.mark.timeout(120)
 WAYPOST = Path(sys.executable).with_name("waypost")
 _lock = threading.Lock()
 broken: set[str] = set()  # labels whose `flaky` activity fails
-gates: dict[str, threading.Event] = {}
-calls: dict[str, list[str]] = {}
 FAST = timedelta(milliseconds=10)
-
-
-def record(label: str, what: str) -> None:
-    with _lock:
-        calls.setdefault(label, []).append(what)
-
-
-def calls_of(label: str) -> list[str]:
-    with _lock:
-        return list(calls.get(label, []))
-
-
-def gate(label: str) -> threading.Event:
-    with _lock:
-        return gates.setdefault(label, threading.Event())
 
 
 @pytest.fixture
@@ -256,18 +242,6 @@ def no_violations(url: str) -> None:
             await store.close()
 
     assert asyncio.run(check()) == []
-
-
-def open_tasks(url: str, run_id: str) -> list[Any]:
-    async def read() -> list[Any]:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await store.run_tasks("default", run_id)
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
 
 
 def failed(engine: wp.Engine, run_id: str, tenant: str = "default") -> dict[str, Any]:

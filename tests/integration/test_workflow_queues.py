@@ -20,6 +20,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.gates import Gate
 from waypost.model.events import EventType
 from waypost.store import open_store
 from waypost.testing import check_invariants
@@ -29,34 +30,6 @@ from .server_fixtures import Api, make_key, serve
 __all__ = ["serve"]
 
 pytestmark = pytest.mark.timeout(240)
-
-
-class Gate:
-    """What gated activities share: how many run at once (the most seen, per key too), the
-    order they started in, and a gate they wait at."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.running: dict[str, int] = {}
-        self.most: dict[str, int] = {}
-        self.started: list[Any] = []
-        self.open = threading.Event()
-
-    def enter(self, n: Any, key: str = "") -> None:
-        with self.lock:
-            for k in {"", key}:
-                self.running[k] = self.running.get(k, 0) + 1
-                self.most[k] = max(self.most.get(k, 0), self.running[k])
-            self.started.append(n)
-
-    def leave(self, key: str = "") -> None:
-        with self.lock:
-            for k in {"", key}:
-                self.running[k] -= 1
-
-    def now(self, key: str = "") -> int:
-        with self.lock:
-            return self.running.get(key, 0)
 
 
 GATE = Gate()
@@ -113,7 +86,7 @@ steps:
 
 
 def _fresh_gate() -> None:
-    GATE.__init__()  # type: ignore[misc]
+    GATE.reset()
 
 
 def _violations(url: str) -> list[Any]:
@@ -158,7 +131,7 @@ def test_a_workflow_queue_admits_at_most_its_concurrency_and_every_run_finishes(
         finally:
             done.set()
             sampler.join()
-    assert GATE.most[""] <= 2  # never more than two runs' steps at once
+    assert GATE.highest() <= 2  # never more than two runs' steps at once
     assert seen and max(seen) <= 2
     assert all(_admitted_at(engine, r.run_id) is not None for r in runs)
     q = engine.queue("reports")
@@ -190,7 +163,7 @@ def test_enqueued_runs_are_listed_with_their_status_and_admitted_by_priority_the
         assert [r.result(timeout=60) for r in waiting] == [0, 5, 10, 3, 1]
         assert blocker.result(timeout=30) == -1
     assert GATE.started == [-1, 10, 5, 3, 0, 1]  # priority, then the older of equals
-    assert GATE.most[""] == 1
+    assert GATE.highest() == 1
 
 
 def test_a_workflow_queues_rate_limits_admissions(make_engine: Any) -> None:
@@ -232,7 +205,7 @@ def test_a_concurrency_key_bounds_the_admitted_runs_of_each_key(make_engine: Any
         GATE.open.set()
         assert [r.result(timeout=60) for r in runs] == ["a0", "a1", "a2", "b0", "b1", "b2"]
         assert loose.result(timeout=30) == "free"
-    assert (GATE.most["a"], GATE.most["b"]) == (1, 1)
+    assert (GATE.highest("a"), GATE.highest("b")) == (1, 1)
 
 
 # == cancel, terminate, deduplication ========================================================
@@ -352,7 +325,7 @@ def test_a_per_worker_limit_bounds_what_each_engine_holds(make_engine: Any) -> N
             eventually(lambda: a.queue("payments").depth == 2, "two waiting")
             GATE.open.set()
             assert run.result(timeout=60) == [0, 1, 2, 3]
-    assert GATE.most[""] == 2
+    assert GATE.highest() == 2
 
 
 def test_two_engines_share_a_limited_queues_slots_fairly(make_engine: Any, db_url: str) -> None:
@@ -378,7 +351,7 @@ def test_two_engines_share_a_limited_queues_slots_fairly(make_engine: Any, db_ur
         assert sorted(n for _, n in held) == [1, 1]  # one each: neither took both slots
         GATE.open.set()
         assert run.result(timeout=60) == [0, 1, 2, 3]
-    assert GATE.most[""] == 2
+    assert GATE.highest() == 2
 
 
 # == bad input and tenants ===================================================================
