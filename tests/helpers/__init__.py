@@ -6,13 +6,14 @@ A test module imports what it needs from here, never from another test module
 
 from __future__ import annotations
 
-from .db import db_query, db_write, pg_connect, write_lock
+from .db import db_query, db_write, db_write_all, pg_connect, write_lock
 from .history import of_type
 from .polling import eventually, eventually_async, run_reaches
 
 __all__ = [
     "db_query",
     "db_write",
+    "db_write_all",
     "eventually",
     "eventually_async",
     "of_type",

@@ -28,18 +28,25 @@ def db_query(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[
         return pg.execute(sql.replace("?", "%s"), params).fetchall()
 
 
-def db_write(db_url: str, sql: str, params: tuple[Any, ...]) -> None:
+def db_write(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> None:
     """Write to the database behind the engine's back, as an editor with access would."""
+    db_write_all(db_url, (sql, params))
+
+
+def db_write_all(db_url: str, *statements: tuple[str, tuple[Any, ...]]) -> None:
+    """Several writes (each SQL with its params, `?` placeholders) in one transaction."""
     if db_url.startswith("sqlite:///"):
         conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
         try:
-            conn.execute(sql, params)
+            for sql, params in statements:
+                conn.execute(sql, params)
             conn.commit()
         finally:
             conn.close()
         return
     with pg_connect(db_url) as pg:
-        pg.execute(sql.replace("?", "%s"), params)
+        for sql, params in statements:
+            pg.execute(sql.replace("?", "%s"), params)
 
 
 @contextlib.contextmanager

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _lock = threading.Lock()
 _gates: dict[str, threading.Event] = {}
@@ -19,6 +21,14 @@ def gate(label: str) -> threading.Event:
     """The event named `label`, made on first use."""
     with _lock:
         return _gates.setdefault(label, threading.Event())
+
+
+def pass_gate(label: str, timeout: float = 30.0) -> None:
+    """In an activity: open the gate `{label}-started` for the test, then wait until the
+    test opens the gate `label`; fail the attempt if it never does."""
+    gate(f"{label}-started").set()
+    if not gate(label).wait(timeout):
+        raise RuntimeError("the test never opened the gate")
 
 
 class Gate:
@@ -51,6 +61,16 @@ class Gate:
         with self.lock:
             for k in {"", key}:
                 self.running[k] = self.running.get(k, 0) - 1
+
+    def hold(self, n: T, key: str = "") -> T:
+        """An activity's whole stay: enter, wait for the gate to open (30 s at most),
+        leave; `n` back."""
+        self.enter(n, key)
+        try:
+            self.open.wait(30)
+            return n
+        finally:
+            self.leave(key)
 
     def now(self, key: str = "") -> int:
         """How many run now (under `key`; all of them by default)."""

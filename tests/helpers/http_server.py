@@ -1,8 +1,10 @@
-"""A local HTTP server that records the requests it gets and answers from a script."""
+"""Local HTTP servers for tests: `LocalServer` answers each request as a function says;
+`Server` records every request and answers from a script per path."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,20 +25,16 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class Server:
-    """A local HTTP server that records every request and answers from a script per path."""
+class LocalServer:
+    """An HTTP server on a free local port, in a thread of its own: `respond` answers each
+    request (any method) from what was received."""
 
-    def __init__(self) -> None:
-        self.received: list[Received] = []
-        self.script: dict[str, list[Answer]] = {}
-        self._lock = threading.Lock()
-        server = self
-
+    def __init__(self, respond: Callable[[Received], Answer]) -> None:
         class Handler(BaseHTTPRequestHandler):
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
-                answer = server._record(
+                answer = respond(
                     Received(
                         self.command,
                         self.path,
@@ -62,6 +60,23 @@ class Server:
         self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join()
+
+
+class Server:
+    """A local HTTP server that records every request and answers from a script per path."""
+
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        self.script: dict[str, list[Answer]] = {}
+        self._lock = threading.Lock()
+        self._http = LocalServer(self._record)
+        self.port = self._http.port
+        self.base = self._http.base
+
     def answer(self, path: str, *answers: Answer) -> None:
         """Answer `path` with these in turn; the last one repeats."""
         with self._lock:
@@ -79,6 +94,4 @@ class Server:
             return [r for r in self.received if path is None or r.path.partition("?")[0] == path]
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join()
+        self._http.close()

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from waypost.store import open_store
 from waypost.store.base import FiredTimer
+from waypost.testing import check_invariants
 
 T = TypeVar("T")
 
@@ -39,3 +40,9 @@ def fire_far_in_the_future(url: str) -> list[FiredTimer]:
         url, lambda store: store.fire_due_timers(time.time() + 3600, 1000, None, [], 30.0)
     )
     return fired
+
+
+def violations(url: str) -> list[Any]:
+    """What `check_invariants` finds wrong with every run of the database."""
+    found: list[Any] = list(on_store(url, check_invariants))
+    return found

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -17,26 +16,12 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, pg_connect
+from tests.helpers import db_query, db_write
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 from waypost.testing import TestClock
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def db_execute(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> None:
-    """Change rows behind the engine's back (written with `?` placeholders), committed."""
-    if db_url.startswith("sqlite:///"):
-        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
-        try:
-            with conn:
-                conn.execute(sql, params)
-        finally:
-            conn.close()
-        return
-    with pg_connect(db_url, autocommit=True) as pg:
-        pg.execute(sql.replace("?", "%s"), params)
 
 
 def as_(subject: str, *roles: Role, tenant: str = "acme") -> Principal:
@@ -95,7 +80,7 @@ def test_every_bad_key_is_refused_with_one_and_the_same_message(
     orphan = engine.create_key("bot", ["viewer"], tenant="gone")
     assert engine.authenticate(expiring.key).tenant == "acme"
     assert engine.authenticate(orphan.key).tenant == "gone"
-    db_execute(db_url, "DELETE FROM tenants WHERE tenant = ?", ("gone",))
+    db_write(db_url, "DELETE FROM tenants WHERE tenant = ?", ("gone",))
     clock.advance(61)
 
     key_id, secret = good.key_id, good.key.rsplit("_", 1)[1]

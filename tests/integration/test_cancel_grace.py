@@ -19,11 +19,9 @@ from click.testing import CliRunner
 import waypost as wp
 from tests.helpers import eventually, of_type
 from tests.helpers.gates import gate
-from tests.helpers.store import fire_far_in_the_future, open_tasks
+from tests.helpers.store import fire_far_in_the_future, open_tasks, violations
 from waypost.cli.main import main
 from waypost.model.chain import verify_chain
-from waypost.store import open_store
-from waypost.testing.invariants import check_invariants
 from waypost.testing.replay import replay_history
 
 from .server_fixtures import Api, make_key, serve
@@ -64,20 +62,6 @@ async def waits_for_ack(ctx: wp.WorkflowContext, _: Any) -> str:
         await ctx.wait_signal("ack")  # nobody acknowledges
         raise
     return "went"
-
-
-def violations(url: str) -> list[Any]:
-    """What `check_invariants` finds wrong with every run of the database."""
-
-    async def check() -> list[Any]:
-        store = open_store(url)
-        await store.open()
-        try:
-            return list(await check_invariants(store))
-        finally:
-            await store.close()
-
-    return asyncio.run(check())
 
 
 def grace_events(history: list[wp.Event]) -> list[tuple[str, str]]:

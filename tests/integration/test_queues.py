@@ -34,12 +34,7 @@ GATE = Gate()
 
 @wp.activity(queue="payments")
 def qq_pay(ctx: wp.ActivityContext, n: int) -> int:
-    GATE.enter(n)
-    try:
-        GATE.open.wait(30)
-        return n
-    finally:
-        GATE.leave()
+    return GATE.hold(n)
 
 
 @wp.activity()
@@ -328,12 +323,7 @@ def test_metrics_show_a_named_queues_depth_running_and_oldest_age(
 # == definitions ============================================================================
 @wp.activity(name="qq.gated")
 def qq_gated(ctx: wp.ActivityContext, n: int) -> int:
-    GATE.enter(n)
-    try:
-        GATE.open.wait(30)
-        return n
-    finally:
-        GATE.leave()
+    return GATE.hold(n)
 
 
 QUEUED_DEFINITION = {

@@ -74,12 +74,7 @@ GATE = Gate()
 
 @wp.activity()
 def q_gated(ctx: wp.ActivityContext, n: int) -> int:
-    GATE.enter(n)
-    try:
-        GATE.open.wait(30)
-        return n
-    finally:
-        GATE.leave()
+    return GATE.hold(n)
 
 
 @wp.workflow(name="q_fan")

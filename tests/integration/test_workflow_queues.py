@@ -21,9 +21,8 @@ import pytest
 import waypost as wp
 from tests.helpers import eventually
 from tests.helpers.gates import Gate
+from tests.helpers.store import violations
 from waypost.model.events import EventType
-from waypost.store import open_store
-from waypost.testing import check_invariants
 
 from .server_fixtures import Api, make_key, serve
 
@@ -56,17 +55,11 @@ async def wq_report(ctx: wp.WorkflowContext, args: list[Any]) -> Any:
 
 @wp.activity(queue="payments")
 def wq_pay(ctx: wp.ActivityContext, n: int) -> int:
-    GATE.enter(n)
-    try:
-        GATE.open.wait(30)
-        return n
-    finally:
-        GATE.leave()
+    return GATE.hold(n)
 
 
 @wp.workflow(name="wq_fan")
 async def wq_fan(ctx: wp.WorkflowContext, n: int) -> list[int]:
-    import asyncio
 
     return list(await asyncio.gather(*(ctx.run(wq_pay, i) for i in range(n))))
 
@@ -87,18 +80,6 @@ steps:
 
 def _fresh_gate() -> None:
     GATE.reset()
-
-
-def _violations(url: str) -> list[Any]:
-    async def check() -> list[Any]:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await check_invariants(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(check())
 
 
 def _admitted_at(engine: wp.Engine, run_id: str) -> float | None:
@@ -230,7 +211,7 @@ def test_an_enqueued_run_cancelled_or_terminated_never_starts_and_frees_no_slot(
         q = engine.queue("reports")
         assert (q.runs_admitted, q.runs_enqueued) == (1, 1)
         assert GATE.started == ["blocker"]
-        assert _violations(db_url) == []  # enqueued, cancelled and terminated runs are sound
+        assert violations(db_url) == []  # enqueued, cancelled and terminated runs are sound
         GATE.open.set()
         assert blocker.result(timeout=30) == "blocker"
         eventually(lambda: engine.queue("reports").runs_enqueued == 0, "the last one admitted")
@@ -239,7 +220,7 @@ def test_an_enqueued_run_cancelled_or_terminated_never_starts_and_frees_no_slot(
         assert EventType.RUN_ADMITTED not in types
         assert EventType.ACTIVITY_SCHEDULED not in types
     assert "cancelled" not in GATE.started and "terminated" not in GATE.started
-    assert _violations(db_url) == []
+    assert violations(db_url) == []
 
 
 def test_a_dedup_id_finds_an_enqueued_run(make_engine: Any) -> None:

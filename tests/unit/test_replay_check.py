@@ -1,7 +1,8 @@
 """`waypost.testing.replay`: a stored history replayed against code, no database.
 
-Histories are made by `Driver` (the engine's part played by hand, see test_runtime.py),
-then replayed with `replay_history` / `replay_file` against the same or changed code.
+Histories are made by `Driver` (the engine's part played by hand, see
+tests/helpers/runtime.py), then replayed with `replay_history` / `replay_file` against
+the same or changed code.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def test_signals_sent_before_the_wait_are_buffered_in_order() -> None:
     assert [{k: w[k] for k in ("kind", "step", "activity")} for w in waiting] == [
         {"kind": "activity", "step": "1", "activity": "echo"}
     ]
-    assert waiting[0]["site"].startswith("test_runtime.py:")
+    assert waiting[0]["site"].startswith("test_signal_runtime.py:")
     (done,) = d.complete("1")
     assert done.type == E.RUN_COMPLETED
     assert d.result() == ["early-1", {"sku": "p", "weight": 2.0}, "Parcel"]
