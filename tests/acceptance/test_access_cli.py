@@ -4,42 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import waypost as wp
-
-WAYPOST = Path(sys.executable).with_name("waypost")
+from tests.helpers.cli import failed, ok, waypost
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def waypost(tmp_path: Path, *args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
-    database = db if db is not None else tmp_path / "waypost.db"
-    return subprocess.run(
-        [str(WAYPOST), *args, "--db", f"sqlite:///{database}"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={k: v for k, v in os.environ.items() if k not in ("WAYPOST_DB", "WAYPOST_DEBUG")},
-        check=False,
-    )
-
-
-def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert proc.returncode == 0, proc.stderr
-    return proc
-
-
-def failed(proc: subprocess.CompletedProcess[str]) -> str:
-    """The one error line of a failed command."""
-    assert proc.returncode != 0, proc.stdout
-    assert "Traceback" not in proc.stderr
-    return proc.stderr
 
 
 def test_a_tenant_a_key_for_it_and_the_key_revoked(tmp_path: Path) -> None:

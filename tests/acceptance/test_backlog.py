@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query
+from tests.helpers import db_query, eventually
 
 BACKLOG = int(os.environ.get("WAYPOST_BACKLOG", "10000"))
 CHUNK = 1000  # starts issued at once while building the backlog
@@ -77,15 +77,6 @@ ENDED_BADLY = (
 def count(url: str, sql: str) -> int:
     (row,) = db_query(url, sql)
     return int(row[0])
-
-
-def until(check: Callable[[], bool], what: str, timeout: float, every: float) -> None:
-    """Poll `check` until it returns True; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(every)
 
 
 async def build_backlog(url: str) -> None:
@@ -165,11 +156,11 @@ def test_backlog_of_queued_tasks_drains_and_new_runs_still_start(
     try:
         serving_since = time.monotonic()
         runner.submit(engine.start_serving()).result(timeout=60)
-        until(
+        eventually(
             lambda: count(db_url, READY) < BACKLOG,
             "the serving engine to take up backlog work",
             TAKE_UP_TIMEOUT,
-            every=0.02,
+            interval=0.02,
         )
         unfinished_at_start = count(db_url, UNFINISHED)
         assert unfinished_at_start >= BACKLOG * 0.9, (
@@ -205,7 +196,7 @@ def test_backlog_of_queued_tasks_drains_and_new_runs_still_start(
             assert bad == 0, f"{bad} runs were suspended, failed or ended otherwise"
             return count(db_url, UNFINISHED) == 0
 
-        until(drained, f"the backlog of {BACKLOG} runs to drain", DRAIN_TIMEOUT, every=0.25)
+        eventually(drained, f"the backlog of {BACKLOG} runs to drain", DRAIN_TIMEOUT, interval=0.25)
         drained_in = time.monotonic() - serving_since
     finally:
         try:

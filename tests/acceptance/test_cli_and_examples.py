@@ -12,23 +12,8 @@ from pathlib import Path
 import pytest
 
 import waypost as wp
-
-ROOT = Path(__file__).resolve().parents[2]
-WAYPOST = Path(sys.executable).with_name("waypost")
-
-
-def run(
-    args: list[str], cwd: Path, timeout: float = 120, **env: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        args,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **env},
-        check=False,
-    )
+from tests.helpers.cli import run
+from tests.helpers.servers import ROOT, WAYPOST
 
 
 def test_demo_runs_the_example_workflows_to_completion(tmp_path: Path) -> None:

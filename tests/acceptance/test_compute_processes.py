@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.helpers import eventually
-
-from .test_server import WAYPOST, _env, free_port
+from tests.helpers.servers import make_key, start_server, stop_server
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -47,71 +45,6 @@ def children_of(pid: int) -> list[int]:
         if ppid == pid and b"waypost.server.compute" in cmdline:
             found.append(int(entry))
     return found
-
-
-def waypost(tmp_path: Path, db: str, *args: str) -> str:
-    proc = subprocess.run(
-        [str(WAYPOST), *args, "--db", db],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_env(tmp_path / "notes.jsonl"),
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip()
-
-
-def start_server(tmp_path: Path, db: str, *options: str) -> tuple[subprocess.Popen[str], str]:
-    port = free_port()
-    env = _env(tmp_path / "notes.jsonl")
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env["PYTHONPATH"]])
-    # Its output goes to files: a pipe nobody reads while the test runs would fill, and
-    # the server would wait on its next log line.
-    log = tmp_path / f"server-{port}.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [str(WAYPOST), "server", "--db", db, "--port", str(port), *options],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=out,
-            text=True,
-        )
-    _LOGS[proc.pid] = log
-    base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert proc.poll() is None, log.read_text()
-        try:
-            return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    eventually(ready, "the server to answer", timeout=60)
-    return proc, base
-
-
-def stop_server(proc: subprocess.Popen[str]) -> str:
-    """Stop a server `start_server` started; what it printed."""
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=90)
-    err = _LOGS.pop(proc.pid).read_text()
-    assert proc.returncode == 0, err
-    return err
-
-
-_LOGS: dict[int, Path] = {}
-
-
-def make_key(tmp_path: Path, db: str, tenant: str = "shop") -> str:
-    """A new tenant and an admin key of it."""
-    waypost(tmp_path, db, "tenants", "create", tenant)
-    key = waypost(
-        tmp_path, db, "keys", "create", "--tenant", tenant, "--principal", "ops", "--roles", "admin"
-    )
-    return key
 
 
 def test_definition_runs_and_queries_run_in_a_compute_process_that_comes_back_after_a_kill(

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .test_server import WAYPOST, server
+from tests.helpers.servers import WAYPOST, server
 
 pytestmark = pytest.mark.timeout(180)
 

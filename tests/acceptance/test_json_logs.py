@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.servers import free_port
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -51,13 +51,6 @@ async def ship(ctx: wp.ActivityContext, order: str) -> str:
 async def order(ctx: wp.WorkflowContext, order: str) -> list[str]:
     return [await ctx.run(charge, order), await ctx.run(ship, order)]
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def run_process(

@@ -16,18 +16,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 WAYPOST = Path(sys.executable).with_name("waypost")
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:

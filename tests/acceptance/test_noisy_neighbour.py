@@ -24,8 +24,7 @@ import httpx
 import pytest
 
 from tests.helpers import eventually
-
-from .test_compute_processes import make_key, start_server, stop_server
+from tests.helpers.servers import make_key, start_server, stop_server
 
 pytestmark = [pytest.mark.serial, pytest.mark.timeout(300)]
 

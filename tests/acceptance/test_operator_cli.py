@@ -21,6 +21,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.cli import ok
 
 WAYPOST = Path(sys.executable).with_name("waypost")
 ANSI = re.compile("\x1b\\[")
@@ -64,11 +65,6 @@ def waypost(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProce
         env={**os.environ, "WAYPOST_DB": f"sqlite:///{tmp_path / 'ops.db'}", **env},
         check=False,
     )
-
-
-def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert proc.returncode == 0, proc.stderr
-    return proc
 
 
 def fact(out: str, name: str) -> str:

@@ -19,20 +19,18 @@ claims at once, while the other polls (PostgreSQL wakes both with its notificati
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.workers import json_lines, most_at_once
 
 from . import queues_app as app
 
@@ -43,32 +41,6 @@ N_RUNS = 200  # the contract
 LIMIT = 3  # the contract
 KILL_AFTER = 60  # attempts ended before the kill
 LEASE = 2.0
-
-
-def _log(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    lines = path.read_text().splitlines()
-    return [json.loads(line) for line in lines if line.endswith("}")]
-
-
-def _most_at_once(intervals: list[tuple[float, float]]) -> int:
-    moments = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    running = most = 0
-    for _, step in moments:  # at one instant an end (-1) sorts before a start (+1)
-        running += step
-        most = max(most, running)
-    return most
-
-
-@pytest.fixture
-def workers(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(30)
 
 
 def test_a_concurrency_limit_of_3_holds_across_two_workers_through_a_sigkill(
@@ -95,17 +67,17 @@ def test_a_concurrency_limit_of_3_holds_across_two_workers_through_a_sigkill(
         side_pids = {r.result(timeout=60)["pid"] for r in sides}
         assert side_pids == {workers[0].pid}, "only worker 0 serves the queue 'side'"
         eventually(
-            lambda: sum(e["event"] == "end" for e in _log(log)) >= KILL_AFTER,
+            lambda: sum(e["event"] == "end" for e in json_lines(log)) >= KILL_AFTER,
             f"{KILL_AFTER} attempts to end",
             timeout=120,
         )
         # The worker that ran the most dies (on SQLite, whose workers are not woken by each
         # other's commits, the one that claims as its slots free can take every slot).
-        ran = [sum(e["pid"] == w.pid for e in _log(log)) for w in workers]
+        ran = [sum(e["pid"] == w.pid for e in json_lines(log)) for w in workers]
         victim, survivor = (workers[0], workers[1]) if ran[0] >= ran[1] else workers[::-1]
 
         def inside_an_attempt() -> bool:
-            entries = _log(log)
+            entries = json_lines(log)
             opened = {(e["run"], e["attempt"]) for e in entries if e["pid"] == victim.pid}
             ended = {
                 (e["run"], e["attempt"])
@@ -125,7 +97,7 @@ def test_a_concurrency_limit_of_3_holds_across_two_workers_through_a_sigkill(
     finally:
         engine.close()
 
-    entries = _log(log)
+    entries = json_lines(log)
     starts = {(e["run"], e["attempt"], e["pid"]): e["t"] for e in entries if e["event"] == "start"}
     ends = {(e["run"], e["attempt"], e["pid"]): e["t"] for e in entries if e["event"] == "end"}
     intervals = []
@@ -136,7 +108,7 @@ def test_a_concurrency_limit_of_3_holds_across_two_workers_through_a_sigkill(
             assert key[2] == victim.pid, f"an attempt of the survivor never ended: {key}"
             intervals.append((began, killed_at))
     assert len(ends) >= N_RUNS
-    assert _most_at_once(intervals) == LIMIT, "the limit was reached and never exceeded"
+    assert most_at_once(intervals) == LIMIT, "the limit was reached and never exceeded"
     by_victim = [k for k in starts if k[2] == victim.pid]
     assert by_victim, "the killed worker ran attempts before it died"
     survivor_after = [
@@ -144,6 +116,6 @@ def test_a_concurrency_limit_of_3_holds_across_two_workers_through_a_sigkill(
         for k in starts
         if k[2] == survivor.pid and k in ends and starts[k] > killed_at
     ]
-    assert _most_at_once(survivor_after) == LIMIT, "the killed worker's slot came back"
+    assert most_at_once(survivor_after) == LIMIT, "the killed worker's slot came back"
     survivor.send_signal(signal.SIGTERM)
     assert survivor.wait(60) == 0

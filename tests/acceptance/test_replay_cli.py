@@ -16,9 +16,10 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.cli import run
+from tests.helpers.servers import ROOT, WAYPOST
 
 from . import replay_app_v1 as v1
-from .test_cli_and_examples import ROOT, WAYPOST, run
 
 APP = "tests.acceptance.replay_app_v1"
 CHANGED = "tests.acceptance.replay_app_changed"

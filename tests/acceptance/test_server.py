@@ -10,111 +10,37 @@ database serve the same runs.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
-import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 import waypost as wp
 from tests.helpers import eventually
-
-WAYPOST = Path(sys.executable).with_name("waypost")
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+from tests.helpers.servers import (
+    EXAMPLES,
+    ORDER,
+    ROOT,
+    free_port,
+    note_for,
+    server,
+    waypost_ok,
+)
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def _env(notes: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("WAYPOST_DB", "WAYPOST_DEBUG")}
-    env["PYTHONPATH"] = os.pathsep.join([str(EXAMPLES), str(ROOT)])
-    env["WAYPOST_NOTIFY"] = f"file:{notes}"
-    return env
-
-
-def waypost(tmp_path: Path, db: str, *args: str) -> str:
-    proc = subprocess.run(
-        [str(WAYPOST), *args, "--db", db],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=_env(tmp_path / "notes.jsonl"),
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def server(tmp_path: Path, db: str, *options: str) -> Iterator[str]:
-    """A `waypost server` process; its base URL. Stopped with SIGTERM, which must be clean."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(WAYPOST), "server", "--db", db, "--port", str(port), *options],
-        cwd=tmp_path,
-        env=_env(tmp_path / "notes.jsonl"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert proc.poll() is None, proc.communicate()[1]
-        try:
-            return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        eventually(ready, "the server to answer", timeout=60)
-        yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    assert "Traceback" not in err, err
-
-
-def note_for(notes: Path, who: str, run_id: str | None = None) -> dict[str, Any]:
-    def find() -> dict[str, Any] | None:
-        if notes.exists():
-            for line in notes.read_text().splitlines():
-                note: dict[str, Any] = json.loads(line)
-                if note["approver"] == who and run_id in (None, note["run_id"]):
-                    return note
-        return None
-
-    found: dict[str, Any] = eventually(find, f"a notification for {who}", timeout=60)
-    return found
-
-
-ORDER = {"order_id": "PO-1", "amount": 2500, "requester": "rita", "supplier": "acme-tools"}
 
 
 def test_a_purchase_order_published_started_approved_from_its_link_and_completed(
     tmp_path: Path,
 ) -> None:
     db = f"sqlite:///{tmp_path / 'waypost.db'}"
-    waypost(tmp_path, db, "tenants", "create", "shop")
-    key = waypost(
+    waypost_ok(tmp_path, db, "tenants", "create", "shop")
+    key = waypost_ok(
         tmp_path,
         db,
         "keys",
@@ -126,7 +52,9 @@ def test_a_purchase_order_published_started_approved_from_its_link_and_completed
         "--roles",
         "operator,starter",
     )
-    waypost(tmp_path, db, "groups", "add", "purchasing-managers", "mia", "max", "--tenant", "shop")
+    waypost_ok(
+        tmp_path, db, "groups", "add", "purchasing-managers", "mia", "max", "--tenant", "shop"
+    )
     auth = {"Authorization": f"Bearer {key}"}
     with (
         contextlib.ExitStack() as stack,
@@ -182,8 +110,8 @@ def test_a_purchase_order_published_started_approved_from_its_link_and_completed
 @pytest.fixture
 def code_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
     db = f"sqlite:///{tmp_path / 'waypost.db'}"
-    waypost(tmp_path, db, "tenants", "create", "acme")
-    key = waypost(
+    waypost_ok(tmp_path, db, "tenants", "create", "acme")
+    key = waypost_ok(
         tmp_path,
         db,
         "keys",

@@ -11,8 +11,7 @@ import httpx
 import pytest
 
 from tests.helpers import eventually
-
-from .test_server import EXAMPLES, ORDER, note_for, server, waypost
+from tests.helpers.servers import EXAMPLES, ORDER, note_for, server, waypost_ok
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -21,8 +20,8 @@ def test_two_servers_on_one_postgresql_serve_the_same_runs(
     tmp_path: Path, fresh_postgres: str
 ) -> None:
     db = fresh_postgres
-    waypost(tmp_path, db, "tenants", "create", "shop")
-    key = waypost(
+    waypost_ok(tmp_path, db, "tenants", "create", "shop")
+    key = waypost_ok(
         tmp_path,
         db,
         "keys",
@@ -34,7 +33,7 @@ def test_two_servers_on_one_postgresql_serve_the_same_runs(
         "--roles",
         "operator,starter",
     )
-    waypost(tmp_path, db, "groups", "add", "purchasing-managers", "mia", "--tenant", "shop")
+    waypost_ok(tmp_path, db, "groups", "add", "purchasing-managers", "mia", "--tenant", "shop")
     auth = {"Authorization": f"Bearer {key}"}
     app = ("--app", "purchase_order_definition")
     with contextlib.ExitStack() as stack:

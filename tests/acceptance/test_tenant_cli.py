@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 import waypost as wp
-
-from .test_access_cli import failed, ok, waypost
+from tests.helpers.cli import failed, ok, waypost
 
 pytestmark = pytest.mark.timeout(180)
 

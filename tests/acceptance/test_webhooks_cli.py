@@ -6,42 +6,15 @@ import base64
 import hashlib
 import hmac
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 import waypost as wp
-
-WAYPOST = Path(sys.executable).with_name("waypost")
+from tests.helpers.cli import failed, ok, waypost
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def waypost(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(WAYPOST), *args, "--db", f"sqlite:///{tmp_path / 'waypost.db'}"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={k: v for k, v in os.environ.items() if k not in ("WAYPOST_DB", "WAYPOST_DEBUG")},
-        check=False,
-    )
-
-
-def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert proc.returncode == 0, proc.stderr
-    return proc
-
-
-def failed(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode != 0, proc.stdout
-    assert "Traceback" not in proc.stderr
-    return proc.stderr
 
 
 def test_a_source_made_listed_used_and_deleted(tmp_path: Path) -> None:

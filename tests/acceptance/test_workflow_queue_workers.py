@@ -19,17 +19,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.workers import json_lines, most_at_once
 from waypost.model.events import EventType
 
 from . import queues_app as app
-from .test_queues_workers import _log, _most_at_once
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -38,16 +37,6 @@ N_RUNS = 60
 LIMIT = 3
 KILL_AFTER = 20  # runs completed before the kill
 LEASE = 2.0
-
-
-@pytest.fixture
-def workers() -> Iterator[list[subprocess.Popen[bytes]]]:
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(30)
 
 
 def test_a_workflow_queue_of_3_holds_across_two_workers_through_a_sigkill(
@@ -75,11 +64,11 @@ def test_a_workflow_queue_of_3_holds_across_two_workers_through_a_sigkill(
             f"{KILL_AFTER} runs to complete",
             timeout=120,
         )
-        ran = [sum(e["pid"] == w.pid for e in _log(log)) for w in workers]
+        ran = [sum(e["pid"] == w.pid for e in json_lines(log)) for w in workers]
         victim = workers[0] if ran[0] >= ran[1] else workers[1]
 
         def inside_a_step() -> bool:
-            entries = [e for e in _log(log) if e["pid"] == victim.pid]
+            entries = [e for e in json_lines(log) if e["pid"] == victim.pid]
             opened = {(e["run"], e["step"], e["attempt"]) for e in entries}
             ended = {(e["run"], e["step"], e["attempt"]) for e in entries if e["event"] == "end"}
             return bool(opened - ended)
@@ -104,10 +93,10 @@ def test_a_workflow_queue_of_3_holds_across_two_workers_through_a_sigkill(
     finally:
         engine.close()
 
-    assert _most_at_once(held) == LIMIT, "the limit was reached and never exceeded"
+    assert most_at_once(held) == LIMIT, "the limit was reached and never exceeded"
     after = [h for h in held if h[0] > killed_at]
     assert after, "runs were admitted after the kill"
-    assert _most_at_once(after) == LIMIT, "no slot leaked: 3 at once again after the kill"
+    assert most_at_once(after) == LIMIT, "no slot leaked: 3 at once again after the kill"
     survivor = workers[1] if victim is workers[0] else workers[0]
     survivor.send_signal(signal.SIGTERM)
     assert survivor.wait(60) == 0

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,17 +23,11 @@ import pytest
 
 from tests.browser.conftest import PHONE, fits_width, screenshot
 from tests.helpers import eventually
+from tests.helpers.servers import free_port
 
 pytestmark = pytest.mark.timeout(240)
 
 ROOT = Path(__file__).parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Demo:
@@ -71,7 +64,7 @@ class Demo:
 
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[Demo]:
-    port = _free_port()
+    port = free_port()
     output = tmp_path / "server.out"
     notes = tmp_path / "notifications.jsonl"
     env = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -17,25 +16,12 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, pg_connect
+from tests.helpers import db_query, db_write
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
+from waypost.testing import TestClock
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def db_execute(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> None:
-    """Change rows behind the engine's back (written with `?` placeholders), committed."""
-    if db_url.startswith("sqlite:///"):
-        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
-        try:
-            with conn:
-                conn.execute(sql, params)
-        finally:
-            conn.close()
-        return
-    with pg_connect(db_url, autocommit=True) as pg:
-        pg.execute(sql.replace("?", "%s"), params)
 
 
 def as_(subject: str, *roles: Role, tenant: str = "acme") -> Principal:
@@ -43,23 +29,13 @@ def as_(subject: str, *roles: Role, tenant: str = "acme") -> Principal:
     return Principal(tenant, subject, frozenset(roles))
 
 
-class Clock:
-    """The engine's clock, moved by hand."""
-
-    def __init__(self, offset: float = 0.0) -> None:
-        self.offset = offset
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
+@pytest.fixture
+def clock() -> TestClock:
+    return TestClock()
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def engine(make_engine: Callable[..., wp.Engine], clock: Clock) -> wp.Engine:
+def engine(make_engine: Callable[..., wp.Engine], clock: TestClock) -> wp.Engine:
     eng = make_engine(clock=clock)
     eng.create_tenant("acme")
     return eng
@@ -92,7 +68,7 @@ def test_a_key_authenticates_as_its_principal_with_its_roles(engine: wp.Engine) 
 
 
 def test_every_bad_key_is_refused_with_one_and_the_same_message(
-    engine: wp.Engine, clock: Clock, db_url: str, caplog: pytest.LogCaptureFixture
+    engine: wp.Engine, clock: TestClock, db_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="waypost")
     good = engine.create_key("bot", ["viewer"], tenant="acme")
@@ -104,8 +80,8 @@ def test_every_bad_key_is_refused_with_one_and_the_same_message(
     orphan = engine.create_key("bot", ["viewer"], tenant="gone")
     assert engine.authenticate(expiring.key).tenant == "acme"
     assert engine.authenticate(orphan.key).tenant == "gone"
-    db_execute(db_url, "DELETE FROM tenants WHERE tenant = ?", ("gone",))
-    clock.offset += 61
+    db_write(db_url, "DELETE FROM tenants WHERE tenant = ?", ("gone",))
+    clock.advance(61)
 
     key_id, secret = good.key_id, good.key.rsplit("_", 1)[1]
     other_secret = ("0" if secret[0] != "0" else "1") + secret[1:]
@@ -143,7 +119,7 @@ def test_every_bad_key_is_refused_with_one_and_the_same_message(
 def test_expiry_is_judged_by_the_later_of_the_engines_and_the_databases_clock(
     make_engine: Callable[..., wp.Engine],
 ) -> None:
-    lagging = make_engine(clock=Clock(offset=-3600))  # an engine an hour behind
+    lagging = make_engine(clock=TestClock(time.time() - 3600))  # an engine an hour behind
     lagging.create_tenant("acme")
     in_a_minute_for_it = datetime.fromtimestamp(time.time() - 3600 + 60, UTC)
     made = lagging.create_key("bot", ["viewer"], tenant="acme", expires_at=in_a_minute_for_it)
@@ -285,11 +261,11 @@ def test_a_duplicate_tenant_is_refused_and_concurrent_duplicates_leave_one_row(
     assert db_query(db_url, "SELECT count(*) FROM tenants WHERE tenant = ?", ("initech",)) == [(1,)]
 
 
-def test_revoking_again_keeps_the_first_revocation(engine: wp.Engine, clock: Clock) -> None:
+def test_revoking_again_keeps_the_first_revocation(engine: wp.Engine, clock: TestClock) -> None:
     made = engine.create_key("bot", ["viewer"], tenant="acme")
     engine.revoke_key(made.key_id, tenant="acme")
     [first] = engine.list_keys(tenant="acme")
-    clock.offset += 100
+    clock.advance(100)
     engine.revoke_key(made.key_id, tenant="acme")
     [again] = engine.list_keys(tenant="acme")
     assert again.revoked_at == first.revoked_at is not None

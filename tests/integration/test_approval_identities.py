@@ -19,12 +19,13 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.approvals import pending_approval
+from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 
 from .server_fixtures import Api, make_key, serve
-from .test_approvals import Mailbox, pending_approval
 
 __all__ = ["serve"]
 

@@ -11,20 +11,18 @@ unless its policy says explicitly that an unknown starter is allowed.
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
 from typing import Any
 
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, pg_connect
+from tests.helpers import db_write, eventually
+from tests.helpers.approvals import pending_approval
 from waypost.model import operations as ops, schedules as sch
 from waypost.model.approvals import UNKNOWN_STARTER
 from waypost.model.identity import Principal, Role
 from waypost.testing import TestClock
-
-from .test_approvals import pending_approval
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -94,20 +92,6 @@ def decide(engine: wp.Engine, approval_id: str, who: str) -> Any:
 def refused_as_starter(engine: wp.Engine, approval_id: str, who: str) -> None:
     with pytest.raises(wp.DecisionRefused, match=f"{who} started this run"):
         decide(engine, approval_id, who)
-
-
-def db_execute(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> None:
-    """Run one write (written with `?` placeholders) on either kind of database."""
-    if db_url.startswith("sqlite:///"):
-        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
-        try:
-            conn.execute(sql, params)
-            conn.commit()
-        finally:
-            conn.close()
-        return
-    with pg_connect(db_url) as pg:
-        pg.execute(sql.replace("?", "%s"), params)
 
 
 def test_a_child_run_is_started_for_its_parents_starter(make_engine: Any) -> None:
@@ -238,7 +222,7 @@ def test_an_approval_whose_starter_nobody_knows_refuses_every_decision(
         lenient_ap = pending_approval(engine, lenient.run_id)
         # As an approval stored before every start recorded its starter (and before rows
         # carried a check, which a plain chain accepts).
-        db_execute(db_url, "UPDATE approvals SET started_by = NULL, mac = NULL")  # and no check
+        db_write(db_url, "UPDATE approvals SET started_by = NULL, mac = NULL")  # and no check
         assert engine.approval(strict_ap.approval_id).started_by is None
         for who in APPROVERS:
             with pytest.raises(wp.DecisionRefused, match="nobody knows who started this run"):
@@ -262,9 +246,8 @@ def test_an_approval_whose_starter_nobody_knows_refuses_every_decision(
 def test_a_starter_listed_by_name_may_not_approve_their_own_run(
     make_engine: Any, tmp_path: Any, path: str
 ) -> None:
+    from tests.helpers.mail import Mailbox
     from waypost.features.senders import FileSender
-
-    from .test_approvals import Mailbox
 
     mailbox = Mailbox(tmp_path / "notes.jsonl")
     engine = make_engine(ask, notifier=FileSender(mailbox.path))

@@ -23,6 +23,8 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type, pg_connect
+from tests.helpers.approvals import pending_approval, purchase, refusals
+from tests.helpers.mail import Mailbox
 from waypost.features.outbox import approval_links
 from waypost.features.senders import FileSender
 from waypost.model import approvals as ap_model, operations as ops
@@ -30,8 +32,6 @@ from waypost.model.identity import Principal, Role
 from waypost.store.base import NewCredential
 from waypost.store.sqlfile import load_queries
 from waypost.testing.invariants import check_invariants
-
-from .test_approvals import Mailbox, pending_approval, purchase, refusals
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,11 +43,6 @@ ONE_MESSAGE = str(wp.InvalidCredential())
 async def for_dora(ctx: wp.WorkflowContext) -> str:
     decision = await ctx.approval("dora's", approvers=wp.AnyOf(users=["dora"]), expires_in=3600)
     return decision.outcome
-
-
-@pytest.fixture
-def mailbox(tmp_path: Any) -> Mailbox:
-    return Mailbox(tmp_path / "notifications.jsonl")
 
 
 @pytest.fixture

@@ -16,11 +16,11 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
 from waypost.model import approvals as ap_model
 
 from .server_fixtures import Api, make_key, serve
-from .test_approvals import Mailbox
 
 __all__ = ["serve"]
 

@@ -13,19 +13,18 @@ import asyncio
 import json
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
+from tests.helpers.approvals import pending_approval, purchase, refusals
+from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender, LogSender
 from waypost.model import approvals as ap_model, operations as ops
 from waypost.model.identity import Principal, Role
 from waypost.store.base import DecideRequest, NewCredential
-
-from .test_approvals import Mailbox, pending_approval, purchase, refusals
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -48,11 +47,6 @@ async def cosign(ctx: wp.WorkflowContext) -> dict[str, Any]:
         expires_in=3600,
     )
     return {"outcome": decision.outcome, "by": sorted(decision.decided_by)}
-
-
-@pytest.fixture
-def mailbox(tmp_path: Path) -> Mailbox:
-    return Mailbox(tmp_path / "notifications.jsonl")
 
 
 @pytest.fixture

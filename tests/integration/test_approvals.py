@@ -8,29 +8,19 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
+from tests.helpers.approvals import pending_approval, purchase, refusals
+from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
 from waypost.model import approvals as ap_model
 from waypost.store.base import NewCredential
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@wp.workflow(name="purchase")
-async def purchase(ctx: wp.WorkflowContext, req: dict[str, Any]) -> dict[str, Any]:
-    decision = await ctx.approval(
-        "manager",
-        approvers=wp.Quorum(2, group="managers"),
-        expires_in=req.get("expires_in", 3600),
-        data={"amount": req["amount"]},
-    )
-    return {"outcome": decision.outcome, "by": sorted(decision.decided_by)}
 
 
 @wp.workflow(name="two_signatures")
@@ -44,54 +34,12 @@ async def two_signatures(ctx: wp.WorkflowContext) -> list[str]:
     return [a.outcome, b.outcome]
 
 
-class Mailbox:
-    """The notifications file, read as an approver reads mail."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def all(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines()]
-
-    def wait(self, approval_id: str, approver: str) -> dict[str, Any]:
-        def find() -> dict[str, Any] | None:
-            mine = [
-                n
-                for n in self.all()
-                if n["approval_id"] == approval_id and n["approver"] == approver
-            ]
-            return mine[-1] if mine else None
-
-        found: dict[str, Any] = eventually(find, f"a notification for {approver}")
-        return found
-
-
-@pytest.fixture
-def mailbox(tmp_path: Path) -> Mailbox:
-    return Mailbox(tmp_path / "notifications.jsonl")
-
-
 @pytest.fixture
 def engine(make_engine: Any, mailbox: Mailbox) -> Any:
     eng = make_engine(purchase, two_signatures, notifier=FileSender(mailbox.path))
     eng.add_to_group("managers", ["ann", "bob", "cid"])
     with eng.running():
         yield eng
-
-
-def pending_approval(engine: Any, run_id: str) -> wp.ApprovalInfo:
-    def find() -> wp.ApprovalInfo | None:
-        found = engine.approvals(run_id=run_id)
-        return found[0] if found else None
-
-    info: wp.ApprovalInfo = eventually(find, f"the approval of run {run_id}")
-    return info
-
-
-def refusals(engine: Any, run_id: str) -> list[dict[str, Any]]:
-    return [e.data for e in of_type(engine.history(run_id), "ApprovalRefused")]
 
 
 def test_any_two_of_managers_approve(engine: Any, mailbox: Mailbox) -> None:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,16 +17,15 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.gates import gate
+from tests.helpers.store import fire_far_in_the_future, open_tasks
 from waypost.model.chain import verify_chain
-from waypost.store import open_store
-from waypost.store.base import FiredTimer
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
 
 _lock = threading.Lock()
 calls: dict[str, list[dict[str, Any]]] = {}
-gates: dict[str, threading.Event] = {}
 
 
 def record(label: str, **what: Any) -> None:
@@ -38,40 +36,6 @@ def record(label: str, **what: Any) -> None:
 def calls_of(label: str, name: str) -> list[dict[str, Any]]:
     with _lock:
         return [c for c in calls.get(label, []) if c.get("name") == name]
-
-
-def gate(label: str) -> threading.Event:
-    with _lock:
-        return gates.setdefault(label, threading.Event())
-
-
-def open_tasks(url: str, run_id: str) -> list[Any]:
-    async def read() -> list[Any]:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await store.run_tasks("default", run_id)
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
-
-
-def fire_far_in_the_future(url: str) -> list[FiredTimer]:
-    async def fire() -> list[FiredTimer]:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await store.fire_due_timers(time.time() + 3600, 1000, None, [], 30.0)
-        finally:
-            await store.close()
-
-    return asyncio.run(fire())
-
-
-@pytest.fixture
-def label() -> str:
-    return uuid.uuid4().hex[:12]
 
 
 # == cancellation =============================================================

@@ -5,94 +5,25 @@ history, and the run ends `cancelled` saying what was undone and what could not 
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.trips import CALLS, LOCK, TRIP, book, unbook, waiting_for_signal
 from waypost.model.chain import verify_chain
 
 pytestmark = pytest.mark.timeout(120)
 
-_LOCK = threading.Lock()
-CALLS: list[tuple[str, str]] = []
-
-
-@wp.activity(name="trip.book")
-def book(ctx: wp.ActivityContext, what: str) -> dict[str, Any]:
-    with _LOCK:
-        CALLS.append(("book", what))
-    return {"id": f"{what}-1"}
-
-
-@wp.activity(name="trip.unbook", retry=wp.Retry(max_attempts=2, initial_interval=timedelta(0)))
-def unbook(ctx: wp.ActivityContext, id: str) -> str:
-    with _LOCK:
-        CALLS.append(("unbook", id))
-    if id.startswith("flight"):
-        raise RuntimeError("the airline refuses refunds")
-    return f"released {id}"
-
-
-TRIP = """
-name: trip
-on_cancel: compensate
-start: hotel
-steps:
-  hotel:
-    type: activity
-    activity: trip.book
-    input: {what: "'hotel'"}
-    output: $.hotel
-    compensate: {activity: trip.unbook, input: {id: hotel.id}}
-    next: options
-  options:
-    type: parallel
-    branches:
-      - start: flight
-        steps:
-          flight:
-            type: activity
-            activity: trip.book
-            input: {what: "'flight'"}
-            output: $.flight
-            compensate: {activity: trip.unbook, input: {id: flight.id}}
-            next: flown
-          flown: {type: succeed}
-      - start: car
-        steps:
-          car:
-            type: activity
-            activity: trip.book
-            input: {what: "'car'"}
-            output: $.car
-            next: driven
-          driven: {type: succeed}
-    next: confirm
-  confirm:
-    type: wait
-    signal: confirmed
-    next: done
-  done: {type: succeed}
-"""
-
 
 @pytest.fixture
 def engine(make_engine: Any) -> Any:
-    with _LOCK:
+    with LOCK:
         CALLS.clear()
     eng = make_engine(book, unbook, cache_size=0)  # every step replays from the store
     with eng.running():
         yield eng
-
-
-def waiting_for_signal(engine: Any, run_id: str) -> None:
-    eventually(
-        lambda: "signal" in [w["kind"] for w in engine.get(run_id).waiting_for],
-        "the run to wait for its confirmation",
-    )
 
 
 def test_a_cancelled_run_compensates_newest_first_and_says_what_could_not_be_undone(
@@ -254,7 +185,7 @@ def test_a_cancel_during_a_failures_compensation(make_engine: Any, on_cancel: st
         if id.startswith("flight"):  # the newest, so the first undone
             running.set()
             gate.wait(60)
-        with _LOCK:
+        with LOCK:
             undone.append(id)
         return f"released {id}"
 

@@ -8,8 +8,6 @@ code a cancellation cannot reach. The tests release them once the run has ended.
 from __future__ import annotations
 
 import asyncio
-import threading
-import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,11 +18,10 @@ from click.testing import CliRunner
 
 import waypost as wp
 from tests.helpers import eventually, of_type
-from tests.integration.test_cancel_and_stop import fire_far_in_the_future, open_tasks
+from tests.helpers.gates import gate
+from tests.helpers.store import fire_far_in_the_future, open_tasks, violations
 from waypost.cli.main import main
 from waypost.model.chain import verify_chain
-from waypost.store import open_store
-from waypost.testing.invariants import check_invariants
 from waypost.testing.replay import replay_history
 
 from .server_fixtures import Api, make_key, serve
@@ -32,25 +29,11 @@ from .server_fixtures import Api, make_key, serve
 __all__ = ["serve"]  # the fixture, used by name
 pytestmark = pytest.mark.timeout(120)
 
-_LOCK = threading.Lock()
-GATES: dict[str, threading.Event] = {}
-STARTED: dict[str, threading.Event] = {}
-
-
-def gate(label: str) -> threading.Event:
-    with _LOCK:
-        return GATES.setdefault(label, threading.Event())
-
-
-def started(label: str) -> threading.Event:
-    with _LOCK:
-        return STARTED.setdefault(label, threading.Event())
-
 
 @wp.activity(retry=wp.Retry(max_attempts=1))
 def stubborn(ctx: wp.ActivityContext, label: str) -> str:
     """A sync activity without heartbeats: it neither sees nor obeys a cancellation."""
-    started(label).set()
+    gate(f"{label}-started").set()
     gate(label).wait(60)
     return f"done {label}"
 
@@ -81,25 +64,6 @@ async def waits_for_ack(ctx: wp.WorkflowContext, _: Any) -> str:
     return "went"
 
 
-@pytest.fixture
-def label() -> str:
-    return uuid.uuid4().hex[:12]
-
-
-def violations(url: str) -> list[Any]:
-    """What `check_invariants` finds wrong with every run of the database."""
-
-    async def check() -> list[Any]:
-        store = open_store(url)
-        await store.open()
-        try:
-            return list(await check_invariants(store))
-        finally:
-            await store.close()
-
-    return asyncio.run(check())
-
-
 def grace_events(history: list[wp.Event]) -> list[tuple[str, str]]:
     return [
         (e.type, e.data["step"])
@@ -120,7 +84,7 @@ def test_a_run_whose_clean_up_hangs_ends_cancelled_after_the_grace(
                 "the run to wait",
             )
             engine.cancel(run.run_id, "stop now")
-            assert started(label).wait(10)
+            assert gate(f"{label}-started").wait(10)
             with pytest.raises(wp.WorkflowCancelled) as ended:
                 engine.result(run.run_id, timeout=20)
             ended_history = engine.history(run.run_id)
@@ -170,7 +134,7 @@ def test_code_that_awaits_a_hung_activity_ends_at_once_and_keeps_its_late_result
     try:
         with engine.running():
             run = engine.start(awaits_directly, label)
-            assert started(label).wait(10)
+            assert gate(f"{label}-started").wait(10)
             engine.cancel(run.run_id, "not needed")
             with pytest.raises(wp.WorkflowCancelled) as ended:
                 engine.result(run.run_id, timeout=10)

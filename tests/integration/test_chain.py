@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, of_type, pg_connect
+from tests.helpers import db_query, db_write, eventually, of_type
 from waypost.model.chain import Chain, ChainKey
 
 pytestmark = pytest.mark.timeout(120)
@@ -22,22 +22,6 @@ async def chained(ctx: wp.WorkflowContext) -> list[Any]:
     first = await ctx.wait_signal("a")
     second = await ctx.wait_signal("b")
     return [first, second]
-
-
-def db_write(db_url: str, sql: str, params: tuple[Any, ...]) -> None:
-    """Write to the database behind the engine's back, as an editor with access would."""
-    if db_url.startswith("sqlite:///"):
-        import sqlite3
-
-        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
-        try:
-            conn.execute(sql, params)
-            conn.commit()
-        finally:
-            conn.close()
-        return
-    with pg_connect(db_url) as pg:
-        pg.execute(sql.replace("?", "%s"), params)
 
 
 def waiting_for_b(engine: Any, run_id: str) -> None:

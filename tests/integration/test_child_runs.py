@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, of_type
+from tests.helpers import db_query, eventually, eventually_async, of_type
 from waypost.testing.invariants import check_invariants
 
 from .console_fixtures import Browser
@@ -253,15 +253,13 @@ def test_a_parent_whose_worker_was_killed_is_replayed_elsewhere_without_a_second
 
 
 async def async_eventually(engine: wp.AsyncEngine, run_id: str, status: str) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    async def reached() -> bool:
         try:
-            if (await engine.get(run_id)).status == status:
-                return
+            return (await engine.get(run_id)).status == status
         except wp.RunNotFound:
-            pass
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"run {run_id} never {status}")
+            return False
+
+    await eventually_async(reached, f"run {run_id} to be {status}", interval=0.02)
 
 
 # == edges: an operator ends a child; the tenant's quotas; another tenant ================

@@ -7,29 +7,19 @@ engine serves), the store gives no fence and the long way decides."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 from typing import Any
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.gates import gate
+from tests.helpers.store import open_tasks
 from waypost.store import open_store
-
-gates: dict[str, threading.Event] = {}
-started: dict[str, threading.Event] = {}
-
-
-def gate(name: str) -> threading.Event:
-    return gates.setdefault(name, threading.Event())
-
-
-def began(name: str) -> threading.Event:
-    return started.setdefault(name, threading.Event())
 
 
 @wp.activity
 def held(ctx: wp.ActivityContext, name: str) -> str:
-    began(name).set()
+    gate(f"{name}-began").set()
     assert gate(name).wait(30), "the test never opened the gate"
     return name.upper()
 
@@ -48,23 +38,14 @@ async def waits(ctx: wp.WorkflowContext, name: str) -> str:
 
 
 def workflow_task(url: str, run_id: str) -> Any:
-    async def read() -> Any:
-        store = open_store(url)
-        await store.open()
-        try:
-            tasks = await store.run_tasks("default", run_id)
-        finally:
-            await store.close()
-        return next(t for t in tasks if t.kind == "workflow")
-
-    return asyncio.run(read())
+    return next(t for t in open_tasks(url, run_id) if t.kind == "workflow")
 
 
 def step_running_out_of_memory(engine: wp.Engine, name: str) -> tuple[Any, Any]:
     """A run whose step is under way, and another run whose start evicted it from the
     engine's one cached run (now waiting on a signal)."""
     run = engine.start(step_then_wait, name)
-    assert began(name).wait(20)
+    assert gate(f"{name}-began").wait(20)
     other = engine.start(waits, name)
     eventually(lambda: engine.get(other.run_id).status == "waiting", "the other run")
     return run, other

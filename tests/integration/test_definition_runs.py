@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import getpass
-import json
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
+from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
 
 pytestmark = pytest.mark.timeout(120)
@@ -135,27 +134,6 @@ def v2_of(text: str) -> str:
     )
 
 
-class Mailbox:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def tokens(self, approval_id: str, who: str) -> dict[str, Any]:
-        def find() -> dict[str, Any] | None:
-            if not self.path.exists():
-                return None
-            notes = [json.loads(line) for line in self.path.read_text().splitlines()]
-            mine = [n for n in notes if n["approval_id"] == approval_id and n["approver"] == who]
-            return mine[-1] if mine else None
-
-        found: dict[str, Any] = eventually(find, f"a notification for {who}")
-        return found
-
-
-@pytest.fixture
-def mailbox(tmp_path: Path) -> Mailbox:
-    return Mailbox(tmp_path / "notes.jsonl")
-
-
 @pytest.fixture
 def engine(make_engine: Any, mailbox: Mailbox) -> Any:
     CALLS.clear()
@@ -178,7 +156,7 @@ def waiting_on(engine: Any, run_id: str, kind: str) -> wp.RunInfo:
 
 def approve(engine: Any, mailbox: Mailbox, run_id: str, who: str = "ann") -> None:
     approval = eventually(lambda: engine.approvals(run_id=run_id), "an approval")[0]
-    note = mailbox.tokens(approval.approval_id, who)
+    note = mailbox.wait(approval.approval_id, who)
     engine.decide(approval.approval_id, note["approve_token"], who, "approve")
 
 
@@ -228,7 +206,7 @@ def test_a_large_order_waits_for_approval_and_a_rejection_compensates_in_reverse
     waiting_on(engine, run.run_id, "approval")
     approval = engine.approvals(run_id=run.run_id)[0]
     assert approval.name == "approve" and approval.data == {"amount": 5000, "currency": "EUR"}
-    note = mailbox.tokens(approval.approval_id, "bob")
+    note = mailbox.wait(approval.approval_id, "bob")
     engine.decide(approval.approval_id, note["reject_token"], "bob", "reject", "too dear")
     with pytest.raises(wp.WorkflowFailed) as failed:
         engine.result(run.run_id, timeout=10)
@@ -316,7 +294,7 @@ def test_migrating_a_waiting_run_after_a_dry_run(engine: Any, mailbox: Mailbox) 
     run = engine.start("purchase", {"order_id": "E6", "amount": 3000})
     waiting_on(engine, run.run_id, "approval")
     old_approval = engine.approvals(run_id=run.run_id)[0]
-    old_token = mailbox.tokens(old_approval.approval_id, "ann")["approve_token"]
+    old_token = mailbox.wait(old_approval.approval_id, "ann")["approve_token"]
     engine.publish(v2_of(PURCHASE_V1))
 
     dry = engine.migrate(run.run_id, 2, dry_run=True, reason="x")
@@ -357,7 +335,7 @@ def test_migrating_a_waiting_run_after_a_dry_run(engine: Any, mailbox: Mailbox) 
         return [a for a in pending if a.approval_id != old_approval.approval_id]
 
     fresh = eventually(new_approval, "the re-issued approval")[0]
-    note = mailbox.tokens(fresh.approval_id, "ann")
+    note = mailbox.wait(fresh.approval_id, "ann")
     engine.decide(fresh.approval_id, note["approve_token"], "ann", "approve")
     waiting_on(engine, run.run_id, "signal")
     engine.signal(run.run_id, "goods_received", {})
@@ -437,7 +415,7 @@ def test_a_run_with_one_of_two_votes_can_be_migrated_and_the_vote_does_not_carry
     run = engine.start("purchase", {"order_id": "H8", "amount": 7000})
     waiting_on(engine, run.run_id, "approval")
     approval = engine.approvals(run_id=run.run_id)[0]
-    note = mailbox.tokens(approval.approval_id, "ann")
+    note = mailbox.wait(approval.approval_id, "ann")
     assert (
         engine.decide(approval.approval_id, note["approve_token"], "ann", "approve").outcome
         == "pending"

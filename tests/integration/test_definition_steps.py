@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.integration.test_http_activity import Answer, Server
+from tests.helpers import eventually, run_reaches
+from tests.helpers.http_server import Answer, Server
 from waypost.features.senders import verify_webhook
 from waypost.testing import TestEnv, event_types, events_of
 
@@ -66,18 +67,6 @@ def scenario(test: Callable[[TestEnv], Any], **options: Any) -> None:
     asyncio.run(body())
 
 
-async def until(run: wp.AsyncRunHandle, ok: Callable[[wp.RunInfo], bool]) -> wp.RunInfo:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10
-    while True:
-        info = await run.get()
-        if ok(info):
-            return info
-        if loop.time() > deadline:
-            raise AssertionError(f"run {run.run_id} is {info.status}: {info.waiting_for}")
-        await asyncio.sleep(0.01)
-
-
 def waiting(kind: str) -> Callable[[wp.RunInfo], bool]:
     return lambda info: (
         info.status == "waiting" and any(w["kind"] == kind for w in info.waiting_for)
@@ -105,14 +94,14 @@ steps:
         await env.engine.publish(definition)
         due = "2030-01-01T00:00:00+00:00"
         run = await env.engine.start("waits", {"due": due})
-        await until(run, waiting("timer"))
+        await run_reaches(run, waiting("timer"))
         await env.advance(days=1)
         # Still a day to go: the timer is pending and due after now, so it cannot have fired.
         next_at = await env.engine.store.next_timer_at()
         assert next_at is not None and next_at > env.clock()
         assert events_of(await run.history(), "TimerFired") == []
         await env.advance(days=1, seconds=1)
-        info = await until(run, lambda i: any(w.get("until") == due for w in i.waiting_for))
+        info = await run_reaches(run, lambda i: any(w.get("until") == due for w in i.waiting_for))
         assert info.status == "waiting"
         assert await env.fast_forward(run) == "woke"
         fired = events_of(await run.history(), "TimerFired")
@@ -150,7 +139,7 @@ steps:
         silent = await env.engine.start("chase", {})
         hard = await env.engine.start("strict", {})
         for run in (answered, silent, hard):
-            await until(run, waiting("signal"))
+            await run_reaches(run, waiting("signal"))
         await answered.signal("reply", {"text": "yes"})
         assert await answered.result(timeout=10) == "yes"
         await env.advance(hours=1, seconds=1)
@@ -183,7 +172,7 @@ steps:
     async def test(env: TestEnv) -> None:
         await env.engine.publish(definition)
         run = await env.engine.start("fan", {"a": 1})
-        await until(run, waiting("signal"))
+        await run_reaches(run, waiting("signal"))
         history = await run.history()
         assert len(events_of(history, "ActivityCompleted")) == 1  # the left branch is done
         await run.signal("right", {"b": 2})
@@ -286,7 +275,7 @@ steps:
     async def test(env: TestEnv) -> None:
         await env.engine.publish(definition)
         run = await env.engine.start("bounded", {})
-        await until(run, waiting("signal"))
+        await run_reaches(run, waiting("signal"))
         await env.advance(hours=2, seconds=1)
         error = await failure(run)
         assert error["type"] == "timeout" and error["details"]["compensated"] == ["book"]
@@ -316,7 +305,7 @@ steps:
     async def test(env: TestEnv) -> None:
         await env.engine.publish(definition)
         run = await env.engine.start("sign", {})
-        await until(run, waiting("approval"))
+        await run_reaches(run, waiting("approval"))
         await env.advance(days=1, seconds=1)
         assert await run.result(timeout=10) == "expired-expired"
 
@@ -340,7 +329,7 @@ steps:
     async def test(env: TestEnv) -> None:
         await env.engine.publish(definition)
         run = await env.engine.start("cancel_me", {})
-        await until(run, waiting("signal"))
+        await run_reaches(run, waiting("signal"))
         await run.cancel("customer withdrew")
         with pytest.raises(wp.WorkflowCancelled):
             await run.result(timeout=10)
@@ -408,7 +397,7 @@ steps:
             run = first.start("restart", {})
             kept = first.start("restart", {})
             for r in (run, kept):
-                _sync_until(lambda r=r: first.get(r.run_id).status == "waiting")
+                eventually(lambda r=r: first.get(r.run_id).status == "waiting", "the run to wait")
     with wp.Engine(sqlite_url, poll_interval=0.05) as second, second.running():
         second.signal(run.run_id, "go")
         assert second.result(run.run_id, timeout=10) == "done"
@@ -421,19 +410,9 @@ steps:
     db.close()
     with wp.Engine(sqlite_url, poll_interval=0.05) as third, third.running():
         third.signal(kept.run_id, "go")
-        _sync_until(lambda: third.get(kept.run_id).status == "suspended")
+        eventually(lambda: third.get(kept.run_id).status == "suspended", "the run suspended")
         info = third.get(kept.run_id)
         assert "does not match its digest" in info.error["message"]
-
-
-def _sync_until(ok: Callable[[], bool]) -> None:
-    import time
-
-    deadline = time.monotonic() + 10
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in 10 s")
-        time.sleep(0.01)
 
 
 def test_a_run_in_the_branches_of_a_parallel_step_is_not_migrated() -> None:
@@ -457,7 +436,7 @@ steps:
     async def test(env: TestEnv) -> None:
         await env.engine.publish(definition)
         run = await env.engine.start("branches", {})
-        await until(run, waiting("signal"))
+        await run_reaches(run, waiting("signal"))
         await env.engine.publish(definition.replace("'joined'", "'joined twice'"))
         report = await env.engine.migrate(run.run_id, 2, None, "try")
         assert not report.migrated and not report.compatible

@@ -3,18 +3,17 @@ for every caller, before anything is written."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.approvals import pending_approval
+from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
-
-from .test_approvals import Mailbox, pending_approval
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,11 +27,6 @@ async def door_purchase(ctx: wp.WorkflowContext, req: dict[str, Any]) -> str:
 @wp.workflow(name="door_wait")
 async def door_wait(ctx: wp.WorkflowContext) -> Any:
     return await ctx.wait_signal("go")
-
-
-@pytest.fixture
-def mailbox(tmp_path: Path) -> Mailbox:
-    return Mailbox(tmp_path / "notifications.jsonl")
 
 
 @pytest.fixture

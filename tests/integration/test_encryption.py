@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import os
 import secrets
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,7 +17,8 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, pg_connect
+from tests.helpers import db_query, db_write, eventually, pg_connect
+from tests.helpers.gates import gate
 from waypost.model import operations as ops
 from waypost.model.encryption import sealed_key_id
 from waypost.model.identity import Principal, Role
@@ -43,13 +43,7 @@ MARKERS = (
     "MARKER-ERROR",
     "MARKER-APPROVAL",
 )
-gates: dict[str, threading.Event] = {}
 _lock = threading.Lock()
-
-
-def gate(label: str) -> threading.Event:
-    with _lock:
-        return gates.setdefault(label, threading.Event())
 
 
 @wp.activity(retry=wp.Retry(max_attempts=2, initial_interval=timedelta(milliseconds=10)))
@@ -118,19 +112,6 @@ def raw_dump(db_url: str) -> bytes:
             for (text,) in pg.execute(f'SELECT t::text FROM waypost."{table}" t').fetchall():
                 out.append(text.encode())
         return b"\n".join(out)
-
-
-def db_write(db_url: str, sql: str, params: tuple[Any, ...]) -> None:
-    if db_url.startswith("sqlite:///"):
-        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
-        try:
-            conn.execute(sql, params)
-            conn.commit()
-        finally:
-            conn.close()
-        return
-    with pg_connect(db_url) as pg:
-        pg.execute(sql.replace("?", "%s"), params)
 
 
 def stored_key_ids(db_url: str) -> set[str]:

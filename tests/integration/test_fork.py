@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.gates import gate
 from waypost.features.senders import FileSender
 from waypost.model import operations as ops
 from waypost.model.chain import verify_chain
@@ -31,17 +31,11 @@ WAYPOST = Path(sys.executable).with_name("waypost")
 _lock = threading.Lock()
 calls: dict[str, list[int]] = {}
 bugs: set[str] = set()  # labels whose step 3 still has its bug
-gates: dict[str, threading.Event] = {}
 
 
 def executions(label: str) -> list[int]:
     with _lock:
         return list(calls.get(label, []))
-
-
-@pytest.fixture
-def label() -> str:
-    return uuid.uuid4().hex[:12]
 
 
 @wp.activity(name="fork.count", retry=wp.Retry(max_attempts=1))
@@ -57,9 +51,8 @@ def count(ctx: wp.ActivityContext, label: str, n: int) -> int:
 @wp.activity(name="fork.gated", retry=wp.Retry(max_attempts=1))
 def gated(ctx: wp.ActivityContext, label: str) -> str:
     with _lock:
-        gate = gates.setdefault(label, threading.Event())
         calls.setdefault(label, []).append(0)
-    gate.wait(30)
+    gate(label).wait(30)
     return "opened"
 
 
@@ -363,8 +356,7 @@ def test_fork_refusals_write_nothing(make_engine: Any, label: str) -> None:
         refused(wp.InvalidState, "has not finished", run_id=running.run_id)
         engine.pause(running.run_id, "to fork it")
         refused(wp.InvalidState, "has not finished", run_id=running.run_id)
-        with _lock:
-            gates.setdefault(f"{label}-busy", threading.Event()).set()
+        gate(f"{label}-busy").set()
         eventually(
             lambda: of_type(engine.history(running.run_id), "ActivityCompleted"),
             "the result to be recorded while paused",

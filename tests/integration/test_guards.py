@@ -12,11 +12,9 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type
+from tests.helpers import db_write, eventually, of_type
 from waypost.model.definitions import parse_definition
 from waypost.model.events import canonical_json
-
-from .test_chain import db_write
 
 pytestmark = pytest.mark.timeout(120)
 

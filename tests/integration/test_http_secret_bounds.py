@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import db_query
+from tests.helpers.http_server import Answer, LocalServer, Received
 from waypost.features.http import Secret, env_secrets, secret_env_name
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,46 +36,31 @@ class Echoes:
 
     def __init__(self) -> None:
         self.received: list[str] = []
-        outer = self
+        self._http = LocalServer(self._echo)
+        self.base = self._http.base
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                auth = self.headers.get("Authorization", "")
-                outer.received.append(auth)
-                token = auth.removeprefix("Bearer ")
-                raw = token.encode()
-                body = json.dumps(
-                    {
-                        "base64": base64.b64encode(raw).decode(),
-                        "base64url": base64.urlsafe_b64encode(raw).decode().rstrip("="),
-                        "hex": raw.hex().upper(),
-                        "url": urllib.parse.quote(token, safe=""),
-                        "upper": token.upper(),
-                        "spaced": " ".join(token),
-                        "partial": f"...{token[5:21]}...",
-                        "basic": base64.b64encode(b"api:" + raw).decode(),
-                        token.upper(): "as a key",
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
+    def _echo(self, request: Received) -> Answer:
+        auth = request.headers.get("authorization", "")
+        self.received.append(auth)
+        token = auth.removeprefix("Bearer ")
+        raw = token.encode()
+        body = json.dumps(
+            {
+                "base64": base64.b64encode(raw).decode(),
+                "base64url": base64.urlsafe_b64encode(raw).decode().rstrip("="),
+                "hex": raw.hex().upper(),
+                "url": urllib.parse.quote(token, safe=""),
+                "upper": token.upper(),
+                "spaced": " ".join(token),
+                "partial": f"...{token[5:21]}...",
+                "basic": base64.b64encode(b"api:" + raw).decode(),
+                token.upper(): "as a key",
+            }
+        ).encode()
+        return Answer(200, body, {"Content-Type": "application/json"})
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join()
+        self._http.close()
 
 
 @pytest.fixture

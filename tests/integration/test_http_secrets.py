@@ -8,9 +8,7 @@ echoes it back.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query
+from tests.helpers.http_server import Answer, LocalServer, Received
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,33 +33,18 @@ class EchoServer:
 
     def __init__(self) -> None:
         self.authorizations: list[str] = []
-        server = self
+        self._http = LocalServer(self._echo)
+        self.base = self._http.base
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                auth = self.headers.get("Authorization", "")
-                server.authorizations.append(auth)
-                flaky = self.path == "/flaky" and len(server.authorizations) == 1
-                body = json.dumps({"you_sent": auth, "echo": {auth: [auth]}}).encode()
-                self.send_response(503 if flaky else 200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
+    def _echo(self, request: Received) -> Answer:
+        auth = request.headers.get("authorization", "")
+        self.authorizations.append(auth)
+        flaky = request.path == "/flaky" and len(self.authorizations) == 1
+        body = json.dumps({"you_sent": auth, "echo": {auth: [auth]}}).encode()
+        return Answer(503 if flaky else 200, body, {"Content-Type": "application/json"})
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join()
+        self._http.close()
 
 
 @pytest.fixture

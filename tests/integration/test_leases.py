@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +22,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type, write_lock
+from tests.helpers.gates import gate
 from waypost.model.chain import verify_chain
 from waypost.testing import NoFaults
 
@@ -32,7 +32,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 _lock = threading.Lock()
 calls: dict[str, list[dict[str, Any]]] = {}
-gates: dict[str, threading.Event] = {}
 
 
 def record(ctx: wp.ActivityContext, label: str, **extra: Any) -> None:
@@ -52,16 +51,6 @@ def record(ctx: wp.ActivityContext, label: str, **extra: Any) -> None:
 def attempts_of(label: str) -> list[int]:
     with _lock:
         return [c["attempt"] for c in calls.get(label, [])]
-
-
-def gate(label: str) -> threading.Event:
-    with _lock:
-        return gates.setdefault(label, threading.Event())
-
-
-@pytest.fixture
-def label() -> str:
-    return uuid.uuid4().hex[:12]
 
 
 # == start-to-close timeout ==================================================

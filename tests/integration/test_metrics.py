@@ -17,10 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.metrics import Scrape
+from tests.helpers.trips import TRIP, book, unbook, waiting_for_signal
 from waypost.model.events import EventType, NewEvent
 from waypost.observability import Metrics
 from waypost.store import open_store
@@ -117,33 +118,6 @@ async def m_fan(ctx: wp.WorkflowContext) -> list[int]:
 
 ITEMS = (add, flaky, boom, slow, gated, m_ok, m_flaky, m_fail, m_slow, m_sleep)
 ITEMS2 = (m_approve, m_bug, m_wait, m_fan)
-
-
-class Scrape:
-    """One exposition, parsed: a sample's value by name and labels."""
-
-    def __init__(self, text: str) -> None:
-        self.samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
-        self.names: set[str] = set()
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                self.samples[(s.name, frozenset(s.labels.items()))] = s.value
-                self.names.add(s.name)
-
-    def __call__(self, name: str, **labels: str) -> float:
-        """The sample's value (0 if the series is not there, as Prometheus reads absence)."""
-        return self.samples.get((name, frozenset(labels.items())), 0.0)
-
-    def queued(self, tenant: str, kind: str, name: str = "waypost_queue_depth") -> float:
-        """The sum over the tenant's queues of one kind of task."""
-        return sum(
-            v
-            for (n, labels), v in self.samples.items()
-            if n == name and ("tenant", tenant) in labels and ("kind", kind) in labels
-        )
-
-    def labelled(self, name: str) -> list[dict[str, str]]:
-        return [dict(labels) for (n, labels) in self.samples if n == name]
 
 
 @pytest.fixture
@@ -358,8 +332,6 @@ def test_lost_engines_count_lease_expirations_and_takeovers(db_url: str) -> None
 
 
 def test_the_compensations_of_a_cancelled_run_are_counted(make_engine: Any) -> None:
-    from .test_cancel_compensation import TRIP, book, unbook, waiting_for_signal
-
     metrics = Metrics()
     engine = make_engine(book, unbook, observer=metrics)
     with engine.running():

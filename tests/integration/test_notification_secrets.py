@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually
+from tests.helpers.http_server import Answer, LocalServer, Received
 from waypost.features.senders import Notification, WebhookSender
 
 pytestmark = pytest.mark.timeout(120)
@@ -34,31 +33,16 @@ class EchoReceiver:
 
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
-        receiver = self
+        self._http = LocalServer(self._echo)
+        self.url = f"{self._http.base}/hooks/approvals"
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.bodies.append(body)
-                answer = b'{"error": "cannot process", "request": ' + body + b"}"
-                self.send_response(500)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hooks/approvals"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
+    def _echo(self, request: Received) -> Answer:
+        self.bodies.append(request.body)
+        answer = b'{"error": "cannot process", "request": ' + request.body + b"}"
+        return Answer(500, answer, {"Content-Type": "application/json"})
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join()
+        self._http.close()
 
 
 @pytest.fixture

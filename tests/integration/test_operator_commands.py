@@ -6,9 +6,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import threading
-import time
-import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,10 +14,11 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
+from tests.helpers.calls import calls_of, record
+from tests.helpers.gates import gate, pass_gate
+from tests.helpers.store import fire_far_in_the_future, open_tasks
 from waypost.features.senders import FileSender
 from waypost.model.chain import verify_chain
-from waypost.store import open_store
-from waypost.store.base import FiredTimer
 
 from .server_fixtures import Api, make_key, serve
 
@@ -29,29 +27,6 @@ __all__ = ["serve"]  # the fixture, used by name
 pytestmark = pytest.mark.timeout(120)
 
 WAYPOST = Path(sys.executable).with_name("waypost")
-_lock = threading.Lock()
-gates: dict[str, threading.Event] = {}
-calls: dict[str, list[str]] = {}
-
-
-def gate(label: str) -> threading.Event:
-    with _lock:
-        return gates.setdefault(label, threading.Event())
-
-
-def record(label: str, what: str) -> None:
-    with _lock:
-        calls.setdefault(label, []).append(what)
-
-
-def calls_of(label: str) -> list[str]:
-    with _lock:
-        return list(calls.get(label, []))
-
-
-@pytest.fixture
-def label() -> str:
-    return uuid.uuid4().hex[:12]
 
 
 @wp.workflow(name="op_waiter")
@@ -69,9 +44,7 @@ async def long_waiter(ctx: wp.WorkflowContext, _: Any) -> str:
 @wp.activity(retry=wp.Retry(max_attempts=1))
 def gated(ctx: wp.ActivityContext, label: str) -> str:
     record(label, f"gated {ctx.attempt}")
-    gate(label + "-started").set()
-    if not gate(label).wait(30):
-        raise RuntimeError("the test never opened the gate")
+    pass_gate(label)
     return "done"
 
 
@@ -102,30 +75,6 @@ async def two_steps(ctx: wp.WorkflowContext, label: str) -> list[str]:
 async def approval_flow(ctx: wp.WorkflowContext) -> str:
     decision = await ctx.approval("boss", approvers=wp.AnyOf(users=["ann"]))
     return decision.outcome
-
-
-def open_tasks(url: str, run_id: str) -> list[Any]:
-    async def read() -> list[Any]:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await store.run_tasks("default", run_id)
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
-
-
-def fire_far_in_the_future(url: str) -> list[FiredTimer]:
-    async def fire() -> list[FiredTimer]:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await store.fire_due_timers(time.time() + 3600, 1000, None, [], 30.0)
-        finally:
-            await store.close()
-
-    return asyncio.run(fire())
 
 
 def status_of(engine: wp.Engine, run_id: str) -> str:

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -119,11 +118,6 @@ async def counter(ctx: wp.WorkflowContext, start: dict[str, Any]) -> int:
     if count >= 10:
         return count
     ctx.continue_as_new({"label": start["label"], "count": count})
-
-
-@pytest.fixture
-def label() -> str:
-    return uuid.uuid4().hex[:12]
 
 
 def executions(label: str) -> int:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 import time
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.gates import Gate
 from waypost.model.queues import QueueInfo
 
 from .server_fixtures import Api, make_key, serve
@@ -29,41 +29,12 @@ __all__ = ["serve"]
 pytestmark = pytest.mark.timeout(240)
 
 
-class Gate:
-    """What gated activities share: how many run at once (the most seen), the order they
-    started in, and a gate they wait at."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.running = 0
-        self.most = 0
-        self.started: list[Any] = []
-        self.times: list[float] = []
-        self.open = threading.Event()
-
-    def enter(self, n: Any) -> None:
-        with self.lock:
-            self.running += 1
-            self.most = max(self.most, self.running)
-            self.started.append(n)
-            self.times.append(time.time())
-
-    def leave(self) -> None:
-        with self.lock:
-            self.running -= 1
-
-
 GATE = Gate()
 
 
 @wp.activity(queue="payments")
 def qq_pay(ctx: wp.ActivityContext, n: int) -> int:
-    GATE.enter(n)
-    try:
-        GATE.open.wait(30)
-        return n
-    finally:
-        GATE.leave()
+    return GATE.hold(n)
 
 
 @wp.activity()
@@ -99,7 +70,7 @@ async def qq_meter(ctx: wp.WorkflowContext, n: int) -> list[int]:
 
 
 def _fresh_gate() -> None:
-    GATE.__init__()  # type: ignore[misc]
+    GATE.reset()
 
 
 # == concurrency ============================================================================
@@ -118,7 +89,7 @@ def test_a_concurrency_limit_holds_across_two_engines_and_other_queues_go_on(
     )
     with a.running(), b.running():
         runs = [a.start(qq_fan, 3), b.start(qq_fan, 3)]
-        eventually(lambda: GATE.running == 2, "two payments running")
+        eventually(lambda: GATE.now() == 2, "two payments running")
         shown = eventually(
             lambda: (q := a.queue("payments")).depth == 4 and q, "four payments waiting"
         )
@@ -126,10 +97,10 @@ def test_a_concurrency_limit_holds_across_two_engines_and_other_queues_go_on(
         assert shown.oldest_age is not None and shown.oldest_age >= 0
         # The default queue is not held up by a full "payments".
         assert a.start(qq_free_fan, 5).result(timeout=30) == [0, 1, 2, 3, 4]
-        assert GATE.running == 2
+        assert GATE.now() == 2
         GATE.open.set()
         assert [r.result(timeout=60) for r in runs] == [[0, 1, 2], [0, 1, 2]]
-    assert GATE.most == 2  # never more than the limit, across both engines
+    assert GATE.highest() == 2  # never more than the limit, across both engines
     listed = {q.name: q for q in a.queues()}
     assert set(listed) == {"payments"}  # the default queue's attempts are done and gone
     assert (listed["payments"].depth, listed["payments"].running) == (0, 0)
@@ -143,15 +114,15 @@ def test_a_raised_limit_lets_waiting_attempts_start_and_a_removed_one_lets_all(
     engine.configure_queue("payments", concurrency=1)
     with engine.running():
         run = engine.start(qq_fan, 4)
-        eventually(lambda: GATE.running == 1, "one payment running")
+        eventually(lambda: GATE.now() == 1, "one payment running")
         eventually(lambda: engine.queue("payments").depth == 3, "three waiting")
         engine.configure_queue("payments", concurrency=3)
-        eventually(lambda: GATE.running == 3, "three payments running")
+        eventually(lambda: GATE.now() == 3, "three payments running")
         raised = engine.configure_queue("payments", rate=(100, 1.0))  # concurrency kept
         assert (raised.concurrency, raised.rate) == (3, (100, 1.0))
         removed = engine.configure_queue("payments", concurrency=None)
         assert (removed.concurrency, removed.rate) == (None, (100, 1.0))
-        eventually(lambda: GATE.running == 4, "every payment running")
+        eventually(lambda: GATE.now() == 4, "every payment running")
         GATE.open.set()
         assert run.result(timeout=30) == [0, 1, 2, 3]
 
@@ -169,7 +140,7 @@ def test_priorities_order_the_attempts_of_a_limited_queue(make_engine: Any) -> N
         assert [r.result(timeout=30) for r in waiting] == [0, 5, 10, 3]
         assert blocker.result(timeout=30) == -1
     assert GATE.started == [-1, 10, 5, 3, 0]
-    assert GATE.most == 1
+    assert GATE.highest() == 1
 
 
 # == rate ===================================================================================
@@ -280,7 +251,7 @@ def test_queues_over_http_and_the_remote_client(make_engine: Any, serve: Any) ->
 
     with engine.running():
         run = engine.start(qq_fan, 3, tenant="acme")
-        eventually(lambda: GATE.running == 1, "one payment running")
+        eventually(lambda: GATE.now() == 1, "one payment running")
         listed = eventually(
             lambda: (b := viewer.get("/v1/queues").json())["queues"][0]["depth"] == 2 and b,
             "two payments waiting",
@@ -336,7 +307,7 @@ def test_metrics_show_a_named_queues_depth_running_and_oldest_age(
     key = (("queue", "payments"), ("tenant", "default"))
     with engine.running():
         run = engine.start(qq_fan, 3)
-        eventually(lambda: GATE.running == 1, "one payment running")
+        eventually(lambda: GATE.now() == 1, "one payment running")
         seen = eventually(
             lambda: (m := scrape()).get(("waypost_named_queue_depth", key)) == 2 and m,
             "two payments waiting in the gauges",
@@ -352,12 +323,7 @@ def test_metrics_show_a_named_queues_depth_running_and_oldest_age(
 # == definitions ============================================================================
 @wp.activity(name="qq.gated")
 def qq_gated(ctx: wp.ActivityContext, n: int) -> int:
-    GATE.enter(n)
-    try:
-        GATE.open.wait(30)
-        return n
-    finally:
-        GATE.leave()
+    return GATE.hold(n)
 
 
 QUEUED_DEFINITION = {
@@ -384,11 +350,11 @@ def test_a_definitions_step_names_its_queue_and_the_limit_holds(make_engine: Any
     engine.configure_queue("payments", concurrency=1)
     with engine.running():
         runs = [engine.start("qq_defn", {"n": n}) for n in range(3)]
-        eventually(lambda: GATE.running == 1, "one step running")
+        eventually(lambda: GATE.now() == 1, "one step running")
         eventually(lambda: engine.queue("payments").depth == 2, "two steps waiting")
         GATE.open.set()
         assert sorted(r.result(timeout=30) for r in runs) == [0, 1, 2]
-    assert GATE.most == 1
+    assert GATE.highest() == 1
     bad = {**QUEUED_DEFINITION, "name": "qq_bad"}
     bad["steps"] = {**bad["steps"], "pay": {**bad["steps"]["pay"], "queue": "no spaces"}}
     with pytest.raises(wp.DefinitionError) as refused:
@@ -404,44 +370,27 @@ def test_each_tenants_limit_is_its_own_in_the_claims_of_two_engines(make_engine:
     a.configure_queue("payments", concurrency=2, tenant="globex")
     with a.running(), b.running():
         runs = [a.start(qq_fan, 3, tenant="acme"), b.start(qq_fan, 3, tenant="globex")]
-        eventually(lambda: GATE.running == 3, "one of acme's and two of globex's running")
+        eventually(lambda: GATE.now() == 3, "one of acme's and two of globex's running")
         assert a.queue("payments", tenant="acme").running == 1
         assert b.queue("payments", tenant="globex").running == 2
         assert a.queue("payments", tenant="acme").depth == 2
         GATE.open.set()
         assert [r.result(timeout=30) for r in runs] == [[0, 1, 2], [0, 1, 2]]
-    assert GATE.most == 3
+    assert GATE.highest() == 3
 
 
 # == concurrency keys =======================================================================
-class KeyGate:
-    """How many attempts of each key run at once (the most seen), and a gate."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.running: dict[str, int] = {}
-        self.most: dict[str, int] = {}
-        self.open = threading.Event()
-
-    def total(self) -> int:
-        with self.lock:
-            return sum(self.running.values())
-
-
-KEYS = KeyGate()
+KEYS = Gate()
 
 
 @wp.activity(queue="per-customer")
 def qq_keyed(ctx: wp.ActivityContext, key: str) -> str:
-    with KEYS.lock:
-        KEYS.running[key] = KEYS.running.get(key, 0) + 1
-        KEYS.most[key] = max(KEYS.most.get(key, 0), KEYS.running[key])
+    KEYS.enter(key, key)
     try:
         KEYS.open.wait(30)
         return key
     finally:
-        with KEYS.lock:
-            KEYS.running[key] -= 1
+        KEYS.leave(key)
 
 
 @wp.workflow(name="qq_keyed_run")
@@ -452,7 +401,7 @@ async def qq_keyed_run(ctx: wp.WorkflowContext, key: str) -> str:
 def test_a_concurrency_key_bounds_the_runs_of_one_key_across_two_engines(
     make_engine: Any,
 ) -> None:
-    KEYS.__init__()  # type: ignore[misc]
+    KEYS.reset()
     a = make_engine(qq_keyed_run, qq_keyed)
     b = make_engine(qq_keyed_run, qq_keyed)
     info = a.configure_queue("per-customer", key_concurrency=1)
@@ -463,21 +412,21 @@ def test_a_concurrency_key_bounds_the_runs_of_one_key_across_two_engines(
             *(b.start(qq_keyed_run, "cust-2", concurrency_key="cust-2") for _ in range(2)),
             *(a.start(qq_keyed_run, "none") for _ in range(2)),  # no key: not bounded by one
         ]
-        eventually(lambda: KEYS.total() == 4, "one of each key and both without one")
+        eventually(lambda: KEYS.now() == 4, "one of each key and both without one")
         eventually(lambda: a.queue("per-customer").depth == 3, "three waiting")
-        assert KEYS.running == {"cust-1": 1, "cust-2": 1, "none": 2}
+        assert KEYS.now_per_key() == {"cust-1": 1, "cust-2": 1, "none": 2}
         # Raised to 2 per key, one more of cust-1 and one of cust-2 start.
         a.configure_queue("per-customer", key_concurrency=2)
-        eventually(lambda: KEYS.total() == 6, "two of each key")
+        eventually(lambda: KEYS.now() == 6, "two of each key")
         KEYS.open.set()
         assert sorted(r.result(timeout=30) for r in runs) == sorted(
             ["cust-1"] * 3 + ["cust-2"] * 2 + ["none"] * 2
         )
-    assert KEYS.most == {"cust-1": 2, "cust-2": 2, "none": 2}
+    assert KEYS.most_per_key() == {"cust-1": 2, "cust-2": 2, "none": 2}
 
 
 def test_a_key_limit_and_a_queue_limit_hold_together(make_engine: Any) -> None:
-    KEYS.__init__()  # type: ignore[misc]
+    KEYS.reset()
     engine = make_engine(qq_keyed_run, qq_keyed)
     engine.configure_queue("per-customer", key_concurrency=1, concurrency=2)
     with engine.running():
@@ -485,12 +434,12 @@ def test_a_key_limit_and_a_queue_limit_hold_together(make_engine: Any) -> None:
             engine.start(qq_keyed_run, key, concurrency_key=key)
             for key in ("k1", "k1", "k2", "k2", "k3")
         ]
-        eventually(lambda: KEYS.total() == 2, "two running")
+        eventually(lambda: KEYS.now() == 2, "two running")
         eventually(lambda: engine.queue("per-customer").depth == 3, "three waiting")
-        assert all(n <= 1 for n in KEYS.running.values())
+        assert all(n <= 1 for n in KEYS.now_per_key().values())
         KEYS.open.set()
         assert [r.result(timeout=30) for r in runs] == ["k1", "k1", "k2", "k2", "k3"]
-    assert max(KEYS.most.values()) == 1
+    assert max(KEYS.most_per_key().values()) == 1
 
 
 def test_bad_concurrency_keys_and_key_limits_are_refused(make_engine: Any) -> None:
@@ -506,7 +455,7 @@ def test_bad_concurrency_keys_and_key_limits_are_refused(make_engine: Any) -> No
 
 
 def test_a_concurrency_key_over_http(make_engine: Any, serve: Any) -> None:
-    KEYS.__init__()  # type: ignore[misc]
+    KEYS.reset()
     engine = make_engine(qq_keyed_run, qq_keyed)
     base = serve(engine)
     admin = Api(base, make_key(engine, "acme", "ada", "admin"))
@@ -522,7 +471,7 @@ def test_a_concurrency_key_over_http(make_engine: Any, serve: Any) -> None:
             for _ in range(2)
         ]
         assert [s.status_code for s in started] == [201, 201], started[0].text
-        eventually(lambda: KEYS.total() == 1, "one running")
+        eventually(lambda: KEYS.now() == 1, "one running")
         eventually(lambda: engine.queue("per-customer", tenant="acme").depth == 1, "one waits")
         bad = admin.post(
             "/v1/runs", json={"workflow": "qq_keyed_run", "input": "c", "concurrency_key": ""}
@@ -531,7 +480,7 @@ def test_a_concurrency_key_over_http(make_engine: Any, serve: Any) -> None:
         KEYS.open.set()
         for s in started:
             assert engine.result(s.json()["run_id"], tenant="acme", timeout=30) == "c"
-    assert KEYS.most == {"c": 1}
+    assert KEYS.most_per_key() == {"c": 1}
 
 
 # == deduplication ids ======================================================================

@@ -10,7 +10,6 @@ work within a tenant; the HTTP API answers 429 with `Retry-After` and the quota.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,6 +18,8 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
+from tests.helpers.clocks import FrozenClock
+from tests.helpers.gates import Gate
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 
@@ -68,30 +69,12 @@ async def q_napper(ctx: wp.WorkflowContext) -> str:
     return "slept"
 
 
-class Gate:
-    """What gated activities share: how many run at once (the most seen) and a gate."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.running = 0
-        self.most = 0
-        self.open = threading.Event()
-
-
 GATE = Gate()
 
 
 @wp.activity()
 def q_gated(ctx: wp.ActivityContext, n: int) -> int:
-    with GATE.lock:
-        GATE.running += 1
-        GATE.most = max(GATE.most, GATE.running)
-    try:
-        GATE.open.wait(30)
-        return n
-    finally:
-        with GATE.lock:
-            GATE.running -= 1
+    return GATE.hold(n)
 
 
 @wp.workflow(name="q_fan")
@@ -236,18 +219,8 @@ def test_concurrent_starts_on_two_engines_never_exceed_max_concurrent_runs(
     assert found == started  # the refused ones left no event
 
 
-class Clock:
-    def __init__(self) -> None:
-        import time
-
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_token_bucket_is_shared_by_two_engines(make_engine: Any, db_url: str) -> None:
-    clock = Clock()
+    clock = FrozenClock()
     quotas = wp.Quotas(starts_per_second=0.5, start_burst=3)
     a = make_engine(q_wait, quotas=quotas, clock=clock)
     b = make_engine(q_wait, quotas=quotas, clock=clock)
@@ -299,7 +272,7 @@ def test_max_payload_bytes_is_one_setting_with_limits(make_engine: Any) -> None:
 
 # == work already admitted waits ===========================================================
 def test_activities_over_the_limit_wait_visibly_and_all_complete(make_engine: Any) -> None:
-    GATE.__init__()  # type: ignore[misc]
+    GATE.reset()
     quotas = wp.Quotas(max_concurrent_activities=2)
     a = make_engine(q_fan, q_gated, quotas=quotas)
     b = make_engine(q_fan, q_gated, quotas=quotas)
@@ -314,7 +287,7 @@ def test_activities_over_the_limit_wait_visibly_and_all_complete(make_engine: An
                 for i in infos
             )
 
-        eventually(lambda: GATE.running == 2, "two activities running")
+        eventually(lambda: GATE.now() == 2, "two activities running")
         info = eventually(quota_shown, "a run showing that it waits for the quota")
         assert info
         assert a.get_tenant().usage["activities_in_flight"] == 2  # type: ignore[index]
@@ -323,7 +296,7 @@ def test_activities_over_the_limit_wait_visibly_and_all_complete(make_engine: An
         assert "max_concurrent_activities" in waiting["detail"]
         GATE.open.set()
         assert [r.result(timeout=30) for r in runs] == [[0, 1, 2], [0, 1, 2]]
-    assert GATE.most == 2  # never more than the quota, across both engines
+    assert GATE.highest() == 2  # never more than the quota, across both engines
 
 
 def test_a_run_over_max_events_per_run_is_suspended_and_a_full_history_refuses_signals(

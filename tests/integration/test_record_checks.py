@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, of_type, pg_connect
+from tests.helpers import db_query, db_write_all, eventually, of_type
+from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
 from waypost.model import operations as ops
 from waypost.model.chain import Chain, ChainKey
 from waypost.model.identity import Principal, Role
 
 from .server_fixtures import Api, make_key, serve
-from .test_approvals import Mailbox
 
 __all__ = ["serve"]  # the fixture, used by name
 
@@ -58,24 +58,6 @@ async def asking(ctx: wp.WorkflowContext, amount: int) -> str:
         "pay", approvers=wp.AnyOf(users=["ann"]), expires_in=3600, data={"amount": amount}
     )
     return decision.outcome
-
-
-def db_write(db_url: str, *statements: tuple[str, tuple[Any, ...]]) -> None:
-    """Write to the database behind the engine's back, in one transaction."""
-    if db_url.startswith("sqlite:///"):
-        import sqlite3
-
-        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
-        try:
-            for sql, params in statements:
-                conn.execute(sql, params)
-            conn.commit()
-        finally:
-            conn.close()
-        return
-    with pg_connect(db_url) as pg:
-        for sql, params in statements:
-            pg.execute(sql.replace("?", "%s"), params)
 
 
 def suspended(engine: Any, run_id: str, tenant: str) -> bool:
@@ -116,7 +98,7 @@ def test_a_history_copied_into_another_run_fails_verify_and_is_never_replayed(
             ("acme", source.run_id, "acme", source.run_id, target_tenant, target.run_id),
         ),
     )
-    db_write(db_url, *copy)
+    db_write_all(db_url, *copy)
 
     engine = make_engine(waiting, chain=KEYED)
     problems = engine.verify(target.run_id, tenant=target_tenant)
@@ -141,7 +123,7 @@ def test_an_edited_result_is_refused_by_result_get_http_and_verify(
     with engine.running():
         run = engine.start(echoing, "real", tenant="acme")
         assert engine.result(run.run_id, tenant="acme", timeout=10) == {"echo": "real"}
-        db_write(
+        db_write_all(
             db_url,
             (
                 "UPDATE runs SET result = ? WHERE tenant = ? AND run_id = ?",
@@ -179,7 +161,7 @@ def test_an_edited_status_or_input_is_refused_and_reported(
     with engine.running():
         run = engine.start(waiting, "real")
         eventually(lambda: engine.get(run.run_id).waiting_for, "the run to wait")
-    db_write(
+    db_write_all(
         db_url, (f"UPDATE runs SET {column} = ? WHERE run_id = ?", (value, run.run_id))
     )  # fmt: skip
     with pytest.raises(wp.BrokenRecord, match=rf"runs\.{column}"):
@@ -202,7 +184,7 @@ def test_a_waiting_run_whose_row_was_edited_is_suspended_not_advanced(
         run = engine.start(waiting, "real")
         eventually(lambda: engine.get(run.run_id).waiting_for, "the run to wait")
         sql = "UPDATE runs SET result = ? WHERE run_id = ?"
-        db_write(db_url, (sql, ('{"x":"FORGED"}', run.run_id)))
+        db_write_all(db_url, (sql, ('{"x":"FORGED"}', run.run_id)))
         engine.signal(run.run_id, "go", "sent")  # the engine looks at the run again
         eventually(lambda: suspended(engine, run.run_id, "default"), "the suspension")
     info = engine.get(run.run_id)  # the engine wrote the row anew: it reads again
@@ -223,7 +205,7 @@ def test_a_row_copied_from_another_run_with_its_checks_is_refused(
         poor = engine.start(echoing, "poor")
         for run in (rich, poor):
             engine.result(run.run_id, timeout=10)
-    db_write(
+    db_write_all(
         db_url,
         (
             "UPDATE runs SET result = (SELECT result FROM runs WHERE run_id = ?), state_mac = "
@@ -243,7 +225,7 @@ def test_a_row_stripped_of_its_checks_is_refused_where_legacy_rows_are_not_accep
     with engine.running():
         run = engine.start(echoing, "real")
         engine.result(run.run_id, timeout=10)
-    db_write(
+    db_write_all(
         db_url,
         (
             "UPDATE runs SET result = ?, input_mac = NULL, state_mac = NULL WHERE run_id = ?",
@@ -266,7 +248,7 @@ def test_a_get_reads_the_row_only_not_the_history(make_engine: Any, db_url: str)
         run = engine.start(waiting, "real")
         engine.signal(run.run_id, "go", "sent")
         engine.result(run.run_id, timeout=10)
-    db_write(
+    db_write_all(
         db_url,
         ("UPDATE events SET data = ? WHERE run_id = ? AND seq = 2", ("{}", run.run_id)),
     )
@@ -285,7 +267,7 @@ def test_a_finished_run_whose_history_is_cut_short_is_found_by_verify(
     history = engine.history(run.run_id)
     end = next(e for e in history if e.type == "RunCompleted")
     before = history[end.seq - 2]
-    db_write(
+    db_write_all(
         db_url,
         ("DELETE FROM events WHERE run_id = ? AND seq >= ?", (run.run_id, end.seq)),
         (
@@ -316,7 +298,7 @@ def test_a_run_put_back_whole_to_an_earlier_state_is_not_found(
         )[0]
         engine.signal(run.run_id, "go", "sent")
         engine.result(run.run_id, timeout=10)
-    db_write(
+    db_write_all(
         db_url,
         ("DELETE FROM events WHERE run_id = ? AND seq > ?", (run.run_id, row[4])),
         (
@@ -331,11 +313,6 @@ def test_a_run_put_back_whole_to_an_earlier_state_is_not_found(
 
 
 # == an approval's row edited =================================================================
-@pytest.fixture
-def mailbox(tmp_path: Any) -> Mailbox:
-    return Mailbox(tmp_path / "notifications.jsonl")
-
-
 def asking_engine(make_engine: Any, mailbox: Mailbox, **options: Any) -> Any:
     return make_engine(asking, notifier=FileSender(mailbox.path), chain=KEYED, **options)
 
@@ -364,10 +341,10 @@ def test_an_edited_approval_is_refused_on_every_read_and_by_decide(
         if edit == "policy":  # mallory lets herself decide
             forged = {"kind": "any", "users": ["ann", "mallory"], "groups": [], "count": 1}
             sql = "UPDATE approvals SET policy = ? WHERE approval_id = ?"
-            db_write(db_url, (sql, (json.dumps(forged), approval.approval_id)))
+            db_write_all(db_url, (sql, (json.dumps(forged), approval.approval_id)))
         else:  # what the approver is shown
             sql = "UPDATE approvals SET data = ? WHERE approval_id = ?"
-            db_write(db_url, (sql, ('{"amount":999999}', approval.approval_id)))
+            db_write_all(db_url, (sql, ('{"amount":999999}', approval.approval_id)))
 
         with pytest.raises(wp.BrokenRecord, match=r"approvals\.data, policy"):
             engine.approval(approval.approval_id)
@@ -400,7 +377,7 @@ def test_plaintext_written_into_a_sealed_approval_is_refused(
         token = page_token(mailbox, approval.approval_id, "ann")
         stored = db_query(db_url, "SELECT data FROM approvals")[0][0]
         assert stored.startswith("wpe1:e1:")
-        db_write(
+        db_write_all(
             db_url,
             (
                 "UPDATE approvals SET data = ? WHERE approval_id = ?",
@@ -431,8 +408,8 @@ def make_legacy(db_url: str, engine: Any, run_id: str) -> None:
     for ev in engine.history(run_id):
         prev = KEYED.hash(prev, ev.seq, ev.type, ev.ts, ev.data_json)
         sql = "UPDATE events SET hash = ? WHERE run_id = ? AND seq = ?"
-        db_write(db_url, (sql, (prev, run_id, ev.seq)))
-    db_write(
+        db_write_all(db_url, (sql, (prev, run_id, ev.seq)))
+    db_write_all(
         db_url,
         (
             "UPDATE runs SET last_hash = ?, input_mac = NULL, state_mac = NULL WHERE run_id = ?",
@@ -505,7 +482,7 @@ def test_seal_legacy_leaves_a_run_that_does_not_verify_as_it_is(
     # An edit of the legacy history (the editor has no key) is not sealed as if good.
     sql = "UPDATE events SET data = ? WHERE run_id = ? AND seq = 1"
     forged = '{"input":"FORGED","version":"","workflow":"waiting"}'
-    db_write(db_url, (sql, (forged, bad.run_id)))
+    db_write_all(db_url, (sql, (forged, bad.run_id)))
     report = engine.seal_legacy()
     assert (report.runs, report.rehashed) == (2, 1)
     assert list(report.refused) == [bad.run_id]

@@ -21,6 +21,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type, pg_connect
+from tests.helpers.gates import gate, pass_gate
 from waypost.model.definitions import InputError
 from waypost.model.records import PurgedRun, PurgeReport
 
@@ -32,12 +33,6 @@ pytestmark = pytest.mark.timeout(120)
 
 _lock = threading.Lock()
 broken: set[str] = set()  # labels whose `rc_flaky` activity fails
-gates: dict[str, threading.Event] = {}
-
-
-def gate(label: str) -> threading.Event:
-    with _lock:
-        return gates.setdefault(label, threading.Event())
 
 
 @pytest.fixture
@@ -69,9 +64,7 @@ def flaky(ctx: wp.ActivityContext, label: str) -> dict[str, Any]:
 
 @wp.activity(name="rc_gated", retry=wp.Retry(max_attempts=1))
 def gated(ctx: wp.ActivityContext, label: str) -> str:
-    gate(label + "-started").set()
-    if not gate(label).wait(30):
-        raise RuntimeError("the test never opened the gate")
+    pass_gate(label)
     return "done"
 
 

@@ -21,11 +21,13 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.calls import calls_of, record
+from tests.helpers.gates import gate, pass_gate
+from tests.helpers.store import open_tasks, violations
 from waypost.model import operations as ops
 from waypost.model.chain import verify_chain
 from waypost.model.identity import Principal, Role
-from waypost.store import open_store
-from waypost.testing import check_invariants, replay_history
+from waypost.testing import replay_history
 
 from .server_fixtures import Api, make_key, serve
 
@@ -36,24 +38,7 @@ pytestmark = pytest.mark.timeout(120)
 WAYPOST = Path(sys.executable).with_name("waypost")
 _lock = threading.Lock()
 broken: set[str] = set()  # labels whose `flaky` activity fails
-gates: dict[str, threading.Event] = {}
-calls: dict[str, list[str]] = {}
 FAST = timedelta(milliseconds=10)
-
-
-def record(label: str, what: str) -> None:
-    with _lock:
-        calls.setdefault(label, []).append(what)
-
-
-def calls_of(label: str) -> list[str]:
-    with _lock:
-        return list(calls.get(label, []))
-
-
-def gate(label: str) -> threading.Event:
-    with _lock:
-        return gates.setdefault(label, threading.Event())
 
 
 @pytest.fixture
@@ -88,9 +73,7 @@ def flaky(ctx: wp.ActivityContext, label: str) -> dict[str, Any]:
 @wp.activity(retry=wp.Retry(max_attempts=1))
 def gated(ctx: wp.ActivityContext, label: str) -> str:
     record(label, "gated")
-    gate(label + "-started").set()
-    if not gate(label).wait(30):
-        raise RuntimeError("the test never opened the gate")
+    pass_gate(label)
     return "from the attempt"
 
 
@@ -246,30 +229,6 @@ def replays(engine: wp.Engine, run_id: str, tenant: str = "default") -> None:
         assert result.ok, result
 
 
-def no_violations(url: str) -> None:
-    async def check() -> list[Any]:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await check_invariants(store)
-        finally:
-            await store.close()
-
-    assert asyncio.run(check()) == []
-
-
-def open_tasks(url: str, run_id: str) -> list[Any]:
-    async def read() -> list[Any]:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await store.run_tasks("default", run_id)
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
-
-
 def failed(engine: wp.Engine, run_id: str, tenant: str = "default") -> dict[str, Any]:
     with pytest.raises(wp.WorkflowFailed) as info:
         engine.result(run_id, timeout=20, tenant=tenant)
@@ -319,7 +278,7 @@ def test_retry_reruns_only_the_failed_step_and_a_fresh_engine_carries_it_on(
     assert [e.seq for e in history] == list(range(1, len(history) + 1))
     assert history[-1].type == "RunCompleted"
     replays(fresh, run.run_id)
-    no_violations(db_url)
+    assert violations(db_url) == []
 
 
 def test_a_retried_step_that_fails_again_fails_the_run_again_and_can_be_retried_again(
@@ -338,7 +297,7 @@ def test_a_retried_step_that_fails_again_fails_the_run_again_and_can_be_retried_
     assert calls_of(label).count("first") == 1
     assert [e.data["attempt"] for e in of_type(engine.history(run.run_id), "RunRetried")] == [3, 5]
     replays(engine, run.run_id)
-    no_violations(db_url)
+    assert violations(db_url) == []
 
 
 def test_retry_makes_again_what_the_failed_run_still_waited_for(
@@ -359,7 +318,7 @@ def test_retry_makes_again_what_the_failed_run_still_waited_for(
     with fresh.running():
         assert fresh.result(run.run_id, timeout=20) == [{"attempt": 3}, "from the attempt", None]
     replays(fresh, run.run_id)
-    no_violations(db_url)
+    assert violations(db_url) == []
 
 
 def test_of_concurrent_retries_on_two_engines_one_is_recorded(
@@ -389,7 +348,7 @@ def test_of_concurrent_retries_on_two_engines_one_is_recorded(
     assert len(outcomes) == 2 and outcomes.count("retried") == 1, outcomes
     assert "has not failed" in next(o for o in outcomes if o != "retried")
     assert len(of_type(engines[0].history(run.run_id), "RunRetried")) == 1
-    no_violations(db_url)
+    assert violations(db_url) == []
 
 
 def test_retry_refusals(make_engine: Any, label: str) -> None:
@@ -465,7 +424,7 @@ def test_retry_of_a_definition_run_by_step_name(make_engine: Any, db_url: str, l
         assert fresh.result(run.run_id, timeout=20) == {"checked": "one", "paid": {"attempt": 3}}
     assert calls_of(label).count("first") == 2  # once per run, never again
     replays(fresh, run.run_id)
-    no_violations(db_url)
+    assert violations(db_url) == []
 
 
 # == skip ========================================================================
@@ -494,7 +453,7 @@ def test_skip_a_failed_step_needs_admin_for_code_and_the_run_goes_on(
     assert skipped.data["reason"] == "paid by hand" and skipped.data["by"]
     assert len(skipped.data["voids"]) == 2
     replays(fresh, run.run_id)
-    no_violations(db_url)
+    assert violations(db_url) == []
 
 
 def test_skip_a_running_step_keeps_its_late_result_as_audit(
@@ -516,7 +475,7 @@ def test_skip_a_running_step_keeps_its_late_result_as_audit(
     assert "voids" not in skipped.data
     assert [e.data["step"] for e in of_type(history, "ActivityCompleted")] == ["2"]
     replays(engine, run.run_id)
-    no_violations(db_url)
+    assert violations(db_url) == []
 
 
 def test_skip_refusals(make_engine: Any, label: str) -> None:
@@ -566,7 +525,7 @@ def test_an_operator_may_skip_a_skippable_definition_step(
     (skipped,) = of_type(engine.history(run.run_id), "StepSkipped")
     assert skipped.data["by"] == "olga"
     replays(engine, run.run_id)
-    no_violations(db_url)
+    assert violations(db_url) == []
 
 
 def test_a_skipped_step_is_not_compensated(make_engine: Any, db_url: str, label: str) -> None:
@@ -586,7 +545,7 @@ def test_a_skipped_step_is_not_compensated(make_engine: Any, db_url: str, label:
     assert error["type"] == "stopped" and "compensated" not in error.get("details", {})
     assert "undo" not in calls_of(label)
     replays(engine, run.run_id)
-    no_violations(db_url)
+    assert violations(db_url) == []
 
 
 # == update-input ================================================================
@@ -616,7 +575,7 @@ def test_update_input_of_a_waiting_definition_run(
         "new": {"amount": 7, "note": "corrected"},
     }
     replays(fresh, run.run_id)
-    no_violations(db_url)
+    assert violations(db_url) == []
 
 
 def test_update_input_refusals(make_engine: Any, label: str) -> None:
@@ -743,7 +702,7 @@ def test_the_cli_retries_skips_and_updates_input(make_engine: Any, db_url: str, 
         assert fresh.result(hold.run_id, timeout=20) == {"amount": 8, "note": None}
     assert not of_type(fresh.history(run.run_id), "RunRetried")
     replays(fresh, run.run_id)
-    no_violations(db_url)
+    assert violations(db_url) == []
 
 
 # == quotas ======================================================================
@@ -799,4 +758,4 @@ def test_a_repair_of_a_run_whose_history_is_full_is_refused_and_writes_nothing(
         engine.skip(hung.run_id, "1", "the attempt hangs", output="given", tenant="acme")
         assert engine.result(hung.run_id, timeout=20, tenant="acme") == ["given", "one"]
         gate(label).set()
-    no_violations(db_url)
+    assert violations(db_url) == []

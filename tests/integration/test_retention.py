@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually
+from tests.helpers.clocks import FrozenClock
 from waypost.errors import InvalidRequest, PermissionDenied, RunNotFound
 from waypost.features.senders import FileSender
 from waypost.model import operations as ops
@@ -26,14 +26,6 @@ pytestmark = pytest.mark.timeout(120)
 
 DAY = 86400.0
 WAYPOST = Path(sys.executable).with_name("waypost")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @wp.workflow(name="ret_simple")
@@ -82,7 +74,7 @@ def count(db_url: str, table: str, run_id: str) -> int:
 def test_old_finished_runs_are_purged_and_leave_their_summary(
     make_engine: Any, db_url: str, tmp_path: Path
 ) -> None:
-    clock = Clock()
+    clock = FrozenClock()
     mail = tmp_path / "mail.jsonl"
     engine = make_engine(simple, waits, approved, clock=clock, notifier=FileSender(mail))
     with engine.running():
@@ -154,7 +146,7 @@ def test_old_finished_runs_are_purged_and_leave_their_summary(
 
 
 def test_limits_purge_the_oldest_first(make_engine: Any, db_url: str) -> None:
-    clock = Clock()
+    clock = FrozenClock()
     engine = make_engine(simple, clock=clock)
     with engine.running():
         for i in range(5):
@@ -195,7 +187,7 @@ def test_limits_purge_the_oldest_first(make_engine: Any, db_url: str) -> None:
 def test_bad_input_is_refused_and_writes_nothing(
     make_engine: Any, sqlite_url: str, older_than: Any, options: dict[str, Any]
 ) -> None:
-    clock = Clock()
+    clock = FrozenClock()
     engine = make_engine(simple, url=sqlite_url, clock=clock)
     with engine.running():
         engine.start(simple, 1, run_id="kept").result(timeout=30)

@@ -23,6 +23,8 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, of_type
+from tests.helpers.approvals import pending_approval
+from tests.helpers.mail import Mailbox
 from waypost.client.engine import AsyncEngine
 from waypost.features.senders import FileSender
 from waypost.model import (
@@ -32,8 +34,6 @@ from waypost.model import (
     webhooks as wh,
 )
 from waypost.model.identity import Principal, Role
-
-from .test_approvals import Mailbox, pending_approval
 
 pytestmark = pytest.mark.timeout(300)
 

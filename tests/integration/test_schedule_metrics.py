@@ -14,13 +14,13 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.metrics import Scrape
 from waypost.errors import RunNotActive
 from waypost.model.schedules import fire_run_id
 from waypost.observability import Metrics
 from waypost.testing import TestClock
 
 from .server_fixtures import serve
-from .test_metrics import Scrape
 
 __all__ = ["serve"]
 

@@ -13,6 +13,7 @@ from tests.helpers import db_query, eventually
 from waypost.engine.faults import NoFaults
 from waypost.engine.settings import Settings
 from waypost.features import retention
+from waypost.testing import TestClock
 
 from .server_fixtures import Api, make_key, serve
 
@@ -21,16 +22,6 @@ __all__ = ["serve"]  # the fixture, used by name
 pytestmark = pytest.mark.timeout(120)
 
 DAY = 86400.0
-
-
-class Clock:
-    """A clock the test moves by whole days (time flows normally in between)."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
 
 
 @wp.workflow(name="sr_simple")
@@ -70,7 +61,7 @@ def test_each_tenants_retention_purges_its_old_finished_runs_in_batches(
     make_engine: Any, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(retention, "RETENTION_BATCH", 3)  # 7 old runs: three transactions
-    clock = Clock()
+    clock = TestClock()
     make = make_engine
     engine = make(simple, waits, looper, clock=clock, retention_every=None)
     for tenant in ("acme", "keep", "short"):
@@ -85,9 +76,9 @@ def test_each_tenants_retention_purges_its_old_finished_runs_in_batches(
         loop = engine.start(looper, 0, tenant="acme", run_id="loop")
         loop.signal("next")
         eventually(lambda: loop.history()[0].data.get("generation") == 2, "a generation ended")
-        clock.offset = 10 * DAY
+        clock.advance(10 * DAY)
         recent = _finished(engine, "acme", "recent", 2)
-        clock.offset = 31 * DAY
+        clock.advance(21 * DAY)  # 31 days on
     # The job of an engine that runs it (this one's is off: a second engine does it).
     job = make(simple, waits, looper, clock=clock, retention_every=0.05)
     with job.running():
@@ -107,13 +98,13 @@ def test_each_tenants_retention_purges_its_old_finished_runs_in_batches(
 
 
 def test_two_engines_running_retention_purge_each_run_once(make_engine: Any) -> None:
-    clock = Clock()
+    clock = TestClock()
     first = make_engine(
         simple, clock=clock, retention_every=None, quotas=wp.Quotas(retention_days=2)
     )
     with first.running():
         old = _finished(first, "default", "old", 12)
-    clock.offset = 3 * DAY
+    clock.advance(3 * DAY)
     a = make_engine(simple, clock=clock, retention_every=0.02, quotas=wp.Quotas(retention_days=2))
     b = make_engine(simple, clock=clock, retention_every=0.02, quotas=wp.Quotas(retention_days=2))
     with a.running(), b.running():
@@ -142,7 +133,7 @@ def test_retention_days_is_a_whole_number_of_days_from_one(make_engine: Any) -> 
 
 
 def test_purge_over_http_by_role_and_tenant(make_engine: Any, serve: Any) -> None:
-    clock = Clock()
+    clock = TestClock()
     engine = make_engine(simple, clock=clock, retention_every=None)
     with engine.running():
         base = serve(engine)
@@ -153,7 +144,7 @@ def test_purge_over_http_by_role_and_tenant(make_engine: Any, serve: Any) -> Non
         outsider = Api(base, make_key(engine, "other", "oscar", "admin"))
         old = _finished(engine, "acme", "old", 3)
         theirs = _finished(engine, "other", "theirs", 1)
-        clock.offset = 40 * DAY
+        clock.advance(40 * DAY)
 
         # Dry run: counts, writes nothing; a starter may not purge.
         counted = admin.post("/v1/runs/purge", json={"older_than": "30d", "dry_run": True})

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 import waypost as wp
+from tests.helpers import run_reaches
 from waypost.testing import (
     FaultInjector,
     FaultRates,
@@ -50,7 +51,7 @@ def test_advancing_the_clock_fires_a_three_day_timer_at_once() -> None:
     async def scenario() -> None:
         async with TestEnv(remind_in_three_days, send_reminder) as env:
             run = await env.engine.start(remind_in_three_days, "ana")
-            info = await _until(run, lambda i: i.status == "waiting")
+            info = await run_reaches(run, lambda i: i.status == "waiting")
             assert info.waiting_for[0]["kind"] == "timer"
             await _timer_pending(env, run)  # three days have not passed
             await env.advance(days=3)
@@ -67,7 +68,7 @@ def test_a_jump_short_of_the_timer_fires_nothing() -> None:
     async def scenario() -> None:
         async with TestEnv(remind_in_three_days, send_reminder) as env:
             run = await env.engine.start(remind_in_three_days, "bo")
-            await _until(run, lambda i: i.status == "waiting")
+            await run_reaches(run, lambda i: i.status == "waiting")
             await env.advance(hours=71)
             await _timer_pending(env, run)
             env.clock.jump(-3600)  # a clock set back must not fire it either
@@ -90,7 +91,7 @@ def test_a_users_workflow_under_seeded_faults(sqlite_url: str) -> None:
             clock.attach(engine)
             runs = [await engine.start(remind_in_three_days, f"p{i}") for i in range(5)]
             for run in runs:  # every timer is set before the clock moves
-                await _until(run, lambda i: i.status == "waiting")
+                await run_reaches(run, lambda i: i.status == "waiting")
             clock.advance(timedelta(days=3))
             results = [await r.result(timeout=30) for r in runs]
         assert results == [f"reminded p{i}" for i in range(5)]
@@ -106,18 +107,6 @@ def test_a_users_workflow_under_seeded_faults(sqlite_url: str) -> None:
             await store.close()
 
     asyncio.run(scenario())
-
-
-async def _until(run: wp.AsyncRunHandle, ok: object, timeout: float = 10.0) -> wp.RunInfo:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        info = await run.get()
-        if ok(info):  # type: ignore[operator]
-            return info
-        if loop.time() > deadline:
-            raise AssertionError(f"run {run.run_id} still {info.status}")
-        await asyncio.sleep(0.01)
 
 
 @wp.activity

@@ -14,6 +14,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.store import fire_far_in_the_future
 from waypost.model.chain import verify_chain
 from waypost.model.events import EventType, NewEvent
 from waypost.store import open_store
@@ -21,20 +22,6 @@ from waypost.store.base import FiredTimer, NewRun, NewTimer, RunCommit
 
 T = TypeVar("T")
 T0 = 1_700_000_000.0
-
-
-def fire_far_in_the_future(url: str) -> list[FiredTimer]:
-    """Fire every pending timer, as a scheduler would an hour from now."""
-
-    async def fire() -> list[FiredTimer]:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await store.fire_due_timers(time.time() + 3600, 1000, None, [], 30.0)
-        finally:
-            await store.close()
-
-    return asyncio.run(fire())
 
 
 # == two stores on one file ==================================================

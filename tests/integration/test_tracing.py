@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.http_server import Answer, LocalServer, Received
 from tests.integration.server_fixtures import Api, make_key, serve
 from waypost.engine import tracing
 from waypost.features.http import HTTP_ACTIVITY
@@ -67,35 +66,18 @@ class Supplier:
     def __init__(self) -> None:
         self.traceparents: list[str | None] = []
         self.busy = 0  # answer this many requests 503 first
-        received = self.traceparents
-        supplier = self
+        self._http = LocalServer(self._answer)
+        self.port = self._http.port
+        self.base = self._http.base
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                received.append(self.headers.get("traceparent"))
-                body = b'{"id": "po-1"}'
-                status = 503 if supplier.busy > 0 else 200
-                supplier.busy -= 1
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
+    def _answer(self, request: Received) -> Answer:
+        self.traceparents.append(request.headers.get("traceparent"))
+        status = 503 if self.busy > 0 else 200
+        self.busy -= 1
+        return Answer(status, b'{"id": "po-1"}', {"Content-Type": "application/json"})
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
+        self._http.close()
 
 
 @pytest.fixture

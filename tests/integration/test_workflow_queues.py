@@ -20,43 +20,15 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.gates import Gate
+from tests.helpers.store import violations
 from waypost.model.events import EventType
-from waypost.store import open_store
-from waypost.testing import check_invariants
 
 from .server_fixtures import Api, make_key, serve
 
 __all__ = ["serve"]
 
 pytestmark = pytest.mark.timeout(240)
-
-
-class Gate:
-    """What gated activities share: how many run at once (the most seen, per key too), the
-    order they started in, and a gate they wait at."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.running: dict[str, int] = {}
-        self.most: dict[str, int] = {}
-        self.started: list[Any] = []
-        self.open = threading.Event()
-
-    def enter(self, n: Any, key: str = "") -> None:
-        with self.lock:
-            for k in {"", key}:
-                self.running[k] = self.running.get(k, 0) + 1
-                self.most[k] = max(self.most.get(k, 0), self.running[k])
-            self.started.append(n)
-
-    def leave(self, key: str = "") -> None:
-        with self.lock:
-            for k in {"", key}:
-                self.running[k] -= 1
-
-    def now(self, key: str = "") -> int:
-        with self.lock:
-            return self.running.get(key, 0)
 
 
 GATE = Gate()
@@ -83,17 +55,11 @@ async def wq_report(ctx: wp.WorkflowContext, args: list[Any]) -> Any:
 
 @wp.activity(queue="payments")
 def wq_pay(ctx: wp.ActivityContext, n: int) -> int:
-    GATE.enter(n)
-    try:
-        GATE.open.wait(30)
-        return n
-    finally:
-        GATE.leave()
+    return GATE.hold(n)
 
 
 @wp.workflow(name="wq_fan")
 async def wq_fan(ctx: wp.WorkflowContext, n: int) -> list[int]:
-    import asyncio
 
     return list(await asyncio.gather(*(ctx.run(wq_pay, i) for i in range(n))))
 
@@ -113,19 +79,7 @@ steps:
 
 
 def _fresh_gate() -> None:
-    GATE.__init__()  # type: ignore[misc]
-
-
-def _violations(url: str) -> list[Any]:
-    async def check() -> list[Any]:
-        store = open_store(url)
-        await store.open()
-        try:
-            return await check_invariants(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(check())
+    GATE.reset()
 
 
 def _admitted_at(engine: wp.Engine, run_id: str) -> float | None:
@@ -158,7 +112,7 @@ def test_a_workflow_queue_admits_at_most_its_concurrency_and_every_run_finishes(
         finally:
             done.set()
             sampler.join()
-    assert GATE.most[""] <= 2  # never more than two runs' steps at once
+    assert GATE.highest() <= 2  # never more than two runs' steps at once
     assert seen and max(seen) <= 2
     assert all(_admitted_at(engine, r.run_id) is not None for r in runs)
     q = engine.queue("reports")
@@ -190,7 +144,7 @@ def test_enqueued_runs_are_listed_with_their_status_and_admitted_by_priority_the
         assert [r.result(timeout=60) for r in waiting] == [0, 5, 10, 3, 1]
         assert blocker.result(timeout=30) == -1
     assert GATE.started == [-1, 10, 5, 3, 0, 1]  # priority, then the older of equals
-    assert GATE.most[""] == 1
+    assert GATE.highest() == 1
 
 
 def test_a_workflow_queues_rate_limits_admissions(make_engine: Any) -> None:
@@ -232,7 +186,7 @@ def test_a_concurrency_key_bounds_the_admitted_runs_of_each_key(make_engine: Any
         GATE.open.set()
         assert [r.result(timeout=60) for r in runs] == ["a0", "a1", "a2", "b0", "b1", "b2"]
         assert loose.result(timeout=30) == "free"
-    assert (GATE.most["a"], GATE.most["b"]) == (1, 1)
+    assert (GATE.highest("a"), GATE.highest("b")) == (1, 1)
 
 
 # == cancel, terminate, deduplication ========================================================
@@ -257,7 +211,7 @@ def test_an_enqueued_run_cancelled_or_terminated_never_starts_and_frees_no_slot(
         q = engine.queue("reports")
         assert (q.runs_admitted, q.runs_enqueued) == (1, 1)
         assert GATE.started == ["blocker"]
-        assert _violations(db_url) == []  # enqueued, cancelled and terminated runs are sound
+        assert violations(db_url) == []  # enqueued, cancelled and terminated runs are sound
         GATE.open.set()
         assert blocker.result(timeout=30) == "blocker"
         eventually(lambda: engine.queue("reports").runs_enqueued == 0, "the last one admitted")
@@ -266,7 +220,7 @@ def test_an_enqueued_run_cancelled_or_terminated_never_starts_and_frees_no_slot(
         assert EventType.RUN_ADMITTED not in types
         assert EventType.ACTIVITY_SCHEDULED not in types
     assert "cancelled" not in GATE.started and "terminated" not in GATE.started
-    assert _violations(db_url) == []
+    assert violations(db_url) == []
 
 
 def test_a_dedup_id_finds_an_enqueued_run(make_engine: Any) -> None:
@@ -352,7 +306,7 @@ def test_a_per_worker_limit_bounds_what_each_engine_holds(make_engine: Any) -> N
             eventually(lambda: a.queue("payments").depth == 2, "two waiting")
             GATE.open.set()
             assert run.result(timeout=60) == [0, 1, 2, 3]
-    assert GATE.most[""] == 2
+    assert GATE.highest() == 2
 
 
 def test_two_engines_share_a_limited_queues_slots_fairly(make_engine: Any, db_url: str) -> None:
@@ -378,7 +332,7 @@ def test_two_engines_share_a_limited_queues_slots_fairly(make_engine: Any, db_ur
         assert sorted(n for _, n in held) == [1, 1]  # one each: neither took both slots
         GATE.open.set()
         assert run.result(timeout=60) == [0, 1, 2, 3]
-    assert GATE.most[""] == 2
+    assert GATE.highest() == 2
 
 
 # == bad input and tenants ===================================================================

@@ -12,11 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import waypost as wp
+from tests.helpers.runtime import Driver
 from waypost.model import approvals as ap
 from waypost.model.chain import seal
 from waypost.model.events import Event, EventType, NewEvent
-
-from .test_runtime import Driver
 
 E = EventType
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.unit.test_runtime import Driver, charge, cleanup, kinds
+from tests.helpers.runtime import Driver, charge, cleanup, kinds
 from waypost.model.events import EventType as E
 from waypost.runtime.cancellation import cancelled_error
 from waypost.testing.replay import replay_history

@@ -7,11 +7,10 @@ from typing import Any
 import pytest
 
 import waypost as wp
+from tests.helpers.runtime import Driver, kinds
 from waypost.errors import NondeterminismError
 from waypost.model.events import EventType as E
 from waypost.runtime.children import MAX_CHILD_DEPTH, child_run_id
-
-from .test_runtime import Driver, kinds
 
 
 @wp.workflow(name="leaf")

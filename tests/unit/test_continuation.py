@@ -7,11 +7,10 @@ import asyncio
 from typing import Any
 
 import waypost as wp
+from tests.helpers.runtime import Driver, echo
 from waypost.engine.decisions import next_generation
 from waypost.model.events import EventType, NewEvent
 from waypost.runtime.instance import idempotency_key
-
-from .test_runtime import Driver, echo
 
 E = EventType
 

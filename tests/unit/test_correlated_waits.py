@@ -7,10 +7,9 @@ from typing import Any
 import pytest
 
 import waypost as wp
+from tests.helpers.runtime import Driver, kinds
 from waypost.errors import NondeterminismError
 from waypost.model.events import EventType as E
-
-from .test_runtime import Driver, kinds
 
 
 @wp.workflow(name="corr")

@@ -7,38 +7,12 @@ from typing import Any
 
 import pytest
 
-from waypost.model.chain import seal
-from waypost.model.events import Event, EventType, NewEvent
+from tests.helpers.records import history, record
+from waypost.model.events import Event, EventType
 from waypost.store.base import RunRecord
 from waypost.testing import Ledger, check_run
 
 E = EventType
-
-
-def history(*events: tuple[EventType, dict[str, Any]]) -> list[Event]:
-    return seal(0, "", [NewEvent(t, d, 100.0 + i) for i, (t, d) in enumerate(events)])
-
-
-def record(events: list[Event], status: str = "completed", **changes: Any) -> RunRecord:
-    run = RunRecord(
-        tenant="t",
-        run_id="r1",
-        workflow="wf",
-        version="1",
-        status=status,
-        input=None,
-        input_json="null",
-        result=None,
-        error=None,
-        waiting_for=[],
-        last_seq=events[-1].seq,
-        last_hash=events[-1].hash,
-        processed_seq=events[-1].seq,
-        created_at=100.0,
-        updated_at=100.0,
-        finished_at=None,
-    )
-    return dataclasses.replace(run, **changes)
 
 
 GOOD = [

@@ -2,60 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
+from tests.helpers.records import NOW, activity, iso, run, task
 from waypost.features.next_action import next_action
-from waypost.store.base import ApprovalRecord, RunOutlook, RunRecord, TaskState
-
-NOW = 1_800_000_000.0
-
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat()
-
-
-def run(status: str = "waiting", **changes: Any) -> RunRecord:
-    fields: dict[str, Any] = {
-        "tenant": "acme",
-        "run_id": "r1",
-        "workflow": "order",
-        "version": "1",
-        "status": status,
-        "input": {},
-        "input_json": "{}",
-        "result": None,
-        "error": None,
-        "waiting_for": [],
-        "last_seq": 3,
-        "last_hash": "h",
-        "processed_seq": 3,
-        "created_at": NOW - 60,
-        "updated_at": NOW - 30,
-        "finished_at": None,
-    }
-    fields.update(changes)
-    return RunRecord(**fields)
-
-
-def task(kind: str = "activity", step: str = "1", **changes: Any) -> TaskState:
-    fields: dict[str, Any] = {
-        "run_id": "r1",
-        "kind": kind,
-        "step": "" if kind == "workflow" else step,
-        "queue": "order@1" if kind == "workflow" else "charge",
-        "state": "idle" if kind == "workflow" else "ready",
-        "visible_at": None,
-        "owner": None,
-        "attempt": 0,
-        "deadline": None,
-    }
-    fields.update(changes)
-    return TaskState(**fields)
-
-
-def activity(step: str = "1", name: str = "charge") -> dict[str, Any]:
-    return {"kind": "activity", "step": step, "activity": name, "site": "app.py:10"}
+from waypost.store.base import ApprovalRecord, RunOutlook
 
 
 def timer(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.unit.test_next_action import NOW, activity, run, task
+from tests.helpers.records import NOW, activity, run, task
 from waypost.features.next_action import next_action
 from waypost.model.quotas import apply_overrides, check_overrides
 from waypost.store.base import RunOutlook

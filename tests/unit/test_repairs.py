@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_invariants import record
+from tests.helpers.records import history, record
 from waypost.model.chain import seal
 from waypost.model.definitions import DefinitionError, parse_definition
 from waypost.model.events import Event, EventType, NewEvent
@@ -15,10 +15,6 @@ from waypost.testing import check_run
 
 E = EventType
 SCHEDULED = {"activity": "pay", "retry": {"max_attempts": 2}, "timeout": 30.0, "cause": 1}
-
-
-def history(*events: tuple[EventType, dict[str, Any]]) -> list[Event]:
-    return seal(0, "", [NewEvent(t, d, 100.0 + i) for i, (t, d) in enumerate(events)])
 
 
 def failed_run(*middle: tuple[EventType, dict[str, Any]]) -> list[Event]:

@@ -1,7 +1,8 @@
 """`waypost.testing.replay`: a stored history replayed against code, no database.
 
-Histories are made by `Driver` (the engine's part played by hand, see test_runtime.py),
-then replayed with `replay_history` / `replay_file` against the same or changed code.
+Histories are made by `Driver` (the engine's part played by hand, see
+tests/helpers/runtime.py), then replayed with `replay_history` / `replay_file` against
+the same or changed code.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
+from tests.helpers.runtime import Driver, charge, refund, site
 from waypost.errors import InvalidHistory
 from waypost.model.events import Event
 from waypost.testing.replay import (
@@ -22,13 +24,6 @@ from waypost.testing.replay import (
     replay_file,
     replay_history,
 )
-
-from .test_runtime import Driver, charge, refund, site as site_in_test_runtime
-
-
-def site(fn: Any, text: str) -> str:
-    """`test_replay_check.py:LINE` of the line of `fn` that contains `text`."""
-    return site_in_test_runtime(fn, text).replace("test_runtime.py", Path(__file__).name)
 
 
 @wp.workflow(name="pay", version="1")

@@ -1,32 +1,11 @@
-"""Small helpers shared by the tests."""
+"""The test database from outside the engine: reading, writing and locking it."""
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
-
-import waypost as wp
-
-T = TypeVar("T")
-
-
-def eventually(check: Callable[[], T], what: str = "condition", timeout: float = 10.0) -> T:
-    """Poll `check` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
-
-
-def of_type(events: list[wp.Event], type_: str) -> list[wp.Event]:
-    return [e for e in events if e.type == type_]
+from collections.abc import Iterator
+from typing import Any
 
 
 def pg_connect(db_url: str, **kwargs: Any) -> Any:
@@ -47,6 +26,27 @@ def db_query(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[
             conn.close()
     with pg_connect(db_url) as pg:
         return pg.execute(sql.replace("?", "%s"), params).fetchall()
+
+
+def db_write(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> None:
+    """Write to the database behind the engine's back, as an editor with access would."""
+    db_write_all(db_url, (sql, params))
+
+
+def db_write_all(db_url: str, *statements: tuple[str, tuple[Any, ...]]) -> None:
+    """Several writes (each SQL with its params, `?` placeholders) in one transaction."""
+    if db_url.startswith("sqlite:///"):
+        conn = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+        try:
+            for sql, params in statements:
+                conn.execute(sql, params)
+            conn.commit()
+        finally:
+            conn.close()
+        return
+    with pg_connect(db_url) as pg:
+        for sql, params in statements:
+            pg.execute(sql.replace("?", "%s"), params)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,50 @@
+"""`waypost` commands run as a user runs them, and their outcomes read."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from .servers import WAYPOST
+
+
+def waypost(tmp_path: Path, *args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """A `waypost` command on a SQLite file (`db`, default `waypost.db` in `tmp_path`)."""
+    database = db if db is not None else tmp_path / "waypost.db"
+    return subprocess.run(
+        [str(WAYPOST), *args, "--db", f"sqlite:///{database}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k not in ("WAYPOST_DB", "WAYPOST_DEBUG")},
+        check=False,
+    )
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def failed(proc: subprocess.CompletedProcess[str]) -> str:
+    """The one error line of a failed command."""
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr
+    return proc.stderr
+
+
+def run(
+    args: list[str], cwd: Path, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """A command, its environment the test's with `env` added."""
+    return subprocess.run(
+        args,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **env},
+        check=False,
+    )
