@@ -7,10 +7,11 @@ tenant, checks and normalises the request's fields (`Request.checked`), then
 runs the handler. Every refusal is a `WaypostError` with a bounded message.
 
 Adding an operation: a request class in `waypost.model.operations` (its fields,
-their checks, its roles), a handler in the room that owns it (taking the
-checked request and the principal), one line in the engine's handler table
-(`AsyncEngine._handlers`), and a thin method on `AsyncEngine` that builds the
-request; the sync `Engine` derives its method from that one.
+their checks, its roles, its surfaces), a handler in the room that owns it (taking
+the checked request and the principal) marked `@handles(TheRequest)`, and a thin
+method on `AsyncEngine` that builds the request; the sync `Engine` and the remote
+client derive theirs from that one (see docs/architecture.md, "How to add an
+operation").
 
 A request marked `open_to_anonymous` needs no role, and is the only kind the
 unauthenticated principal (`Principal.anonymous()`) may send: what it carries
@@ -27,11 +28,25 @@ from waypost.model.identity import Principal, check_id, preview
 from waypost.model.logs import logger
 from waypost.model.observe import NO_OBSERVER, Observer
 from waypost.model.operations import Request
+from waypost.model.requests import HANDLES
 
 T = TypeVar("T")
 Handler = Callable[[Any, Principal], Awaitable[Any]]
 
 log = logger("waypost.door")
+
+
+def handlers_of(*rooms: object) -> dict[type[Request[Any]], Handler]:
+    """Each room's methods marked `@handles(...)`, by the request class they carry out."""
+    found: dict[type[Request[Any]], Handler] = {}
+    for room in rooms:
+        for name in dir(type(room)):
+            kinds = getattr(getattr(type(room), name, None), HANDLES, ())
+            for kind in kinds:
+                if kind in found:
+                    raise ValueError(f"{kind.__name__} has two handlers")
+                found[kind] = getattr(room, name)
+    return found
 
 
 class Door:

@@ -35,6 +35,7 @@ from waypost.features.retention import Retention
 from waypost.features.runs import Runs
 from waypost.features.sealing import Sealing
 from waypost.features.senders import Sender
+from waypost.features.updates import Updates
 from waypost.features.users import Accounts
 from waypost.features.webhooks import Webhooks
 from waypost.model import operations as ops, webhooks as wh
@@ -63,7 +64,7 @@ from waypost.store import open_store
 from waypost.store.base import Store
 
 from .calls import Calls
-from .door import Door, Handler
+from .door import Door, Handler, handlers_of
 from .handles import AsyncRunHandle as AsyncRunHandle
 from .local import os_user, seconds
 from .schedules import schedules_of
@@ -218,68 +219,25 @@ class AsyncEngine(Calls):
         self._opened = False
 
     def _handlers(self) -> dict[type[ops.Request[Any]], Handler]:
-        """Which room carries out each operation (the door checks them first)."""
-        runs, approvals, definitions = self._runs, self._approvals, self._definitions
-        return {
-            ops.Start: runs.start,
-            ops.Signal: runs.signal,
-            ops.Cancel: runs.cancel,
-            ops.GetRun: runs.get,
-            ops.ListRuns: runs.list_runs,
-            ops.GetHistory: runs.history,
-            ops.Verify: runs.verify,
-            ops.AwaitResult: runs.result,
-            ops.ListApprovals: approvals.list_approvals,
-            ops.GetApproval: approvals.get,
-            ops.Decide: approvals.decide,
-            ops.Revoke: approvals.revoke,
-            ops.Reassign: approvals.reassign,
-            ops.AddToGroup: approvals.add_to_group,
-            ops.RemoveFromGroup: approvals.remove_from_group,
-            ops.ListGroups: approvals.groups,
-            ops.Publish: definitions.publish,
-            ops.ListDefinitions: definitions.versions,
-            ops.GetDefinition: definitions.get,
-            ops.Migrate: definitions.migrate,
-            ops.MigrateAll: definitions.migrate_all,
-            ops.CreateTenant: self._access.create_tenant,
-            ops.ListTenants: self._access.list_tenants,
-            ops.CreateKey: self._access.create_key,
-            ops.ListKeys: self._access.list_keys,
-            ops.RevokeKey: self._access.revoke_key,
-            # the approval page
-            ops.ResolveCredential: approvals.resolve,
-            ops.StartRun: runs.start_run,
-            **runs.page_handlers(),  # PageRuns, SearchRuns, CountRuns, RunDataAt
-            # signal-with-start and webhooks by correlation
-            ops.SignalWithStart: runs.signal_with_start,
-            wh.CreateWebhookSource: self._webhooks.create_source,
-            wh.ListWebhookSources: self._webhooks.list_sources,
-            wh.DeleteWebhookSource: self._webhooks.delete_source,
-            wh.DeliverWebhook: self._webhooks.deliver,
-            # quotas and fair scheduling
-            ops.GetTenant: self._access.get_tenant,
-            ops.SetQuotas: self._access.set_quotas,
-            **self._access.tenant_handlers(),  # DisableTenant, EnableTenant, DeleteTenant
-            **self._access.queue_handlers(),  # ConfigureQueue, ListQueues
-            # retention: purged runs
-            ops.PurgeRuns: self._retention.purge,
-            ops.GetPurged: self._retention.get_purged,
-            ops.ListPurged: self._retention.list_purged,
-            # operator commands
-            ops.Terminate: self._operator.terminate,
-            ops.Pause: self._operator.pause,
-            ops.Resume: self._operator.resume,
-            ops.Fork: self._forks.fork,
-            ops.ReEncrypt: self._encryption.reencrypt,
-            ops.SealLegacy: self._sealing.seal_legacy,
-            ops.Retry: self._repairs.retry,
-            ops.Skip: self._repairs.skip,
-            ops.UpdateInput: self._repairs.update_input,
-            **self._accounts.handlers(),
-            **self._schedules.handlers(),
-            **self.update_handlers(),
-        }
+        """Which room carries out each operation: the methods its rooms mark `@handles`."""
+        return handlers_of(
+            self._runs,
+            self._approvals,
+            self._definitions,
+            self._access,
+            self._access.tenants,
+            self._access.queues,
+            self._accounts,
+            self._webhooks,
+            self._retention,
+            self._operator,
+            self._forks,
+            self._encryption,
+            self._sealing,
+            self._repairs,
+            self._schedules,
+            Updates(self._runner, self._definitions),
+        )
 
     # == the door =============================================================
     async def execute(self, request: ops.Request[T], principal: Principal) -> T:

@@ -6,7 +6,6 @@ from typing import Any, TypeVar
 
 from waypost.engine.runner import Runner
 from waypost.features.definitions import Definitions
-from waypost.features.updates import Updates
 from waypost.model import operations as ops
 
 T = TypeVar("T")
@@ -20,11 +19,6 @@ class UpdateCalls:
 
     async def _local(self, request: ops.Request[T], tenant: str) -> T:
         raise NotImplementedError
-
-    def update_handlers(self) -> dict[type[ops.Request[Any]], Any]:
-        """The door's handlers of queries and updates (the engine builds its door with them)."""
-        updates = Updates(self._runner, self._definitions)
-        return {ops.Query: updates.query, ops.Update: updates.update}
 
     async def query(self, run_id: str, name: str, *args: Any, tenant: str = "default") -> Any:
         """What the query handler `name` of run `run_id`'s code (`ctx.set_query`) answers

@@ -25,7 +25,6 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from waypost.engine.ports import Machinery
 from waypost.errors import (
@@ -41,6 +40,7 @@ from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role, preview
 from waypost.model.logs import logger
 from waypost.model.records import KeyInfo, NewKey, TenantInfo
+from waypost.model.requests import handles
 from waypost.store.base import ApiKeyRecord, KeyCreation, NewApiKey, Store
 
 from .queues import Queues
@@ -117,6 +117,10 @@ class Access:
     ) -> None:
         self.machinery = machinery
         self.payload_limit = payload_limit
+        # The rooms of a tenant's lifecycle and of its named queues (their limits beside
+        # its quotas).
+        self.tenants = Tenants(machinery)
+        self.queues = Queues(machinery)
 
     @property
     def store(self) -> Store:
@@ -126,6 +130,7 @@ class Access:
         return self.machinery.settings.clock()
 
     # == tenants ===================================================================
+    @handles(ops.CreateTenant)
     async def create_tenant(self, req: ops.CreateTenant, principal: Principal) -> TenantInfo:
         now = self._now()
         quotas = dict(req.quotas or {})
@@ -139,18 +144,17 @@ class Access:
             quotas=quotas,
         )
 
+    @handles(ops.ListTenants)
     async def list_tenants(self, req: ops.ListTenants, principal: Principal) -> list[TenantInfo]:
         return [tenant_info(t) for t in await self.store.list_tenants()]
 
-    def tenant_handlers(self) -> dict[type[ops.Request[Any]], Any]:
-        """The handlers of a tenant's lifecycle: disable, enable, delete."""
-        return Tenants(self.machinery).handlers()
-
     # == quotas ====================================================================
+    @handles(ops.GetTenant)
     async def get_tenant(self, req: ops.GetTenant, principal: Principal) -> TenantInfo:
         """The caller's tenant: its effective quotas, its overrides and what it holds now."""
         return await self._tenant_info(principal.tenant)
 
+    @handles(ops.SetQuotas)
     async def set_quotas(self, req: ops.SetQuotas, principal: Principal) -> TenantInfo:
         """Change a tenant's quota overrides (checked at the door); platform only."""
         record = await self.store.set_quotas(req.tenant, dict(req.quotas or {}))
@@ -162,10 +166,6 @@ class Access:
         self.machinery.quotas.forget(req.tenant)
         log.info("quotas of tenant %s changed by %s: %s", req.tenant, principal.subject, req.quotas)
         return await self._tenant_info(req.tenant)
-
-    def queue_handlers(self) -> dict[type[ops.Request[Any]], Any]:
-        """The handlers of the tenant's named queues, limits beside its quotas."""
-        return Queues(self.machinery).handlers()
 
     async def _tenant_info(self, tenant: str) -> TenantInfo:
         record, usage = await self.store.tenant_state(tenant)
@@ -185,6 +185,7 @@ class Access:
         )
 
     # == keys ======================================================================
+    @handles(ops.CreateKey)
     async def create_key(self, req: ops.CreateKey, principal: Principal) -> NewKey:
         now = self._now()
         expires = None if req.expires_at is None else req.expires_at.timestamp()
@@ -235,9 +236,11 @@ class Access:
             "no unused key id was drawn; nothing was written: try again"
         )
 
+    @handles(ops.ListKeys)
     async def list_keys(self, req: ops.ListKeys, principal: Principal) -> list[KeyInfo]:
         return [key_info(r) for r in await self.store.list_api_keys(principal.tenant)]
 
+    @handles(ops.RevokeKey)
     async def revoke_key(self, req: ops.RevokeKey, principal: Principal) -> None:
         found = await self.store.revoke_api_key(
             principal.tenant, req.key_id, principal.subject, self._now()

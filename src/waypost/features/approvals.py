@@ -39,6 +39,7 @@ from waypost.model import approvals as ap, operations as ops
 from waypost.model.identity import Principal, check_identity, normal_identity, preview
 from waypost.model.logs import logger
 from waypost.model.records import ApprovalInfo, CredentialView, DecisionReceipt
+from waypost.model.requests import handles
 from waypost.store.base import (
     ApprovalRecord,
     ApproverChange,
@@ -147,6 +148,7 @@ class Approvals:
         )
 
     # == deciding ================================================================
+    @handles(ops.Decide)
     async def decide(self, req: ops.Decide, caller: Principal) -> DecisionReceipt:
         """Count the approver's decision, presented with their credential.
 
@@ -311,6 +313,7 @@ class Approvals:
             await self.store.record_refusal(dataclasses.replace(attempt, reason=reason))
 
     # == the approval page ========================================================
+    @handles(ops.ResolveCredential)
     async def resolve(self, req: ops.ResolveCredential, caller: Principal) -> CredentialView:
         """What an approval link's token may decide now; changes nothing.
 
@@ -378,6 +381,7 @@ class Approvals:
         return await self.refusal(approval, cred.approver, found.votes)
 
     # == listing =================================================================
+    @handles(ops.ListApprovals)
     async def list_approvals(self, req: ops.ListApprovals, caller: Principal) -> list[ApprovalInfo]:
         """Approvals of the tenant; with an approver, only those they may decide on now.
 
@@ -401,6 +405,7 @@ class Approvals:
             out.append(_info(a, votes, refused))
         return out
 
+    @handles(ops.GetApproval)
     async def get(self, req: ops.GetApproval, caller: Principal) -> ApprovalInfo:
         """One approval; `ApprovalNotFound` if the tenant has none by that id.
 
@@ -423,6 +428,7 @@ class Approvals:
         return _info(a, votes, await self.store.approval_refusals(tenant, approval_id))
 
     # == changing approvers ========================================================
+    @handles(ops.Revoke)
     async def revoke(self, req: ops.Revoke, caller: Principal) -> None:
         """Take an approver off a pending approval: their credentials die at once."""
         assert req.by is not None  # the door names the caller when no one is given
@@ -430,6 +436,7 @@ class Approvals:
             req.approval_id, caller.tenant, req.by, req.reason, revoke=req.approver, add=None
         )
 
+    @handles(ops.Reassign)
     async def reassign(self, req: ops.Reassign, caller: Principal) -> None:
         """Replace an approver: the old one's credentials die, the new one is notified."""
         assert req.by is not None
@@ -443,6 +450,7 @@ class Approvals:
         )
 
     # == the built-in directory ====================================================
+    @handles(ops.AddToGroup)
     async def add_to_group(self, req: ops.AddToGroup, caller: Principal) -> int:
         """Add members to a group; how many were new.
 
@@ -456,6 +464,7 @@ class Approvals:
                 hook()
         return added
 
+    @handles(ops.RemoveFromGroup)
     async def remove_from_group(self, req: ops.RemoveFromGroup, caller: Principal) -> int:
         """Remove members from a group; how many were members.
 
@@ -466,6 +475,7 @@ class Approvals:
         now = self.machinery.settings.clock()
         return await self.store.remove_group_members(caller.tenant, req.group, req.members, now)
 
+    @handles(ops.ListGroups)
     async def groups(self, req: ops.ListGroups, caller: Principal) -> dict[str, list[str]]:
         """The tenant's groups and their members."""
         return await self.store.list_groups(caller.tenant)

@@ -58,6 +58,7 @@ from waypost.model.events import (
 from waypost.model.identity import Principal, preview
 from waypost.model.operations_runs import RUN_PAGE_BYTES
 from waypost.model.records import DefinitionInfo, MigrationReport, Started
+from waypost.model.requests import handles
 from waypost.model.status import RunStatus
 from waypost.runtime.interpreter import (
     DEFINITIONS_QUEUE,
@@ -272,6 +273,7 @@ class Definitions:
             tenant_defined=True,
         )
 
+    @handles(ops.Publish)
     async def publish(self, req: ops.Publish, principal: Principal) -> DefinitionInfo:
         """Validate and store a definition (`AsyncEngine.publish`)."""
         tenant, definition = principal.tenant, req.definition
@@ -340,6 +342,7 @@ class Definitions:
             return found if isinstance(found, Limits) else Limits()
         return chosen(tenant)
 
+    @handles(ops.ListDefinitions)
     async def versions(
         self, req: ops.ListDefinitions, principal: Principal
     ) -> list[DefinitionInfo]:
@@ -347,6 +350,7 @@ class Definitions:
         found = await self.store.list_definitions(principal.tenant, req.definition)
         return [definition_info(r) for r in found]
 
+    @handles(ops.GetDefinition)
     async def get(self, req: ops.GetDefinition, principal: Principal) -> DefinitionInfo:
         """One version (the newest by default); `DefinitionNotFound` if there is none."""
         version = _definition_version(req.version)
@@ -355,6 +359,7 @@ class Definitions:
             raise _missing(req.definition, version, principal.tenant)
         return definition_info(record)
 
+    @handles(ops.Migrate)
     async def migrate(self, req: ops.Migrate, principal: Principal) -> MigrationReport:
         """Check one run and, unless `dry_run`, move it (`AsyncEngine.migrate`)."""
         tenant, run_id, dry_run, reason, by = (
@@ -506,6 +511,7 @@ class Definitions:
         self.machinery.forget(tenant, run_id)
         return dataclasses.replace(result, migrated=True)
 
+    @handles(ops.MigrateAll)
     async def migrate_all(self, req: ops.MigrateAll, principal: Principal) -> list[MigrationReport]:
         """`migrate` every unfinished run of one version of a definition; a report per run."""
         tenant, definition, mapping = principal.tenant, req.definition, req.mapping

@@ -16,6 +16,7 @@ from waypost.errors import ConfigurationError, RunNotFound
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
+from waypost.model.requests import handles
 
 log = logger("waypost.encryption")
 
@@ -35,6 +36,7 @@ class Encryption:
                 "set a chain key too (WAYPOST_CHAIN_KEYS)"
             )
 
+    @handles(ops.ReEncrypt)
     async def reencrypt(self, req: ops.ReEncrypt, principal: Principal) -> ops.ReEncryptReport:
         store = self.machinery.store
         keys = store.keys

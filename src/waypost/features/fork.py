@@ -34,6 +34,7 @@ from waypost.model import operations as ops
 from waypost.model.events import Event, EventType, NewEvent
 from waypost.model.fork import Forked, children_in_flight, in_flight, plan_fork
 from waypost.model.identity import Principal, normal_identity, preview
+from waypost.model.requests import handles
 from waypost.model.status import RunStatus
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE
 from waypost.runtime.registry import workflow_queue
@@ -51,6 +52,7 @@ class Forks:
     def __init__(self, machinery: Machinery) -> None:
         self.machinery = machinery
 
+    @handles(ops.Fork)
     async def fork(self, req: ops.Fork, principal: Principal) -> Forked:
         """Start a new run from `req.run_id`'s history up to the cut; the new run's id."""
         m = self.machinery

@@ -29,6 +29,7 @@ from waypost.errors import InvalidState, RunNotActive
 from waypost.model import operations as ops
 from waypost.model.events import EventType, NewEvent
 from waypost.model.identity import Principal, preview
+from waypost.model.requests import handles
 from waypost.model.status import RunStatus
 from waypost.store.base import CommitResult, Conflict, RunCommit, RunRecord, Snapshot
 
@@ -47,6 +48,7 @@ class OperatorCommands:
     def __init__(self, machinery: Machinery) -> None:
         self.machinery = machinery
 
+    @handles(ops.Terminate)
     async def terminate(self, req: ops.Terminate, principal: Principal) -> None:
         """End the run now, `terminated`; nothing of its code runs again."""
 
@@ -71,6 +73,7 @@ class OperatorCommands:
         m.forget(principal.tenant, req.run_id)
         m.run_ended(principal.tenant, req.run_id)
 
+    @handles(ops.Pause)
     async def pause(self, req: ops.Pause, principal: Principal) -> None:
         """Hold the run: no new work starts until it is resumed."""
 
@@ -92,6 +95,7 @@ class OperatorCommands:
 
         await self._change(req.run_id, req.reason, principal, "pause", allowed, change)
 
+    @handles(ops.Resume)
     async def resume(self, req: ops.Resume, principal: Principal) -> None:
         """Let a paused run go on (what arrived while paused is taken in now), or a
         suspended one replay with the code the engine has now."""

@@ -7,14 +7,13 @@ next claim honours a change; the claim itself enforces them (see
 
 from __future__ import annotations
 
-from typing import Any
-
 from waypost.engine.ports import Machinery
 from waypost.errors import QueueNotFound
-from waypost.model import operations as ops, operations_queues as oq
+from waypost.model import operations_queues as oq
 from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
 from waypost.model.queues import QueueInfo
+from waypost.model.requests import handles
 
 log = logger("waypost.queues")
 
@@ -25,10 +24,7 @@ class Queues:
     def __init__(self, machinery: Machinery):
         self.machinery = machinery
 
-    def handlers(self) -> dict[type[ops.Request[Any]], Any]:
-        """The door's handler of each queue operation."""
-        return {oq.ConfigureQueue: self.configure, oq.ListQueues: self.list_queues}
-
+    @handles(oq.ConfigureQueue)
     async def configure(self, req: oq.ConfigureQueue, principal: Principal) -> QueueInfo:
         changes = {
             k: getattr(req, k)
@@ -54,6 +50,7 @@ class Queues:
         self.machinery.wake_scheduler()  # a raised limit may let waiting attempts start
         return info
 
+    @handles(oq.ListQueues)
     async def list_queues(self, req: oq.ListQueues, principal: Principal) -> list[QueueInfo]:
         now = self.machinery.settings.clock()
         found = await self.machinery.store.list_queues(principal.tenant, now, req.queue)

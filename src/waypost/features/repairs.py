@@ -50,6 +50,7 @@ from waypost.model.repairs import (
     open_steps,
     open_work,
 )
+from waypost.model.requests import handles
 from waypost.model.retry import Retry
 from waypost.model.status import RunStatus
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE, Interpreter, definition_of
@@ -81,6 +82,7 @@ class Repairs:
         self.definitions = definitions
 
     # == retry ==================================================================
+    @handles(ops.Retry)
     async def retry(self, req: ops.Retry, principal: Principal) -> None:
         """Re-run the failed step of a failed run; the run goes back to `running`."""
 
@@ -93,6 +95,7 @@ class Repairs:
         await self._change(req.run_id, principal, "retry", change)
 
     # == skip ===================================================================
+    @handles(ops.Skip)
     async def skip(self, req: ops.Skip, principal: Principal) -> None:
         """Mark a step skipped: its awaiting call returns `req.output`."""
         m = self.machinery
@@ -153,6 +156,7 @@ class Repairs:
         return bool(step is not None and step.get("skippable"))
 
     # == update-input ============================================================
+    @handles(ops.UpdateInput)
     async def update_input(self, req: ops.UpdateInput, principal: Principal) -> None:
         """Replace fields of a waiting definition run's data (old and new recorded)."""
         m = self.machinery

@@ -27,6 +27,7 @@ from waypost.model import operations as ops
 from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
 from waypost.model.records import PurgedRun, PurgeReport
+from waypost.model.requests import handles
 from waypost.model.status import RunStatus
 from waypost.store.base import PurgeCounts, PurgedRunRecord
 
@@ -45,6 +46,7 @@ class Retention:
     def __init__(self, machinery: Machinery):
         self.machinery = machinery
 
+    @handles(ops.PurgeRuns)
     async def purge(self, req: ops.PurgeRuns, principal: Principal) -> PurgeReport:
         store = self.machinery.store
         clock = self.machinery.settings.clock
@@ -118,6 +120,7 @@ class Retention:
             log.info("retention purged %d finished runs", purged)
         return purged
 
+    @handles(ops.GetPurged)
     async def get_purged(self, req: ops.GetPurged, principal: Principal) -> PurgedRun:
         record = await self.machinery.store.get_purged_run(principal.tenant, req.run_id)
         if record is None:
@@ -125,6 +128,7 @@ class Retention:
             raise RunNotFound(f"no purged run {preview(req.run_id)} {where}")
         return purged_run(record)
 
+    @handles(ops.ListPurged)
     async def list_purged(self, req: ops.ListPurged, principal: Principal) -> list[PurgedRun]:
         records = await self.machinery.store.list_purged_runs(principal.tenant, req.limit)
         return [purged_run(r) for r in records]

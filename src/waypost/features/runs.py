@@ -45,6 +45,7 @@ from waypost.model.operations_runs import HISTORY_PAGE_BYTES, RUN_PAGE_BYTES
 from waypost.model.paging import RunCursor, decode_cursor
 from waypost.model.quotas import Quotas
 from waypost.model.records import HistoryPage, RunInfo, RunPage, Started
+from waypost.model.requests import handles
 from waypost.model.status import RunStatus
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE, definition_of
 from waypost.runtime.registry import version_key, workflow_queue
@@ -87,10 +88,12 @@ class Runs:
         self._views: Recent[tuple[str, str, int, int, str], dict[str, Any]] = Recent()
 
     # == changing runs ===========================================================
+    @handles(ops.Start)
     async def start(self, req: ops.Start, principal: Principal) -> str:
         """Start a run of a registered workflow, or of a published definition; its id."""
         return (await self.start_run(req, principal)).run_id
 
+    @handles(ops.StartRun)
     async def start_run(
         self,
         req: ops.Start | ops.StartRun | ops.SignalWithStart,
@@ -131,6 +134,7 @@ class Runs:
             run_queue=run_queue(req, defn.run_queue),
         )
 
+    @handles(ops.SignalWithStart)
     async def signal_with_start(self, req: ops.SignalWithStart, principal: Principal) -> Started:
         """Start the run `req.run_id` and deliver the signal, or deliver it to the run that
         has that id: one transaction, so of concurrent calls one creates the run and every
@@ -216,6 +220,7 @@ class Runs:
                     versions.add(version)
         return versions
 
+    @handles(ops.Signal)
     async def signal(self, req: ops.Signal, principal: Principal) -> None:
         """Deliver a signal; the run sees it at its next wait for the signal's name."""
         m = self.machinery
@@ -236,6 +241,7 @@ class Runs:
             quotas=quotas,
         )
 
+    @handles(ops.Cancel)
     async def cancel(self, req: ops.Cancel, principal: Principal) -> None:
         """Ask a run to stop: work not started is dropped, the run ends `cancelled`."""
         m = self.machinery
@@ -317,6 +323,7 @@ class Runs:
             raise RunNotActive(f"cannot {what}: run {preview(run_id)} has finished ({res.status})")
 
     # == reading runs ============================================================
+    @handles(ops.GetRun)
     async def get(self, req: ops.GetRun, principal: Principal) -> RunInfo:
         store = self.machinery.store
         run = await store.get_run(principal.tenant, req.run_id)
@@ -328,6 +335,7 @@ class Runs:
             return info
         return dataclasses.replace(info, parent=links["parent"], children=links["children"])
 
+    @handles(ops.ListRuns)
     async def list_runs(self, req: ops.ListRuns, principal: Principal) -> list[RunInfo]:
         status = None if req.status is None else RunStatus(req.status).value
         if not req.all_tenants:
@@ -337,6 +345,7 @@ class Runs:
         runs = await store.list_runs(None, status, req.workflow, req.limit, RUN_PAGE_BYTES)
         return await self._infos(runs)
 
+    @handles(ops.PageRuns)
     async def page_runs(self, req: ops.PageRuns, principal: Principal) -> RunPage:
         """One page of the tenant's runs, newest first, and the cursor of the next."""
         status = None if req.status is None else RunStatus(req.status).value
@@ -344,16 +353,7 @@ class Runs:
             principal.tenant, status, req.workflow, req.cursor, req.limit, req.version
         )
 
-    def page_handlers(self) -> dict[type[ops.Request[Any]], Any]:
-        """The door's handlers of the operations that read pages of runs."""
-        return {
-            ops.PageRuns: self.page_runs,
-            ops.SearchRuns: self.search_runs,
-            ops.CountRuns: self.count_runs,
-            ops.RunDataAt: self.data_at,
-            ops.PageHistory: self.history_page,
-        }
-
+    @handles(ops.SearchRuns)
     async def search_runs(self, req: ops.SearchRuns, principal: Principal) -> list[RunInfo]:
         """The tenant's runs found by id, id prefix or correlation value, newest first."""
         found = await self.machinery.store.search_runs(
@@ -361,6 +361,7 @@ class Runs:
         )
         return await self._infos(found)
 
+    @handles(ops.RunDataAt)
     async def data_at(self, req: ops.RunDataAt, principal: Principal) -> dict[str, Any] | None:
         """A definition run's data after event `seq`: its history up to there replayed into
         a fresh interpreter (nothing is written; a history that does not replay says so)."""
@@ -415,6 +416,7 @@ class Runs:
         self._views.put(key, view, len(canonical_json(view)))
         return view
 
+    @handles(ops.CountRuns)
     async def count_runs(self, req: ops.CountRuns, principal: Principal) -> dict[str, int]:
         """The tenant's runs by status."""
         return await self.machinery.store.count_runs(principal.tenant)
@@ -442,12 +444,14 @@ class Runs:
             next_cursor = RunCursor(runs[-1].created_at, runs[-1].run_id).encode()
         return RunPage(await self._infos(runs), next_cursor)
 
+    @handles(ops.GetHistory)
     async def history(self, req: ops.GetHistory, principal: Principal) -> list[Event]:
         run, events = await self.machinery.store.load_run(principal.tenant, req.run_id)
         if run is None:
             raise run_not_found(req.run_id, principal.tenant)
         return events
 
+    @handles(ops.PageHistory)
     async def history_page(self, req: ops.PageHistory, principal: Principal) -> HistoryPage:
         """Part of the run's history: a page of events bounded in number and in bytes."""
         found, events, more = await self.machinery.store.history_page(
@@ -457,6 +461,7 @@ class Runs:
             raise run_not_found(req.run_id, principal.tenant)
         return HistoryPage(events, events[-1].seq if more and events else None)
 
+    @handles(ops.Verify)
     async def verify(self, req: ops.Verify, principal: Principal) -> list[ChainProblem]:
         """Problems in the run's hash chain and in the rows beside it (empty when all is
         intact): the history from its genesis, the row's head, the checks of the run's
@@ -479,6 +484,7 @@ class Runs:
         problems.extend(ChainProblem(0, f"the run's row: {p}") for p in found)
         return problems
 
+    @handles(ops.AwaitResult)
     async def result(self, req: ops.AwaitResult, principal: Principal) -> Any:
         """Wait for the run to end; return its result or raise its error.
 

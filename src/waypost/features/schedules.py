@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import Any
 
 from waypost.engine.faults import Crash
 from waypost.engine.ports import Machinery
@@ -43,6 +42,7 @@ from waypost.model import operations as ops, schedules as sch
 from waypost.model.events import canonical_json
 from waypost.model.identity import Principal, normal_identity, preview
 from waypost.model.logs import logger
+from waypost.model.requests import handles
 from waypost.model.schedules import CatchUp, Overlap, ScheduleInfo, Timing
 from waypost.model.status import RunStatus
 from waypost.store.schedules import ScheduleAdvance, ScheduleRecord
@@ -133,18 +133,8 @@ class Schedules:
         self.runs = runs
         self._wake = asyncio.Event()
 
-    def handlers(self) -> dict[type[ops.Request[Any]], Any]:
-        return {
-            sch.CreateSchedule: self.create,
-            sch.ListSchedules: self.list_schedules,
-            sch.GetSchedule: self.get,
-            sch.PauseSchedule: self.pause,
-            sch.ResumeSchedule: self.resume,
-            sch.DeleteSchedule: self.delete,
-            sch.BackfillSchedule: self.backfill,
-        }
-
     # == operations ==========================================================
+    @handles(sch.CreateSchedule)
     async def create(self, req: sch.CreateSchedule, principal: Principal) -> ScheduleInfo:
         m = self.machinery
         tenant = principal.tenant
@@ -213,14 +203,17 @@ class Schedules:
             )
         return rec
 
+    @handles(sch.ListSchedules)
     async def list_schedules(
         self, req: sch.ListSchedules, principal: Principal
     ) -> list[ScheduleInfo]:
         return [info_of(r) for r in await self.machinery.store.list_schedules(principal.tenant)]
 
+    @handles(sch.GetSchedule)
     async def get(self, req: sch.GetSchedule, principal: Principal) -> ScheduleInfo:
         return info_of(await self._record(principal.tenant, req.schedule_id))
 
+    @handles(sch.PauseSchedule)
     async def pause(self, req: sch.PauseSchedule, principal: Principal) -> ScheduleInfo:
         m = self.machinery
         await self._record(principal.tenant, req.schedule_id)
@@ -229,6 +222,7 @@ class Schedules:
         )
         return info_of(await self._record(principal.tenant, req.schedule_id))
 
+    @handles(sch.ResumeSchedule)
     async def resume(self, req: sch.ResumeSchedule, principal: Principal) -> ScheduleInfo:
         m = self.machinery
         rec = await self._record(principal.tenant, req.schedule_id)
@@ -241,12 +235,14 @@ class Schedules:
             self._wake.set()
         return info_of(await self._record(principal.tenant, req.schedule_id))
 
+    @handles(sch.DeleteSchedule)
     async def delete(self, req: sch.DeleteSchedule, principal: Principal) -> None:
         if not await self.machinery.store.delete_schedule(principal.tenant, req.schedule_id):
             raise ScheduleNotFound(
                 f"no schedule {preview(req.schedule_id)} in tenant {preview(principal.tenant)}"
             )
 
+    @handles(sch.BackfillSchedule)
     async def backfill(self, req: sch.BackfillSchedule, principal: Principal) -> sch.Backfilled:
         """Start the runs of the fire times in [start, end] (see `BackfillSchedule`)."""
         rec = await self._record(principal.tenant, req.schedule_id)

@@ -12,6 +12,7 @@ from waypost.errors import ConfigurationError, RunNotFound
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
+from waypost.model.requests import handles
 
 log = logger("waypost.sealing")
 
@@ -22,6 +23,7 @@ class Sealing:
     def __init__(self, machinery: Machinery):
         self.machinery = machinery
 
+    @handles(ops.SealLegacy)
     async def seal_legacy(self, req: ops.SealLegacy, principal: Principal) -> ops.SealLegacyReport:
         m = self.machinery
         if not m.settings.chain.keyed:

@@ -11,7 +11,6 @@ rows a batch (a transaction) at a time, every table of it (`store/tenants.py`).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from waypost.engine.ports import Machinery
 from waypost.errors import TenantNotDisabled, TenantNotFound
@@ -19,6 +18,7 @@ from waypost.model import operations as ops
 from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
 from waypost.model.records import TenantDeletion, TenantInfo
+from waypost.model.requests import handles
 from waypost.store.base import Store, TenantRecord
 
 log = logger("waypost.access")
@@ -54,13 +54,7 @@ class Tenants:
     def store(self) -> Store:
         return self.machinery.store
 
-    def handlers(self) -> dict[type[ops.Request[Any]], Any]:
-        return {
-            ops.DisableTenant: self.disable,
-            ops.EnableTenant: self.enable,
-            ops.DeleteTenant: self.delete,
-        }
-
+    @handles(ops.DisableTenant)
     async def disable(self, req: ops.DisableTenant, principal: Principal) -> TenantInfo:
         now = self.machinery.settings.clock()
         record = await self.store.disable_tenant(req.tenant, principal.subject, now)
@@ -74,6 +68,7 @@ class Tenants:
         )
         return tenant_info(record)
 
+    @handles(ops.EnableTenant)
     async def enable(self, req: ops.EnableTenant, principal: Principal) -> TenantInfo:
         record = await self.store.enable_tenant(req.tenant)
         if record is None:
@@ -81,6 +76,7 @@ class Tenants:
         log.warning("tenant %s enabled by %s", req.tenant, principal.subject)
         return tenant_info(record)
 
+    @handles(ops.DeleteTenant)
     async def delete(self, req: ops.DeleteTenant, principal: Principal) -> TenantDeletion:
         purge = await self.store.delete_tenant_rows(req.tenant, req.batch)
         if not purge.found:

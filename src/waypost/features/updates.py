@@ -50,6 +50,7 @@ from waypost.model.events import (
 )
 from waypost.model.identity import Principal, preview
 from waypost.model.repairs import effective
+from waypost.model.requests import handles
 from waypost.model.status import RunStatus
 from waypost.runtime.instance import InstanceDropped, WorkflowInstance
 from waypost.store.base import Conflict, RunCommit, RunRecord
@@ -137,6 +138,7 @@ class Updates:
         return encoded
 
     # == queries ================================================================
+    @handles(ops.Query)
     async def query(self, req: ops.Query, principal: Principal) -> Any:
         """What the run's query handler `req.query` answers; nothing is recorded."""
         m = self.machinery
@@ -166,6 +168,7 @@ class Updates:
         return m.codec.decode(encoded)
 
     # == updates ================================================================
+    @handles(ops.Update)
     async def update(self, req: ops.Update, principal: Principal) -> ops.UpdateAnswer:
         """Validate, record and wait for update `req.update` (see the module's text)."""
         m = self.machinery

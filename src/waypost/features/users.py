@@ -57,6 +57,7 @@ from waypost.errors import (
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role, preview
 from waypost.model.logs import logger
+from waypost.model.requests import handles
 from waypost.model.users import (
     ACCOUNT_FAILURES,
     ACCOUNT_WINDOW,
@@ -177,19 +178,8 @@ class Accounts:
     def _now(self) -> float:
         return self.machinery.settings.clock()
 
-    def handlers(self) -> dict[type[ops.Request[Any]], Any]:
-        """The door's handler of each user and session operation."""
-        return {
-            ops.CreateUser: self.create_user,
-            ops.ListUsers: self.list_users,
-            ops.DisableUser: self.disable_user,
-            ops.SetPassword: self.set_password,
-            ops.SignIn: self.sign_in,
-            ops.ResolveSession: self.resolve_session,
-            ops.SignOut: self.sign_out,
-        }
-
     # == users =====================================================================
+    @handles(ops.CreateUser)
     async def create_user(self, req: ops.CreateUser, principal: Principal) -> UserInfo:
         now = self._now()
         record = UserRecord(
@@ -219,9 +209,11 @@ class Accounts:
         log.info("user %s of %s made by %s", req.user, principal.tenant, principal.subject)
         return user_info(record)
 
+    @handles(ops.ListUsers)
     async def list_users(self, req: ops.ListUsers, principal: Principal) -> list[UserInfo]:
         return [user_info(r) for r in await self.store.list_users(principal.tenant)]
 
+    @handles(ops.DisableUser)
     async def disable_user(self, req: ops.DisableUser, principal: Principal) -> None:
         if not await self.store.disable_user(
             principal.tenant, req.user, principal.subject, self._now()
@@ -229,6 +221,7 @@ class Accounts:
             raise UserNotFound(f"no user {preview(req.user)} in this tenant")
         log.info("user %s of %s disabled by %s", req.user, principal.tenant, principal.subject)
 
+    @handles(ops.SetPassword)
     async def set_password(self, req: ops.SetPassword, principal: Principal) -> None:
         password_hash = await self._hash(hash_password, req.password)
         if not await self.store.set_password(
@@ -238,6 +231,7 @@ class Accounts:
         log.info("password of %s in %s set by %s", req.user, principal.tenant, principal.subject)
 
     # == sessions ==================================================================
+    @handles(ops.SignIn)
     async def sign_in(self, req: ops.SignIn, principal: Principal) -> NewSession:
         address = req.address or "-"
         what = "an API key" if req.key is not None else f"user {preview(req.user)}"
@@ -344,6 +338,7 @@ class Accounts:
         log.info("%s of %s signed in (%s)", principal.subject, principal.tenant, kind.value)
         return NewSession(principal, kind, datetime.fromtimestamp(expires, UTC), token)
 
+    @handles(ops.ResolveSession)
     async def resolve_session(self, req: ops.ResolveSession, principal: Principal) -> SessionView:
         if not req.token:
             raise SessionEnded()
@@ -374,6 +369,7 @@ class Accounts:
             datetime.fromtimestamp(record.expires_at, UTC),
         )
 
+    @handles(ops.SignOut)
     async def sign_out(self, req: ops.SignOut, principal: Principal) -> None:
         if req.token:
             await self.store.end_session(token_hash(req.token), self._now())

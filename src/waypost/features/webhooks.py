@@ -48,6 +48,7 @@ from waypost.model.events import EventType, NewEvent
 from waypost.model.identity import Principal, check_id, preview
 from waypost.model.logs import logger
 from waypost.model.records import NewWebhookSource, WebhookDelivered, WebhookSourceInfo
+from waypost.model.requests import handles
 from waypost.model.webhooks import (
     SIGNATURE_REFUSED,
     CreateWebhookSource,
@@ -106,6 +107,7 @@ class Webhooks:
         self._unknown_key = secrets.token_bytes(32)  # what an unknown source is checked with
 
     # == sources ===============================================================
+    @handles(CreateWebhookSource)
     async def create_source(
         self, req: CreateWebhookSource, principal: Principal
     ) -> NewWebhookSource:
@@ -139,11 +141,13 @@ class Webhooks:
             "no unused webhook URL id was drawn; nothing was written: try again"
         )
 
+    @handles(ListWebhookSources)
     async def list_sources(
         self, req: ListWebhookSources, principal: Principal
     ) -> list[WebhookSourceInfo]:
         return [_info(r) for r in await self.machinery.store.list_webhook_sources(principal.tenant)]
 
+    @handles(DeleteWebhookSource)
     async def delete_source(self, req: DeleteWebhookSource, principal: Principal) -> None:
         if not await self.machinery.store.delete_webhook_source(principal.tenant, req.source):
             raise WebhookSourceNotFound(
@@ -151,6 +155,7 @@ class Webhooks:
             )
 
     # == deliveries ============================================================
+    @handles(DeliverWebhook)
     async def deliver(self, req: DeliverWebhook, principal: Principal) -> WebhookDelivered:
         m = self.machinery
         delivery_id, timestamp, offered = self._headers(req)

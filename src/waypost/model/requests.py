@@ -10,10 +10,11 @@ one door.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from dataclasses import field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, TypeVar
+from urllib.parse import quote
 
 from waypost.errors import InvalidRequest, PermissionDenied
 from waypost.model.identity import (
@@ -29,6 +30,7 @@ from waypost.model.identity import (
 from waypost.model.paging import decode_cursor
 
 T = TypeVar("T")
+T_fn = TypeVar("T_fn", bound=Callable[..., Any])
 
 MAX_LIMIT = 10_000
 MAX_MEMBERS = 1_000
@@ -68,14 +70,96 @@ class Check(StrEnum):
     CURSOR = "cursor"  # a page's cursor as `waypost.model.paging` makes it; None for the first
 
 
-def checked(kind: Check, *, what: str = "", default: Any = dataclasses.MISSING) -> Any:
-    """A request field with its door check (and `what` to call it in errors).
+def checked(
+    kind: Check, *, what: str = "", default: Any = dataclasses.MISSING, doc: str = ""
+) -> Any:
+    """A request field with its door check (and `what` to call it in errors; `doc` to
+    describe it in the surfaces derived from the request: the HTTP body, the CLI option).
 
     A credential (`Check.TOKEN`) is left out of the request's repr, so that no log line
     or error message that shows a request can show it.
     """
     secret = kind in (Check.TOKEN, Check.OPTIONAL_TOKEN)
-    return field(default=default, metadata={"check": kind, "what": what}, repr=not secret)
+    metadata = {"check": kind, "what": what, "doc": doc}
+    return field(default=default, metadata=metadata, repr=not secret)
+
+
+def described(doc: str, *, default: Any = dataclasses.MISSING) -> Any:
+    """A request field without a door check of its own (a JSON value the handler bounds),
+    described for the derived surfaces."""
+    return field(default=default, metadata={"doc": doc})
+
+
+# == how an operation is offered ========================================================
+# Each request class declares its surfaces: the engine's method (`call`, which the remote
+# client and the blocking twins share), its HTTP route (`http`), its CLI command (`cli`)
+# and its console form (`form`). A surface it does not have is `NotOffered(why)`. Where a
+# declaration is marked derived, the route, the remote method, the CLI command or the
+# form is made from it (`waypost.server.api.derived`, `waypost.client.remote`,
+# `waypost.cli.derived`, `waypost.server.console.commands`); a test lists every operation
+# and fails if one lacks a surface without saying why.
+
+
+@dataclass(frozen=True)
+class NotOffered:
+    """A surface an operation does not have, and why."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class Http:
+    """An operation's route. Fields named in the path (`{run_id:id}`) come from the path;
+    with `derived`, the route is made from the request: the other fields are its JSON
+    body (for GET, its query), and it answers `answer`."""
+
+    method: str
+    path: str
+    status: int = 200
+    summary: str = ""
+    tag: str = "runs"
+    derived: bool = False
+    # What a derived route answers: "accepted" ({<first path field>: ..., "accepted": true}).
+    answer: str = "accepted"
+
+    def path_fields(self) -> tuple[str, ...]:
+        """The request's fields that the path carries, in order."""
+        return tuple(part.split("}")[0].split(":")[0] for part in self.path.split("{")[1:])
+
+    def url(self, request: Any) -> str:
+        """The path with the request's fields in it (each quoted as one path segment)."""
+        path = self.path
+        for name in self.path_fields():
+            value = quote(str(getattr(request, name)), safe="")
+            start = path.index("{" + name)
+            path = path[:start] + value + path[path.index("}", start) + 1 :]
+        return path
+
+
+@dataclass(frozen=True)
+class Cli:
+    """An operation's CLI command (`"runs pause"`); with `derived`, the command is made
+    from the request: path fields of its route become arguments, the others options (a
+    JSON value parsed), and `done(request)` is the line it prints."""
+
+    command: str
+    derived: bool = False
+    done: Callable[[Any], str] | None = None
+
+
+@dataclass(frozen=True)
+class Form:
+    """The run page's form for an operation on a run: its button, the fields it shows
+    beside the reason (JSON ones parsed), whether it is dangerous and whether a
+    finished run offers it."""
+
+    label: str
+    fields: tuple[str, ...] = ()
+    danger: bool = False
+    after_end: bool = False
+
+
+Surface = Http | Cli | Form | NotOffered | str | None
 
 
 class Request(Generic[T]):
@@ -86,6 +170,11 @@ class Request(Generic[T]):
     # Open to anyone, the unauthenticated principal included, and needing no role: for
     # requests where what the caller presents (an approval link's token) authenticates it.
     open_to_anonymous: ClassVar[bool] = False
+    # Its surfaces (see `Http`, `Cli`, `Form`): None is undeclared, which a test refuses.
+    call: ClassVar[str | NotOffered | None] = None
+    http: ClassVar[Http | NotOffered | None] = None
+    cli: ClassVar[Cli | NotOffered | None] = None
+    form: ClassVar[Form | None] = None
 
     def checked(self, principal: Principal) -> Request[T]:
         """This request with every field checked and normalised for `principal`."""
@@ -209,3 +298,18 @@ def check_roles(value: Any) -> tuple[Role, ...]:
     if not roles:
         raise InvalidRequest(f"an API key needs at least one role ({known})", field="roles")
     return tuple(r for r in Role if r in roles)  # in the order Role declares them
+
+
+# == handlers ===========================================================================
+HANDLES = "__waypost_handles__"
+
+
+def handles(*kinds: type[Request[Any]]) -> Callable[[T_fn], T_fn]:
+    """Mark a method as the handler of requests of `kinds` (the engine finds its rooms'
+    handlers by this mark: `waypost.client.door.handlers_of`)."""
+
+    def mark(fn: T_fn) -> T_fn:
+        setattr(fn, HANDLES, (*getattr(fn, HANDLES, ()), *kinds))
+        return fn
+
+    return mark
