@@ -35,12 +35,12 @@ from .common import (
     worker_options,
 )
 from .definitions import definitions, runs_migrate
+from .derived import add_derived_commands
 from .encryption import runs_reencrypt
 from .fork import runs_fork
 from .metrics import exporting, metrics_observer
 from .output import cell, facts_grid, run_words, runs_table, show
 from .queues import queues
-from .repairs import runs_retry, runs_skip, runs_update_input
 from .replay import replay
 from .retention import runs_purge, runs_purged
 from .schedules import schedules
@@ -437,23 +437,6 @@ def cancel(run_id: str, reason: str, grace: float | None, db: str, tenant: str) 
     click.echo(f"cancellation of {run_id} requested")
 
 
-def _operator_command(name: str, done: str, doc: str) -> None:
-    @runs.command(name, help=doc)
-    @click.argument("run_id")
-    @click.option("--reason", required=True, help="Why (recorded in the run's history).")
-    @db_option
-    @tenant_option
-    def command(run_id: str, reason: str, db: str, tenant: str) -> None:
-        with open_engine(db, must_exist=True) as engine:
-            getattr(engine, name)(run_id, reason, tenant=tenant)
-        click.echo(f"{run_id} {done}")
-
-
-_operator_command("terminate", "terminated", "End a run now; it ends `terminated`.")
-_operator_command("pause", "paused", "Pause a run: nothing new starts until it is resumed.")
-_operator_command(
-    "resume", "resumed", "Resume a paused run, or a suspended one after its code is fixed."
-)
 runs.add_command(runs_fork)
 runs.add_command(runs_query)
 runs.add_command(runs_update)
@@ -665,6 +648,4 @@ runs.add_command(runs_purge)
 runs.add_command(runs_purged)
 runs.add_command(runs_reencrypt)
 runs.add_command(runs_seal_legacy)
-runs.add_command(runs_retry)
-runs.add_command(runs_skip)
-runs.add_command(runs_update_input)
+add_derived_commands(main)  # runs terminate, pause, resume, retry, skip, update-input

@@ -394,11 +394,6 @@ class AsyncEngine(Calls):
         """Deliver a signal; the run sees it at its next wait for `name`."""
         await self._local(ops.Signal(run_id=run_id, signal=name, payload=payload), tenant)
 
-    async def cancel(self, run_id: str, reason: str, *, tenant: str = "default") -> None:
-        """Ask a run to stop: work not started is dropped, the code may clean up, and the
-        run ends `cancelled` (within the engine's `cancel_grace`, whatever its code does)."""
-        await self._local(ops.Cancel(run_id=run_id, reason=reason), tenant)
-
     async def get(self, run_id: str, *, tenant: str = "default") -> RunInfo:
         """The run as it stands: status, result or error, what it waits for."""
         info: RunInfo = await self._local(ops.GetRun(run_id=run_id), tenant)

@@ -1,5 +1,5 @@
-"""The operator commands of `AsyncEngine` that take only a reason: terminate, pause and
-resume (a mixin of thin methods over the one door)."""
+"""The operator commands of `AsyncEngine` that take only a reason: cancel, terminate,
+pause and resume (a mixin of thin methods over the one door)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ class OperatorCalls:
 
     async def _local(self, request: ops.Request[T], tenant: str) -> T:
         raise NotImplementedError
+
+    async def cancel(self, run_id: str, reason: str, *, tenant: str = "default") -> None:
+        """Ask a run to stop: work not started is dropped, the code may clean up, and the
+        run ends `cancelled` (within the engine's `cancel_grace`, whatever its code does)."""
+        await self._local(ops.Cancel(run_id=run_id, reason=reason), tenant)
 
     async def terminate(self, run_id: str, reason: str, *, tenant: str = "default") -> None:
         """End a run now, `terminated`: no compensation runs, its timers and approval

@@ -18,23 +18,28 @@ import asyncio
 import json
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from waypost import errors as e
 from waypost.engine import tracing
+from waypost.model import operations as ops, surfaces
 from waypost.model.definitions import DefinitionError, InputError
 from waypost.model.definitions.format import Problem
 from waypost.model.events import Event
 from waypost.model.identity import preview
 from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE, MAX_HISTORY_PAGE
 from waypost.model.records import HistoryPage, RunInfo, Started
+from waypost.model.requests import Http
 from waypost.model.status import RunStatus
 
-from .remote_operations import OperatorRequests, run_path, segment
+from .operator import OperatorCalls
+from .remote_operations import OperatorRequests, checked_here, run_path, segment
 from .remote_schedules import ScheduleRequests
 from .remote_updates import UpdateRequests
 from .remote_users import UserRequests
+from .repairs import RepairCalls
 from .sync import Blocking, LoopThread, blocking
+from .twins import remote_twin
 
 try:
     import httpx
@@ -162,6 +167,9 @@ def _json_body(body: Any) -> bytes:
     return text.encode()
 
 
+T = TypeVar("T")
+
+
 class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests, UserRequests):
     """Runs on a `waypost server`, as the API key's principal sees them.
 
@@ -211,6 +219,30 @@ class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests, UserReques
 
     async def _send(self, method: str, path: str, **kwargs: Any) -> Any:
         return (await self._request(method, path, **kwargs)).json()
+
+    async def execute(self, request: ops.Request[T]) -> T:
+        """Carry out an operation whose route is derived from its request's declaration
+        (`Http(..., derived=True)`: the run commands), as the API key's principal. Its
+        fields are checked here as the server's door checks them, before anything is
+        sent. Other operations: their methods."""
+        http = type(request).http
+        if not isinstance(http, Http) or not http.derived:
+            raise e.InvalidRequest(
+                f"{request.name or type(request).__name__} is sent by its own method of "
+                "the client, not by execute"
+            )
+        asked = checked_here(request)
+        await self._send(http.method, http.url(asked), json=surfaces.body_of(asked))
+        return None  # type: ignore[return-value]  # derived routes answer only "accepted"
+
+    # == run commands, made from the engine's (see `twins.py`) ============================
+    cancel = remote_twin(OperatorCalls.cancel)
+    terminate = remote_twin(OperatorCalls.terminate)
+    pause = remote_twin(OperatorCalls.pause)
+    resume = remote_twin(OperatorCalls.resume)
+    retry = remote_twin(RepairCalls.retry)
+    skip = remote_twin(RepairCalls.skip)
+    update_input = remote_twin(RepairCalls.update_input)
 
     # == runs ============================================================================
     async def start(
@@ -270,10 +302,6 @@ class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests, UserReques
             body["version"] = version
         answer = await self._request("POST", "/v1/runs/signal-with-start", json=body)
         return Started(str(answer.json()["run_id"]), created=answer.status_code == 201)
-
-    async def cancel(self, run_id: str, reason: str) -> None:
-        """Ask a run to stop; it ends `cancelled`."""
-        await self._request("POST", run_path(run_id, "/cancel"), json={"reason": reason})
 
     async def get(self, run_id: str) -> RunInfo:
         """A run as it stands."""

@@ -1,17 +1,16 @@
-"""The operator calls of `AsyncClient`: terminate, pause, resume, retry, skip,
-update-input, fork, purge, purged runs, named queues and verify, over the server's routes.
+"""The operator calls of `AsyncClient` whose routes are written by hand: fork, purge,
+purged runs, named queues and verify (the run commands are derived: `twins.py`).
 
 Each has the name, parameters and answer of the embedded engine's call, without
 `tenant=` (the API key decides it), so code moves between `wp.Engine` and
 `wp.Client` unchanged; a refusal comes back as the same error class (see
-`remote.error_from`). A mixin, kept apart from `remote.py` for its size.
+`remote.error_from`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, TypeVar
@@ -36,55 +35,6 @@ class OperatorRequests:
         """The JSON answer of a request (an error answer raised as its waypost error)."""
         raise NotImplementedError
 
-    async def _command(self, run_id: str, command: str, body: dict[str, Any]) -> None:
-        await self._send("POST", run_path(run_id, f"/{command}"), json=body)
-
-    # == operator commands ===============================================================
-    async def terminate(self, run_id: str, reason: str) -> None:
-        """End a run now, `terminated`: no compensation runs, its timers and approval
-        links die, an attempt still running is kept only as audit. Operator."""
-        asked = _checked(ops.Terminate(run_id=run_id, reason=reason))
-        await self._command(asked.run_id, "terminate", {"reason": asked.reason})
-
-    async def pause(self, run_id: str, reason: str) -> None:
-        """Pause a run: no new work starts; signals and timers are held until `resume`.
-        Refused (`InvalidState`) if it is already paused. Operator."""
-        asked = _checked(ops.Pause(run_id=run_id, reason=reason))
-        await self._command(asked.run_id, "pause", {"reason": asked.reason})
-
-    async def resume(self, run_id: str, reason: str) -> None:
-        """Resume a paused run (what arrived meanwhile takes effect now) or a suspended one
-        (replayed with the server's workers' code, after a fix). Refused (`InvalidState`)
-        if it is neither. Operator."""
-        asked = _checked(ops.Resume(run_id=run_id, reason=reason))
-        await self._command(asked.run_id, "resume", {"reason": asked.reason})
-
-    # == repairs =========================================================================
-    async def retry(self, run_id: str, reason: str, *, step: str | None = None) -> None:
-        """Re-run a failed run from its failed step: earlier steps' results are kept (not
-        run again), the step gets a fresh attempt and the run is `running` again. `step`
-        (its id, or a definition step's name) must be the step that failed the run.
-        Refused (`InvalidState`) when the run has not failed, or its code acted on the
-        failure (compensations ran): fork it instead. Operator."""
-        asked = _checked(ops.Retry(run_id=run_id, reason=reason, step=step))
-        await self._command(asked.run_id, "retry", {"reason": asked.reason, "step": asked.step})
-
-    async def skip(self, run_id: str, step: str, reason: str, *, output: Any = None) -> None:
-        """Mark an activity step skipped: the run goes on as if it had returned `output`
-        (JSON). The step is the one that failed a failed run, or one waiting or running.
-        A definition step marked `skippable: true` needs `operator`, any other `admin`."""
-        asked = _checked(ops.Skip(run_id=run_id, step=step, reason=reason, output=output))
-        body = {"reason": asked.reason, "step": asked.step, "output": asked.output}
-        await self._command(asked.run_id, "skip", body)
-
-    async def update_input(self, run_id: str, data: Mapping[str, Any], reason: str) -> None:
-        """Replace fields of the data a waiting definition run's next steps use; checked
-        against the definition's input schema (`InputError`). Refused for workflow code
-        and for runs not waiting. Operator."""
-        asked = _checked(ops.UpdateInput(run_id=run_id, reason=reason, data=dict(data)))
-        body = {"reason": asked.reason, "data": asked.data}
-        await self._command(asked.run_id, "update-input", body)
-
     async def fork(
         self,
         run_id: str,
@@ -100,7 +50,7 @@ class OperatorRequests:
         `run_id` is the new run; the same id, source and cut again answer the same run
         (`created=False`). A source with an activity step in flight is `InvalidState`.
         Operator."""
-        asked = _checked(
+        asked = checked_here(
             ops.Fork(
                 run_id=run_id,
                 reason=reason,
@@ -136,7 +86,7 @@ class OperatorRequests:
         leaves a summary (`purged_run`, `purged_runs`); its id then answers
         `RunNotFound`. `dry_run` counts what would go and writes nothing. Operator."""
         seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
-        asked = _checked(
+        asked = checked_here(
             ops.PurgeRuns(older_than_seconds=seconds, dry_run=dry_run, limit=limit, reason=reason)
         )
         body = {
@@ -149,13 +99,13 @@ class OperatorRequests:
 
     async def purged_run(self, run_id: str) -> PurgedRun:
         """The summary the purged run `run_id` left; `RunNotFound` if it has none."""
-        asked = _checked(ops.GetPurged(run_id=run_id))
+        asked = checked_here(ops.GetPurged(run_id=run_id))
         data = await self._send("GET", f"/v1/purged-runs/{segment(asked.run_id)}")
         return _record(PurgedRun, data)
 
     async def purged_runs(self, *, limit: int = 100) -> list[PurgedRun]:
         """The tenant's purged runs, most recently purged first."""
-        asked = _checked(ops.ListPurged(limit=limit))
+        asked = checked_here(ops.ListPurged(limit=limit))
         data = await self._send("GET", "/v1/purged-runs", params={"limit": asked.limit})
         return [_record(PurgedRun, item) for item in data["purged_runs"]]
 
@@ -172,7 +122,7 @@ class OperatorRequests:
         """Set the limits of the tenant's queue `name`: `concurrency` (attempts at once,
         across every engine), `rate` ((N, period): N starts per period seconds); None
         removes a limit, one not given stays. Operator."""
-        asked = _checked(
+        asked = checked_here(
             oq.ConfigureQueue(
                 queue=name,
                 concurrency=concurrency,
@@ -200,18 +150,18 @@ class OperatorRequests:
 
     async def queue(self, name: str) -> QueueInfo:
         """One of the tenant's named queues (`QueueNotFound` if there is none)."""
-        asked = _checked(oq.ListQueues(queue=name))
+        asked = checked_here(oq.ListQueues(queue=name))
         return _queue(await self._send("GET", f"/v1/queues/{segment(asked.queue or '')}"))
 
     async def verify(self, run_id: str) -> list[ChainProblem]:
         """Problems in the run's hash chain (empty when the history is intact), as the
         server checks the history it stores."""
-        asked = _checked(ops.Verify(run_id=run_id))
+        asked = checked_here(ops.Verify(run_id=run_id))
         data = await self._send("GET", run_path(asked.run_id, "/verify"))
         return [ChainProblem(int(p["seq"]), str(p["problem"])) for p in data["problems"]]
 
 
-def _checked(request: Q) -> Q:
+def checked_here(request: Q) -> Q:
     """`request` checked as the server's door will check its fields (ids, reasons, counts,
     JSON values): a bad one is refused here, with the engine's error, before anything is
     sent (and NaN, which has no JSON form, never reaches the server as something else).

@@ -27,6 +27,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from waypost.errors import ConfigurationError
 from waypost.model.definitions import Limits
+from waypost.model.identity import Principal
 
 from .engine import AsyncEngine, AsyncRunHandle
 
@@ -217,6 +218,10 @@ class Engine(Blocking):
     def limits_for(self, tenant: str) -> Limits:
         """What `tenant`'s definitions may contain (the engine's `limits` option)."""
         return self.aio.limits_for(tenant)
+
+    def local(self, tenant: str = "default") -> Principal:
+        """The principal this process acts as in `tenant` (for `execute`)."""
+        return self.aio.local(tenant)
 
     # -- every operation, derived from AsyncEngine ------------------------------
     execute = blocking(AsyncEngine.execute)

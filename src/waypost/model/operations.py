@@ -92,8 +92,14 @@ from waypost.model.requests import (
     MAX_TOKEN as MAX_TOKEN,
     MAX_VERSION as MAX_VERSION,
     READERS as READERS,
+    REMOTE_LATER,
     TOKENLESS_AUTH as TOKENLESS_AUTH,
+    WHY,
     Check as Check,
+    Cli,
+    Form,
+    Http,
+    NotOffered,
     Request as Request,
     acting as acting,
     check_roles as check_roles,
@@ -121,6 +127,9 @@ class Start(StartFields, Request[str]):
 
     roles = frozenset({Role.STARTER, Role.OPERATOR})
     name = "start"
+    call = "start"
+    http = NotOffered("over HTTP a run is started by StartRun (POST /v1/runs)")
+    cli = Cli("start")
 
     def checked(self, principal: Principal) -> Request[str]:
         self.check_start()
@@ -133,6 +142,9 @@ class Signal(Request[None]):
 
     roles = frozenset({Role.STARTER, Role.OPERATOR})
     name = "signal"
+    call = "signal"
+    http = Http("POST", "/v1/runs/{run_id:id}/signals/{name:id}", status=202)
+    cli = Cli("signal")
     run_id: str = checked(Check.ID, what="run_id")
     signal: str = checked(Check.ID, what="signal name")
     payload: Any = None
@@ -144,8 +156,18 @@ class Cancel(Request[None]):
 
     roles = frozenset({Role.OPERATOR})
     name = "cancel"
+    call = "cancel"
+    http = Http(
+        "POST",
+        "/v1/runs/{run_id:id}/cancel",
+        status=202,
+        summary="Ask a run to stop; it ends `cancelled`.",
+        derived=True,
+    )
+    cli = Cli("cancel")
+    form = Form("Cancel", danger=True)
     run_id: str = checked(Check.ID, what="run_id")
-    reason: str = checked(Check.REASON, what="cancel's reason")
+    reason: str = checked(Check.REASON, what="cancel's reason", doc=WHY)
 
 
 @dataclass(frozen=True)
@@ -154,6 +176,9 @@ class GetRun(Request[Any]):
 
     roles = READERS
     name = "get"
+    call = "get"
+    http = Http("GET", "/v1/runs/{run_id:id}")
+    cli = Cli("runs show")
     run_id: str = checked(Check.ID, what="run_id")
 
 
@@ -163,6 +188,9 @@ class ListRuns(Request[Any]):
 
     roles = READERS
     name = "list runs"
+    call = "list_runs"
+    http = NotOffered("over HTTP runs are read in pages: PageRuns")
+    cli = Cli("runs list")
     status: str | RunStatus | None = None
     workflow: str | None = checked(Check.OPTIONAL_ID, what="workflow", default=None)
     limit: int = checked(Check.LIMIT, default=100)
@@ -186,6 +214,9 @@ class GetHistory(Request[Any]):
 
     roles = READERS
     name = "history"
+    call = "history"
+    http = NotOffered("over HTTP a history is read in pages: PageHistory")
+    cli = Cli("runs show")
     run_id: str = checked(Check.ID, what="run_id")
 
 
@@ -195,6 +226,9 @@ class Verify(Request[Any]):
 
     roles = frozenset({Role.AUDITOR, Role.OPERATOR, Role.VIEWER})
     name = "verify"
+    call = "verify"
+    http = Http("GET", "/v1/runs/{run_id:id}/verify")
+    cli = Cli("runs verify")
     run_id: str = checked(Check.ID, what="run_id")
 
 
@@ -204,6 +238,11 @@ class AwaitResult(Request[Any]):
 
     roles = READERS
     name = "result"
+    call = "result"
+    http = Http("GET", "/v1/runs/{run_id:id}/result")
+    cli = NotOffered(
+        "waiting for a result is a program's; `waypost runs show` prints a finished run's"
+    )
     run_id: str = checked(Check.ID, what="run_id")
     timeout: float | None = None
 
@@ -224,6 +263,10 @@ class ListApprovals(Request[Any]):
 
     roles = frozenset({Role.APPROVER, Role.OPERATOR, Role.AUDITOR, Role.VIEWER})
     name = "list approvals"
+    call = "approvals"
+    remote = REMOTE_LATER
+    http = Http("GET", "/v1/approvals", tag="approvals")
+    cli = Cli("approvals list")
     approver: str | None = checked(Check.OPTIONAL_IDENTITY, what="principal", default=None)
     status: str | None = checked(Check.OPTIONAL_ID, what="status", default="pending")
     run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
@@ -257,6 +300,10 @@ class GetApproval(Request[Any]):
 
     roles = frozenset({Role.APPROVER, Role.OPERATOR, Role.AUDITOR, Role.VIEWER})
     name = "approval"
+    call = "approval"
+    remote = REMOTE_LATER
+    http = Http("GET", "/v1/approvals/{approval_id:id}", tag="approvals")
+    cli = Cli("approvals show")
     approval_id: str = checked(Check.ID, what="approval_id")
 
 
@@ -272,6 +319,10 @@ class Decide(Request[Any]):
 
     roles = frozenset({Role.APPROVER})
     name = "decide"
+    call = "decide"
+    remote = REMOTE_LATER
+    http = Http("POST", "/v1/approvals/{approval_id:id}/decision", tag="approvals")
+    cli = Cli("approve")
     approval_id: str = checked(Check.ID, what="approval_id")
     token: str | None = checked(Check.OPTIONAL_TOKEN, default=None)
     approver: str | None = checked(Check.ON_BEHALF, what="principal", default=None)
@@ -307,6 +358,9 @@ class Revoke(Request[None]):
 
     roles = frozenset({Role.OPERATOR})
     name = "revoke"
+    call = "revoke"
+    http = NotOffered("revoking an approval link is an operator's call from the embedded API")
+    cli = NotOffered("revoking an approval link is an operator's call from the embedded API")
     approval_id: str = checked(Check.ID, what="approval_id")
     approver: str = checked(Check.IDENTITY, what="principal")
     by: str | None = checked(Check.ACTOR, what="by", default=None)
@@ -319,6 +373,9 @@ class Reassign(Request[None]):
 
     roles = frozenset({Role.OPERATOR})
     name = "reassign"
+    call = "reassign"
+    http = NotOffered("reassigning an approval is an operator's call from the embedded API")
+    cli = NotOffered("reassigning an approval is an operator's call from the embedded API")
     approval_id: str = checked(Check.ID, what="approval_id")
     from_approver: str = checked(Check.IDENTITY, what="from_principal")
     to_approver: str = checked(Check.IDENTITY, what="to_principal")
@@ -332,6 +389,11 @@ class AddToGroup(Request[int]):
 
     roles = frozenset({Role.ADMIN})
     name = "add to group"
+    call = "add_to_group"
+    http = NotOffered(
+        "approver groups are kept with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("groups add")
     group: str = checked(Check.ID, what="group")
     members: list[str] = checked(Check.IDENTITIES, what="principal")
 
@@ -342,6 +404,11 @@ class RemoveFromGroup(Request[int]):
 
     roles = frozenset({Role.ADMIN})
     name = "remove from group"
+    call = "remove_from_group"
+    http = NotOffered(
+        "approver groups are kept with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("groups remove")
     group: str = checked(Check.ID, what="group")
     members: list[str] = checked(Check.IDENTITIES, what="principal")
 
@@ -352,6 +419,11 @@ class ListGroups(Request[dict[str, list[str]]]):
 
     roles = frozenset({Role.OPERATOR, Role.AUDITOR, Role.VIEWER})
     name = "groups"
+    call = "groups"
+    http = NotOffered(
+        "approver groups are kept with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("groups list")
 
 
 # == definitions =======================================================================
@@ -361,6 +433,10 @@ class Publish(Request[Any]):
 
     roles = frozenset({Role.OPERATOR})
     name = "publish"
+    call = "publish"
+    remote = REMOTE_LATER
+    http = Http("POST", "/v1/definitions", status=201, tag="definitions")
+    cli = Cli("definitions publish")
     definition: str | bytes | dict[str, Any]
     by: str | None = checked(Check.ON_BEHALF, what="by", default=None)
     limits: Any = checked(Check.LOCAL_ONLY, what="limits", default=None)
@@ -381,6 +457,10 @@ class ListDefinitions(Request[Any]):
 
     roles = READERS
     name = "definitions"
+    call = "definitions"
+    remote = REMOTE_LATER
+    http = Http("GET", "/v1/definitions", tag="definitions")
+    cli = Cli("definitions list")
     definition: str | None = checked(Check.OPTIONAL_ID, what="definition", default=None)
 
 
@@ -390,6 +470,10 @@ class GetDefinition(Request[Any]):
 
     roles = READERS
     name = "definition"
+    call = "definition"
+    remote = REMOTE_LATER
+    http = Http("GET", "/v1/definitions/{name:id}/{version}", tag="definitions")
+    cli = Cli("definitions show")
     definition: str = checked(Check.ID, what="definition name")
     version: int | None = checked(Check.VERSION, default=None)
 
@@ -400,6 +484,11 @@ class Migrate(Request[Any]):
 
     roles = frozenset({Role.OPERATOR})
     name = "migrate"
+    call = "migrate"
+    http = NotOffered(
+        "migrating runs to a new version is checked by an operator with the CLI or the embedded API"
+    )
+    cli = Cli("runs migrate")
     run_id: str = checked(Check.ID, what="run_id")
     to_version: int | str = checked(Check.VERSION, what="to_version")
     mapping: Mapping[str, str] = checked(Check.MAPPING, default=None)
@@ -421,6 +510,11 @@ class MigrateAll(Request[Any]):
 
     roles = frozenset({Role.OPERATOR})
     name = "migrate all"
+    call = "migrate_all"
+    http = NotOffered(
+        "migrating runs to a new version is checked by an operator with the CLI or the embedded API"
+    )
+    cli = Cli("runs migrate")
     definition: str = checked(Check.ID, what="definition name")
     from_version: int | str = checked(Check.VERSION, what="from_version")
     to_version: int | str = checked(Check.VERSION, what="to_version")
@@ -466,6 +560,11 @@ class CreateTenant(Request[Any]):
 
     roles = frozenset({Role.ADMIN})
     name = "create tenant"
+    call = "create_tenant"
+    http = NotOffered(
+        "a platform operator's command, with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("tenants create")
     tenant: str = checked(Check.ID, what="tenant")
     quotas: Mapping[str, int] | None = None
 
@@ -481,6 +580,11 @@ class ListTenants(Request[Any]):
 
     roles = frozenset({Role.ADMIN})
     name = "list tenants"
+    call = "list_tenants"
+    http = NotOffered(
+        "a platform operator's command, with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("tenants list")
 
     def checked(self, principal: Principal) -> Request[Any]:
         platform_only(principal, "list tenants")
@@ -500,6 +604,11 @@ class CreateKey(Request[Any]):
     # so the door reads who may send a request from its class: CreateKey keeps the
     # default there (no role listed: admin only).
     name = "create key"
+    call = "create_key"
+    http = NotOffered(
+        "a platform operator's command, with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("keys create")
     principal: str = checked(Check.IDENTITY, what="principal")
     roles: Sequence[Role | str] = checked(Check.ROLES)  # type: ignore[assignment,misc]
     expires_at: datetime | None = None
@@ -521,6 +630,11 @@ class ListKeys(Request[Any]):
 
     roles = frozenset({Role.ADMIN})
     name = "list keys"
+    call = "list_keys"
+    http = NotOffered(
+        "a platform operator's command, with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("keys list")
 
 
 @dataclass(frozen=True)
@@ -529,6 +643,11 @@ class RevokeKey(Request[None]):
 
     roles = frozenset({Role.ADMIN})
     name = "revoke key"
+    call = "revoke_key"
+    http = NotOffered(
+        "a platform operator's command, with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("keys revoke")
     key_id: str = checked(Check.ID, what="key_id")
 
 
@@ -545,6 +664,9 @@ class ResolveCredential(Request[Any]):
 
     open_to_anonymous = True
     name = "resolve credential"
+    call = "resolve_credential"
+    http = NotOffered("the approval page (GET /approve) resolves a link's token")
+    cli = NotOffered("an approval link is opened in a browser")
     token: str = checked(Check.TOKEN)
 
 
@@ -556,6 +678,10 @@ class StartRun(StartFields, Request[Started]):
 
     roles = frozenset({Role.STARTER, Role.OPERATOR})
     name = "start run"
+    call = "start_run"
+    remote = "start"
+    http = Http("POST", "/v1/runs", status=201)
+    cli = NotOffered("`waypost start` sends Start")
 
     def checked(self, principal: Principal) -> Request[Started]:
         self.check_start()
@@ -572,6 +698,9 @@ class SignalWithStart(Request[Started]):
 
     roles = frozenset({Role.STARTER, Role.OPERATOR})
     name = "signal with start"
+    call = "signal_with_start"
+    http = Http("POST", "/v1/runs/signal-with-start", status=201)
+    cli = NotOffered("a program's call: start the run if none waits for the signal")
     workflow: Any
     input: Any
     run_id: str = checked(Check.ID, what="run_id")
@@ -595,6 +724,10 @@ class GetTenant(Request[Any]):
 
     roles = frozenset(Role)
     name = "tenant"
+    call = "get_tenant"
+    remote = REMOTE_LATER
+    http = Http("GET", "/v1/tenant", tag="tenants")
+    cli = Cli("tenants show")
 
 
 @dataclass(frozen=True)
@@ -608,6 +741,11 @@ class SetQuotas(Request[Any]):
 
     roles = frozenset({Role.ADMIN})
     name = "set quotas"
+    call = "set_quotas"
+    http = NotOffered(
+        "a platform operator's command, with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("tenants set-quota")
     tenant: str = checked(Check.ID, what="tenant")
     quotas: Mapping[str, Any] | None = None
 
@@ -652,6 +790,9 @@ class PurgeRuns(Request[Any]):
 
     roles = frozenset({Role.OPERATOR})
     name = "purge runs"
+    call = "purge_runs"
+    http = Http("POST", "/v1/runs/purge")
+    cli = Cli("runs purge")
     older_than_seconds: float
     dry_run: bool = False
     limit: int | None = None
@@ -680,6 +821,9 @@ class GetPurged(Request[Any]):
 
     roles = READERS
     name = "get purged"
+    call = "purged_run"
+    http = Http("GET", "/v1/purged-runs/{run_id:id}")
+    cli = Cli("runs purged")
     run_id: str = checked(Check.ID, what="run_id")
 
 
@@ -689,6 +833,9 @@ class ListPurged(Request[Any]):
 
     roles = READERS
     name = "list purged"
+    call = "purged_runs"
+    http = Http("GET", "/v1/purged-runs")
+    cli = Cli("runs purged")
     limit: int = checked(Check.LIMIT, default=100)
 
 
@@ -699,8 +846,18 @@ class Terminate(Request[None]):
 
     roles = frozenset({Role.OPERATOR})
     name = "terminate"
+    call = "terminate"
+    http = Http(
+        "POST",
+        "/v1/runs/{run_id:id}/terminate",
+        status=202,
+        summary="End a run now; it ends `terminated`, no compensation.",
+        derived=True,
+    )
+    cli = Cli("runs terminate", derived=True, done=lambda r: f"{r.run_id} terminated")
+    form = Form("Terminate", danger=True)
     run_id: str = checked(Check.ID, what="run_id")
-    reason: str = checked(Check.REASON, what="terminate's reason")
+    reason: str = checked(Check.REASON, what="terminate's reason", doc=WHY)
 
 
 @dataclass(frozen=True)
@@ -709,8 +866,18 @@ class Pause(Request[None]):
 
     roles = frozenset({Role.OPERATOR})
     name = "pause"
+    call = "pause"
+    http = Http(
+        "POST",
+        "/v1/runs/{run_id:id}/pause",
+        status=202,
+        summary="Pause a run: nothing new starts; signals and timers are held.",
+        derived=True,
+    )
+    cli = Cli("runs pause", derived=True, done=lambda r: f"{r.run_id} paused")
+    form = Form("Pause")
     run_id: str = checked(Check.ID, what="run_id")
-    reason: str = checked(Check.REASON, what="pause's reason")
+    reason: str = checked(Check.REASON, what="pause's reason", doc=WHY)
 
 
 @dataclass(frozen=True)
@@ -719,8 +886,18 @@ class Resume(Request[None]):
 
     roles = frozenset({Role.OPERATOR})
     name = "resume"
+    call = "resume"
+    http = Http(
+        "POST",
+        "/v1/runs/{run_id:id}/resume",
+        status=202,
+        summary="Resume a paused run, or a suspended one after a fix.",
+        derived=True,
+    )
+    cli = Cli("runs resume", derived=True, done=lambda r: f"{r.run_id} resumed")
+    form = Form("Resume")
     run_id: str = checked(Check.ID, what="run_id")
-    reason: str = checked(Check.REASON, what="resume's reason")
+    reason: str = checked(Check.REASON, what="resume's reason", doc=WHY)
 
 
 OPERATIONS: tuple[type[Request[Any]], ...] = (

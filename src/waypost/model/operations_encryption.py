@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role, preview
-from waypost.model.requests import Check, Request, checked
+from waypost.model.requests import REMOTE_LATER, Check, Cli, Http, Request, checked
 
 MAX_REENCRYPT_BATCH = 1_000  # runs per request (each in its own transaction)
 
@@ -57,6 +57,10 @@ class ReEncrypt(Request[ReEncryptReport]):
 
     roles = frozenset({Role.ADMIN})
     name = "re-encrypt"
+    call = "reencrypt"
+    remote = REMOTE_LATER
+    http = Http("POST", "/v1/encryption/re-encrypt")
+    cli = Cli("runs re-encrypt")
     run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
     after: str | None = checked(Check.OPTIONAL_ID, what="after", default=None)
     limit: int = 100

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from waypost.errors import InvalidRequest
 from waypost.model.fork import Forked
 from waypost.model.identity import Principal, Role, preview
-from waypost.model.requests import Check, Request, checked
+from waypost.model.requests import Check, Cli, Http, Request, checked
 
 MAX_SEQ = 2**31 - 1  # an event number any store keeps as an integer
 
@@ -24,6 +24,9 @@ class Fork(Request[Forked]):
 
     roles = frozenset({Role.OPERATOR})
     name = "fork"
+    call = "fork"
+    http = Http("POST", "/v1/runs/{run_id:id}/fork", status=201)
+    cli = Cli("runs fork")
     run_id: str = checked(Check.ID, what="run_id")
     reason: str = checked(Check.REASON, what="fork's reason")
     at_step: str | None = checked(Check.OPTIONAL_ID, what="step", default=None)

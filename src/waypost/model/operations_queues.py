@@ -9,7 +9,7 @@ from typing import Any
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role
 from waypost.model.queues import QueueInfo, check_concurrency, check_queue_name, check_rate
-from waypost.model.requests import READERS, Request
+from waypost.model.requests import READERS, Cli, Http, Request
 
 KEEP = "keep"
 """In `ConfigureQueue`: leave this limit as it is."""
@@ -30,6 +30,9 @@ class ConfigureQueue(Request[QueueInfo]):
 
     roles = frozenset({Role.OPERATOR})
     name = "configure queue"
+    call = "configure_queue"
+    http = Http("PUT", "/v1/queues/{name:id}", tag="queues")
+    cli = Cli("queues set")
     queue: str = ""
     concurrency: Any = KEEP
     rate: Any = KEEP
@@ -65,6 +68,9 @@ class ListQueues(Request[list[QueueInfo]]):
 
     roles = READERS
     name = "list queues"
+    call = "queues"
+    http = Http("GET", "/v1/queues", tag="queues")
+    cli = Cli("queues list")
     queue: str | None = None
 
     def checked(self, principal: Principal) -> Request[list[QueueInfo]]:

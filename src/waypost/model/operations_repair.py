@@ -13,7 +13,7 @@ from typing import Any
 from waypost.errors import InvalidRequest
 from waypost.model.definitions.format import nesting_problem, unstorable_problem
 from waypost.model.identity import Principal, Role, check_id
-from waypost.model.requests import Check, Request, checked
+from waypost.model.requests import WHY, Check, Cli, Form, Http, Request, checked, described
 
 MAX_FIELDS = 100
 """How many fields of a run's data one update-input may replace."""
@@ -37,9 +37,26 @@ class Retry(Request[None]):
 
     roles = frozenset({Role.OPERATOR})
     name = "retry"
+    call = "retry"
+    http = Http(
+        "POST",
+        "/v1/runs/{run_id:id}/retry",
+        status=202,
+        summary="Re-run a failed run from its failed step (earlier results are kept).",
+        derived=True,
+    )
+    cli = Cli(
+        "runs retry", derived=True, done=lambda r: f"{r.run_id} retried: its failed step runs again"
+    )
+    form = Form("Retry the failed step", ("step",), after_end=True)
     run_id: str = checked(Check.ID, what="run_id")
-    reason: str = checked(Check.REASON, what="retry's reason")
-    step: str | None = checked(Check.OPTIONAL_ID, what="step", default=None)
+    reason: str = checked(Check.REASON, what="retry's reason", doc=WHY)
+    step: str | None = checked(
+        Check.OPTIONAL_ID,
+        what="step",
+        default=None,
+        doc="The failed step (its id or definition step name).",
+    )
 
 
 @dataclass(frozen=True)
@@ -52,10 +69,22 @@ class Skip(Request[None]):
 
     roles = frozenset({Role.OPERATOR})
     name = "skip"
+    call = "skip"
+    http = Http(
+        "POST",
+        "/v1/runs/{run_id:id}/skip",
+        status=202,
+        summary="Mark a failed, waiting or running step skipped, with the output to use instead.",
+        derived=True,
+    )
+    cli = Cli("runs skip", derived=True, done=lambda r: f"{r.run_id} step {r.step} skipped")
+    form = Form("Skip a step", ("step", "output"), after_end=True)
     run_id: str = checked(Check.ID, what="run_id")
-    step: str = checked(Check.ID, what="step")
-    reason: str = checked(Check.REASON, what="skip's reason")
-    output: Any = None
+    step: str = checked(
+        Check.ID, what="step", doc="The step to skip (its id or definition step name)."
+    )
+    reason: str = checked(Check.REASON, what="skip's reason", doc=WHY)
+    output: Any = described("What the run uses as the step's output (JSON).", default=None)
 
     def checked(self, principal: Principal) -> Request[None]:
         _json_value(self.output, "skip's output")
@@ -68,9 +97,25 @@ class UpdateInput(Request[None]):
 
     roles = frozenset({Role.OPERATOR})
     name = "update_input"
+    call = "update_input"
+    http = Http(
+        "POST",
+        "/v1/runs/{run_id:id}/update-input",
+        status=202,
+        summary="Replace fields of a waiting definition run's data.",
+        derived=True,
+    )
+    cli = Cli(
+        "runs update-input",
+        derived=True,
+        done=lambda r: f"{r.run_id} input updated: {', '.join(sorted(r.data))}",
+    )
+    form = Form("Update input", ("data",))
     run_id: str = checked(Check.ID, what="run_id")
-    reason: str = checked(Check.REASON, what="update-input's reason")
-    data: dict[str, Any] | None = None
+    reason: str = checked(Check.REASON, what="update-input's reason", doc=WHY)
+    data: dict[str, Any] | None = described(
+        "The fields of the run's data to replace (a JSON object)."
+    )
 
     def checked(self, principal: Principal) -> Request[None]:
         data = self.data

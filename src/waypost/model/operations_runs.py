@@ -14,7 +14,16 @@ from typing import Any
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, check_text, preview
 from waypost.model.records import HistoryPage, RunInfo, RunPage
-from waypost.model.requests import READERS, Check, Request, checked
+from waypost.model.requests import (
+    READERS,
+    REMOTE_LATER,
+    Check,
+    Cli,
+    Http,
+    NotOffered,
+    Request,
+    checked,
+)
 from waypost.model.status import RunStatus
 
 MAX_SEARCH = 200  # characters of a search text
@@ -44,6 +53,10 @@ class PageRuns(Request[RunPage]):
 
     roles = READERS
     name = "page runs"
+    call = "page_runs"
+    remote = REMOTE_LATER
+    http = Http("GET", "/v1/runs")
+    cli = NotOffered("`waypost runs list` lists runs")
     status: str | RunStatus | None = None
     workflow: str | None = checked(Check.OPTIONAL_ID, what="workflow", default=None)
     cursor: str | None = checked(Check.CURSOR, default=None)
@@ -66,6 +79,9 @@ class SearchRuns(Request[list[RunInfo]]):
 
     roles = READERS
     name = "search runs"
+    call = "search_runs"
+    http = NotOffered("the console's search box")
+    cli = NotOffered("the console's search box")
     text: str = ""
     limit: int = checked(Check.LIMIT, default=50)
 
@@ -82,6 +98,9 @@ class CountRuns(Request[dict[str, int]]):
 
     roles = READERS
     name = "count runs"
+    call = "count_runs"
+    http = NotOffered("the console's counts of runs by status; over HTTP, page the runs")
+    cli = NotOffered("the console's counts of runs by status")
 
 
 MAX_SEQ = 2**31 - 1
@@ -95,6 +114,9 @@ class RunDataAt(Request[Any]):
 
     roles = READERS
     name = "run data at"
+    call = "data_at"
+    http = NotOffered("the console's replay view")
+    cli = NotOffered("the console's replay view; `waypost replay` replays a history")
     run_id: str = checked(Check.ID, what="run_id")
     seq: int = 1
 
@@ -121,6 +143,9 @@ class PageHistory(Request[HistoryPage]):
 
     roles = READERS
     name = "page history"
+    call = "history_page"
+    http = Http("GET", "/v1/runs/{run_id:id}/history")
+    cli = Cli("runs history")
     run_id: str = checked(Check.ID, what="run_id")
     after_seq: int = 0
     limit: int = DEFAULT_HISTORY_PAGE

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role, preview
-from waypost.model.requests import Check, Request, checked
+from waypost.model.requests import Check, Cli, NotOffered, Request, checked
 
 MAX_SEAL_BATCH = 1_000  # runs per request (each in its own transaction)
 
@@ -53,6 +53,11 @@ class SealLegacy(Request[SealLegacyReport]):
 
     roles = frozenset({Role.ADMIN})
     name = "seal-legacy"
+    call = "seal_legacy"
+    http = NotOffered(
+        "a platform operator's command, with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("runs seal-legacy")
     run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
     after: str | None = checked(Check.OPTIONAL_ID, what="after", default=None)
     limit: int = 100

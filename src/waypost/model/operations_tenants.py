@@ -22,7 +22,7 @@ from typing import Any
 
 from waypost.errors import PermissionDenied
 from waypost.model.identity import Principal, Role
-from waypost.model.requests import Check, Request, checked
+from waypost.model.requests import Check, Cli, NotOffered, Request, checked
 
 DELETE_BATCH = 1000  # rows a delete request removes by default
 
@@ -42,6 +42,11 @@ class DisableTenant(Request[Any]):
 
     roles = frozenset({Role.ADMIN})
     name = "disable tenant"
+    call = "disable_tenant"
+    http = NotOffered(
+        "a platform operator's command, with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("tenants disable")
     tenant: str = checked(Check.ID, what="tenant")
     reason: str = checked(Check.OPTIONAL_REASON, what="reason", default="")
 
@@ -56,6 +61,11 @@ class EnableTenant(Request[Any]):
 
     roles = frozenset({Role.ADMIN})
     name = "enable tenant"
+    call = "enable_tenant"
+    http = NotOffered(
+        "a platform operator's command, with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("tenants enable")
     tenant: str = checked(Check.ID, what="tenant")
 
     def checked(self, principal: Principal) -> Request[Any]:
@@ -70,6 +80,11 @@ class DeleteTenant(Request[Any]):
 
     roles = frozenset({Role.ADMIN})
     name = "delete tenant"
+    call = "delete_tenant"
+    http = NotOffered(
+        "a platform operator's command, with access to the database: the CLI or the embedded API"
+    )
+    cli = Cli("tenants delete")
     tenant: str = checked(Check.ID, what="tenant")
     batch: int = checked(Check.LIMIT, what="batch", default=DELETE_BATCH)
 

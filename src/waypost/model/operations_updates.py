@@ -7,7 +7,7 @@ from typing import Any
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role, preview
-from waypost.model.requests import READERS, Check, Request, checked
+from waypost.model.requests import READERS, Check, Cli, Http, Request, checked
 
 MAX_ARGS = 20  # arguments of one query or update
 MAX_UPDATE_WAIT = 3600.0  # seconds a caller may wait for an update's result
@@ -37,6 +37,9 @@ class Query(Request[Any]):
 
     roles = READERS
     name = "query"
+    call = "query"
+    http = Http("POST", "/v1/runs/{run_id:id}/queries/{name:id}")
+    cli = Cli("runs query")
     run_id: str = checked(Check.ID, what="run_id")
     query: str = checked(Check.ID, what="query name")
     args: tuple[Any, ...] = ()
@@ -57,6 +60,9 @@ class Update(Request[UpdateAnswer]):
 
     roles = frozenset({Role.STARTER, Role.OPERATOR})
     name = "update"
+    call = "update"
+    http = Http("POST", "/v1/runs/{run_id:id}/updates/{name:id}")
+    cli = Cli("runs update")
     run_id: str = checked(Check.ID, what="run_id")
     update: str = checked(Check.ID, what="update name")
     args: tuple[Any, ...] = ()

@@ -15,7 +15,7 @@ from typing import Any
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role
-from waypost.model.requests import Check, Request, checked
+from waypost.model.requests import Check, Cli, Http, NotOffered, Request, checked
 from waypost.model.users import MAX_PASSWORD, MIN_PASSWORD, NewSession, SessionView, UserInfo
 
 MAX_ADDRESS = 100
@@ -43,6 +43,9 @@ class CreateUser(Request[UserInfo]):
     does): no role listed on the class, so admin only."""
 
     name = "create user"
+    call = "create_user"
+    http = Http("POST", "/v1/users", status=201, tag="users")
+    cli = Cli("users create")
     user: str = checked(Check.IDENTITY, what="user")
     roles: Sequence[Role | str] = checked(Check.ROLES)  # type: ignore[assignment,misc]
     password: str = checked(Check.TOKEN, what="password")
@@ -57,6 +60,9 @@ class ListUsers(Request[list[UserInfo]]):
     """The console users of the caller's tenant, disabled ones too. Admin only."""
 
     name = "list users"
+    call = "list_users"
+    http = Http("GET", "/v1/users", tag="users")
+    cli = Cli("users list")
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,9 @@ class DisableUser(Request[None]):
     """Disable a user: it can no longer sign in and its sessions end at once. Admin only."""
 
     name = "disable user"
+    call = "disable_user"
+    http = Http("POST", "/v1/users/{name:id}/disable", tag="users")
+    cli = Cli("users disable")
     user: str = checked(Check.IDENTITY, what="user")
     reason: str = checked(Check.OPTIONAL_REASON, what="reason", default="")
 
@@ -73,6 +82,9 @@ class SetPassword(Request[None]):
     """Replace a user's password; its sessions end. Admin only."""
 
     name = "set password"
+    call = "set_password"
+    http = Http("PUT", "/v1/users/{name:id}/password", tag="users")
+    cli = Cli("users set-password")
     user: str = checked(Check.IDENTITY, what="user")
     password: str = checked(Check.TOKEN, what="password")
 
@@ -91,6 +103,9 @@ class SignIn(Request[NewSession]):
 
     open_to_anonymous = True
     name = "sign in"
+    call = NotOffered("the console's sign-in form")
+    http = NotOffered("the console's sign-in form")
+    cli = NotOffered("the console's sign-in form")
     tenant: str | None = checked(Check.OPTIONAL_ID, what="tenant", default=None)
     user: str | None = checked(Check.OPTIONAL_IDENTITY, what="user", default=None)
     password: str | None = checked(Check.OPTIONAL_TOKEN, what="password", default=None)
@@ -121,6 +136,9 @@ class ResolveSession(Request[SessionView]):
 
     open_to_anonymous = True
     name = "resolve session"
+    call = NotOffered("the console resolves its sign-in cookie")
+    http = NotOffered("the console resolves its sign-in cookie")
+    cli = NotOffered("the console resolves its sign-in cookie")
     token: str = checked(Check.TOKEN)
 
 
@@ -130,6 +148,9 @@ class SignOut(Request[None]):
 
     open_to_anonymous = True
     name = "sign out"
+    call = NotOffered("the console's sign-out button")
+    http = NotOffered("the console's sign-out button")
+    cli = NotOffered("the console's sign-out button")
     token: str = checked(Check.TOKEN)
 
 

@@ -159,7 +159,17 @@ class Form:
     after_end: bool = False
 
 
-Surface = Http | Cli | Form | NotOffered | str | None
+WHY = "Why (recorded in the run's history)."  # a command's reason, described
+REMOTE_LATER = NotOffered("the remote client has no method for it yet: its HTTP route serves it")
+PLATFORM_ONLY = NotOffered(
+    "a platform operator's command, with access to the database: the CLI or the embedded API"
+)
+GROUPS_ONLY = NotOffered(
+    "approver groups are kept with access to the database: the CLI or the embedded API"
+)
+MIGRATION_ONLY = NotOffered(
+    "migrating runs to a new version is checked by an operator with the CLI or the embedded API"
+)
 
 
 class Request(Generic[T]):
@@ -173,6 +183,8 @@ class Request(Generic[T]):
     # Its surfaces (see `Http`, `Cli`, `Form`): None is undeclared, which a test refuses.
     call: ClassVar[str | NotOffered | None] = None
     http: ClassVar[Http | NotOffered | None] = None
+    # The remote client's method, where it is not named `call` (or NotOffered: why).
+    remote: ClassVar[str | NotOffered | None] = None
     cli: ClassVar[Cli | NotOffered | None] = None
     form: ClassVar[Form | None] = None
 

@@ -35,7 +35,7 @@ from croniter import croniter  # type: ignore[import-untyped]
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role, check_id, preview
 from waypost.model.numbers import finite
-from waypost.model.requests import READERS, Check, Request, checked
+from waypost.model.requests import READERS, Check, Cli, Http, Request, checked
 
 MAX_SCHEDULE_ID = 120  # the run ids made from it stay within an id's 200 characters
 MAX_CRON = 200
@@ -353,6 +353,9 @@ class CreateSchedule(Request[ScheduleInfo]):
 
     roles = CHANGERS
     name = "create schedule"
+    call = "schedule"
+    http = Http("POST", "/v1/schedules", status=201, tag="schedules")
+    cli = Cli("schedules create")
     schedule_id: str
     workflow: Any
     cron: str | None = None
@@ -380,6 +383,9 @@ class ListSchedules(Request[list[ScheduleInfo]]):
 
     roles = READERS
     name = "list schedules"
+    call = "schedules"
+    http = Http("GET", "/v1/schedules", tag="schedules")
+    cli = Cli("schedules list")
 
 
 @dataclass(frozen=True)
@@ -388,6 +394,9 @@ class GetSchedule(Request[ScheduleInfo]):
 
     roles = READERS
     name = "get schedule"
+    call = "describe_schedule"
+    http = Http("GET", "/v1/schedules/{schedule_id:id}", tag="schedules")
+    cli = Cli("schedules show")
     schedule_id: str = checked(Check.ID, what="schedule_id")
 
 
@@ -397,6 +406,9 @@ class PauseSchedule(Request[ScheduleInfo]):
 
     roles = CHANGERS
     name = "pause schedule"
+    call = "pause_schedule"
+    http = Http("POST", "/v1/schedules/{schedule_id:id}/pause", tag="schedules")
+    cli = Cli("schedules pause")
     schedule_id: str = checked(Check.ID, what="schedule_id")
 
 
@@ -406,6 +418,9 @@ class ResumeSchedule(Request[ScheduleInfo]):
 
     roles = CHANGERS
     name = "resume schedule"
+    call = "resume_schedule"
+    http = Http("POST", "/v1/schedules/{schedule_id:id}/resume", tag="schedules")
+    cli = Cli("schedules resume")
     schedule_id: str = checked(Check.ID, what="schedule_id")
 
 
@@ -415,6 +430,9 @@ class DeleteSchedule(Request[None]):
 
     roles = CHANGERS
     name = "delete schedule"
+    call = "delete_schedule"
+    http = Http("DELETE", "/v1/schedules/{schedule_id:id}", tag="schedules")
+    cli = Cli("schedules delete")
     schedule_id: str = checked(Check.ID, what="schedule_id")
 
 
@@ -431,6 +449,9 @@ class BackfillSchedule(Request[Backfilled]):
 
     roles = CHANGERS
     name = "backfill schedule"
+    call = "backfill_schedule"
+    http = Http("POST", "/v1/schedules/{schedule_id:id}/backfill", tag="schedules")
+    cli = Cli("schedules backfill")
     schedule_id: str = checked(Check.ID, what="schedule_id")
     start: Any = None
     end: Any = None

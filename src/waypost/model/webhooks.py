@@ -30,6 +30,7 @@ from waypost.errors import InvalidRequest, WebhookRefused
 from waypost.model.definitions.format import MAX_NESTING, unstorable_problem
 from waypost.model.identity import Principal, check_id, preview
 from waypost.model.operations import Check, Request, checked
+from waypost.model.requests import REMOTE_LATER, Cli, Http, NotOffered
 
 MAX_WEBHOOK_BODY = 4 * 1024 * 1024  # bytes; the server's --max-body refuses larger first
 MAX_HEADER = 4096  # characters of each webhook header read
@@ -171,6 +172,10 @@ class CreateWebhookSource(Request[Any]):
     `correlate=(correlate_key, <the body's value at correlate_path>)`."""
 
     name = "create webhook source"
+    call = "create_webhook_source"
+    remote = REMOTE_LATER
+    http = Http("POST", "/v1/webhook-sources", status=201, tag="webhooks")
+    cli = Cli("webhooks create")
     source: str = checked(Check.ID, what="source")
     signal: str = checked(Check.ID, what="signal name")
     correlate_key: str = checked(Check.ID, what="correlate_key")
@@ -189,6 +194,10 @@ class ListWebhookSources(Request[Any]):
     """The webhook sources of the caller's tenant (`list[WebhookSourceInfo]`: no secret)."""
 
     name = "list webhook sources"
+    call = "webhook_sources"
+    remote = REMOTE_LATER
+    http = Http("GET", "/v1/webhook-sources", tag="webhooks")
+    cli = Cli("webhooks list")
 
 
 @dataclass(frozen=True)
@@ -196,6 +205,10 @@ class DeleteWebhookSource(Request[None]):
     """Delete a webhook source of the caller's tenant: its deliveries are refused at once."""
 
     name = "delete webhook source"
+    call = "delete_webhook_source"
+    remote = REMOTE_LATER
+    http = Http("DELETE", "/v1/webhook-sources/{source:id}", tag="webhooks")
+    cli = Cli("webhooks delete")
     source: str = checked(Check.ID, what="source")
 
 
@@ -211,6 +224,10 @@ class DeliverWebhook(Request[Any]):
 
     open_to_anonymous = True
     name = "deliver webhook"
+    call = "deliver_webhook"
+    remote = NotOffered("a webhook is sent, signed, by its sender")
+    http = Http("POST", "/v1/webhooks/{source:id}", tag="webhooks")
+    cli = NotOffered("a webhook is sent, signed, by its sender")
     source: str
     headers: Mapping[str, str] = field(repr=False)
     body: bytes = field(repr=False)

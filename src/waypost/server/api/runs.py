@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
@@ -19,6 +18,7 @@ from waypost.model.wire import event_wire, problems_wire, to_wire
 
 from ..bodies import api_router
 from .common import ERRORS, MAX_WAIT, Caller, StrictBody, door
+from .derived import add_derived_routes
 
 router = api_router(responses=ERRORS)
 
@@ -52,23 +52,6 @@ class StartBody(StrictBody):
 
 class SignalBody(StrictBody):
     payload: Any = Field(default=None, description="What the run receives with the signal.")
-
-
-class CancelBody(StrictBody):
-    reason: str = Field(description="Why (recorded in the run's history).")
-
-
-class RetryBody(CancelBody):
-    step: str | None = Field(default=None, description="The failed step (id or step name).")
-
-
-class SkipBody(CancelBody):
-    step: str = Field(description="The step to skip (its id or definition step name).")
-    output: Any = Field(default=None, description="What the run uses as the step's output.")
-
-
-class UpdateInputBody(CancelBody):
-    data: dict[str, Any] = Field(description="The fields of the run's data to replace.")
 
 
 @router.post(
@@ -192,30 +175,9 @@ async def signal(
     return {"run_id": run_id, "signal": name, "accepted": True}
 
 
-# Commands on a run with a reason, one route each: `POST /v1/runs/{run_id}/<command>`.
-RUN_COMMANDS: list[tuple[str, Callable[..., ops.Request[Any]], str]] = [
-    ("cancel", ops.Cancel, "Ask a run to stop; it ends `cancelled`."),
-    ("terminate", ops.Terminate, "End a run now; it ends `terminated`, no compensation."),
-    ("pause", ops.Pause, "Pause a run: nothing new starts; signals and timers are held."),
-    ("resume", ops.Resume, "Resume a paused run, or a suspended one after a fix."),
-]
-
-
-def _command_route(command: str, kind: Callable[..., ops.Request[Any]], summary: str) -> None:
-    async def route(
-        request: Request, run_id: str, body: CancelBody, principal: Caller
-    ) -> dict[str, Any]:
-        await door(request, kind(run_id=run_id, reason=body.reason), principal)
-        return {"run_id": run_id, "accepted": True}
-
-    route.__name__ = route.__qualname__ = command
-    router.post(
-        f"/v1/runs/{{run_id:id}}/{command}", tags=["runs"], status_code=202, summary=summary
-    )(route)
-
-
-for _command, _kind, _summary in RUN_COMMANDS:
-    _command_route(_command, _kind, _summary)
+# Commands on a run: cancel, terminate, pause, resume, retry, skip, update-input; each
+# route is derived from its request's declaration.
+add_derived_routes(router, "runs")
 
 
 class ForkBody(StrictBody):
@@ -347,45 +309,6 @@ async def reencrypt(
 
 
 # Repairs: commands with fields besides the reason.
-@router.post(
-    "/v1/runs/{run_id:id}/retry",
-    tags=["runs"],
-    status_code=202,
-    summary="Re-run a failed run from its failed step; earlier results are kept.",
-)
-async def retry(
-    request: Request, run_id: str, body: RetryBody, principal: Caller
-) -> dict[str, Any]:
-    await door(request, ops.Retry(run_id=run_id, reason=body.reason, step=body.step), principal)
-    return {"run_id": run_id, "accepted": True}
-
-
-@router.post(
-    "/v1/runs/{run_id:id}/skip",
-    tags=["runs"],
-    status_code=202,
-    summary="Mark a step skipped, with the output the run uses instead.",
-)
-async def skip(request: Request, run_id: str, body: SkipBody, principal: Caller) -> dict[str, Any]:
-    req = ops.Skip(run_id=run_id, step=body.step, reason=body.reason, output=body.output)
-    await door(request, req, principal)
-    return {"run_id": run_id, "accepted": True}
-
-
-@router.post(
-    "/v1/runs/{run_id:id}/update-input",
-    tags=["runs"],
-    status_code=202,
-    summary="Replace fields of a waiting definition run's data (old and new recorded).",
-)
-async def update_input(
-    request: Request, run_id: str, body: UpdateInputBody, principal: Caller
-) -> dict[str, Any]:
-    req = ops.UpdateInput(run_id=run_id, reason=body.reason, data=body.data)
-    await door(request, req, principal)
-    return {"run_id": run_id, "accepted": True}
-
-
 def _run(info: Any) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(info)
     out["finished"] = info.finished

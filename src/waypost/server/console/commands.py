@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from waypost.errors import InvalidRequest
-from waypost.model import operations as ops
+from waypost.model import operations as ops, surfaces
+from waypost.model.requests import Form, Http
 
 MAX_JSON = 256 * 1024  # characters of a JSON field of a form
 
@@ -46,56 +47,37 @@ def _optional(text: str) -> str | None:
     return text if text else None
 
 
+def _derived(kind: type[ops.Request[Any]]) -> Command:
+    """The form of an operation on a run declared with `Form(...)`: its name is its
+    route's last segment (`pause`, `update-input`), its fields are the request's."""
+    form, http = kind.form, kind.http
+    assert isinstance(form, Form)
+    assert isinstance(http, Http)
+    types = {f.name: f for f in surfaces.fields_of(kind)}
+
+    def build(run: str, reason: str, given: dict[str, str]) -> ops.Request[Any]:
+        values: dict[str, Any] = {}
+        for name in form.fields:
+            field = types[name]
+            text = given[name]
+            values[name] = (
+                json_field(text, name)
+                if field.json
+                else (text if field.required else _optional(text))
+            )
+        values.update(run_id=run, reason=reason)
+        return kind(**values)
+
+    name = http.path.rsplit("/", 1)[1]
+    return Command(
+        name, form.label, kind, form.fields, build, danger=form.danger, after_end=form.after_end
+    )
+
+
 COMMANDS: dict[str, Command] = {
     c.name: c
     for c in (
-        Command(
-            "terminate",
-            "Terminate",
-            ops.Terminate,
-            (),
-            lambda run, reason, f: ops.Terminate(run_id=run, reason=reason),
-            danger=True,
-        ),
-        Command(
-            "cancel",
-            "Cancel",
-            ops.Cancel,
-            (),
-            lambda run, reason, f: ops.Cancel(run_id=run, reason=reason),
-            danger=True,
-        ),
-        Command("pause", "Pause", ops.Pause, (), lambda run, r, f: ops.Pause(run_id=run, reason=r)),
-        Command(
-            "resume", "Resume", ops.Resume, (), lambda run, r, f: ops.Resume(run_id=run, reason=r)
-        ),
-        Command(
-            "retry",
-            "Retry the failed step",
-            ops.Retry,
-            ("step",),
-            lambda run, r, f: ops.Retry(run_id=run, reason=r, step=_optional(f["step"])),
-            after_end=True,
-        ),
-        Command(
-            "skip",
-            "Skip a step",
-            ops.Skip,
-            ("step", "output"),
-            lambda run, r, f: ops.Skip(
-                run_id=run, reason=r, step=f["step"], output=json_field(f["output"], "output")
-            ),
-            after_end=True,
-        ),
-        Command(
-            "update-input",
-            "Update input",
-            ops.UpdateInput,
-            ("data",),
-            lambda run, r, f: ops.UpdateInput(
-                run_id=run, reason=r, data=json_field(f["data"], "data")
-            ),
-        ),
+        *(_derived(kind) for kind in surfaces.forms()),
         Command(
             "fork",
             "Fork",
