@@ -32,6 +32,10 @@ from waypost.model.requests import HANDLES
 
 T = TypeVar("T")
 Handler = Callable[[Any, Principal], Awaitable[Any]]
+# What the engine's calls hand their requests to: `AsyncEngine._local(request, tenant)`.
+LocalDoor = Callable[[Request[Any], str], Awaitable[Any]]
+# What the remote client's calls send their requests with: `AsyncClient._send`.
+Sends = Callable[..., Awaitable[Any]]
 
 log = logger("waypost.door")
 

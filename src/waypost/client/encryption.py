@@ -3,19 +3,16 @@ the one door)."""
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 from waypost.model import operations as ops
 
-T = TypeVar("T")
+from .door import LocalDoor
 
 
 class EncryptionCalls:
     """Re-encryption of stored payloads and sealing of legacy runs, as the embedded API's
     local principal."""
 
-    async def _local(self, request: ops.Request[T], tenant: str) -> T:
-        raise NotImplementedError
+    _local: LocalDoor  # the engine's door, as its local principal in a tenant
 
     async def reencrypt(
         self,

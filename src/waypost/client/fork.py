@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 from waypost.model import operations as ops
 from waypost.model.fork import Forked
 
-T = TypeVar("T")
+from .door import LocalDoor
 
 
 class ForkCalls:
     """Forking runs, as the embedded API's local principal."""
 
-    async def _local(self, request: ops.Request[T], tenant: str) -> T:
-        raise NotImplementedError
+    _local: LocalDoor  # the engine's door, as its local principal in a tenant
 
     async def fork(
         self,

@@ -3,18 +3,17 @@ pause and resume (a mixin of thin methods over the one door)."""
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 from waypost.model import operations as ops
 
-T = TypeVar("T")
+from .blocking import Blocking, blocking
+from .door import LocalDoor
+from .twins import remote_twin
 
 
 class OperatorCalls:
     """Terminate, pause and resume runs, as the embedded API's local principal."""
 
-    async def _local(self, request: ops.Request[T], tenant: str) -> T:
-        raise NotImplementedError
+    _local: LocalDoor  # the engine's door, as its local principal in a tenant
 
     async def cancel(self, run_id: str, reason: str, *, tenant: str = "default") -> None:
         """Ask a run to stop: work not started is dropped, the code may clean up, and the
@@ -36,3 +35,25 @@ class OperatorCalls:
         (replayed with this engine's code, after a fix). Refused (`InvalidState`) if it
         is neither. Operator."""
         await self._local(ops.Resume(run_id=run_id, reason=reason), tenant)
+
+
+# == the same calls, blocking (`Engine`), remote (`AsyncClient`) and both (`Client`) =====
+class OperatorBlocking(Blocking):
+    cancel = blocking(OperatorCalls.cancel)
+    terminate = blocking(OperatorCalls.terminate)
+    pause = blocking(OperatorCalls.pause)
+    resume = blocking(OperatorCalls.resume)
+
+
+class OperatorRemote:
+    cancel = remote_twin(OperatorCalls.cancel)
+    terminate = remote_twin(OperatorCalls.terminate)
+    pause = remote_twin(OperatorCalls.pause)
+    resume = remote_twin(OperatorCalls.resume)
+
+
+class OperatorRemoteBlocking(Blocking):
+    cancel = blocking(OperatorRemote.cancel)
+    terminate = blocking(OperatorRemote.terminate)
+    pause = blocking(OperatorRemote.pause)
+    resume = blocking(OperatorRemote.resume)

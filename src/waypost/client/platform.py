@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from waypost.model import operations as ops, operations_queues as oq, webhooks as wh
 from waypost.model.identity import Role
@@ -21,14 +21,13 @@ from waypost.model.records import (
     WebhookSourceInfo,
 )
 
-T = TypeVar("T")
+from .door import LocalDoor
 
 
 class PlatformCalls:
     """Tenants, quotas, API keys and webhook sources, as the embedded API's local principal."""
 
-    async def _local(self, request: ops.Request[T], tenant: str) -> T:
-        raise NotImplementedError
+    _local: LocalDoor  # the engine's door, as its local principal in a tenant
 
     async def create_tenant(
         self, tenant: str, *, quotas: Mapping[str, int] | None = None

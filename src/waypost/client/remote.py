@@ -32,14 +32,13 @@ from waypost.model.records import HistoryPage, RunInfo, Started
 from waypost.model.requests import Http
 from waypost.model.status import RunStatus
 
-from .operator import OperatorCalls
+from .operator import OperatorRemote, OperatorRemoteBlocking
 from .remote_operations import OperatorRequests, checked_here, run_path, segment
 from .remote_schedules import ScheduleRequests
 from .remote_updates import UpdateRequests
 from .remote_users import UserRequests
-from .repairs import RepairCalls
+from .repairs import RepairRemote, RepairRemoteBlocking
 from .sync import Blocking, LoopThread, blocking
-from .twins import remote_twin
 
 try:
     import httpx
@@ -170,7 +169,9 @@ def _json_body(body: Any) -> bytes:
 T = TypeVar("T")
 
 
-class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests, UserRequests):
+class AsyncClient(
+    OperatorRemote, RepairRemote, OperatorRequests, ScheduleRequests, UpdateRequests, UserRequests
+):
     """Runs on a `waypost server`, as the API key's principal sees them.
 
     `AsyncClient(url, api_key)`; use it as `async with` or call `close()`.
@@ -234,15 +235,6 @@ class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests, UserReques
         asked = checked_here(request)
         await self._send(http.method, http.url(asked), json=surfaces.body_of(asked))
         return None  # type: ignore[return-value]  # derived routes answer only "accepted"
-
-    # == run commands, made from the engine's (see `twins.py`) ============================
-    cancel = remote_twin(OperatorCalls.cancel)
-    terminate = remote_twin(OperatorCalls.terminate)
-    pause = remote_twin(OperatorCalls.pause)
-    resume = remote_twin(OperatorCalls.resume)
-    retry = remote_twin(RepairCalls.retry)
-    skip = remote_twin(RepairCalls.skip)
-    update_input = remote_twin(RepairCalls.update_input)
 
     # == runs ============================================================================
     async def start(
@@ -353,7 +345,7 @@ class AsyncClient(OperatorRequests, ScheduleRequests, UpdateRequests, UserReques
             await asyncio.sleep(0)
 
 
-class Client(Blocking):
+class Client(OperatorRemoteBlocking, RepairRemoteBlocking, Blocking):
     """The blocking face of `AsyncClient`: `Client(url, api_key)`, then `close()` (or `with`)."""
 
     aio: AsyncClient
@@ -387,20 +379,14 @@ class Client(Blocking):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    execute = blocking(AsyncClient.execute)
     start = blocking(AsyncClient.start)
     signal = blocking(AsyncClient.signal)
-    cancel = blocking(AsyncClient.cancel)
     get = blocking(AsyncClient.get)
     history = blocking(AsyncClient.history)
     history_page = blocking(AsyncClient.history_page)
     result = blocking(AsyncClient.result)
     signal_with_start = blocking(AsyncClient.signal_with_start)
-    terminate = blocking(AsyncClient.terminate)
-    pause = blocking(AsyncClient.pause)
-    resume = blocking(AsyncClient.resume)
-    retry = blocking(AsyncClient.retry)
-    skip = blocking(AsyncClient.skip)
-    update_input = blocking(AsyncClient.update_input)
     fork = blocking(AsyncClient.fork)
     purge_runs = blocking(AsyncClient.purge_runs)
     purged_run = blocking(AsyncClient.purged_run)

@@ -24,6 +24,8 @@ from waypost.model.identity import Principal, check_id
 from waypost.model.queues import QueueInfo
 from waypost.model.records import PurgedRun, PurgeReport
 
+from .door import Sends
+
 R = TypeVar("R")
 Q = TypeVar("Q", bound=ops.Request[Any])
 
@@ -31,9 +33,7 @@ Q = TypeVar("Q", bound=ops.Request[Any])
 class OperatorRequests:
     """Operator and retention calls of a remote client (role operator or admin)."""
 
-    async def _send(self, method: str, path: str, **kwargs: Any) -> Any:
-        """The JSON answer of a request (an error answer raised as its waypost error)."""
-        raise NotImplementedError
+    _send: Sends  # the JSON answer of a request (an error answer raised as its error)
 
     async def fork(
         self,

@@ -9,6 +9,8 @@ from urllib.parse import quote
 
 from waypost.model.schedules import Backfilled, ScheduleInfo, check_schedule_id, instant_of, iso
 
+from .door import Sends
+
 
 def _path(schedule_id: str, tail: str = "") -> str:
     return f"/v1/schedules/{quote(check_schedule_id(schedule_id), safe='')}{tail}"
@@ -17,8 +19,7 @@ def _path(schedule_id: str, tail: str = "") -> str:
 class ScheduleRequests:
     """Schedules of a remote client (operators change them, readers list them)."""
 
-    async def _send(self, method: str, path: str, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    _send: Sends  # the JSON answer of a request (an error answer raised as its error)
 
     async def schedule(
         self,

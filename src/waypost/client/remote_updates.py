@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from .door import Sends
 from .remote_operations import run_path, segment
 
 _SLACK = 10.0  # seconds the HTTP request waits beyond the update's own timeout
@@ -19,9 +20,7 @@ _SLACK = 10.0  # seconds the HTTP request waits beyond the update's own timeout
 class UpdateRequests:
     """Queries (readers) and updates (starters, operators) of a remote client."""
 
-    async def _send(self, method: str, path: str, **kwargs: Any) -> Any:
-        """The JSON answer of a request (an error answer raised as its waypost error)."""
-        raise NotImplementedError
+    _send: Sends  # the JSON answer of a request (an error answer raised as its error)
 
     async def query(self, run_id: str, name: str, *args: Any) -> Any:
         """What the query handler `name` of run `run_id`'s code answers for `args`;

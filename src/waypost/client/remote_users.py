@@ -12,6 +12,8 @@ from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 from waypost.model.users import UserInfo
 
+from .door import Sends
+
 
 def _checked(request: ops.Request[Any]) -> Any:
     """The request as the door will check it: a bad value is refused before it is sent."""
@@ -25,8 +27,7 @@ def _path(user: str, tail: str) -> str:
 class UserRequests:
     """Console users of the API key's tenant (the key's principal must be an admin)."""
 
-    async def _send(self, method: str, path: str, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    _send: Sends  # the JSON answer of a request (an error answer raised as its error)
 
     async def create_user(self, user: str, roles: Sequence[Role | str], password: str) -> UserInfo:
         """Make a console user with `roles` and a password (8 to 512 characters; only

@@ -4,18 +4,19 @@ methods over the one door, kept apart for its size)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from waypost.model import operations as ops
 
-T = TypeVar("T")
+from .blocking import Blocking, blocking
+from .door import LocalDoor
+from .twins import remote_twin
 
 
 class RepairCalls:
     """Repairing runs, as the embedded API's local principal."""
 
-    async def _local(self, request: ops.Request[T], tenant: str) -> T:
-        raise NotImplementedError
+    _local: LocalDoor  # the engine's door, as its local principal in a tenant
 
     async def retry(
         self, run_id: str, reason: str, *, step: str | None = None, tenant: str = "default"
@@ -45,3 +46,22 @@ class RepairCalls:
         schema; the old and new values are recorded. Refused for workflow code and for
         runs not waiting. Operator."""
         await self._local(ops.UpdateInput(run_id=run_id, reason=reason, data=dict(data)), tenant)
+
+
+# == the same calls, blocking (`Engine`), remote (`AsyncClient`) and both (`Client`) =====
+class RepairBlocking(Blocking):
+    retry = blocking(RepairCalls.retry)
+    skip = blocking(RepairCalls.skip)
+    update_input = blocking(RepairCalls.update_input)
+
+
+class RepairRemote:
+    retry = remote_twin(RepairCalls.retry)
+    skip = remote_twin(RepairCalls.skip)
+    update_input = remote_twin(RepairCalls.update_input)
+
+
+class RepairRemoteBlocking(Blocking):
+    retry = blocking(RepairRemote.retry)
+    skip = blocking(RepairRemote.skip)
+    update_input = blocking(RepairRemote.update_input)

@@ -4,16 +4,15 @@ mixin of thin methods over the one door, and the wiring of the firing loop."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from waypost.engine.runner import Runner
 from waypost.features.runs import Runs
 from waypost.features.schedules import Schedules
 from waypost.model import schedules as sch
-from waypost.model.requests import Request
 from waypost.model.schedules import Backfilled, ScheduleInfo
 
-T = TypeVar("T")
+from .door import LocalDoor
 
 
 def schedules_of(runner: Runner, runs: Runs) -> Schedules:
@@ -27,8 +26,7 @@ def schedules_of(runner: Runner, runs: Runs) -> Schedules:
 class ScheduleCalls:
     """Schedules of a tenant, as the embedded API's local principal."""
 
-    async def _local(self, request: Request[T], tenant: str) -> T:
-        raise NotImplementedError
+    _local: LocalDoor  # the engine's door, as its local principal in a tenant
 
     async def schedule(
         self,

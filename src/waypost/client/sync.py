@@ -17,60 +17,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import signal
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Concatenate, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar
 
 from waypost.errors import ConfigurationError
 from waypost.model.definitions import Limits
 from waypost.model.identity import Principal
 
+from .blocking import Blocking as Blocking, blocking as blocking
 from .engine import AsyncEngine, AsyncRunHandle
+from .operator import OperatorBlocking
+from .repairs import RepairBlocking
 
 P = ParamSpec("P")
 T = TypeVar("T")
 U = TypeVar("U")
 A = TypeVar("A")
-
-
-class Blocking:
-    """A synchronous face of an async object `aio`, run on an engine's loop."""
-
-    aio: Any
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        raise NotImplementedError
-
-
-@overload
-def blocking(
-    method: Callable[Concatenate[A, P], Coroutine[Any, Any, T]],
-) -> Callable[Concatenate[Any, P], T]: ...
-@overload
-def blocking(
-    method: Callable[Concatenate[A, P], Coroutine[Any, Any, T]],
-    wrap: Callable[[Any, T], U],
-) -> Callable[Concatenate[Any, P], U]: ...
-def blocking(
-    method: Callable[Concatenate[A, P], Coroutine[Any, Any, T]],
-    wrap: Callable[[Any, T], Any] | None = None,
-) -> Callable[Concatenate[Any, P], Any]:
-    """The blocking twin of a coroutine method: same parameters, same docstring.
-
-    `wrap(self, answer)` turns the coroutine's answer into what the blocking
-    method returns (an async handle into a blocking one).
-    """
-
-    def call(self: Blocking, /, *args: P.args, **kwargs: P.kwargs) -> Any:
-        answer = self._call(method(self.aio, *args, **kwargs))
-        return answer if wrap is None else wrap(self, answer)
-
-    functools.update_wrapper(call, method)
-    return call
 
 
 def new_event_loop(kind: str = "auto") -> asyncio.AbstractEventLoop:
@@ -121,7 +87,7 @@ def _handle(engine: Engine, handle: AsyncRunHandle) -> RunHandle:
     return RunHandle(engine, handle.run_id, handle.tenant)
 
 
-class Engine(Blocking):
+class Engine(OperatorBlocking, RepairBlocking, Blocking):
     """The waypost engine for ordinary (synchronous) Python code.
 
     `Engine(url)` opens (and if needed creates) the database; `url` defaults
@@ -227,16 +193,9 @@ class Engine(Blocking):
     execute = blocking(AsyncEngine.execute)
     start = blocking(AsyncEngine.start, _handle)
     signal = blocking(AsyncEngine.signal)
-    cancel = blocking(AsyncEngine.cancel)
-    terminate = blocking(AsyncEngine.terminate)
-    pause = blocking(AsyncEngine.pause)
-    resume = blocking(AsyncEngine.resume)
     fork = blocking(AsyncEngine.fork)
     query = blocking(AsyncEngine.query)
     update = blocking(AsyncEngine.update)
-    retry = blocking(AsyncEngine.retry)
-    skip = blocking(AsyncEngine.skip)
-    update_input = blocking(AsyncEngine.update_input)
     get = blocking(AsyncEngine.get)
     list_runs = blocking(AsyncEngine.list_runs)
     history = blocking(AsyncEngine.history)

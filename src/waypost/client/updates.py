@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 from waypost.engine.runner import Runner
 from waypost.features.definitions import Definitions
 from waypost.model import operations as ops
 
-T = TypeVar("T")
+from .door import LocalDoor
 
 
 class UpdateCalls:
@@ -17,8 +17,7 @@ class UpdateCalls:
     _runner: Runner
     _definitions: Definitions
 
-    async def _local(self, request: ops.Request[T], tenant: str) -> T:
-        raise NotImplementedError
+    _local: LocalDoor  # the engine's door, as its local principal in a tenant
 
     async def query(self, run_id: str, name: str, *args: Any, tenant: str = "default") -> Any:
         """What the query handler `name` of run `run_id`'s code (`ctx.set_query`) answers

@@ -5,7 +5,7 @@ door. Signing in is the console's, through the door too."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from waypost.model import operations as ops
 from waypost.model.identity import Role
@@ -13,14 +13,13 @@ from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE
 from waypost.model.records import HistoryPage, RunInfo
 from waypost.model.users import UserInfo
 
-T = TypeVar("T")
+from .door import LocalDoor
 
 
 class UserCalls:
     """Console users of a tenant, as the embedded API's local principal."""
 
-    async def _local(self, request: ops.Request[T], tenant: str) -> T:
-        raise NotImplementedError
+    _local: LocalDoor  # the engine's door, as its local principal in a tenant
 
     async def create_user(
         self, user: str, roles: Sequence[Role | str], password: str, *, tenant: str = "default"
@@ -49,8 +48,7 @@ class UserCalls:
 class RunQueryCalls:
     """Searching and counting runs, as the embedded API's local principal."""
 
-    async def _local(self, request: ops.Request[T], tenant: str) -> T:
-        raise NotImplementedError
+    _local: LocalDoor  # the engine's door, as its local principal in a tenant
 
     async def search_runs(
         self, text: str, *, limit: int = 50, tenant: str = "default"

@@ -1,0 +1,139 @@
+"""Tenant-defined workflows as requests: publish, read, migrate runs to a new version."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from waypost.errors import InvalidRequest
+from waypost.model.identity import (
+    Principal,
+    Role,
+)
+from waypost.model.requests import (
+    APPROVAL_READERS as APPROVAL_READERS,
+    MAX_LIMIT as MAX_LIMIT,
+    MAX_MAPPING as MAX_MAPPING,
+    MAX_MEMBERS as MAX_MEMBERS,
+    MAX_TOKEN as MAX_TOKEN,
+    MAX_VERSION as MAX_VERSION,
+    READERS as READERS,
+    REMOTE_LATER,
+    TOKENLESS_AUTH as TOKENLESS_AUTH,
+    Check as Check,
+    Cli,
+    Http,
+    NotOffered,
+    Request as Request,
+    acting as acting,
+    check_roles as check_roles,
+    checked as checked,
+)
+
+T = TypeVar("T")
+
+
+# == definitions =======================================================================
+@dataclass(frozen=True)
+class Publish(Request[Any]):
+    """Validate a definition and freeze it as a version (`DefinitionInfo`)."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "publish"
+    call = "publish"
+    remote = REMOTE_LATER
+    http = Http("POST", "/v1/definitions", status=201, tag="definitions")
+    cli = Cli("definitions publish")
+    definition: str | bytes | dict[str, Any]
+    by: str | None = checked(Check.ON_BEHALF, what="by", default=None)
+    limits: Any = checked(Check.LOCAL_ONLY, what="limits", default=None)
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        if not isinstance(self.definition, str | bytes | dict):
+            raise InvalidRequest(
+                "a definition is YAML or JSON text, or a dict, not "
+                f"{type(self.definition).__name__}",
+                field="definition",
+            )
+        return super().checked(principal)
+
+
+@dataclass(frozen=True)
+class ListDefinitions(Request[Any]):
+    """Published versions (`list[DefinitionInfo]`): of every definition, or `definition`'s."""
+
+    roles = READERS
+    name = "definitions"
+    call = "definitions"
+    remote = REMOTE_LATER
+    http = Http("GET", "/v1/definitions", tag="definitions")
+    cli = Cli("definitions list")
+    definition: str | None = checked(Check.OPTIONAL_ID, what="definition", default=None)
+
+
+@dataclass(frozen=True)
+class GetDefinition(Request[Any]):
+    """One published version, the newest by default (`DefinitionInfo`)."""
+
+    roles = READERS
+    name = "definition"
+    call = "definition"
+    remote = REMOTE_LATER
+    http = Http("GET", "/v1/definitions/{name:id}/{version}", tag="definitions")
+    cli = Cli("definitions show")
+    definition: str = checked(Check.ID, what="definition name")
+    version: int | None = checked(Check.VERSION, default=None)
+
+
+@dataclass(frozen=True)
+class Migrate(Request[Any]):
+    """Check, and unless `dry_run` move, a waiting definition run (`MigrationReport`)."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "migrate"
+    call = "migrate"
+    http = NotOffered(
+        "migrating runs to a new version is checked by an operator with the CLI or the embedded API"
+    )
+    cli = Cli("runs migrate")
+    run_id: str = checked(Check.ID, what="run_id")
+    to_version: int | str = checked(Check.VERSION, what="to_version")
+    mapping: Mapping[str, str] = checked(Check.MAPPING, default=None)
+    reason: str = checked(Check.OPTIONAL_REASON, what="migrate's reason", default="")
+    dry_run: bool = False
+    by: str | None = checked(Check.ACTOR, what="by", default=None)
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        if not self.dry_run and not str(self.reason or "").strip():
+            raise InvalidRequest(
+                "migrate needs a reason (it is recorded in the run's history)", field="reason"
+            )
+        return super().checked(principal)
+
+
+@dataclass(frozen=True)
+class MigrateAll(Request[Any]):
+    """`Migrate` every unfinished run of one version (`list[MigrationReport]`)."""
+
+    roles = frozenset({Role.OPERATOR})
+    name = "migrate all"
+    call = "migrate_all"
+    http = NotOffered(
+        "migrating runs to a new version is checked by an operator with the CLI or the embedded API"
+    )
+    cli = Cli("runs migrate")
+    definition: str = checked(Check.ID, what="definition name")
+    from_version: int | str = checked(Check.VERSION, what="from_version")
+    to_version: int | str = checked(Check.VERSION, what="to_version")
+    mapping: Mapping[str, str] = checked(Check.MAPPING, default=None)
+    reason: str = checked(Check.OPTIONAL_REASON, what="migrate's reason", default="")
+    dry_run: bool = False
+    by: str | None = checked(Check.ACTOR, what="by", default=None)
+
+    def checked(self, principal: Principal) -> Request[Any]:
+        if not self.dry_run and not str(self.reason or "").strip():
+            raise InvalidRequest(
+                "migrate needs a reason (it is recorded in the run's history)", field="reason"
+            )
+        return super().checked(principal)
