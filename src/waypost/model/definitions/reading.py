@@ -43,6 +43,7 @@ from waypost.model.definitions.format import (
     json_type_name,
     nesting_problem,
     text_problem,
+    too_deep_at,
 )
 
 __all__ = ["json_problems", "read_source", "schema_problems"]
@@ -181,29 +182,11 @@ def _parse_text(source: str | bytes) -> tuple[Any, list[Problem]]:
 
 def _too_deep_at(text: str) -> str:
     """Where JSON text first nests more than `MAX_NESTING` levels ("line L, column C: ...")."""
-    depth = 0
-    in_string = escaped = False
-    line, line_start = 1, 0
-    for index, char in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > MAX_NESTING:
-                column = index - line_start + 1
-                return f"line {line}, column {column}: nested more than {MAX_NESTING} levels deep"
-        elif char in "]}":
-            depth -= 1
-        if char == "\n":
-            line, line_start = line + 1, index + 1
-    return f"nested more than {MAX_NESTING} levels deep"
+    found = too_deep_at(text, MAX_NESTING)
+    if found is None:
+        return f"nested more than {MAX_NESTING} levels deep"
+    line, column = found
+    return f"line {line}, column {column}: nested more than {MAX_NESTING} levels deep"
 
 
 def json_problems(value: Any, path: str) -> Iterator[Problem]:
