@@ -1,8 +1,9 @@
 """What the threads that group requests into one transaction share (SQLite's writer,
-PostgreSQL's group commit): taking a group from their queue."""
+PostgreSQL's group commit): taking a group from their queue, answering its callers."""
 
 from __future__ import annotations
 
+import asyncio
 import queue
 from typing import Any, Protocol
 
@@ -24,3 +25,14 @@ def group_of(requests: Requests, first: Any, most: int, stop: object) -> tuple[l
             return group, True
         group.append(nxt)
     return group, False
+
+
+def settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    """Give a request's caller its outcome (in the caller's event loop), unless the
+    caller stopped waiting."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)

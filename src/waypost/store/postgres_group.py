@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .grouping import group_of
+from .grouping import group_of, settle
 from .tx import Abort
 
 
@@ -136,12 +136,7 @@ class CommitGroups:
 
 def _answer(answers: list[tuple[_Request, Outcome]]) -> None:
     for req, (value, exc) in answers:
-        if req.future.done():
-            continue
-        if exc is not None:
-            req.future.set_exception(exc)
-        else:
-            req.future.set_result(value)
+        settle(req.future, value, exc)
 
 
 def run_requests(

@@ -56,7 +56,7 @@ from waypost.errors import (
 from waypost.model.chain import PLAIN, Chain
 from waypost.model.encryption import Keys
 
-from .grouping import group_of
+from .grouping import group_of, settle
 from .sqlfile import load_migrations, load_queries
 from .sqlite_damage import (
     CHECKS,
@@ -175,12 +175,7 @@ _STOP = object()
 
 def _resolve(done: list[tuple[_Request, Any, BaseException | None]]) -> None:
     for req, value, error in done:
-        if req.future.done():
-            continue
-        if error is not None:
-            req.future.set_exception(error)
-        else:
-            req.future.set_result(value)
+        settle(req.future, value, error)
 
 
 def _connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connection:

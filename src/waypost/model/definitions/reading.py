@@ -223,6 +223,10 @@ _UNITS = {
     "minProperties": "entries",
     "maxProperties": "entries",
 }
+_BOUNDS = {
+    **{v: "at least" for v in ("minimum", "minItems", "minLength", "minProperties")},
+    **{v: "at most" for v in ("maximum", "maxItems", "maxLength", "maxProperties")},
+}
 
 
 def _error_problems(error: jsonschema.ValidationError) -> Iterator[Problem]:
@@ -253,19 +257,11 @@ def _error_problems(error: jsonschema.ValidationError) -> Iterator[Problem]:
     elif error.validator == "enum":
         allowed = ", ".join(str(value) for value in rule)
         yield Problem(path, f"must be one of {allowed} (not {instance!r})")
-    elif error.validator in ("minimum", "minItems", "minLength", "minProperties"):
+    elif error.validator in _BOUNDS:
+        bound = _BOUNDS[error.validator]
+        unit = _UNITS.get(error.validator)
         yield Problem(
-            path,
-            f"must be at least {rule}"
-            if error.validator == "minimum"
-            else f"must have at least {rule} {_UNITS[error.validator]}",
-        )
-    elif error.validator in ("maximum", "maxItems", "maxLength", "maxProperties"):
-        yield Problem(
-            path,
-            f"must be at most {rule}"
-            if error.validator == "maximum"
-            else f"must have at most {rule} {_UNITS[error.validator]}",
+            path, f"must have {bound} {rule} {unit}" if unit else f"must be {bound} {rule}"
         )
     elif error.validator == "const":
         yield Problem(path, f"must be {rule!r}")

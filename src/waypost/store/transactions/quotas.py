@@ -81,6 +81,17 @@ COUNTED = {
 }
 
 
+def insert_admitted(
+    tx: Tx, query: str, params: dict[str, Any], defaults: Quotas | None, quota: str, now: float
+) -> bool:
+    """Insert the tenant's (`params["tenant"]`) row with `query` and count it against
+    `quota` (`admit_one_more`); False if the insert made no row (one was there)."""
+    if tx.run(query, params) != 1:
+        return False
+    admit_one_more(tx, params["tenant"], defaults, quota, now)
+    return True
+
+
 def admit_one_more(tx: Tx, tenant: str, defaults: Quotas | None, quota: str, now: float) -> None:
     """Refuse the row just inserted (`QuotaExceeded`, which rolls the insert back) if the
     tenant now has more than its `quota` allows of what the quota counts (`COUNTED`);

@@ -7,7 +7,7 @@ from waypost.model.quotas import Quotas
 
 from ..schedules import ScheduleAdvance, ScheduleCount, ScheduleRecord, SchedulesResealed
 from ..tx import Row, Tx
-from .quotas import admit_one_more
+from .quotas import insert_admitted
 from .records import from_row, reseal_column, sealed
 
 
@@ -25,10 +25,9 @@ def create_schedule(tx: Tx, schedule: ScheduleRecord, quotas: Quotas | None = No
         tx.keys, schedule.input, schedule_place(schedule.tenant, schedule.schedule_id)
     )
     # Two callers making the same schedule at once: the second inserts nothing.
-    if tx.run("insert_schedule", params) != 1:
-        return False
-    admit_one_more(tx, schedule.tenant, quotas, "max_schedules", schedule.created_at)
-    return True
+    return insert_admitted(
+        tx, "insert_schedule", params, quotas, "max_schedules", schedule.created_at
+    )
 
 
 def get_schedule(tx: Tx, tenant: str, schedule_id: str) -> ScheduleRecord | None:

@@ -10,7 +10,7 @@ from ..accounts import SessionRecord, SignInAttempt, UserRecord
 from ..tx import Row, Tx
 from .access import api_key_from_row, roles_from_text
 from .identities import refuse_taken
-from .quotas import admit_one_more
+from .quotas import insert_admitted
 from .records import from_row
 
 
@@ -30,10 +30,7 @@ def create_user(
         "now": user.created_at,
         "by": user.created_by,
     }
-    if tx.run("insert_user", params) != 1:
-        return False
-    admit_one_more(tx, user.tenant, quotas, "max_users", user.created_at)
-    return True
+    return insert_admitted(tx, "insert_user", params, quotas, "max_users", user.created_at)
 
 
 def get_user(tx: Tx, tenant: str, name: str) -> UserRecord | None:
