@@ -1,4 +1,4 @@
-"""What only PostgreSQL has: its schema and migrations, URLs, and failing to connect."""
+"""What only PostgreSQL has: its migrations, URLs, and failing to connect."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.helpers import pg_connect
 from waypost.errors import ConfigurationError, SchemaError, StoreError
 from waypost.store import open_store
 from waypost.store.postgres import PostgresStore, parse_postgres_url
-from waypost.store.sqlfile import load_migrations, load_queries, load_schema
+from waypost.store.sqlfile import load_migrations, load_queries
 from waypost.store.sqlite import migrate_connection as sqlite_migrate
 
 
@@ -33,33 +33,6 @@ def empty_database() -> Any:
     yield postgres_url(name)
     with _admin() as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _schema(url: str) -> dict[str, Any]:
-    with psycopg.connect(url) as conn:
-        columns = conn.execute(
-            "SELECT table_name, column_name, data_type, is_nullable, column_default"
-            " FROM information_schema.columns WHERE table_schema = 'waypost'"
-            " AND table_name <> 'waypost_migrations' ORDER BY 1, 2"
-        ).fetchall()
-        indexes = conn.execute(
-            "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'waypost'"
-            " AND tablename <> 'waypost_migrations' ORDER BY 1, 2"
-        ).fetchall()
-    return {"columns": columns, "indexes": indexes}
-
-
-def test_migrations_build_the_schema_of_schema_sql(
-    empty_database: str, fresh_postgres: str
-) -> None:
-    with psycopg.connect(empty_database, autocommit=True) as conn:
-        conn.execute("CREATE SCHEMA waypost")
-        conn.execute("SET search_path = waypost")
-        conn.execute(load_schema("postgres").encode())
-    built_from_schema = _schema(empty_database)
-    built_from_migrations = _schema(fresh_postgres)  # the template applies every migration
-    assert built_from_migrations == built_from_schema
-    assert built_from_schema["columns"], "the schema has tables"
 
 
 def _all_null(sql: str, placeholder: str) -> dict[str, Any]:

@@ -12,11 +12,13 @@ one short value).
 from __future__ import annotations
 
 from waypost.engine.ports import Machinery
-from waypost.errors import ConfigurationError, RunNotFound
+from waypost.errors import ConfigurationError
 from waypost.model import operations as ops
-from waypost.model.identity import Principal, preview
+from waypost.model.identity import Principal
 from waypost.model.logs import logger
 from waypost.model.requests import handles
+
+from .run_batches import RunBatch
 
 log = logger("waypost.encryption")
 
@@ -46,17 +48,11 @@ class Encryption:
                 "(id:base64,..., the first is current) or pass encryption=Keys(...)"
             )
         tenant = principal.tenant
-        if req.run_id is not None:
-            run_ids = [req.run_id]
-        else:
-            run_ids = await store.run_ids_after(tenant, req.after or "", req.limit)
+        batch = await RunBatch.of(store, tenant, req.run_id, req.after, req.limit)
         runs = values = resealed = 0
-        for run_id in run_ids:
-            counts = await store.reencrypt_run(tenant, run_id, req.dry_run)
-            if counts is None:
-                if req.run_id is not None:
-                    raise RunNotFound(f"no run {preview(run_id)} in tenant {preview(tenant)}")
-                continue  # purged since it was listed
+        async for _, counts in batch.each(
+            lambda run_id: store.reencrypt_run(tenant, run_id, req.dry_run)
+        ):
             runs += 1
             values += counts.values
             resealed += counts.resealed
@@ -79,7 +75,6 @@ class Encryption:
                     tenant,
                     keys.current,
                 )
-        more = req.run_id is None and len(run_ids) == req.limit
         if resealed and not req.dry_run:
             log.info(
                 "re-encrypted %d payloads of %d runs of tenant %s under key %s",
@@ -95,7 +90,7 @@ class Encryption:
             runs=runs,
             values=values,
             resealed=resealed,
-            next_after=run_ids[-1] if more else None,
+            next_after=batch.next_after,
             schedules=schedules.schedules if schedules is not None else 0,
             schedules_resealed=schedules.resealed if schedules is not None else 0,
             webhook_sources=sources,

@@ -8,11 +8,13 @@ walks the tenant's runs for `SealLegacy`, a batch per request, as re-encryption 
 from __future__ import annotations
 
 from waypost.engine.ports import Machinery
-from waypost.errors import ConfigurationError, RunNotFound
+from waypost.errors import ConfigurationError
 from waypost.model import operations as ops
-from waypost.model.identity import Principal, preview
+from waypost.model.identity import Principal
 from waypost.model.logs import logger
 from waypost.model.requests import handles
+
+from .run_batches import RunBatch
 
 log = logger("waypost.sealing")
 
@@ -33,18 +35,12 @@ class Sealing:
             )
         store = m.store
         tenant = principal.tenant
-        if req.run_id is not None:
-            run_ids = [req.run_id]
-        else:
-            run_ids = await store.run_ids_after(tenant, req.after or "", req.limit)
+        batch = await RunBatch.of(store, tenant, req.run_id, req.after, req.limit)
         runs = rehashed = rows = 0
         refused: dict[str, str] = {}
-        for run_id in run_ids:
-            done = await store.seal_legacy_run(tenant, run_id, req.dry_run)
-            if done is None:
-                if req.run_id is not None:
-                    raise RunNotFound(f"no run {preview(run_id)} in tenant {preview(tenant)}")
-                continue  # purged since it was listed
+        async for run_id, done in batch.each(
+            lambda run_id: store.seal_legacy_run(tenant, run_id, req.dry_run)
+        ):
             runs += 1
             if done.refused is not None:
                 refused[run_id] = done.refused
@@ -62,13 +58,12 @@ class Sealing:
                 runs,
                 tenant,
             )
-        more = req.run_id is None and len(run_ids) == req.limit
         return ops.SealLegacyReport(
             tenant=tenant,
             dry_run=req.dry_run,
             runs=runs,
             rehashed=rehashed,
             rows=rows,
-            next_after=run_ids[-1] if more else None,
+            next_after=batch.next_after,
             refused=refused,
         )

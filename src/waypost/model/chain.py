@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from waypost.errors import ConfigurationError
 
 from .events import ChainProblem, Event, NewEvent
-from .settings_env import secret_setting
+from .settings_env import key_list, secret_setting
 
 _KEY_ID = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 MIN_SECRET = 16  # bytes
@@ -328,16 +328,8 @@ class Chain:
 def parse_keys(spec: str) -> list[ChainKey]:
     """Keys from `id:base64url-secret[,id:secret...]` (the first signs new events)."""
     keys = []
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        key_id, sep, encoded = part.partition(":")
-        if not sep:
-            raise ConfigurationError(
-                "a chain key is written id:secret (the secret in URL-safe base64), "
-                f"not {part[:8]!r}..."
-            )
+    written = "a chain key is written id:secret (the secret in URL-safe base64)"
+    for key_id, encoded in key_list(spec, written):
         try:
             secret = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
         except (binascii.Error, ValueError):

@@ -40,7 +40,7 @@ from waypost.errors import (
     PlaintextRefused,
 )
 
-from .settings_env import secret_setting
+from .settings_env import key_list, secret_setting
 
 PREFIX = "wpe1:"
 KEY_BYTES = 32  # AES-256
@@ -231,13 +231,7 @@ def parse_keys(spec: str, *, accept_plaintext: bool = False) -> Keys | None:
     """Keys from `id:base64[,id:base64...]` (standard or URL-safe base64; the first is
     current); None for an empty text."""
     keys: dict[str, bytes] = {}
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        key_id, sep, encoded = part.partition(":")
-        if not sep:
-            raise ConfigurationError(f"an encryption key is written id:base64, not {part[:8]!r}...")
+    for key_id, encoded in key_list(spec, "an encryption key is written id:base64"):
         if key_id in keys:
             raise ConfigurationError(f"encryption key id {key_id[:32]!r} is listed twice")
         encoded = encoded.strip().replace("-", "+").replace("_", "/")

@@ -6,7 +6,7 @@ engine builds them from the store's rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -119,20 +119,7 @@ class MigrationReport:
     """What moving it does (approvals revoked or requested, waits started again)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "tenant": self.tenant,
-            "definition": self.definition,
-            "from_version": self.from_version,
-            "to_version": self.to_version,
-            "from_step": self.from_step,
-            "to_step": self.to_step,
-            "compatible": self.compatible,
-            "migrated": self.migrated,
-            "dry_run": self.dry_run,
-            "reasons": list(self.reasons),
-            "notes": list(self.notes),
-        }
+        return asdict(self)  # its fields in order, the lists copied
 
 
 # == tenants and API keys ==============================================================

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from waypost.errors import ConfigurationError
 
@@ -21,3 +21,16 @@ def secret_setting(env: Mapping[str, str], name: str) -> str:
         except OSError as exc:
             raise ConfigurationError(f"cannot read {name}_FILE: {exc}") from None
     return text or ""
+
+
+def key_list(spec: str, written: str) -> Iterator[tuple[str, str]]:
+    """The `id:secret` parts of a comma-separated list of keys, in order, as (id, secret);
+    a part without its colon is refused with `written` (how a key is written)."""
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key_id, sep, encoded = part.partition(":")
+        if not sep:
+            raise ConfigurationError(f"{written}, not {part[:8]!r}...")
+        yield key_id, encoded

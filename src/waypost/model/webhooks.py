@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from waypost.errors import InvalidRequest, WebhookRefused
-from waypost.model.definitions.format import MAX_NESTING, unstorable_problem
+from waypost.model.definitions.format import MAX_NESTING, too_deep_at, unstorable_problem
 from waypost.model.identity import Principal, check_id, preview
 from waypost.model.operations import Check, Request, checked
 from waypost.model.requests import REMOTE_LATER, Cli, Http, NotOffered
@@ -84,25 +84,7 @@ def check_tolerance(value: Any) -> int:
 
 def nested_deeper_than(text: str, limit: int) -> bool:
     """Whether JSON text nests objects and arrays more than `limit` deep (a linear scan)."""
-    depth = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif char in "]}":
-            depth -= 1
-    return False
+    return too_deep_at(text, limit) is not None
 
 
 def read_body(body: bytes) -> Any:

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .grouping import group_of, settle
 from .tx import Abort
 
 
@@ -114,16 +115,9 @@ class CommitGroups:
             first = self._queue.get()
             if first is None:
                 return
-            batch = [first]
-            while len(batch) < self.max_batch:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self._queue.put(None)  # for the next turn of this loop
-                    break
-                batch.append(nxt)
+            batch, stopped = group_of(self._queue, first, self.max_batch, None)
+            if stopped:
+                self._queue.put(None)  # for the next turn of this loop
             batch.sort(key=lambda req: req.order)
             self.busy += 1
             try:
@@ -142,12 +136,7 @@ class CommitGroups:
 
 def _answer(answers: list[tuple[_Request, Outcome]]) -> None:
     for req, (value, exc) in answers:
-        if req.future.done():
-            continue
-        if exc is not None:
-            req.future.set_exception(exc)
-        else:
-            req.future.set_result(value)
+        settle(req.future, value, exc)
 
 
 def run_requests(

@@ -98,11 +98,7 @@ def _sqlite_reader(url: str, keys: Keys | None, chain: Chain) -> HistoryReader:
     def run(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         tx = SqliteTx(conn, queries, chain, keys=keys)
         try:
-            tx.begin_read()
-            try:
-                return fn(tx, *args)
-            finally:
-                tx.end_read()
+            return tx.read(fn, args)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read SQLite file {path!r}: {exc}") from exc
 

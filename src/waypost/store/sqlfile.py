@@ -84,10 +84,6 @@ def load_queries(dialect: str, file: str = "queries.sql") -> dict[str, str]:
     return queries
 
 
-def load_schema(dialect: str) -> str:
-    return resources.files("waypost.store").joinpath(f"sql/{dialect}/schema.sql").read_text()
-
-
 @dataclass(frozen=True)
 class Migration:
     version: int

@@ -56,6 +56,7 @@ from waypost.errors import (
 from waypost.model.chain import PLAIN, Chain
 from waypost.model.encryption import Keys
 
+from .grouping import group_of, settle
 from .sqlfile import load_migrations, load_queries
 from .sqlite_damage import (
     CHECKS,
@@ -140,6 +141,14 @@ class SqliteTx(Tx):
     def end_read(self) -> None:
         self.conn.execute("COMMIT")
 
+    def read(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        """`fn(self, *args)` in one snapshot: its statements all see one moment."""
+        self.begin_read()
+        try:
+            return fn(self, *args)
+        finally:
+            self.end_read()
+
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
         name = f"sp{next(self._savepoints)}"
@@ -166,12 +175,7 @@ _STOP = object()
 
 def _resolve(done: list[tuple[_Request, Any, BaseException | None]]) -> None:
     for req, value, error in done:
-        if req.future.done():
-            continue
-        if error is not None:
-            req.future.set_exception(error)
-        else:
-            req.future.set_result(value)
+        settle(req.future, value, error)
 
 
 def _connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connection:
@@ -325,16 +329,7 @@ class _Writer(threading.Thread):
                 first = self.queue.get()
                 if first is _STOP:
                     break
-                batch = [first]
-                while len(batch) < store.max_batch:
-                    try:
-                        nxt = self.queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if nxt is _STOP:
-                        stop = True
-                        break
-                    batch.append(nxt)
+                batch, stop = group_of(self.queue, first, store.max_batch, _STOP)
                 self._execute(conn, tx, batch)
         finally:
             conn.close()
@@ -605,11 +600,7 @@ class SqliteStore(SqlStore):
         def call() -> T:
             tx = self._reader()
             try:
-                tx.begin_read()  # one snapshot for all the statements of the read
-                try:
-                    return fn(tx, *args)
-                finally:
-                    tx.end_read()
+                return tx.read(fn, args)
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite read failed on {self.path}: {exc}") from exc
 

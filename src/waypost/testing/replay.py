@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -65,14 +65,7 @@ class Mismatch:
     message: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "event_type": self.event_type,
-            "step": self.step,
-            "code_did": self.code_did,
-            "site": self.site,
-            "message": self.message,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,7 @@ def sim_ship(ctx: wp.ActivityContext, order: int) -> str:
     return f"s{order}"
 
 
-@wp.workflow(name="sim_order")
-async def sim_order(ctx: wp.WorkflowContext, order: dict[str, Any]) -> dict[str, Any]:
+async def _reserve_and_charge(ctx: wp.WorkflowContext, order: dict[str, Any]) -> dict[str, Any]:
     n = int(order["n"])
     reserved = await asyncio.gather(ctx.run(sim_reserve, n, 1), ctx.run(sim_reserve, n, 2))
     await ctx.sleep(float(order["sleep"]))
@@ -86,15 +85,16 @@ async def sim_order(ctx: wp.WorkflowContext, order: dict[str, Any]) -> dict[str,
 
 
 @wp.workflow(name="sim_order")
+async def sim_order(ctx: wp.WorkflowContext, order: dict[str, Any]) -> dict[str, Any]:
+    return await _reserve_and_charge(ctx, order)
+
+
+@wp.workflow(name="sim_order")
 async def sim_order_patched(ctx: wp.WorkflowContext, order: dict[str, Any]) -> dict[str, Any]:
     """The next release of `sim_order`: it ships after charging, guarded by `patched`."""
-    n = int(order["n"])
-    reserved = await asyncio.gather(ctx.run(sim_reserve, n, 1), ctx.run(sim_reserve, n, 2))
-    await ctx.sleep(float(order["sleep"]))
-    paid = await ctx.run(sim_charge, n, n * 10)
-    out: dict[str, Any] = {"n": n, "reserved": list(reserved), "paid": paid}
+    out = await _reserve_and_charge(ctx, order)
     if ctx.patched("ship-after-charge"):
-        out["shipped"] = await ctx.run(sim_ship, n)
+        out["shipped"] = await ctx.run(sim_ship, out["n"])
     return out
 
 

@@ -87,6 +87,34 @@ Deep enough for any real process; shallow enough that every check on the way
 Python's recursion limit.
 """
 
+
+def too_deep_at(text: str, limit: int) -> tuple[int, int] | None:
+    """(line, column) where JSON text first nests objects and arrays more than `limit`
+    deep; None if it never does (a linear scan, nothing parsed)."""
+    depth = 0
+    in_string = escaped = False
+    line, line_start = 1, 0
+    for index, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return line, index - line_start + 1
+        elif char in "]}":
+            depth -= 1
+        if char == "\n":
+            line, line_start = line + 1, index + 1
+    return None
+
+
 _ISO_DURATION = re.compile(
     r"^P(?!$)(?:(\d+)W)?(?:(\d+)D)?(?:T(?=\d)(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$"
 )

@@ -43,6 +43,7 @@ from waypost.model.definitions.format import (
     json_type_name,
     nesting_problem,
     text_problem,
+    too_deep_at,
 )
 
 __all__ = ["json_problems", "read_source", "schema_problems"]
@@ -181,29 +182,11 @@ def _parse_text(source: str | bytes) -> tuple[Any, list[Problem]]:
 
 def _too_deep_at(text: str) -> str:
     """Where JSON text first nests more than `MAX_NESTING` levels ("line L, column C: ...")."""
-    depth = 0
-    in_string = escaped = False
-    line, line_start = 1, 0
-    for index, char in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > MAX_NESTING:
-                column = index - line_start + 1
-                return f"line {line}, column {column}: nested more than {MAX_NESTING} levels deep"
-        elif char in "]}":
-            depth -= 1
-        if char == "\n":
-            line, line_start = line + 1, index + 1
-    return f"nested more than {MAX_NESTING} levels deep"
+    found = too_deep_at(text, MAX_NESTING)
+    if found is None:
+        return f"nested more than {MAX_NESTING} levels deep"
+    line, column = found
+    return f"line {line}, column {column}: nested more than {MAX_NESTING} levels deep"
 
 
 def json_problems(value: Any, path: str) -> Iterator[Problem]:
@@ -240,6 +223,10 @@ _UNITS = {
     "minProperties": "entries",
     "maxProperties": "entries",
 }
+_BOUNDS = {
+    **{v: "at least" for v in ("minimum", "minItems", "minLength", "minProperties")},
+    **{v: "at most" for v in ("maximum", "maxItems", "maxLength", "maxProperties")},
+}
 
 
 def _error_problems(error: jsonschema.ValidationError) -> Iterator[Problem]:
@@ -270,19 +257,11 @@ def _error_problems(error: jsonschema.ValidationError) -> Iterator[Problem]:
     elif error.validator == "enum":
         allowed = ", ".join(str(value) for value in rule)
         yield Problem(path, f"must be one of {allowed} (not {instance!r})")
-    elif error.validator in ("minimum", "minItems", "minLength", "minProperties"):
+    elif error.validator in _BOUNDS:
+        bound = _BOUNDS[error.validator]
+        unit = _UNITS.get(error.validator)
         yield Problem(
-            path,
-            f"must be at least {rule}"
-            if error.validator == "minimum"
-            else f"must have at least {rule} {_UNITS[error.validator]}",
-        )
-    elif error.validator in ("maximum", "maxItems", "maxLength", "maxProperties"):
-        yield Problem(
-            path,
-            f"must be at most {rule}"
-            if error.validator == "maximum"
-            else f"must have at most {rule} {_UNITS[error.validator]}",
+            path, f"must have {bound} {rule} {unit}" if unit else f"must be {bound} {rule}"
         )
     elif error.validator == "const":
         yield Problem(path, f"must be {rule!r}")

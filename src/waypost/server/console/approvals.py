@@ -26,14 +26,13 @@ from waypost.model import operations as ops
 from waypost.model.identity import Role
 
 from .pages import (
-    CSRF_REFUSED,
     Visit,
     engine_of,
-    forbidden,
-    genuine,
+    not_done,
+    not_shown,
     page,
-    read_form,
     refusal,
+    signed_form,
     signed_in,
 )
 
@@ -120,16 +119,7 @@ async def _approval_page(
             ops.GetApproval(approval_id=approval_id), visit.principal
         )
     except WaypostError as exc:
-        code, message = refusal(exc)
-        return page(
-            "console/message.html",
-            visit,
-            status=code,
-            title="Approval not shown",
-            message=message,
-            notice=notice,
-            notice_kind=notice_kind,
-        )
+        return not_shown(visit, exc, "Approval not shown", notice=notice, notice_kind=notice_kind)
     voted = any(v.get("principal") == visit.principal.subject for v in approval.votes)
     return page(
         "console/approval.html",
@@ -153,10 +143,9 @@ async def approval_page(request: Request, approval_id: str) -> Response:
 
 @router.post("/approvals/{approval_id:id}")
 async def decide(request: Request, approval_id: str) -> Response:
-    visit = await signed_in(request)
-    form = await read_form(request)
-    if not genuine(request, visit, form):
-        return forbidden(visit, CSRF_REFUSED)
+    visit, form, refused = await signed_form(request)
+    if refused is not None:
+        return refused
     decision = form.get("decision")
     comment = form.get("comment")
     try:
@@ -169,15 +158,7 @@ async def decide(request: Request, approval_id: str) -> Response:
             visit.principal,
         )
     except WaypostError as exc:
-        code, message = refusal(exc)
-        return await _approval_page(
-            request,
-            visit,
-            approval_id,
-            status=code,
-            notice=f"Not recorded. {message}",
-            notice_kind="bad",
-        )
+        return await _approval_page(request, visit, approval_id, **not_done(exc, "Not recorded."))
     verb = "Approved" if receipt.decision == "approve" else "Rejected"
     if receipt.outcome == "pending":
         outcome = "Your vote is counted; the approval waits for more votes."

@@ -33,6 +33,7 @@ from .pages import (
     engine_of,
     forbidden,
     genuine,
+    not_shown,
     page,
     query_of,
     refusal,
@@ -73,18 +74,13 @@ async def _versions(
     }
 
 
-def _refused(visit: Visit, exc: WaypostError, title: str) -> Response:
-    status, message = refusal(exc)
-    return page("console/message.html", visit, status=status, title=title, message=message)
-
-
 @router.get("/definitions")
 async def definitions_page(request: Request) -> Response:
     visit = await signed_in(request)
     try:
         versions = await _versions(request, visit)
     except WaypostError as exc:
-        return _refused(visit, exc, "Definitions not shown")
+        return not_shown(visit, exc, "Definitions not shown")
     return page(
         "console/definitions.html", visit, nav="definitions", versions=versions, problems=[]
     )
@@ -103,7 +99,7 @@ async def definition_page(request: Request, name: str) -> Response:
         )
         versions = (await _versions(request, visit, shown.name)).get(shown.name, [shown])
     except WaypostError as exc:
-        return _refused(visit, exc, "Definition not shown")
+        return not_shown(visit, exc, "Definition not shown")
     graph = Markup(render_graph(shown.body, title=f"{shown.name} v{shown.version}"))
     notice = {
         "1": f"Published as version {shown.version}.",
@@ -142,7 +138,7 @@ async def diff_page(request: Request, name: str) -> Response:
             for v in (old, new)
         ]
     except WaypostError as exc:
-        return _refused(visit, exc, "Versions not compared")
+        return not_shown(visit, exc, "Versions not compared")
     rows = side_by_side(canonical_yaml(left.body), canonical_yaml(right.body))
     return page(
         "console/definition_diff.html",

@@ -170,6 +170,15 @@ async def signed_in(request: Request) -> Visit:
     return visit
 
 
+async def signed_form(request: Request) -> tuple[Visit, dict[str, str], Response | None]:
+    """The signed-in visit, its posted form, and the 403 answer to give instead of doing
+    anything if the form is not genuine (None if it is)."""
+    visit = await signed_in(request)
+    form = await read_form(request)
+    refused = None if genuine(request, visit, form) else forbidden(visit, CSRF_REFUSED)
+    return visit, form, refused
+
+
 def genuine(request: Request, visit: Visit, form: Any) -> bool:
     """Whether a posted form comes from this site's page for this session: the request's
     origin is ours and the form carries the session's CSRF token."""
@@ -222,6 +231,22 @@ def refusal(exc: WaypostError) -> tuple[int, str]:
     status, body, _ = answer(exc)
     message: str = body["error"]["message"]
     return status, message
+
+
+def not_shown(visit: Visit, exc: WaypostError, title: str, **notice: str) -> HTMLResponse:
+    """The page `title` names, refused: the refusal's status and message (and the
+    `notice` and `notice_kind` of a command done before, if given)."""
+    status, message = refusal(exc)
+    return page(
+        "console/message.html", visit, status=status, title=title, message=message, **notice
+    )
+
+
+def not_done(exc: WaypostError, what: str) -> dict[str, Any]:
+    """A page's `status`, `notice` and `notice_kind` after its form's command was
+    refused: "`what` not done. <the refusal's message>"."""
+    status, message = refusal(exc)
+    return {"status": status, "notice": f"{what} {message}", "notice_kind": "bad"}
 
 
 def forbidden(visit: Visit | None, message: str) -> HTMLResponse:

@@ -27,16 +27,15 @@ from . import graph
 from .commands import COMMANDS
 from .history import data_after, story, timer_words
 from .pages import (
-    CSRF_REFUSED,
     Visit,
     engine_of,
-    forbidden,
-    genuine,
     no_such_command,
+    not_done,
+    not_shown,
     page,
     query_of,
-    read_form,
     refusal,
+    signed_form,
     signed_in,
 )
 
@@ -96,16 +95,7 @@ async def _run_page(
         start = max(0, min(start, last - 1))
         events, next_after = await _window(engine, visit, run_id, start)
     except WaypostError as exc:
-        code, message = refusal(exc)
-        return page(
-            "console/message.html",
-            visit,
-            status=code,
-            title="Run not shown",
-            message=message,
-            notice=notice,
-            notice_kind=notice_kind,
-        )
+        return not_shown(visit, exc, "Run not shown", notice=notice, notice_kind=notice_kind)
     told = story(events)
     for w in info.waiting_for:  # a waiting timer is named by what it is for
         if w.get("kind") == "timer" and str(w.get("step")) in told.steps:
@@ -162,10 +152,9 @@ async def run_page(request: Request, run_id: str) -> Response:
 
 @router.post("/runs/{run_id:id}/commands/{name}")
 async def command(request: Request, run_id: str, name: str) -> Response:
-    visit = await signed_in(request)
-    form = await read_form(request)
-    if not genuine(request, visit, form):
-        return forbidden(visit, CSRF_REFUSED)
+    visit, form, refused = await signed_form(request)
+    if refused is not None:
+        return refused
     chosen = COMMANDS.get(name)
     if chosen is None:
         return no_such_command(visit, "", name)
@@ -175,14 +164,8 @@ async def command(request: Request, run_id: str, name: str) -> Response:
         request_ = chosen.build(run_id, reason, fields)
         answer = await engine_of(request).execute(request_, visit.principal)
     except WaypostError as exc:
-        code, message = refusal(exc)
         return await _run_page(
-            request,
-            visit,
-            run_id,
-            status=code,
-            notice=f"{chosen.label}: not done. {message}",
-            notice_kind="bad",
+            request, visit, run_id, **not_done(exc, f"{chosen.label}: not done.")
         )
     done = f"{chosen.label}: done."
     new_run = getattr(answer, "run_id", None)

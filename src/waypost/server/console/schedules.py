@@ -19,15 +19,14 @@ from waypost.errors import WaypostError
 from waypost.model import operations as ops, schedules as sch
 
 from .pages import (
-    CSRF_REFUSED,
     Visit,
     engine_of,
-    forbidden,
-    genuine,
     no_such_command,
+    not_done,
+    not_shown,
     page,
-    read_form,
     refusal,
+    signed_form,
     signed_in,
 )
 
@@ -108,16 +107,7 @@ async def _schedule_page(
             visit.principal,
         )
     except WaypostError as exc:
-        code, message = refusal(exc)
-        return page(
-            "console/message.html",
-            visit,
-            status=code,
-            title="Schedule not shown",
-            message=message,
-            notice=notice,
-            notice_kind=notice_kind,
-        )
+        return not_shown(visit, exc, "Schedule not shown", notice=notice, notice_kind=notice_kind)
     runs = [r for r in found if sch.is_fire_run(info.schedule_id, r.run_id)]
     return page(
         "console/schedule.html",
@@ -140,24 +130,17 @@ async def schedule_page(request: Request, schedule_id: str) -> Response:
 
 @router.post("/schedules/{schedule_id:id}/commands/{name}")
 async def schedule_command(request: Request, schedule_id: str, name: str) -> Response:
-    visit = await signed_in(request)
-    form = await read_form(request)
-    if not genuine(request, visit, form):
-        return forbidden(visit, CSRF_REFUSED)
+    visit, _, refused = await signed_form(request)
+    if refused is not None:
+        return refused
     chosen = SCHEDULE_COMMANDS.get(name)
     if chosen is None:
         return no_such_command(visit, "schedule ", name)
     try:
         await engine_of(request).execute(chosen.build(schedule_id), visit.principal)
     except WaypostError as exc:
-        code, message = refusal(exc)
         return await _schedule_page(
-            request,
-            visit,
-            schedule_id,
-            status=code,
-            notice=f"{chosen.label}: not done. {message}",
-            notice_kind="bad",
+            request, visit, schedule_id, **not_done(exc, f"{chosen.label}: not done.")
         )
     if chosen.name == "delete":
         return RedirectResponse("/schedules", status_code=303)

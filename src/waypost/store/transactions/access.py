@@ -21,7 +21,8 @@ from waypost.model.quotas import Quotas
 from ..base import ApiKeyRecord, KeyCreation, NewApiKey, TenantRecord
 from ..tx import Row, Tx
 from .identities import refuse_taken
-from .quotas import admit_one_more
+from .quotas import admit_one_more, tenant_record
+from .records import from_row
 
 
 def create_tenant(tx: Tx, tenant: str, quotas: Mapping[str, Any], by: str, now: float) -> bool:
@@ -30,17 +31,7 @@ def create_tenant(tx: Tx, tenant: str, quotas: Mapping[str, Any], by: str, now: 
 
 
 def list_tenants(tx: Tx) -> list[TenantRecord]:
-    return [
-        TenantRecord(
-            tenant=row["tenant"],
-            created_at=row["created_at"],
-            created_by=row["created_by"],
-            quotas=_json_object(row["quotas"]),
-            disabled_at=row["disabled_at"],
-            disabled_by=row["disabled_by"],
-        )
-        for row in tx.all("list_tenants", {})
-    ]
+    return [tenant_record(row) for row in tx.all("list_tenants", {})]
 
 
 def create_api_key(
@@ -65,8 +56,7 @@ def create_api_key(
     )
     if inserted != 1:
         return KeyCreation.DUPLICATE_ID
-    if quotas is not None:
-        admit_one_more(tx, key.tenant, quotas, "max_api_keys", key.now)
+    admit_one_more(tx, key.tenant, quotas, "max_api_keys", key.now)
     return KeyCreation.CREATED
 
 
@@ -96,18 +86,12 @@ def touch_api_key(tx: Tx, tenant: str, key_id: str, now: float, every: float) ->
 
 
 def api_key_from_row(row: Row) -> ApiKeyRecord:
-    return ApiKeyRecord(
-        key_id=row["key_id"],
-        tenant=row["tenant"],
-        principal=row["principal"],
+    return from_row(
+        ApiKeyRecord,
+        row,
+        "key_id tenant principal secret_hash created_at created_by expires_at revoked_at"
+        " revoked_by last_used_at",
         roles=roles_from_text(row["roles"]),
-        secret_hash=row["secret_hash"],
-        created_at=row["created_at"],
-        created_by=row["created_by"],
-        expires_at=row["expires_at"],
-        revoked_at=row["revoked_at"],
-        revoked_by=row["revoked_by"],
-        last_used_at=row["last_used_at"],
     )
 
 
@@ -120,11 +104,3 @@ def roles_from_text(text: str) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
     return tuple(r for r in value if isinstance(r, str))
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}

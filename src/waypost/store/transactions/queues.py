@@ -159,7 +159,7 @@ def configure_queue(
             "by": by,
         },
     )
-    if row is None and quotas is not None:
+    if row is None:
         admit_one_more(tx, tenant, quotas, "max_queues", now)
     return list_queues(tx, tenant, now, name)[0]
 

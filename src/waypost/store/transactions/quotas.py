@@ -29,6 +29,7 @@ from waypost.model.quotas import Quotas, apply_overrides
 
 from ..base import TenantRecord
 from ..tx import Row, Tx
+from .records import from_row
 
 USAGE_CAP = 1_000_000  # counts of usage stop here ("at least")
 RUNS_RETRY_AFTER = 1.0  # runs end at no known time: a start over the limit may try in a second
@@ -80,12 +81,26 @@ COUNTED = {
 }
 
 
-def admit_one_more(tx: Tx, tenant: str, defaults: Quotas, quota: str, now: float) -> None:
+def insert_admitted(
+    tx: Tx, query: str, params: dict[str, Any], defaults: Quotas | None, quota: str, now: float
+) -> bool:
+    """Insert the tenant's (`params["tenant"]`) row with `query` and count it against
+    `quota` (`admit_one_more`); False if the insert made no row (one was there)."""
+    if tx.run(query, params) != 1:
+        return False
+    admit_one_more(tx, params["tenant"], defaults, quota, now)
+    return True
+
+
+def admit_one_more(tx: Tx, tenant: str, defaults: Quotas | None, quota: str, now: float) -> None:
     """Refuse the row just inserted (`QuotaExceeded`, which rolls the insert back) if the
-    tenant now has more than its `quota` allows of what the quota counts (`COUNTED`).
+    tenant now has more than its `quota` allows of what the quota counts (`COUNTED`);
+    nothing is counted without `defaults` (a caller that enforces no quotas).
 
     Called after the insert, so the count includes the new row; the admission row is
     locked first, so concurrent creations count one after another."""
+    if defaults is None:
+        return
     quotas = defaults.effective(tenant_overrides(tx, tenant))
     most = getattr(quotas, quota)
     if most is None:
@@ -215,22 +230,12 @@ def set_quotas(tx: Tx, tenant: str, changes: Mapping[str, Any]) -> TenantRecord 
         return None
     quotas = apply_overrides(json_object(row["quotas"]), changes)
     tx.run("set_tenant_quotas", {"tenant": tenant, "quotas": canonical_json(quotas)})
-    return TenantRecord(
-        tenant=row["tenant"],
-        created_at=row["created_at"],
-        created_by=row["created_by"],
-        quotas=quotas,
-        disabled_at=row["disabled_at"],
-        disabled_by=row["disabled_by"],
-    )
+    return tenant_record(row, quotas)
 
 
-def tenant_record(row: Row) -> TenantRecord:
-    return TenantRecord(
-        tenant=row["tenant"],
-        created_at=row["created_at"],
-        created_by=row["created_by"],
-        quotas=json_object(row["quotas"]),
-        disabled_at=row["disabled_at"],
-        disabled_by=row["disabled_by"],
-    )
+def tenant_record(row: Row, quotas: dict[str, Any] | None = None) -> TenantRecord:
+    """The tenant of `row`, with `quotas` (its stored overrides if None)."""
+    if quotas is None:
+        quotas = json_object(row["quotas"])
+    columns = "tenant created_at created_by disabled_at disabled_by"
+    return from_row(TenantRecord, row, columns, quotas=quotas)

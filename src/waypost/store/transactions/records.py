@@ -19,9 +19,16 @@ engine suspending the run).
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from functools import cache
+from typing import Any, TypeVar
 
-from waypost.errors import BrokenRecord, PayloadTampered, PlaintextRefused
+from waypost.errors import (
+    BrokenRecord,
+    ConfigurationError,
+    PayloadTampered,
+    PlaintextRefused,
+)
 from waypost.model.encryption import (
     PREFIX,
     Keys,
@@ -47,12 +54,55 @@ from ..base import (
 from ..tx import Row, Tx, loads_nullable
 from .row_checks import approval_row_problem, run_row_problems
 
+_R = TypeVar("_R")
+
+
+@cache
+def _names(columns: str) -> tuple[str, ...]:
+    return tuple(columns.split())
+
+
+def from_row(record: Callable[..., _R], row: Row, columns: str, /, **given: Any) -> _R:
+    """`record` made of the `given` fields and, for each name in `columns` (separated by
+    spaces), the row's column of that name as it is."""
+    return record(**{name: row[name] for name in _names(columns)}, **given)
+
 
 def sealed(keys: Keys | None, text: str | None, place: Place) -> str | None:
     """How a payload's JSON text is stored: encrypted for `place` when there are keys."""
     if keys is None or text is None:
         return text
     return keys.seal(text, place)
+
+
+def reseal_column(
+    tx: Tx,
+    tenant: str,
+    dry_run: bool,
+    rows: str,
+    key: tuple[str, str],
+    write: str,
+    place: Callable[[str, str], Place],
+) -> tuple[int, int]:
+    """Each value of the tenant's rows (`rows`: the query; `key`: its key column and its
+    sealed column) sealed again under the current key, or sealed if stored in plaintext
+    before encryption was on: (rows, re-sealed). Each write (`write`) is conditioned on the
+    text read; a missing key or a forged ciphertext stops the transaction, as for runs."""
+    keys = tx.keys
+    if keys is None:
+        raise ConfigurationError("re-encrypting needs encryption keys (WAYPOST_ENCRYPTION_KEYS)")
+    id_column, column = key
+    found = resealed = 0
+    for row in tx.all(rows, {"tenant": tenant}):
+        found += 1
+        old, row_id = row[column], row[id_column]
+        new = keys.reseal(old, place(tenant, row_id))
+        if new is None:
+            continue
+        resealed += 1
+        if not dry_run:
+            tx.run(write, {"tenant": tenant, id_column: row_id, "old": old, "new": new})
+    return found, resealed
 
 
 def _is_sealed(text: str | None) -> bool:
@@ -90,25 +140,16 @@ def run_from_row(row: Row, tx: Tx, *, checked: bool = True) -> RunRecord:
                 "Its values are not returned"
             )
     waiting_for = row["waiting_for"]
-    return RunRecord(
-        tenant=tenant,
-        run_id=run_id,
-        workflow=row["workflow"],
-        version=row["version"],
-        status=row["status"],
+    return from_row(
+        RunRecord,
+        row,
+        "tenant run_id workflow version status last_seq last_hash processed_seq created_at"
+        " updated_at finished_at priority history_bytes",
         input=json.loads(input_json),
         input_json=input_json,
         result=loads_nullable(result),
         error=loads_nullable(error),
         waiting_for=json.loads(waiting_for) if waiting_for else [],
-        last_seq=row["last_seq"],
-        last_hash=row["last_hash"],
-        processed_seq=row["processed_seq"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        finished_at=row["finished_at"],
-        priority=row["priority"],
-        history_bytes=row["history_bytes"],
     )
 
 
@@ -145,33 +186,23 @@ def task_from_row(row: Row, keys: Keys | None = None) -> ClaimedTask:
         tenant, run_id, step = row["tenant"], row["run_id"], row["step"]
         spec = opened(keys, spec, task_place(tenant, run_id, step, "spec"))
         details = opened(keys, details, task_place(tenant, run_id, step, "heartbeat_details"))
-    return ClaimedTask(
-        kind=row["kind"],
-        tenant=row["tenant"],
-        run_id=row["run_id"],
-        step=row["step"],
-        queue=row["queue"],
-        fence=row["fence"],
-        attempt=row["attempt"],
+    return from_row(
+        ClaimedTask,
+        row,
+        "kind tenant run_id step queue fence attempt deadline heartbeat_deadline visible_at"
+        " owner lapses",
         spec=loads_nullable(spec),
-        deadline=row["deadline"],
-        heartbeat_deadline=row["heartbeat_deadline"],
-        visible_at=row["visible_at"],
-        owner=row["owner"],
         heartbeat_details=loads_nullable(details),
         cancel_requested=bool(row["cancel_requested"]),
-        lapses=row["lapses"],
     )
 
 
 def worker_from_row(row: Row) -> WorkerRecord:
-    return WorkerRecord(
-        worker_id=row["worker_id"],
-        host=row["host"],
-        pid=row["pid"],
+    return from_row(
+        WorkerRecord,
+        row,
+        "worker_id host pid started_at heartbeat_at",
         queues=json.loads(row["queues"]),
-        started_at=row["started_at"],
-        heartbeat_at=row["heartbeat_at"],
     )
 
 
@@ -187,47 +218,28 @@ def approval_from_row(row: Row, tx: Tx, *, checked: bool = True) -> ApprovalReco
                 f"approval {preview(row['approval_id'])} of run {preview(row['run_id'])} "
                 f"(tenant {preview(row['tenant'])}): {problem}. Its values are not returned"
             )
-    return ApprovalRecord(
-        tenant=row["tenant"],
-        approval_id=row["approval_id"],
-        run_id=row["run_id"],
-        step=row["step"],
-        timer_step=row["timer_step"],
-        name=row["name"],
+    return from_row(
+        ApprovalRecord,
+        row,
+        "tenant approval_id run_id step timer_step name status started_by expires_at"
+        " created_at closed_at",
         policy=json.loads(row["policy"]),
-        status=row["status"],
-        started_by=row["started_by"],
         data=loads_nullable(data),
-        expires_at=row["expires_at"],
-        created_at=row["created_at"],
-        closed_at=row["closed_at"],
     )
 
 
 def credential_from_row(row: Row) -> CredentialRecord:
-    return CredentialRecord(
-        tenant=row["tenant"],
-        credential_id=row["credential_id"],
-        approval_id=row["approval_id"],
-        approver=row["approver"],
-        action=row["action"],
-        secret_hash=row["secret_hash"],
-        status=row["status"],
-        expires_at=row["expires_at"],
+    return from_row(
+        CredentialRecord,
+        row,
+        "tenant credential_id approval_id approver action secret_hash status expires_at",
     )
 
 
 def vote_from_row(row: Row) -> dict[str, Any]:
-    return {
-        "principal": row["principal"],
-        "decision": row["decision"],
-        "comment": row["comment"],
-        "at": row["at"],
-        # How the voter signed in and the credential that authenticated them ('' for votes
-        # counted before they were recorded).
-        "auth": row["auth"],
-        "authenticated_by": row["authenticated_by"],
-    }
+    # `auth` and `authenticated_by`: how the voter signed in and the credential that
+    # authenticated them ('' for votes counted before they were recorded).
+    return from_row(dict, row, "principal decision comment at auth authenticated_by")
 
 
 def outbox_item_from_row(row: Row) -> OutboxItem:
@@ -241,13 +253,10 @@ def outbox_item_from_row(row: Row) -> OutboxItem:
 
 
 def definition_from_row(row: Row) -> DefinitionRecord:
-    return DefinitionRecord(
-        tenant=row["tenant"],
-        name=row["name"],
+    return from_row(
+        DefinitionRecord,
+        row,
+        "tenant name digest source published_at published_by",
         version=int(row["version"]),
-        digest=row["digest"],
         body=json.loads(row["body"]),
-        source=row["source"],
-        published_at=row["published_at"],
-        published_by=row["published_by"],
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..base import PurgeCounts, PurgedRunRecord
 from ..tx import Row, Tx
+from .records import from_row
 
 
 def purge_runs(
@@ -82,17 +83,12 @@ def list_purged_runs(tx: Tx, tenant: str, limit: int) -> list[PurgedRunRecord]:
 
 
 def _purged(row: Row) -> PurgedRunRecord:
-    return PurgedRunRecord(
-        tenant=row["tenant"],
-        run_id=row["run_id"],
-        workflow=row["workflow"],
-        version=row["version"],
-        status=row["status"],
+    return from_row(
+        PurgedRunRecord,
+        row,
+        "tenant run_id workflow version status last_hash purged_by reason",
         created_at=float(row["created_at"]),
         finished_at=float(row["finished_at"]) if row["finished_at"] is not None else None,
         last_seq=int(row["last_seq"]),
-        last_hash=row["last_hash"],
         purged_at=float(row["purged_at"]),
-        purged_by=row["purged_by"],
-        reason=row["reason"],
     )

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from waypost.errors import ConfigurationError
 from waypost.model.encryption import Keys, Place, open_text
 from waypost.model.quotas import Quotas
 
 from ..schedules import ScheduleAdvance, ScheduleCount, ScheduleRecord, SchedulesResealed
 from ..tx import Row, Tx
-from .quotas import admit_one_more
-from .records import sealed
+from .quotas import insert_admitted
+from .records import from_row, reseal_column, sealed
 
 
 def schedule_place(tenant: str, schedule_id: str) -> Place:
@@ -26,11 +25,9 @@ def create_schedule(tx: Tx, schedule: ScheduleRecord, quotas: Quotas | None = No
         tx.keys, schedule.input, schedule_place(schedule.tenant, schedule.schedule_id)
     )
     # Two callers making the same schedule at once: the second inserts nothing.
-    if tx.run("insert_schedule", params) != 1:
-        return False
-    if quotas is not None:
-        admit_one_more(tx, schedule.tenant, quotas, "max_schedules", schedule.created_at)
-    return True
+    return insert_admitted(
+        tx, "insert_schedule", params, quotas, "max_schedules", schedule.created_at
+    )
 
 
 def get_schedule(tx: Tx, tenant: str, schedule_id: str) -> ScheduleRecord | None:
@@ -84,44 +81,26 @@ def reencrypt_schedules(tx: Tx, tenant: str, dry_run: bool) -> SchedulesResealed
     """Each schedule's input opened with whichever key sealed it and sealed again under
     the current one; the write is conditioned on the text read (a schedule re-created
     meanwhile was sealed under the current key already)."""
-    keys = tx.keys
-    if keys is None:
-        raise ConfigurationError("re-encrypting needs encryption keys (WAYPOST_ENCRYPTION_KEYS)")
-    found = resealed = 0
-    for row in tx.all("schedule_inputs", {"tenant": tenant}):
-        found += 1
-        # a missing key or a forged ciphertext stops the transaction, as for runs
-        new = keys.reseal(row["input"], schedule_place(tenant, row["schedule_id"]))
-        if new is None:
-            continue
-        resealed += 1
-        if not dry_run:
-            params = {"tenant": tenant, "schedule_id": row["schedule_id"]}
-            tx.run("reseal_schedule_input", {**params, "old": row["input"], "new": new})
+    found, resealed = reseal_column(
+        tx,
+        tenant,
+        dry_run,
+        "schedule_inputs",
+        ("schedule_id", "input"),
+        "reseal_schedule_input",
+        schedule_place,
+    )
     return SchedulesResealed(found, resealed)
 
 
 def schedule_from_row(row: Row, keys: Keys | None) -> ScheduleRecord:
     place = schedule_place(row["tenant"], row["schedule_id"])
-    return ScheduleRecord(
-        tenant=row["tenant"],
-        schedule_id=row["schedule_id"],
-        workflow=row["workflow"],
-        version=row["version"],
-        cron=row["cron"],
-        tz=row["tz"],
-        every=row["every"],
+    return from_row(
+        ScheduleRecord,
+        row,
+        "tenant schedule_id workflow version cron tz every overlap catchup catchup_window"
+        " next_fire_at last_fire_at last_run_id buffered_fire_at created_at created_by"
+        " changed_at changed_by",
         input=open_text(keys, row["input"], place),
-        overlap=row["overlap"],
-        catchup=row["catchup"],
-        catchup_window=row["catchup_window"],
         paused=bool(row["paused"]),
-        next_fire_at=row["next_fire_at"],
-        last_fire_at=row["last_fire_at"],
-        last_run_id=row["last_run_id"],
-        buffered_fire_at=row["buffered_fire_at"],
-        created_at=row["created_at"],
-        created_by=row["created_by"],
-        changed_at=row["changed_at"],
-        changed_by=row["changed_by"],
     )

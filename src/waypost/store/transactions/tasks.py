@@ -234,12 +234,7 @@ def renew_leases(
         row = tx.one(
             "renew_lease",
             {
-                "tenant": t.tenant,
-                "run_id": t.run_id,
-                "kind": t.kind,
-                "step": t.step,
-                "fence": t.fence,
-                "owner": owner,
+                **_held_by(t, owner),
                 "lease_until": now + lease,
                 "heartbeat_at": r.heartbeat_at,
                 "heartbeat_details": sealed(
@@ -260,18 +255,7 @@ def release_tasks(tx: Tx, owner: str, tasks: Sequence[TaskRef], now: float) -> N
     if tasks:
         tx.notify(TASKS)
     for t in tasks:
-        tx.run(
-            "release_task",
-            {
-                "tenant": t.tenant,
-                "run_id": t.run_id,
-                "kind": t.kind,
-                "step": t.step,
-                "fence": t.fence,
-                "owner": owner,
-                "now": now,
-            },
-        )
+        tx.run("release_task", {**_held_by(t, owner), "now": now})
 
 
 def expired_activities(tx: Tx, now: float, limit: int) -> list[ClaimedTask]:
@@ -357,3 +341,15 @@ def release_owner(tx: Tx, worker_id: str, now: float) -> int:
 
 def live_workers(tx: Tx, since: float) -> list[WorkerRecord]:
     return [worker_from_row(r) for r in tx.all("live_workers", {"since": since})]
+
+
+def _held_by(t: TaskRef, owner: str) -> dict[str, Any]:
+    """The parameters that name a task as `owner` holds it (under its fence)."""
+    return {
+        "tenant": t.tenant,
+        "run_id": t.run_id,
+        "kind": t.kind,
+        "step": t.step,
+        "fence": t.fence,
+        "owner": owner,
+    }

@@ -10,7 +10,8 @@ from ..accounts import SessionRecord, SignInAttempt, UserRecord
 from ..tx import Row, Tx
 from .access import api_key_from_row, roles_from_text
 from .identities import refuse_taken
-from .quotas import admit_one_more
+from .quotas import insert_admitted
+from .records import from_row
 
 
 def create_user(
@@ -29,11 +30,7 @@ def create_user(
         "now": user.created_at,
         "by": user.created_by,
     }
-    if tx.run("insert_user", params) != 1:
-        return False
-    if quotas is not None:
-        admit_one_more(tx, user.tenant, quotas, "max_users", user.created_at)
-    return True
+    return insert_admitted(tx, "insert_user", params, quotas, "max_users", user.created_at)
 
 
 def get_user(tx: Tx, tenant: str, name: str) -> UserRecord | None:
@@ -141,14 +138,10 @@ def get_session(tx: Tx, token_hash: str) -> SessionRecord | None:
         found = tx.one("api_key_to_authenticate", {"key_id": row["credential"]})
         key = api_key_from_row(found) if found is not None else None
     status = tx.one("tenant_disabled_at", {"tenant": row["tenant"]})
-    return SessionRecord(
-        token_hash=row["token_hash"],
-        tenant=row["tenant"],
-        subject=row["subject"],
-        kind=row["kind"],
-        credential=row["credential"],
-        created_at=row["created_at"],
-        expires_at=row["expires_at"],
+    return from_row(
+        SessionRecord,
+        row,
+        "token_hash tenant subject kind credential created_at expires_at",
         user=user,
         key=key,
         tenant_disabled=status is not None and status["disabled_at"] is not None,
@@ -160,16 +153,10 @@ def end_session(tx: Tx, token_hash: str, now: float) -> None:
 
 
 def user_from_row(row: Row) -> UserRecord:
-    return UserRecord(
-        tenant=row["tenant"],
-        name=row["name"],
+    return from_row(
+        UserRecord,
+        row,
+        "tenant name password_hash created_at created_by disabled_at disabled_by"
+        " password_changed_at failed_sign_ins locked_until",
         roles=roles_from_text(row["roles"]),
-        password_hash=row["password_hash"],
-        created_at=row["created_at"],
-        created_by=row["created_by"],
-        disabled_at=row["disabled_at"],
-        disabled_by=row["disabled_by"],
-        password_changed_at=row["password_changed_at"],
-        failed_sign_ins=row["failed_sign_ins"],
-        locked_until=row["locked_until"],
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from waypost.errors import ConfigurationError, StoreContention
+from waypost.errors import StoreContention
 from waypost.model.encryption import Place, open_text
 from waypost.model.events import canonical_json
 from waypost.model.quotas import Quotas
@@ -35,7 +35,7 @@ from ..base import (
 )
 from ..tx import Abort, Row, Tx, loads_nullable
 from .quotas import admit_one_more
-from .records import sealed
+from .records import reseal_column, sealed
 from .runs import commit_run, create_run
 
 
@@ -83,8 +83,7 @@ def create_webhook_source(
         if tx.one("webhook_source_of_tenant", key) is not None:
             return False  # made meanwhile by a concurrent caller
         raise StoreContention("a webhook source's URL id was drawn twice; nothing was written")
-    if quotas is not None:
-        admit_one_more(tx, source.tenant, quotas, "max_webhook_sources", source.created_at)
+    admit_one_more(tx, source.tenant, quotas, "max_webhook_sources", source.created_at)
     return True
 
 
@@ -124,21 +123,15 @@ def reencrypt_webhook_secrets(tx: Tx, tenant: str, dry_run: bool) -> tuple[int, 
     """Each of the tenant's webhook sources' secret sealed under the current key (a
     plaintext one, stored before encryption was on, too): (sources, re-sealed). Each write
     is conditioned on the text read."""
-    keys = tx.keys
-    if keys is None:
-        raise ConfigurationError("re-encrypting needs encryption keys (WAYPOST_ENCRYPTION_KEYS)")
-    found = resealed = 0
-    for row in tx.all("list_webhook_sources", {"tenant": tenant}):
-        found += 1
-        old, source = row["secret"], row["source"]
-        new = keys.reseal(old, secret_place(tenant, source))
-        if new is None:
-            continue
-        resealed += 1
-        if not dry_run:
-            params = {"tenant": tenant, "source": source, "old": old, "new": new}
-            tx.run("reseal_webhook_secret", params)
-    return found, resealed
+    return reseal_column(
+        tx,
+        tenant,
+        dry_run,
+        "list_webhook_sources",
+        ("source", "secret"),
+        "reseal_webhook_secret",
+        secret_place,
+    )
 
 
 # == deliveries ========================================================================
