@@ -227,6 +227,8 @@ def test_every_operation_has_a_handler(tmp_path: Path) -> None:
     declared = {
         obj
         for obj in vars(ops).values()
-        if isinstance(obj, type) and issubclass(obj, ops.Request) and obj is not ops.Request
+        if isinstance(obj, type)
+        and issubclass(obj, ops.Request)
+        and obj not in (ops.Request, ops.RunCommand)  # the bases
     }
     assert declared == set(ops.OPERATIONS)

@@ -110,16 +110,18 @@ from waypost.model.requests import (
     READERS as READERS,
     REMOTE_LATER,
     TOKENLESS_AUTH as TOKENLESS_AUTH,
-    WHY,
     Check as Check,
     Cli,
     Form,
     Http,
     NotOffered,
     Request as Request,
+    RunCommand,
     acting as acting,
     check_roles as check_roles,
     checked as checked,
+    command_cli,
+    command_route,
 )
 from waypost.model.schedules import (
     SCHEDULE_OPERATIONS,
@@ -167,23 +169,13 @@ class Signal(Request[None]):
 
 
 @dataclass(frozen=True)
-class Cancel(Request[None]):
+class Cancel(RunCommand):
     """Ask a run to stop."""
 
-    roles = frozenset({Role.OPERATOR})
-    name = "cancel"
-    call = "cancel"
-    http = Http(
-        "POST",
-        "/v1/runs/{run_id:id}/cancel",
-        status=202,
-        summary="Ask a run to stop; it ends `cancelled`.",
-        derived=True,
-    )
+    name = call = "cancel"
+    http = command_route("cancel", "Ask a run to stop; it ends `cancelled`.")
     cli = Cli("cancel")
     form = Form("Cancel", danger=True)
-    run_id: str = checked(Check.ID, what="run_id")
-    reason: str = checked(Check.REASON, what="cancel's reason", doc=WHY)
 
 
 @dataclass(frozen=True)
@@ -582,63 +574,33 @@ class ListPurged(Request[Any]):
 
 # == operator commands ==================================================================
 @dataclass(frozen=True)
-class Terminate(Request[None]):
+class Terminate(RunCommand):
     """End a run now, `terminated`: no compensation, its timers and credentials die."""
 
-    roles = frozenset({Role.OPERATOR})
-    name = "terminate"
-    call = "terminate"
-    http = Http(
-        "POST",
-        "/v1/runs/{run_id:id}/terminate",
-        status=202,
-        summary="End a run now; it ends `terminated`, no compensation.",
-        derived=True,
-    )
-    cli = Cli("runs terminate", derived=True, done=lambda r: f"{r.run_id} terminated")
+    name = call = "terminate"
+    http = command_route("terminate", "End a run now; it ends `terminated`, no compensation.")
+    cli = command_cli("terminate", lambda r: f"{r.run_id} terminated")
     form = Form("Terminate", danger=True)
-    run_id: str = checked(Check.ID, what="run_id")
-    reason: str = checked(Check.REASON, what="terminate's reason", doc=WHY)
 
 
 @dataclass(frozen=True)
-class Pause(Request[None]):
+class Pause(RunCommand):
     """Hold a run: nothing new starts; signals and timers wait for `Resume`."""
 
-    roles = frozenset({Role.OPERATOR})
-    name = "pause"
-    call = "pause"
-    http = Http(
-        "POST",
-        "/v1/runs/{run_id:id}/pause",
-        status=202,
-        summary="Pause a run: nothing new starts; signals and timers are held.",
-        derived=True,
-    )
-    cli = Cli("runs pause", derived=True, done=lambda r: f"{r.run_id} paused")
+    name = call = "pause"
+    http = command_route("pause", "Pause a run: nothing new starts; signals and timers are held.")
+    cli = command_cli("pause", lambda r: f"{r.run_id} paused")
     form = Form("Pause")
-    run_id: str = checked(Check.ID, what="run_id")
-    reason: str = checked(Check.REASON, what="pause's reason", doc=WHY)
 
 
 @dataclass(frozen=True)
-class Resume(Request[None]):
+class Resume(RunCommand):
     """Let a paused run go on, or a suspended one replay with the engine's current code."""
 
-    roles = frozenset({Role.OPERATOR})
-    name = "resume"
-    call = "resume"
-    http = Http(
-        "POST",
-        "/v1/runs/{run_id:id}/resume",
-        status=202,
-        summary="Resume a paused run, or a suspended one after a fix.",
-        derived=True,
-    )
-    cli = Cli("runs resume", derived=True, done=lambda r: f"{r.run_id} resumed")
+    name = call = "resume"
+    http = command_route("resume", "Resume a paused run, or a suspended one after a fix.")
+    cli = command_cli("resume", lambda r: f"{r.run_id} resumed")
     form = Form("Resume")
-    run_id: str = checked(Check.ID, what="run_id")
-    reason: str = checked(Check.REASON, what="resume's reason", doc=WHY)
 
 
 OPERATIONS: tuple[type[Request[Any]], ...] = (

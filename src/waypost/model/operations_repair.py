@@ -12,8 +12,18 @@ from typing import Any
 
 from waypost.errors import InvalidRequest
 from waypost.model.definitions.format import nesting_problem, unstorable_problem
-from waypost.model.identity import Principal, Role, check_id
-from waypost.model.requests import WHY, Check, Cli, Form, Http, Request, checked, described
+from waypost.model.identity import Principal, check_id
+from waypost.model.requests import (
+    WHY,
+    Check,
+    Form,
+    Request,
+    RunCommand,
+    checked,
+    command_cli,
+    command_route,
+    described,
+)
 
 MAX_FIELDS = 100
 """How many fields of a run's data one update-input may replace."""
@@ -28,29 +38,19 @@ def _json_value(value: Any, what: str) -> None:
 
 
 @dataclass(frozen=True)
-class Retry(Request[None]):
+class Retry(RunCommand):
     """Re-run a failed run from its failed step (earlier results kept, not re-executed).
 
     `step` names the step to re-run (its step id, or a definition step's name); it must
     be the step whose failure failed the run. None: that step, whichever it is.
     """
 
-    roles = frozenset({Role.OPERATOR})
-    name = "retry"
-    call = "retry"
-    http = Http(
-        "POST",
-        "/v1/runs/{run_id:id}/retry",
-        status=202,
-        summary="Re-run a failed run from its failed step (earlier results are kept).",
-        derived=True,
+    name = call = "retry"
+    http = command_route(
+        "retry", "Re-run a failed run from its failed step (earlier results kept)."
     )
-    cli = Cli(
-        "runs retry", derived=True, done=lambda r: f"{r.run_id} retried: its failed step runs again"
-    )
+    cli = command_cli("retry", lambda r: f"{r.run_id} retried: its failed step runs again")
     form = Form("Retry the failed step", ("step",), after_end=True)
-    run_id: str = checked(Check.ID, what="run_id")
-    reason: str = checked(Check.REASON, what="retry's reason", doc=WHY)
     step: str | None = checked(
         Check.OPTIONAL_ID,
         what="step",
@@ -60,30 +60,20 @@ class Retry(Request[None]):
 
 
 @dataclass(frozen=True)
-class Skip(Request[None]):
+class Skip(RunCommand):
     """Mark an activity step skipped, with the output the run uses instead of its result.
 
     The step is the failed step of a failed run, or a step whose attempt is waiting or
     running. A definition step marked `skippable` needs `operator`; any other step `admin`.
     """
 
-    roles = frozenset({Role.OPERATOR})
-    name = "skip"
-    call = "skip"
-    http = Http(
-        "POST",
-        "/v1/runs/{run_id:id}/skip",
-        status=202,
-        summary="Mark a failed, waiting or running step skipped, with the output to use instead.",
-        derived=True,
-    )
-    cli = Cli("runs skip", derived=True, done=lambda r: f"{r.run_id} step {r.step} skipped")
+    name = call = "skip"
+    http = command_route("skip", "Mark a failed, waiting or running step skipped, with its output.")
+    cli = command_cli("skip", lambda r: f"{r.run_id} step {r.step} skipped")
     form = Form("Skip a step", ("step", "output"), after_end=True)
-    run_id: str = checked(Check.ID, what="run_id")
     step: str = checked(
         Check.ID, what="step", doc="The step to skip (its id or definition step name)."
     )
-    reason: str = checked(Check.REASON, what="skip's reason", doc=WHY)
     output: Any = described("What the run uses as the step's output (JSON).", default=None)
 
     def checked(self, principal: Principal) -> Request[None]:
@@ -92,26 +82,15 @@ class Skip(Request[None]):
 
 
 @dataclass(frozen=True)
-class UpdateInput(Request[None]):
+class UpdateInput(RunCommand):
     """Replace fields of the data a waiting definition run's next steps use."""
 
-    roles = frozenset({Role.OPERATOR})
-    name = "update_input"
-    call = "update_input"
-    http = Http(
-        "POST",
-        "/v1/runs/{run_id:id}/update-input",
-        status=202,
-        summary="Replace fields of a waiting definition run's data.",
-        derived=True,
-    )
-    cli = Cli(
-        "runs update-input",
-        derived=True,
-        done=lambda r: f"{r.run_id} input updated: {', '.join(sorted(r.data))}",
+    name = call = "update_input"
+    http = command_route("update-input", "Replace fields of a waiting definition run's data.")
+    cli = command_cli(
+        "update-input", lambda r: f"{r.run_id} input updated: {', '.join(sorted(r.data))}"
     )
     form = Form("Update input", ("data",))
-    run_id: str = checked(Check.ID, what="run_id")
     reason: str = checked(Check.REASON, what="update-input's reason", doc=WHY)
     data: dict[str, Any] | None = described(
         "The fields of the run's data to replace (a JSON object)."

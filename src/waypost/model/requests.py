@@ -195,12 +195,32 @@ class Request(Generic[T]):
             kind = f.metadata.get("check")
             if kind is None:
                 continue
-            what = f.metadata.get("what") or f.name.replace("_", " ")
+            what = (f.metadata.get("what") or f.name.replace("_", " ")).replace("{name}", self.name)
             value = getattr(self, f.name)
             new = _check(Check(kind), value, what, principal)
             if new is not value:
                 changes[f.name] = new
         return dataclasses.replace(self, **changes) if changes else self  # type: ignore[type-var]
+
+
+@dataclass(frozen=True)
+class RunCommand(Request[None]):
+    """An operator's command on a run, its reason recorded in the run's history. Its
+    route, CLI command and run-page form are derived (`command_route`, `command_cli`)."""
+
+    roles = frozenset({Role.OPERATOR})
+    run_id: str = checked(Check.ID, what="run_id")
+    reason: str = checked(Check.REASON, what="{name}'s reason", doc=WHY)
+
+
+def command_route(command: str, summary: str) -> Http:
+    """The derived route of a run command: `POST /v1/runs/{run_id}/<command>`, 202."""
+    return Http("POST", f"/v1/runs/{{run_id:id}}/{command}", 202, summary, derived=True)
+
+
+def command_cli(command: str, done: Callable[[Any], str]) -> Cli:
+    """The derived CLI command of a run command: `waypost runs <command> RUN_ID --reason`."""
+    return Cli(f"runs {command}", derived=True, done=done)
 
 
 def _check(kind: Check, value: Any, what: str, principal: Principal) -> Any:
