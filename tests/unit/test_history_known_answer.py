@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from waypost.model.chain import verify_chain
-from waypost.model.events import Event, EventType, canonical_json
+from waypost.model.events import CLASSES, UNSET, Event, EventType, canonical_json, parse_event
 
 FIXTURE = Path(__file__).parent.parent / "data" / "histories" / "known_answer.json"
 
@@ -50,6 +50,43 @@ def test_the_stored_chain_verifies(history: dict[str, Any]) -> None:
 def test_the_data_text_is_the_canonical_json_of_its_data(history: dict[str, Any]) -> None:
     for ev in _events(history):
         assert ev.encode_data() == ev.data_json, ev
+
+
+@pytest.mark.parametrize("history", HISTORIES, ids=[h["run_id"] for h in HISTORIES])
+def test_each_event_reads_into_its_class_and_writes_back_the_same_text(
+    history: dict[str, Any],
+) -> None:
+    for ev in _events(history):
+        typed = parse_event(ev)
+        assert type(typed) is CLASSES[EventType(ev.type)]
+        assert canonical_json(typed.as_data()) == ev.data_json, ev
+        again = typed.at(ev.ts)
+        assert (again.type, again.encode(), again.ts) == (ev.type, ev.data_json, ev.ts)
+
+
+def test_events_the_writers_make_name_every_key_they_store() -> None:
+    # Apart from the hand-made minimal histories, and an activity's options (its spec,
+    # written as given), every stored key is a field of its class.
+    for h in HISTORIES:
+        for ev in _events(h):
+            typed = parse_event(ev)
+            if ev.type != EventType.ACTIVITY_SCHEDULED:
+                assert not typed.extra, (ev, typed.extra)
+
+
+def test_a_history_that_lacks_keys_reads_with_defaults() -> None:
+    started = parse_event(Event(1, "RunStarted", {"workflow": "wf"}, 1.0, "h"))
+    assert started.as_data() == {"workflow": "wf"}
+    assert {"version", "input", "started_by"} <= started.absent
+    marker = parse_event(Event(2, "MarkerRecorded", {"kind": "uuid", "step": "1"}, 1.0, "h"))
+    assert marker.value is UNSET
+    assert marker.as_data() == {"kind": "uuid", "step": "1"}
+
+
+def test_every_event_type_has_its_class() -> None:
+    assert sorted(CLASSES) == sorted(EventType)
+    for type_, cls in CLASSES.items():
+        assert cls.TYPE is type_
 
 
 def test_every_event_type_is_in_the_fixture() -> None:
