@@ -9,9 +9,10 @@ timers, approvals, cancellations, correlated signal waits.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from waypost.model.events import EventType, NewEvent
+from waypost.model.events import EventType, NewEvent, RunStarted, SignalReceived
 from waypost.model.quotas import Quotas
 from waypost.model.status import RunStatus
 from waypost.runtime.cancellation import cancelled_error
@@ -247,15 +248,18 @@ def next_generation(inst: WorkflowInstance, outcome: NewEvent) -> Continuation:
     d = outcome.data
     # Signals fed after the code continued (in the same activation) are unread as well.
     d["signals"] = inst.unread_signals()
-    started = {k: v for k, v in inst.started.items() if k != "continued_from"}
-    started.update(input=d["input"], generation=d["generation"])
+    started = replace(
+        RunStarted.parse(inst.started),
+        continued_from=None,
+        input=d["input"],
+        generation=d["generation"],
+    )
     signals = [
-        NewEvent(_E.SIGNAL_RECEIVED, {"name": s["name"], "payload": s["payload"]}, outcome.ts)
-        for s in d["signals"]
+        SignalReceived(name=s["name"], payload=s["payload"]).at(outcome.ts) for s in d["signals"]
     ]
     return Continuation(
         input=d["input"],
-        started=NewEvent(_E.RUN_STARTED, started, outcome.ts),
+        started=started.at(outcome.ts),
         signals=signals,
         generation=d["generation"],
     )
@@ -274,16 +278,15 @@ def child_run(
     The child is started on behalf of whoever started its parent (`started_by`, from the
     parent's RunStarted), so that segregation of duties holds through children: the
     parent's starter may not decide the child's approvals either."""
-    started: dict[str, Any] = {
-        "workflow": d["workflow"],
-        "version": d["version"],
-        "input": d["input"],
-        "parent": {"run_id": parent_run_id, "step": d["step"], "depth": d["depth"]},
-    }
-    if isinstance(started_by, str) and started_by:
-        started["started_by"] = started_by
-    if "definition" in d:  # a definition's `call` step: the store picks the version
-        started["definition"] = d["definition"]
+    started = RunStarted(
+        workflow=d["workflow"],
+        version=d["version"],
+        input=d["input"],
+        parent={"run_id": parent_run_id, "step": d["step"], "depth": d["depth"]},
+        started_by=started_by if isinstance(started_by, str) and started_by else None,
+        # A definition's `call` step: the store picks the version.
+        definition=d.get("definition"),
+    )
     return NewRun(
         tenant=tenant,
         run_id=d["run_id"],
@@ -291,7 +294,7 @@ def child_run(
         version=d["version"],
         input=d["input"],
         ts=now,
-        started=NewEvent(_E.RUN_STARTED, started, now),
+        started=started.at(now),
         queue=d["queue"],
         parent=ChildLink(parent_run_id, d["step"], d["close"]),
         quotas=quotas,

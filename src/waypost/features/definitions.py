@@ -51,7 +51,8 @@ from waypost.model.definitions.migration import (
 from waypost.model.events import (
     Event,
     EventType,
-    NewEvent,
+    RunMigrated,
+    RunStarted,
     canonical_json,
     feeds_code,
 )
@@ -152,11 +153,12 @@ class Definitions:
             raise InputError(name, problems)
         payload = self.machinery.codec.encode(req.input if req.input is not None else {})
         await self.bounded(tenant, "input", payload)
-        started_data: dict[str, Any] = {
-            "workflow": name,
-            "version": str(record.version),
-            "input": payload,
-            "definition": {
+        started_data = RunStarted(
+            workflow=name,
+            version=str(record.version),
+            input=payload,
+            started_by=req.started_by,
+            definition={
                 "name": name,
                 "version": record.version,
                 "digest": record.digest,
@@ -171,9 +173,7 @@ class Definitions:
                     "max_map_concurrency": limits.max_map_concurrency,
                 },
             },
-        }
-        if req.started_by is not None:
-            started_data["started_by"] = req.started_by
+        )
         return await self.machinery.start_run(
             tenant=tenant,
             run_id=req.run_id,
@@ -468,22 +468,18 @@ class Definitions:
         if dry_run or not check.compatible:
             return result
         now = self.machinery.settings.clock()
-        event = NewEvent(
-            _E.RUN_MIGRATED,
-            {
-                "definition": name,
-                "from_version": current,
-                "to_version": number,
-                "to_digest": target.digest,
-                "mapping": {check.from_step: check.to_step, **given},
-                "from_step": check.from_step,
-                "to_step": check.to_step,
-                "by": by,
-                "reason": reason,
-                "revoked_approvals": open_approvals,
-            },
-            now,
-        )
+        event = RunMigrated(
+            definition=name,
+            from_version=current,
+            to_version=number,
+            to_digest=target.digest,
+            mapping={check.from_step: check.to_step, **given},
+            from_step=check.from_step,
+            to_step=check.to_step,
+            by=by,
+            reason=reason,
+            revoked_approvals=open_approvals,
+        ).at(now)
         res = await self.machinery.commit_and_wake(
             RunCommit(
                 tenant=tenant,

@@ -44,7 +44,7 @@ from waypost.model.events import (
     TERMINAL_EVENTS,
     Event,
     EventType,
-    NewEvent,
+    UpdateAccepted,
     canonical_json,
     feeds_code,
 )
@@ -193,12 +193,12 @@ class Updates:
                 inst.validate_update(req.update, m.codec.decode(args))
 
             await self._with_rebuilt(run, history, what, validate)
-            data = {"update_id": update_id, "name": req.update, "args": args}
+            accepted = UpdateAccepted(update_id=update_id, name=req.update, args=args)
             res = await m.commit_and_wake(
                 RunCommit(
                     tenant=tenant,
                     run_id=run_id,
-                    events=[NewEvent(_E.UPDATE_ACCEPTED, data, m.settings.clock())],
+                    events=[accepted.at(m.settings.clock())],
                     now=m.settings.clock(),
                     expect_seq=run.last_seq,
                     expect_hash=run.last_hash,

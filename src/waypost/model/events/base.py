@@ -7,7 +7,8 @@ it is stored as. It is written in one place (`as_data`, `at`) and read in one pl
 The stored text does not change with the classes: `parse` then `as_data` gives back the
 data it read, key for key. Keys an older or newer writer added that a class does not
 name are kept (`extra`); keys a class names that an older history lacks read as the
-field's default, and are left out again when written back (`absent`). Optional keys
+field's default, and are left out again when written back (`absent`) unless the
+field was given another value since (`dataclasses.replace`). Optional keys
 (`OMIT_NONE`) are written only when they have a value; a field whose value is `UNSET`
 (one that may hold any JSON value, None included) is not written.
 """
@@ -15,7 +16,7 @@ field's default, and are left out again when written back (`absent`). Optional k
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from enum import Enum
 from typing import Any, ClassVar, Final, Self, TypeVar
 
@@ -54,11 +55,13 @@ class EventData:
         out: dict[str, Any] = {}
         for f in fields(self):
             name = f.name
-            if name in _OWN or name in self.absent:
+            if name in _OWN:
                 continue
             value = getattr(self, name)
             if value is UNSET or (value is None and name in self.OMIT_NONE):
                 continue
+            if name in self.absent and value == _default(f):
+                continue  # still as read from data that lacked it
             out[name] = value
         out.update(self.extra)
         return out
@@ -84,13 +87,17 @@ class EventData:
                     extra[name] = None  # an old writer wrote the null: keep it
             else:
                 absent.add(name)
-                if f.default is not MISSING:
-                    kwargs[name] = f.default
-                elif f.default_factory is not MISSING:
-                    kwargs[name] = f.default_factory()
-                else:
-                    kwargs[name] = None
+                kwargs[name] = _default(f)
         return cls(**kwargs, extra=extra, absent=frozenset(absent))
+
+
+def _default(f: Field[Any]) -> Any:
+    """What a field reads as when the data lacks its key: its default, else None."""
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return None
 
 
 _FIELD_NAMES: dict[type[EventData], frozenset[str]] = {}

@@ -16,21 +16,32 @@ from .core import EventType as _E
 class RunStarted(EventData):
     """A run (or a generation) began. `parent` links a child to its parent, `definition`
     names the definition a definition run runs, `forked_from` the run it was forked
-    from, `continued_from` and `generation` the generation before it."""
+    from, `continued_from` and `generation` the generation before it; `started_by`, who
+    started it, when known."""
 
     TYPE: ClassVar = _E.RUN_STARTED
     OMIT_NONE: ClassVar = frozenset(
-        {"parent", "definition", "forked_from", "continued_from", "generation"}
+        {
+            "started_by",
+            "parent",
+            "definition",
+            "forked_from",
+            "continued_from",
+            "generation",
+            "trace",
+        }
     )
     workflow: str
     version: str = ""
     input: Any = None
-    started_by: str = ""
+    started_by: str | None = None
     parent: dict[str, Any] | None = None
     definition: dict[str, Any] | None = None
     forked_from: dict[str, Any] | None = None
     continued_from: dict[str, Any] | None = None
     generation: int | None = None
+    # The trace the run's spans belong to (when tracing is on).
+    trace: Any = None
 
 
 @register
@@ -193,12 +204,12 @@ class RunMigrated(EventData):
     from_version: int
     to_version: int
     to_digest: str
-    mapping: dict[str, str]
+    mapping: dict[str, str | None]
     from_step: str
-    to_step: str
+    to_step: str | None
     revoked_approvals: list[Any]
-    by: str
-    reason: str
+    by: str | None
+    reason: str | None
 
 
 @register

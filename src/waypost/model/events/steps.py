@@ -180,10 +180,12 @@ class ApprovalRequested(EventData):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalDecided(EventData):
     """One decision on an approval; `outcome` is "approved" or "rejected" once it is
-    resolved, else "pending"; `votes`, the decisions so far, when more than one counts."""
+    resolved, else "pending"; `votes`, the decisions so far, once resolved;
+    `starter_unknown`, that segregation of duties let it through without a known starter
+    (the policy's `allow_unknown_starter`)."""
 
     TYPE: ClassVar = _E.APPROVAL_DECIDED
-    OMIT_NONE: ClassVar = frozenset({"votes"})
+    OMIT_NONE: ClassVar = frozenset({"votes", "starter_unknown"})
     step: str
     approval_id: str
     decision: str
@@ -194,6 +196,7 @@ class ApprovalDecided(EventData):
     authenticated_by: str = ""
     credential_id: str | None = None
     votes: list[Any] | None = None
+    starter_unknown: bool | None = None
 
 
 @register
