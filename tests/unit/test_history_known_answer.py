@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 
 from waypost.model.chain import verify_chain
-from waypost.model.events import CLASSES, UNSET, Event, EventType, canonical_json, parse_event
+from waypost.model.events import (
+    CLASSES,
+    COMMAND_EVENTS,
+    UNSET,
+    Command,
+    Event,
+    EventType,
+    canonical_json,
+    parse_event,
+)
 
 FIXTURE = Path(__file__).parent.parent / "data" / "histories" / "known_answer.json"
 
@@ -87,6 +96,8 @@ def test_every_event_type_has_its_class() -> None:
     assert sorted(CLASSES) == sorted(EventType)
     for type_, cls in CLASSES.items():
         assert cls.TYPE is type_
+    commands = {t for t, cls in CLASSES.items() if issubclass(cls, Command)}
+    assert commands == COMMAND_EVENTS
 
 
 def test_every_event_type_is_in_the_fixture() -> None:

@@ -5,7 +5,7 @@
 (`base.py`). See "The history's vocabulary" in docs/architecture.md.
 """
 
-from .base import CLASSES, UNSET, EventData, Unset, parse_event
+from .base import CLASSES, UNSET, Command, EventData, Unset, parse_event
 from .core import (
     AUDIT_EVENTS,
     COMMAND_EVENTS,
@@ -82,6 +82,7 @@ __all__ = [
     "ChildCompleted",
     "ChildFailed",
     "ChildStarted",
+    "Command",
     "CorrelationRegistered",
     "CorrelationWithdrawn",
     "Event",

@@ -100,6 +100,14 @@ def _default(f: Field[Any]) -> Any:
     return None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command(EventData):
+    """The data of an event workflow code issues (a command): `cause` is the number of
+    the event the code was handling when it issued it (set as the command is recorded)."""
+
+    cause: int | None = None
+
+
 _FIELD_NAMES: dict[type[EventData], frozenset[str]] = {}
 
 

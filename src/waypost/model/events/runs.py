@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .base import UNSET, EventData, register
+from .base import UNSET, Command, EventData, register
 from .core import EventType as _E
 
 
@@ -225,7 +225,7 @@ class RunForked(EventData):
 
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ChildStarted(EventData):
+class ChildStarted(Command):
     TYPE: ClassVar = _E.CHILD_STARTED
     OMIT_NONE: ClassVar = frozenset({"definition"})
     step: str
@@ -239,7 +239,6 @@ class ChildStarted(EventData):
     depth: int
     definition: dict[str, Any] | None = None
     site: str = ""
-    cause: int | None = None
 
 
 @register
@@ -275,17 +274,16 @@ class UpdateAccepted(EventData):
 
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UpdateCompleted(EventData):
+class UpdateCompleted(Command):
     """An update's handler returned `result` or raised `error`."""
 
     TYPE: ClassVar = _E.UPDATE_COMPLETED
     step: str
-    update_id: str
+    update_id: str | None
     name: str
     kind: str = "update"
     result: Any = UNSET
     error: Any = UNSET
-    cause: int | None = None
 
 
 @register

@@ -6,16 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .base import UNSET, EventData, register
+from .base import UNSET, Command, EventData, register
 from .core import EventType as _E
-
-# Most commands carry `cause`: the number of the event the code was handling when it
-# issued them (set by the instance as it records the command).
 
 
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ActivityScheduled(EventData):
+class ActivityScheduled(Command):
     """The code called an activity. Besides these, the activity's options (its spec) are
     written as they were given (kept in `extra`)."""
 
@@ -43,7 +40,6 @@ class ActivityScheduled(EventData):
     compensates: str | None = None
     definition_step: str | None = None
     definition_version: int | None = None
-    cause: int | None = None
 
 
 @register
@@ -73,23 +69,21 @@ class ActivityFailed(EventData):
 
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ActivityCancelRequested(EventData):
+class ActivityCancelRequested(Command):
     TYPE: ClassVar = _E.ACTIVITY_CANCEL_REQUESTED
     step: str
     site: str = ""
-    cause: int | None = None
 
 
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TimerStarted(EventData):
+class TimerStarted(Command):
     TYPE: ClassVar = _E.TIMER_STARTED
     step: str
     kind: str = "timer"
     fire_at: float = 0.0
     duration: float = 0.0
     site: str = ""
-    cause: int | None = None
 
 
 @register
@@ -102,16 +96,15 @@ class TimerFired(EventData):
 
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TimerCancelled(EventData):
+class TimerCancelled(Command):
     TYPE: ClassVar = _E.TIMER_CANCELLED
     step: str
     site: str = ""
-    cause: int | None = None
 
 
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MarkerRecorded(EventData):
+class MarkerRecorded(Command):
     """A recorded value (`ctx.uuid()`, `ctx.now()`...) at `step`, or a patch taken
     (`kind` "patch", its `change_id`, no step and no value)."""
 
@@ -122,7 +115,6 @@ class MarkerRecorded(EventData):
     step: str | None = None
     value: Any = UNSET
     change_id: str | None = None
-    cause: int | None = None
 
 
 @register
@@ -139,7 +131,7 @@ class SignalReceived(EventData):
 
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CorrelationRegistered(EventData):
+class CorrelationRegistered(Command):
     TYPE: ClassVar = _E.CORRELATION_REGISTERED
     step: str
     kind: str
@@ -147,21 +139,19 @@ class CorrelationRegistered(EventData):
     key: str
     value: str
     site: str = ""
-    cause: int | None = None
 
 
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CorrelationWithdrawn(EventData):
+class CorrelationWithdrawn(Command):
     TYPE: ClassVar = _E.CORRELATION_WITHDRAWN
     step: str
     site: str = ""
-    cause: int | None = None
 
 
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalRequested(EventData):
+class ApprovalRequested(Command):
     TYPE: ClassVar = _E.APPROVAL_REQUESTED
     step: str
     approval_id: str
@@ -171,9 +161,8 @@ class ApprovalRequested(EventData):
     data: Any = None
     expires_at: float | None = None
     timer_step: str | None = None
-    started_by: str = ""
+    started_by: str | None = None
     site: str = ""
-    cause: int | None = None
 
 
 @register
@@ -201,13 +190,12 @@ class ApprovalDecided(EventData):
 
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalClosed(EventData):
+class ApprovalClosed(Command):
     TYPE: ClassVar = _E.APPROVAL_CLOSED
     step: str
     approval_id: str
     status: str
     site: str = ""
-    cause: int | None = None
 
 
 @register
@@ -239,11 +227,10 @@ class ApproversChanged(EventData):
 
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalEscalated(EventData):
+class ApprovalEscalated(Command):
     TYPE: ClassVar = _E.APPROVAL_ESCALATED
     step: str
     approval_id: str
     approval_step: str
     group: str
     site: str = ""
-    cause: int | None = None
