@@ -33,7 +33,7 @@ class ActivityScheduled(Command):
     key: str
     site: str
     retry: dict[str, Any]
-    timeout: float | None = None
+    timeout: float
     kwargs: Any = None
     queue: str | None = None
     heartbeat_timeout: float | None = None
