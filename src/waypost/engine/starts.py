@@ -12,7 +12,14 @@ from dataclasses import replace
 from typing import Any
 
 from waypost.errors import RunIdConflict, RunNotActive
-from waypost.model.events import Event, EventType, NewEvent, RunStarted, canonical_json
+from waypost.model.events import (
+    Event,
+    EventType,
+    NewEvent,
+    RunStarted,
+    SignalReceived,
+    canonical_json,
+)
 from waypost.model.identity import preview
 from waypost.model.records import Started
 from waypost.store.base import (
@@ -216,7 +223,7 @@ class Starts:
                 f"run {preview(run_id)} exists already as a run of workflow "
                 f"{preview(result.run.workflow)}, not {preview(new.workflow)}; use another run_id"
             )
-        what = f"signal {preview(str(signal.event.data.get('name')))}"
+        what = f"signal {preview(str(SignalReceived.parse(signal.event).name))}"
         refused = refused_append(res, commit, what)
         if refused is not None:
             raise refused

@@ -240,11 +240,12 @@ class Definitions:
 
     async def workflow(self, run: RunRecord, history: Sequence[Event]) -> WorkflowDefn:
         """The interpreter for a definition run, with every version its history names."""
-        started = history[0].data["definition"]
+        started = RunStarted.parse(history[0]).definition or {}
         pinned = {int(started["version"]): str(started["digest"])}
         for ev in history:
             if ev.type == _E.RUN_MIGRATED:
-                pinned[int(ev.data["to_version"])] = str(ev.data["to_digest"])
+                migrated = RunMigrated.parse(ev)
+                pinned[int(migrated.to_version)] = str(migrated.to_digest)
         definitions: dict[int, Definition] = {}
         for number, digest in pinned.items():
             cached = self._parsed.get((run.tenant, str(started["name"]), number))
@@ -389,7 +390,7 @@ class Definitions:
             values.update(fields)
             return MigrationReport(**values)
 
-        started = history[0].data.get("definition") if history else None
+        started = RunStarted.parse(history[0]).definition if history else None
         if not isinstance(started, dict):
             return report(
                 [f"run {run_id!r} runs workflow code ({run.workflow!r}), not a definition"]

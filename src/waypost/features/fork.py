@@ -136,7 +136,7 @@ class Forks:
         """The existing run `run_id`'s `forked_from` if it is this fork (same source and
         cut), else `RunIdConflict`."""
         _, events = await self.machinery.store.load_run(tenant, run_id)
-        found = events[0].data.get("forked_from") if events else None
+        found = RunStarted.parse(events[0]).forked_from if events else None
         if not isinstance(found, dict) or (found.get("run_id"), found.get("seq")) != (
             link["run_id"],
             link["seq"],
@@ -188,9 +188,10 @@ class Forks:
 def _code_of(source: RunRecord, started: Event) -> tuple[str, str, str]:
     """The workflow, version and queue a fork of `source` runs: a definition run stays
     on the version its RunStarted pinned (a fork copies nothing past a migration)."""
-    definition = started.data.get("definition")
+    first = RunStarted.parse(started)
+    definition = first.definition
     if isinstance(definition, dict):
         return str(definition["name"]), str(definition["version"]), DEFINITIONS_QUEUE
-    workflow = str(started.data.get("workflow") or source.workflow)
-    version = str(started.data.get("version") or source.version)
+    workflow = str(first.workflow or source.workflow)
+    version = str(first.version or source.version)
     return workflow, version, workflow_queue(workflow, version)

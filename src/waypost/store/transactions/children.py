@@ -101,7 +101,7 @@ def _pin_definition(tx: Tx, new: NewRun) -> NewRun | dict[str, Any]:
     """The child run of a definition's `call` step, pinned to the version it runs (the
     newest, unless the step named one) and that version's digest; or the error of a
     definition the tenant has not published."""
-    asked = new.started.data["definition"]
+    asked = RunStarted.parse(new.started).definition or {}
     number = asked.get("version")
     record = get_definition(tx, new.tenant, new.workflow, None if number is None else int(number))
     if record is None:
