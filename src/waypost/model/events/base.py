@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from enum import Enum
-from typing import Any, ClassVar, Final, Self, TypeVar
+from typing import Any, ClassVar, Final, Self, TypeVar, cast, dataclass_transform
 
 from .core import Event, EventType, NewEvent
 
@@ -114,13 +114,16 @@ _FIELD_NAMES: dict[type[EventData], frozenset[str]] = {}
 _C = TypeVar("_C", bound=type[EventData])
 
 
+@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(field,))
 def register(cls: _C) -> _C:
-    """Record `cls` as the class of its event type."""
-    _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls)) - _OWN
-    if cls.TYPE in CLASSES:
-        raise TypeError(f"two classes for {cls.TYPE}")
-    CLASSES[cls.TYPE] = cls
-    return cls
+    """Make `cls` a frozen dataclass (keyword arguments only) and record it as the class
+    of its event type."""
+    made = cast(_C, dataclass(frozen=True, slots=True, kw_only=True)(cls))
+    _FIELD_NAMES[made] = frozenset(f.name for f in fields(made)) - _OWN
+    if made.TYPE in CLASSES:
+        raise TypeError(f"two classes for {made.TYPE}")
+    CLASSES[made.TYPE] = made
+    return made
 
 
 CLASSES: dict[EventType, type[EventData]] = {}

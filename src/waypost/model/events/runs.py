@@ -12,7 +12,6 @@ from .core import EventType as _E
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted(EventData):
     """A run (or a generation) began. `parent` links a child to its parent, `definition`
     names the definition a definition run runs, `forked_from` the run it was forked
@@ -45,28 +44,24 @@ class RunStarted(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunCompleted(EventData):
     TYPE: ClassVar = _E.RUN_COMPLETED
     result: Any = None
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunFailed(EventData):
     TYPE: ClassVar = _E.RUN_FAILED
     error: dict[str, Any]
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunSuspended(EventData):
     TYPE: ClassVar = _E.RUN_SUSPENDED
     error: dict[str, Any]
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class CancelRequested(EventData):
     """A cancel request: its reason, the grace the code has to wind down, and who asked
     (`by`, when a parent's end closes its child)."""
@@ -79,7 +74,6 @@ class CancelRequested(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunCancelled(EventData):
     """The run ended cancelled; `forced` after a grace of `after` seconds; `result`, the
     code's result when it finished anyway."""
@@ -95,7 +89,6 @@ class RunCancelled(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunContinuedAsNew(EventData):
     TYPE: ClassVar = _E.RUN_CONTINUED_AS_NEW
     input: Any
@@ -104,7 +97,6 @@ class RunContinuedAsNew(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class LateResultIgnored(EventData):
     """An outcome from an attempt that no longer held its task: its `result` or `error`."""
 
@@ -118,31 +110,28 @@ class LateResultIgnored(EventData):
     error: Any = UNSET
 
 
-# Operator commands and repairs: who (`by`), why, and the run's status before and after.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Operated(EventData):
+    """An operator command or repair: who (`by`), why, and the run's status before and
+    after."""
+
+    by: str
+    reason: str
+    status_before: str
+    status_after: str
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunPaused(EventData):
+class RunPaused(Operated):
     TYPE: ClassVar = _E.RUN_PAUSED
-    by: str
-    reason: str
-    status_before: str
-    status_after: str
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunResumed(EventData):
+class RunResumed(Operated):
     TYPE: ClassVar = _E.RUN_RESUMED
-    by: str
-    reason: str
-    status_before: str
-    status_after: str
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunTerminated(EventData):
     """Terminated by an operator (statuses given), or closed as its parent ended (`by`
     names the parent)."""
@@ -156,48 +145,32 @@ class RunTerminated(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunRetried(EventData):
+class RunRetried(Operated):
     TYPE: ClassVar = _E.RUN_RETRIED
     step: str
     attempt: int
     voids: list[int]
-    by: str
-    reason: str
-    status_before: str
-    status_after: str
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepSkipped(EventData):
+class StepSkipped(Operated):
     TYPE: ClassVar = _E.STEP_SKIPPED
     OMIT_NONE: ClassVar = frozenset({"voids"})
     step: str
     activity: str
     output: Any
-    by: str
-    reason: str
-    status_before: str
-    status_after: str
     voids: list[int] | None = None
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InputUpdated(EventData):
+class InputUpdated(Operated):
     TYPE: ClassVar = _E.INPUT_UPDATED
     step: str
     old: dict[str, Any]
     new: dict[str, Any]
-    by: str
-    reason: str
-    status_before: str
-    status_after: str
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunMigrated(EventData):
     TYPE: ClassVar = _E.RUN_MIGRATED
     definition: str
@@ -213,7 +186,6 @@ class RunMigrated(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunForked(EventData):
     TYPE: ClassVar = _E.RUN_FORKED
     to_run_id: str
@@ -224,7 +196,6 @@ class RunForked(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ChildStarted(Command):
     TYPE: ClassVar = _E.CHILD_STARTED
     OMIT_NONE: ClassVar = frozenset({"definition"})
@@ -242,7 +213,6 @@ class ChildStarted(Command):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ChildCompleted(EventData):
     TYPE: ClassVar = _E.CHILD_COMPLETED
     step: str
@@ -252,7 +222,6 @@ class ChildCompleted(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ChildFailed(EventData):
     """The child failed, was cancelled or terminated (`status`), or never started."""
 
@@ -264,7 +233,6 @@ class ChildFailed(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateAccepted(EventData):
     TYPE: ClassVar = _E.UPDATE_ACCEPTED
     update_id: str
@@ -273,7 +241,6 @@ class UpdateAccepted(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateCompleted(Command):
     """An update's handler returned `result` or raised `error`."""
 
@@ -287,7 +254,6 @@ class UpdateCompleted(Command):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunAdmitted(EventData):
     TYPE: ClassVar = _E.RUN_ADMITTED
     queue: str

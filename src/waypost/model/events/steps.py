@@ -3,7 +3,6 @@ approvals (see `base.py` for how a class reads and writes its data)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .base import UNSET, Command, EventData, register
@@ -11,7 +10,6 @@ from .core import EventType as _E
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ActivityScheduled(Command):
     """The code called an activity. Besides these, the activity's options (its spec) are
     written as they were given (kept in `extra`)."""
@@ -43,7 +41,6 @@ class ActivityScheduled(Command):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ActivityCompleted(EventData):
     TYPE: ClassVar = _E.ACTIVITY_COMPLETED
     step: str
@@ -52,7 +49,6 @@ class ActivityCompleted(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ActivityFailed(EventData):
     """An attempt failed; `retrying` says whether another follows (at `retry_at`);
     `held` says why the retry waits (a suspended run)."""
@@ -68,7 +64,6 @@ class ActivityFailed(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ActivityCancelRequested(Command):
     TYPE: ClassVar = _E.ACTIVITY_CANCEL_REQUESTED
     step: str
@@ -76,7 +71,6 @@ class ActivityCancelRequested(Command):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class TimerStarted(Command):
     TYPE: ClassVar = _E.TIMER_STARTED
     step: str
@@ -87,7 +81,6 @@ class TimerStarted(Command):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class TimerFired(EventData):
     TYPE: ClassVar = _E.TIMER_FIRED
     step: str
@@ -95,7 +88,6 @@ class TimerFired(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class TimerCancelled(Command):
     TYPE: ClassVar = _E.TIMER_CANCELLED
     step: str
@@ -103,7 +95,6 @@ class TimerCancelled(Command):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class MarkerRecorded(Command):
     """A recorded value (`ctx.uuid()`, `ctx.now()`...) at `step`, or a patch taken
     (`kind` "patch", its `change_id`, no step and no value)."""
@@ -118,7 +109,6 @@ class MarkerRecorded(Command):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class SignalReceived(EventData):
     """A signal; `webhook` names the delivery it came in (webhooks by correlation)."""
 
@@ -130,7 +120,6 @@ class SignalReceived(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class CorrelationRegistered(Command):
     TYPE: ClassVar = _E.CORRELATION_REGISTERED
     step: str
@@ -142,7 +131,6 @@ class CorrelationRegistered(Command):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class CorrelationWithdrawn(Command):
     TYPE: ClassVar = _E.CORRELATION_WITHDRAWN
     step: str
@@ -150,7 +138,6 @@ class CorrelationWithdrawn(Command):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRequested(Command):
     TYPE: ClassVar = _E.APPROVAL_REQUESTED
     step: str
@@ -166,7 +153,6 @@ class ApprovalRequested(Command):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalDecided(EventData):
     """One decision on an approval; `outcome` is "approved" or "rejected" once it is
     resolved, else "pending"; `votes`, the decisions so far, once resolved;
@@ -189,7 +175,6 @@ class ApprovalDecided(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalClosed(Command):
     TYPE: ClassVar = _E.APPROVAL_CLOSED
     step: str
@@ -199,7 +184,6 @@ class ApprovalClosed(Command):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRefused(EventData):
     TYPE: ClassVar = _E.APPROVAL_REFUSED
     step: str
@@ -213,7 +197,6 @@ class ApprovalRefused(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ApproversChanged(EventData):
     TYPE: ClassVar = _E.APPROVERS_CHANGED
     step: str
@@ -226,7 +209,6 @@ class ApproversChanged(EventData):
 
 
 @register
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalEscalated(Command):
     TYPE: ClassVar = _E.APPROVAL_ESCALATED
     step: str
