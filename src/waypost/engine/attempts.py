@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from waypost.model.events import EventType, NewEvent
+from waypost.model.events import (
+    UNSET,
+    ActivityCompleted,
+    ActivityFailed,
+    LateResultIgnored,
+    NewEvent,
+)
 from waypost.model.logs import logger
 from waypost.model.retry import Retry
 from waypost.runtime.context import ActivityContext
@@ -71,32 +77,29 @@ class Outcome:
     # The attempt lost its engine (its lease lapsed): the step's lapses, this one counted.
     lapses: int = 0
 
-    def event_data(self, a: Attempt) -> dict[str, Any]:
-        data: dict[str, Any] = {"step": a.step, "attempt": a.attempt}
+    def event(self, a: Attempt) -> ActivityCompleted | ActivityFailed:
         if self.ok:
-            data["result"] = self.result
-        else:
-            data["error"] = self.error
-            data["retrying"] = self.retrying
-            if self.retry_at is not None:
-                data["retry_at"] = self.retry_at
-        return data
+            return ActivityCompleted(step=a.step, attempt=a.attempt, result=self.result)
+        return ActivityFailed(
+            step=a.step,
+            attempt=a.attempt,
+            error=self.error,
+            retrying=self.retrying,
+            retry_at=self.retry_at,
+        )
 
     def late_event(self, a: Attempt, now: float) -> NewEvent:
         """The audit fact of an outcome from an attempt that no longer holds its task."""
-        data: dict[str, Any] = {
-            "step": a.step,
-            "attempt": a.attempt,
-            "fence": a.fence,
-            "outcome": "completed" if self.ok else "failed",
-            "reason": "the attempt no longer holds the task (its lease lapsed, it was retried, "
+        return LateResultIgnored(
+            step=a.step,
+            attempt=a.attempt,
+            fence=a.fence,
+            outcome="completed" if self.ok else "failed",
+            reason="the attempt no longer holds the task (its lease lapsed, it was retried, "
             "cancelled or the run ended)",
-        }
-        if self.ok:
-            data["result"] = self.result
-        else:
-            data["error"] = self.error
-        return NewEvent(EventType.LATE_RESULT_IGNORED, data, now)
+            result=self.result if self.ok else UNSET,
+            error=UNSET if self.ok else self.error,
+        ).at(now)
 
 
 def failure(

@@ -9,9 +9,26 @@ timers, approvals, cancellations, correlated signal waits.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from waypost.model.events import EventType, NewEvent
+from waypost.model.events import (
+    ActivityCancelRequested,
+    ActivityScheduled,
+    ApprovalClosed,
+    ApprovalEscalated,
+    ApprovalRequested,
+    ChildStarted,
+    CorrelationRegistered,
+    CorrelationWithdrawn,
+    EventType,
+    NewEvent,
+    RunContinuedAsNew,
+    RunStarted,
+    SignalReceived,
+    TimerCancelled,
+    TimerStarted,
+)
 from waypost.model.quotas import Quotas
 from waypost.model.status import RunStatus
 from waypost.runtime.cancellation import cancelled_error
@@ -79,7 +96,14 @@ def decision_commit(
     new_correlations, withdraw_correlations = _correlation_changes(commands, finished)
     children = [
         # Started even by a run that ends in this activation (a detached child).
-        child_run(tenant, run_id, ev.data, now, start_quotas, inst.started.get("started_by"))
+        child_run(
+            tenant,
+            run_id,
+            ChildStarted.parse(ev),
+            now,
+            start_quotas,
+            inst.started.get("started_by"),
+        )
         for ev in commands
         if ev.type == _E.CHILD_STARTED
     ]
@@ -96,13 +120,14 @@ def decision_commit(
         workflow_op=workflow_op,
         activity=activity,
         new_activities=new_activities,
-        cancel_activities=_steps(commands, _E.ACTIVITY_CANCEL_REQUESTED),
+        cancel_activities=_steps(commands, ActivityCancelRequested),
         new_timers=[
-            NewTimer(ev.data["step"], float(ev.data["fire_at"]))
+            NewTimer(t.step, float(t.fire_at))
             for ev in commands
             if ev.type == _E.TIMER_STARTED
+            for t in (TimerStarted.parse(ev),)
         ],
-        cancel_timers=_steps(commands, _E.TIMER_CANCELLED),
+        cancel_timers=_steps(commands, TimerCancelled),
         new_approvals=new_approvals,
         close_approvals=close_approvals,
         escalate_approvals=escalations,
@@ -117,9 +142,12 @@ def decision_commit(
     )
 
 
-def _steps(commands: Sequence[NewEvent], type_: EventType) -> list[str]:
+def _steps(
+    commands: Sequence[NewEvent],
+    cls: type[ActivityCancelRequested | TimerCancelled | CorrelationWithdrawn],
+) -> list[str]:
     """The steps of the commands of one type, in order."""
-    return [ev.data["step"] for ev in commands if ev.type == type_]
+    return [cls.parse(ev).step for ev in commands if ev.type == cls.TYPE]
 
 
 def _new_activity_tasks(
@@ -136,20 +164,24 @@ def _new_activity_tasks(
     none: work that has not started is never started."""
     if finished:
         return []
-    dropped = set(_steps(commands, _E.ACTIVITY_CANCEL_REQUESTED))
+    dropped = set(_steps(commands, ActivityCancelRequested))
     tasks = []
     for ev in commands:
-        d = ev.data
-        if ev.type != _E.ACTIVITY_SCHEDULED or d["step"] in dropped:
+        if ev.type != _E.ACTIVITY_SCHEDULED:
             continue
-        local = take_locally(d["activity"])
+        a = ActivityScheduled.parse(ev)
+        if a.step in dropped:
+            continue
+        local = take_locally(a.activity)
+        # The task's spec is the whole scheduled data (the activity's options with it).
+        spec = ev.data
         tasks.append(
             NewActivityTask(
-                step=d["step"],
-                activity=d["activity"],
-                spec=d if trace is None else {**d, TRACE_KEY: trace},
-                timeout=float(d["timeout"]),
-                heartbeat_timeout=d.get("heartbeat_timeout"),
+                step=a.step,
+                activity=a.activity,
+                spec=spec if trace is None else {**spec, TRACE_KEY: trace},
+                timeout=float(a.timeout),
+                heartbeat_timeout=a.heartbeat_timeout,
                 owner=owner if local else None,
                 lease=lease,
             )
@@ -163,28 +195,30 @@ def _approval_changes(
     """Approvals opened, closed (id, status) and escalated (id, group)."""
     opened = [
         NewApproval(
-            approval_id=d["approval_id"],
-            step=d["step"],
-            timer_step=d.get("timer_step"),
-            name=d["name"],
-            policy=d["policy"],
-            started_by=d.get("started_by"),
-            data=d.get("data"),
-            expires_at=d.get("expires_at"),
+            approval_id=r.approval_id,
+            step=r.step,
+            timer_step=r.timer_step,
+            name=r.name,
+            policy=r.policy,
+            started_by=r.started_by,
+            data=r.data,
+            expires_at=r.expires_at,
         )
         for ev in commands
         if ev.type == _E.APPROVAL_REQUESTED
-        for d in (ev.data,)
+        for r in (ApprovalRequested.parse(ev),)
     ]
     closed = [
-        (ev.data["approval_id"], ev.data["status"])
+        (c.approval_id, c.status)
         for ev in commands
         if ev.type == _E.APPROVAL_CLOSED
+        for c in (ApprovalClosed.parse(ev),)
     ]
     escalated = [
-        (ev.data["approval_id"], ev.data["group"])
+        (e.approval_id, e.group)
         for ev in commands
         if ev.type == _E.APPROVAL_ESCALATED
+        for e in (ApprovalEscalated.parse(ev),)
     ]
     return opened, closed, escalated
 
@@ -194,13 +228,13 @@ def _correlation_changes(
 ) -> tuple[list[NewCorrelation], list[str]]:
     """Correlated signal waits registered and withdrawn. One that ended in the activation
     that began it (or whose run ends in it) is never stored."""
-    withdrawn = _steps(commands, _E.CORRELATION_WITHDRAWN)
+    withdrawn = _steps(commands, CorrelationWithdrawn)
     registered = [
-        NewCorrelation(d["step"], d["signal"], d["key"], d["value"])
+        NewCorrelation(c.step, c.signal, c.key, c.value)
         for ev in commands
         if ev.type == _E.CORRELATION_REGISTERED and not finished
-        for d in (ev.data,)
-        if d["step"] not in withdrawn
+        for c in (CorrelationRegistered.parse(ev),)
+        if c.step not in withdrawn
     ]
     return registered, withdrawn
 
@@ -244,27 +278,31 @@ def _snapshot_after(
 
 def next_generation(inst: WorkflowInstance, outcome: NewEvent) -> Continuation:
     """The run's next generation, as the RunContinuedAsNew that ends this one asks."""
-    d = outcome.data
-    # Signals fed after the code continued (in the same activation) are unread as well.
-    d["signals"] = inst.unread_signals()
-    started = {k: v for k, v in inst.started.items() if k != "continued_from"}
-    started.update(input=d["input"], generation=d["generation"])
+    # Signals fed after the code continued (in the same activation) are unread as well:
+    # the event that ends the generation carries them on.
+    outcome.data["signals"] = inst.unread_signals()
+    ended = RunContinuedAsNew.parse(outcome)
+    started = replace(
+        RunStarted.parse(inst.started),
+        continued_from=None,
+        input=ended.input,
+        generation=ended.generation,
+    )
     signals = [
-        NewEvent(_E.SIGNAL_RECEIVED, {"name": s["name"], "payload": s["payload"]}, outcome.ts)
-        for s in d["signals"]
+        SignalReceived(name=s["name"], payload=s["payload"]).at(outcome.ts) for s in ended.signals
     ]
     return Continuation(
-        input=d["input"],
-        started=NewEvent(_E.RUN_STARTED, started, outcome.ts),
+        input=ended.input,
+        started=started.at(outcome.ts),
         signals=signals,
-        generation=d["generation"],
+        generation=ended.generation,
     )
 
 
 def child_run(
     tenant: str,
     parent_run_id: str,
-    d: dict[str, Any],
+    d: ChildStarted,
     now: float,
     quotas: Quotas | None,
     started_by: Any = None,
@@ -274,25 +312,24 @@ def child_run(
     The child is started on behalf of whoever started its parent (`started_by`, from the
     parent's RunStarted), so that segregation of duties holds through children: the
     parent's starter may not decide the child's approvals either."""
-    started: dict[str, Any] = {
-        "workflow": d["workflow"],
-        "version": d["version"],
-        "input": d["input"],
-        "parent": {"run_id": parent_run_id, "step": d["step"], "depth": d["depth"]},
-    }
-    if isinstance(started_by, str) and started_by:
-        started["started_by"] = started_by
-    if "definition" in d:  # a definition's `call` step: the store picks the version
-        started["definition"] = d["definition"]
+    started = RunStarted(
+        workflow=d.workflow,
+        version=d.version,
+        input=d.input,
+        parent={"run_id": parent_run_id, "step": d.step, "depth": d.depth},
+        started_by=started_by if isinstance(started_by, str) and started_by else None,
+        # A definition's `call` step: the store picks the version.
+        definition=d.definition,
+    )
     return NewRun(
         tenant=tenant,
-        run_id=d["run_id"],
-        workflow=d["workflow"],
-        version=d["version"],
-        input=d["input"],
+        run_id=d.run_id,
+        workflow=d.workflow,
+        version=d.version,
+        input=d.input,
         ts=now,
-        started=NewEvent(_E.RUN_STARTED, started, now),
-        queue=d["queue"],
-        parent=ChildLink(parent_run_id, d["step"], d["close"]),
+        started=started.at(now),
+        queue=d.queue,
+        parent=ChildLink(parent_run_id, d.step, d.close),
         quotas=quotas,
     )

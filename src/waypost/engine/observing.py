@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from waypost.model.events import EventType as _E
+from waypost.model.events import ActivityScheduled, EventType as _E, RunSuspended
 from waypost.model.observe import NO_OBSERVER, Observer
 from waypost.store.base import CommitResult, RunCommit
 
@@ -58,7 +58,7 @@ class CommitWatch:
         for ev in commit.events:
             kind = ev.type
             if kind == _E.ACTIVITY_SCHEDULED:
-                obs.step_scheduled(str(ev.data.get("activity", "")))
+                obs.step_scheduled(str(ActivityScheduled.parse(ev).activity or ""))
             elif kind in _ENDS:
                 workflow = self._workflows.pop((commit.tenant, commit.run_id), "")
                 obs.run_ended(commit.tenant, workflow, _ENDS[kind])
@@ -66,7 +66,7 @@ class CommitWatch:
             elif kind == _E.RUN_SUSPENDED:
                 workflow = self._workflows.get((commit.tenant, commit.run_id), "")
                 obs.run_suspended(commit.tenant, workflow)
-                error = ev.data.get("error") or {}
+                error = RunSuspended.parse(ev).error or {}
                 if isinstance(error, dict) and error.get("type") == "QuotaExceeded":
                     obs.quota_refused(commit.tenant, str(error.get("quota", "")))
 

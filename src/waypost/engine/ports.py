@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from waypost.model.codec import Codec
-from waypost.model.events import Event, NewEvent
+from waypost.model.events import Event, NewEvent, RunStarted
 from waypost.model.quotas import Quotas
 from waypost.model.records import Started
 from waypost.runtime.instance import WorkflowInstance
@@ -100,7 +100,7 @@ class Machinery(Protocol):
         workflow: str,
         version: str,
         payload: Any,
-        started_data: dict[str, Any],
+        started_data: RunStarted,
         queue: str,
         signal: StartSignal | None = None,
         priority: int = 0,

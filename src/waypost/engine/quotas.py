@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from waypost.errors import QuotaExceeded, WorkflowBug
-from waypost.model.events import EventType, NewEvent, canonical_json
+from waypost.model.events import NewEvent, RunSuspended, canonical_json
 from waypost.model.identity import preview
 from waypost.model.quotas import Quotas
 from waypost.model.status import RunStatus
@@ -197,7 +197,7 @@ def _held(
 ) -> RunCommit:
     """The run suspended with `error` instead of `commit`: only the events fed to the code
     (and the activity update that fed them) are kept, then RunSuspended."""
-    suspended = NewEvent(EventType.RUN_SUSPENDED, {"error": error}, commit.now)
+    suspended = RunSuspended(error=error).at(commit.now)
     events = [*commit.events[:fed], suspended]
     waiting = [{"kind": "operator", "detail": detail}]
     return RunCommit(

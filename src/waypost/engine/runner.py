@@ -706,7 +706,7 @@ class Runner(Starts):
                 RunCommit(
                     tenant=a.tenant,
                     run_id=a.run_id,
-                    events=[NewEvent(_E.ACTIVITY_FAILED, outcome.event_data(a), now)],
+                    events=[outcome.event(a).at(now)],
                     now=now,
                     activity=ActivityUpdate(
                         a.step,
@@ -726,8 +726,7 @@ class Runner(Starts):
                     self.scheduler.wake_at(outcome.retry_at)
             return
 
-        type_ = _E.ACTIVITY_COMPLETED if outcome.ok else _E.ACTIVITY_FAILED
-        fed = NewEvent(type_, outcome.event_data(a), now)
+        fed = outcome.event(a).at(now)
         done = ActivityUpdate(a.step, a.fence, ActivityTaskOp.DONE)
         live = self._cache.get(key)
         if live is None and self.accepting:
@@ -736,7 +735,7 @@ class Runner(Starts):
         if live is not None and not live.inst.closed:
             inst = live.inst
             expect_seq, expect_hash = inst.last_seq, inst.last_hash
-            outcome_event = Event(expect_seq + 1, type_, fed.data, now, "")
+            outcome_event = Event(expect_seq + 1, fed.type, fed.data, now, "")
             try:
                 await self.compute.feed(inst, functools.partial(inst.apply_new, outcome_event))
             except Exception:

@@ -8,10 +8,18 @@ import asyncio
 import secrets
 import time
 from collections.abc import Coroutine, Sequence
+from dataclasses import replace
 from typing import Any
 
 from waypost.errors import RunIdConflict, RunNotActive
-from waypost.model.events import Event, EventType, NewEvent, canonical_json
+from waypost.model.events import (
+    Event,
+    EventType,
+    NewEvent,
+    RunStarted,
+    SignalReceived,
+    canonical_json,
+)
 from waypost.model.identity import preview
 from waypost.model.records import Started
 from waypost.store.base import (
@@ -77,7 +85,7 @@ class Starts:
         workflow: str,
         version: str,
         payload: Any,
-        started_data: dict[str, Any],
+        started_data: RunStarted,
         queue: str,
         signal: StartSignal | None = None,
         priority: int = 0,
@@ -103,7 +111,7 @@ class Starts:
             run_id=run_id, tenant=tenant, workflow=workflow, **{"workflow.version": version}
         ) as trace:
             if trace is not None:
-                started_data = {**started_data, tracing.TRACE_KEY: trace}
+                started_data = replace(started_data, trace=trace)
             return await self._start_run(
                 tenant=tenant,
                 run_id=run_id,
@@ -129,7 +137,7 @@ class Starts:
         workflow: str,
         version: str,
         payload: Any,
-        started_data: dict[str, Any],
+        started_data: RunStarted,
         queue: str,
         signal: StartSignal | None,
         priority: int,
@@ -141,7 +149,7 @@ class Starts:
     ) -> Started:
         settings = self.settings
         now = settings.clock()
-        started = NewEvent(_E.RUN_STARTED, started_data, now)
+        started = started_data.at(now)
         new = NewRun(
             tenant=tenant,
             run_id=run_id,
@@ -215,7 +223,7 @@ class Starts:
                 f"run {preview(run_id)} exists already as a run of workflow "
                 f"{preview(result.run.workflow)}, not {preview(new.workflow)}; use another run_id"
             )
-        what = f"signal {preview(str(signal.event.data.get('name')))}"
+        what = f"signal {preview(str(SignalReceived.parse(signal.event).name))}"
         refused = refused_append(res, commit, what)
         if refused is not None:
             raise refused

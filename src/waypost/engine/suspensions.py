@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from waypost.errors import BrokenHistory, NondeterminismError, WaypostError, WorkflowBug
 from waypost.model.chain import Chain
 from waypost.model.codec import error_to_json
-from waypost.model.events import Event, EventType, NewEvent
+from waypost.model.events import ActivityFailed, Event, NewEvent, RunSuspended
 from waypost.model.logs import logger
 from waypost.model.status import FINISHED, RunStatus
 from waypost.runtime.instance import WorkflowInstance
@@ -36,7 +36,6 @@ from waypost.store.base import (
 
 from .attempts import Attempt, Outcome
 
-_E = EventType
 _FINISHED = frozenset(s.value for s in FINISHED)
 log = logger("waypost")
 # Tries at a run's work that fails again as it is (a write the database refuses, a
@@ -163,7 +162,7 @@ async def suspend_run(host: _Host, run: RunRecord, fence: int, err: Exception, n
         events: list[NewEvent] = []
     else:
         log.error("suspending run %s/%s: %s", run.tenant, run.run_id, error["message"])
-        events = [NewEvent(_E.RUN_SUSPENDED, {"error": error}, now)]
+        events = [RunSuspended(error=error).at(now)]
     res = await host.commit(
         RunCommit(
             tenant=run.tenant,
@@ -224,11 +223,7 @@ async def hold_poisoned_step(
     if refused is not None:
         err = refused
         error, detail = suspension(err)
-        failed: dict[str, Any] = {
-            "step": a.step,
-            "attempt": a.attempt,
-            "error": {"type": "ProcessingFailed", "message": str(refused)},
-        }
+        failure: dict[str, Any] | None = {"type": "ProcessingFailed", "message": str(refused)}
     else:
         err = PoisonRun(
             f"step {a.step} (activity {a.activity}) lost its engine {outcome.lapses} "
@@ -238,9 +233,10 @@ async def hold_poisoned_step(
             lapses=outcome.lapses,
         )
         error, detail = suspension(err)
-        failed = outcome.event_data(a)
-    failed.update(retrying=True, held="the run is suspended")
-    failed.pop("retry_at", None)
+        failure = outcome.error
+    held = ActivityFailed(
+        step=a.step, attempt=a.attempt, error=failure, retrying=True, held="the run is suspended"
+    ).at(now)
     for _ in range(8):
         run = await host.store.get_run(a.tenant, a.run_id, checked=False)
         if run is None:
@@ -250,8 +246,8 @@ async def hold_poisoned_step(
                 tenant=a.tenant,
                 run_id=a.run_id,
                 events=[
-                    NewEvent(_E.ACTIVITY_FAILED, failed, now),
-                    NewEvent(_E.RUN_SUSPENDED, {"error": error}, now),
+                    held,
+                    RunSuspended(error=error).at(now),
                 ],
                 now=now,
                 expect_seq=run.last_seq,

@@ -51,7 +51,8 @@ from waypost.model.definitions.migration import (
 from waypost.model.events import (
     Event,
     EventType,
-    NewEvent,
+    RunMigrated,
+    RunStarted,
     canonical_json,
     feeds_code,
 )
@@ -153,11 +154,12 @@ class Definitions:
             raise InputError(name, problems)
         payload = self.machinery.codec.encode(req.input if req.input is not None else {})
         await self.bounded(tenant, "input", payload)
-        started_data: dict[str, Any] = {
-            "workflow": name,
-            "version": str(record.version),
-            "input": payload,
-            "definition": {
+        started_data = RunStarted(
+            workflow=name,
+            version=str(record.version),
+            input=payload,
+            started_by=req.started_by,
+            definition={
                 "name": name,
                 "version": record.version,
                 "digest": record.digest,
@@ -172,9 +174,7 @@ class Definitions:
                     "max_map_concurrency": limits.max_map_concurrency,
                 },
             },
-        }
-        if req.started_by is not None:
-            started_data["started_by"] = req.started_by
+        )
         return await self.machinery.start_run(
             tenant=tenant,
             run_id=req.run_id,
@@ -241,11 +241,12 @@ class Definitions:
 
     async def workflow(self, run: RunRecord, history: Sequence[Event]) -> WorkflowDefn:
         """The interpreter for a definition run, with every version its history names."""
-        started = history[0].data["definition"]
+        started = RunStarted.parse(history[0]).definition or {}
         pinned = {int(started["version"]): str(started["digest"])}
         for ev in history:
             if ev.type == _E.RUN_MIGRATED:
-                pinned[int(ev.data["to_version"])] = str(ev.data["to_digest"])
+                migrated = RunMigrated.parse(ev)
+                pinned[int(migrated.to_version)] = str(migrated.to_digest)
         definitions: dict[int, Definition] = {}
         for number, digest in pinned.items():
             cached = self._parsed.get((run.tenant, str(started["name"]), number))
@@ -394,7 +395,7 @@ class Definitions:
             values.update(fields)
             return MigrationReport(**values)
 
-        started = history[0].data.get("definition") if history else None
+        started = RunStarted.parse(history[0]).definition if history else None
         if not isinstance(started, dict):
             return report(
                 [f"run {run_id!r} runs workflow code ({run.workflow!r}), not a definition"]
@@ -473,22 +474,18 @@ class Definitions:
         if dry_run or not check.compatible:
             return result
         now = self.machinery.settings.clock()
-        event = NewEvent(
-            _E.RUN_MIGRATED,
-            {
-                "definition": name,
-                "from_version": current,
-                "to_version": number,
-                "to_digest": target.digest,
-                "mapping": {check.from_step: check.to_step, **given},
-                "from_step": check.from_step,
-                "to_step": check.to_step,
-                "by": by,
-                "reason": reason,
-                "revoked_approvals": open_approvals,
-            },
-            now,
-        )
+        event = RunMigrated(
+            definition=name,
+            from_version=current,
+            to_version=number,
+            to_digest=target.digest,
+            mapping={check.from_step: check.to_step, **given},
+            from_step=check.from_step,
+            to_step=check.to_step,
+            by=by,
+            reason=reason,
+            revoked_approvals=open_approvals,
+        ).at(now)
         res = await self.machinery.commit_and_wake(
             RunCommit(
                 tenant=tenant,

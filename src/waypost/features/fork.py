@@ -25,13 +25,14 @@ What is copied is decided by `waypost.model.fork` (decision 0008). Here:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from waypost.engine.ports import Machinery
 from waypost.engine.starts import new_run_id
 from waypost.errors import InvalidState, QuotaExceeded, RunIdConflict
 from waypost.model import operations as ops
-from waypost.model.events import Event, EventType, NewEvent
+from waypost.model.events import Event, EventType, RunForked, RunStarted
 from waypost.model.fork import Forked, children_in_flight, in_flight, plan_fork
 from waypost.model.identity import Principal, normal_identity, preview
 from waypost.model.requests import handles
@@ -103,12 +104,15 @@ class Forks:
             "reason": req.reason,
             "copied": len(plan.events),
         }
-        # A fork is nobody's child: its source's parent waits for the source alone.
-        started = {k: v for k, v in history[0].data.items() if k != "parent"}
-        started["forked_from"] = link
-        # Started on the forking operator's behalf, not the source's starter's: the operator
+        # A fork is nobody's child: its source's parent waits for the source alone. It is
+        # started on the forking operator's behalf, not the source's starter's: the operator
         # may not decide the fork's approvals (segregation of duties), the source's starter may.
-        started["started_by"] = normal_identity(principal.subject)
+        started = replace(
+            RunStarted.parse(history[0]),
+            parent=None,
+            forked_from=link,
+            started_by=normal_identity(principal.subject),
+        )
         workflow, version, queue = _code_of(source, history[0])
         run_id = req.new_run_id if req.new_run_id is not None else new_run_id()
         if run_id == source.run_id:
@@ -134,7 +138,7 @@ class Forks:
         """The existing run `run_id`'s `forked_from` if it is this fork (same source and
         cut), else `RunIdConflict`."""
         _, events = await self.machinery.store.load_run(tenant, run_id)
-        found = events[0].data.get("forked_from") if events else None
+        found = RunStarted.parse(events[0]).forked_from if events else None
         if not isinstance(found, dict) or (found.get("run_id"), found.get("seq")) != (
             link["run_id"],
             link["seq"],
@@ -151,19 +155,27 @@ class Forks:
         """Record the fork in an unfinished source's history, once: conditioned on the
         source's last event, so that of two identical forks at once one records it."""
         m = self.machinery
-        data = {"to_run_id": run_id, **{k: link[k] for k in ("seq", "step", "by", "reason")}}
+        forked = RunForked(
+            to_run_id=run_id,
+            seq=link["seq"],
+            step=link["step"],
+            by=link["by"],
+            reason=link["reason"],
+        )
         run: RunRecord | None = source
         for _ in range(_TRIES):
             if run is None or RunStatus(run.status).finished:
                 return  # a finished history is closed: the fork's own link is the record
-            if any(e.type == _E.RUN_FORKED and e.data.get("to_run_id") == run_id for e in history):
+            if any(
+                e.type == _E.RUN_FORKED and RunForked.parse(e).to_run_id == run_id for e in history
+            ):
                 return
             now = m.settings.clock()
             res = await m.commit(
                 RunCommit(
                     tenant=run.tenant,
                     run_id=run.run_id,
-                    events=[NewEvent(_E.RUN_FORKED, data, now)],
+                    events=[forked.at(now)],
                     now=now,
                     expect_seq=run.last_seq,
                     expect_hash=run.last_hash,
@@ -178,9 +190,10 @@ class Forks:
 def _code_of(source: RunRecord, started: Event) -> tuple[str, str, str]:
     """The workflow, version and queue a fork of `source` runs: a definition run stays
     on the version its RunStarted pinned (a fork copies nothing past a migration)."""
-    definition = started.data.get("definition")
+    first = RunStarted.parse(started)
+    definition = first.definition
     if isinstance(definition, dict):
         return str(definition["name"]), str(definition["version"]), DEFINITIONS_QUEUE
-    workflow = str(started.data.get("workflow") or source.workflow)
-    version = str(started.data.get("version") or source.version)
+    workflow = str(first.workflow or source.workflow)
+    version = str(first.version or source.version)
     return workflow, version, workflow_queue(workflow, version)

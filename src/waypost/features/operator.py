@@ -27,7 +27,7 @@ from typing import Any
 from waypost.engine.ports import Machinery
 from waypost.errors import InvalidState, RunNotActive
 from waypost.model import operations as ops
-from waypost.model.events import EventType, NewEvent
+from waypost.model.events import EventData, EventType, RunPaused, RunResumed, RunTerminated
 from waypost.model.identity import Principal, preview
 from waypost.model.requests import handles
 from waypost.model.status import RunStatus
@@ -55,8 +55,7 @@ class OperatorCommands:
         def change(run: RunRecord, data: dict[str, Any], now: float) -> RunCommit:
             return operator_commit(
                 run,
-                _E.RUN_TERMINATED,
-                data,
+                RunTerminated(**data),
                 now,
                 Snapshot(
                     RunStatus.TERMINATED.value,
@@ -80,7 +79,7 @@ class OperatorCommands:
         def change(run: RunRecord, data: dict[str, Any], now: float) -> RunCommit:
             waiting = [PAUSED_WAIT, *(w for w in run.waiting_for if w.get("kind") != "paused")]
             snap = Snapshot(RunStatus.PAUSED.value, waiting, run.processed_seq)
-            return operator_commit(run, _E.RUN_PAUSED, data, now, snap)
+            return operator_commit(run, RunPaused(**data), now, snap)
 
         def allowed(status: RunStatus) -> str | None:
             if status is RunStatus.PAUSED:
@@ -104,7 +103,7 @@ class OperatorCommands:
             waiting = [w for w in run.waiting_for if w.get("kind") not in _HELD]
             # The error of a suspension stays in its RunSuspended event.
             snap = Snapshot(RunStatus.RUNNING.value, waiting, run.processed_seq)
-            commit = operator_commit(run, _E.RUN_RESUMED, data, now, snap)
+            commit = operator_commit(run, RunResumed(**data), now, snap)
             commit.reset_lapses = run.status == RunStatus.SUSPENDED
             return self.machinery.waking(commit)
 
@@ -160,8 +159,7 @@ class OperatorCommands:
 
 def operator_commit(
     run: RunRecord,
-    type_: EventType,
-    data: dict[str, Any],
+    event: EventData,
     now: float,
     snapshot: Snapshot | None = None,
     close_run_approvals: str | None = None,
@@ -171,7 +169,7 @@ def operator_commit(
     return RunCommit(
         tenant=run.tenant,
         run_id=run.run_id,
-        events=[NewEvent(type_, data, now)],
+        events=[event.at(now)],
         now=now,
         expect_seq=run.last_seq,
         expect_hash=run.last_hash,

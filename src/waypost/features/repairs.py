@@ -39,7 +39,14 @@ from waypost.errors import (
 )
 from waypost.model import operations as ops
 from waypost.model.definitions import InputError, input_problems
-from waypost.model.events import Event, EventType
+from waypost.model.events import (
+    Event,
+    EventData,
+    EventType,
+    InputUpdated,
+    RunRetried,
+    StepSkipped,
+)
 from waypost.model.identity import Principal, Role, preview
 from waypost.model.repairs import (
     FailedStep,
@@ -88,9 +95,11 @@ class Repairs:
 
         async def change(run: RunRecord, history: list[Event], status: RunStatus) -> RunCommit:
             found = _failed(run, history, status, "retry", req.step)
-            data = self._said(principal, req.reason, status, RunStatus.RUNNING)
-            data.update(step=found.step, attempt=found.attempts + 1, voids=found.voids)
-            return self._reopen(run, history, found, _E.RUN_RETRIED, data, task=True)
+            said = self._said(principal, req.reason, status, RunStatus.RUNNING)
+            retried = RunRetried(
+                **said, step=found.step, attempt=found.attempts + 1, voids=found.voids
+            )
+            return self._reopen(run, history, found, retried, task=True)
 
         await self._change(req.run_id, principal, "retry", change)
 
@@ -117,12 +126,17 @@ class Repairs:
                 )
             self._decodes(output, target.activity)
             after = RunStatus.RUNNING if status is RunStatus.FAILED else status
-            data = self._said(principal, req.reason, status, after)
-            data.update(step=target.step, activity=target.activity, output=output)
+            said = self._said(principal, req.reason, status, after)
+            skipped = StepSkipped(
+                **said,
+                step=target.step,
+                activity=target.activity,
+                output=output,
+                voids=target.voids if isinstance(target, FailedStep) else None,
+            )
             if isinstance(target, FailedStep):
-                data["voids"] = target.voids
-                return self._reopen(run, history, target, _E.STEP_SKIPPED, data, task=False)
-            commit = operator_commit(run, _E.STEP_SKIPPED, data, m.settings.clock())
+                return self._reopen(run, history, target, skipped, task=False)
+            commit = operator_commit(run, skipped, m.settings.clock())
             commit.drop_activities = [target.step]
             return m.waking(commit)
 
@@ -181,13 +195,13 @@ class Repairs:
             problems = input_problems(definition, candidate, self.definitions.limits_for(tenant))
             if problems:
                 raise InputError(definition.name, problems)
-            data = self._said(principal, req.reason, status, status)
-            data.update(
+            updated = InputUpdated(
+                **self._said(principal, req.reason, status, status),
                 step=interpreter.position.get("", ""),
                 old={name: interpreter.data[name] for name in new if name in interpreter.data},
                 new=new,
             )
-            return m.waking(operator_commit(run, _E.INPUT_UPDATED, data, m.settings.clock()))
+            return m.waking(operator_commit(run, updated, m.settings.clock()))
 
         await self._change(req.run_id, principal, "update the input of", change, failed=False)
 
@@ -281,15 +295,14 @@ class Repairs:
         run: RunRecord,
         history: list[Event],
         found: FailedStep,
-        type_: EventType,
-        data: dict[str, Any],
+        event: EventData,
         *,
         task: bool,
     ) -> RunCommit:
         """A failed run set going again: the repair's event, the snapshot `running`, its
         workflow task made again, and (for retry) a fresh task for the failed step."""
         now = self.machinery.settings.clock()
-        commit = operator_commit(run, type_, data, now)
+        commit = operator_commit(run, event, now)
         site = found.scheduled.data.get("site")
         waiting = [{"kind": "activity", "step": found.step, "activity": found.activity}]
         if site:

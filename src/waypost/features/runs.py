@@ -33,10 +33,14 @@ from waypost.model import operations as ops
 from waypost.model.audit import snapshot_disagreements
 from waypost.model.events import (
     COMMAND_EVENTS,
+    CancelRequested,
     ChainProblem,
     Event,
     EventType,
     NewEvent,
+    RunCancelled,
+    RunStarted,
+    SignalReceived,
     canonical_json,
 )
 from waypost.model.identity import Principal, preview
@@ -116,9 +120,9 @@ class Runs:
         defn = m.registry.workflow(req.workflow, None if req.version is None else str(req.version))
         payload = m.codec.encode(req.input)
         await self.definitions.bounded(tenant, "input", payload)
-        started: dict[str, Any] = {"workflow": defn.name, "version": defn.version, "input": payload}
-        if req.started_by is not None:
-            started["started_by"] = req.started_by
+        started = RunStarted(
+            workflow=defn.name, version=defn.version, input=payload, started_by=req.started_by
+        )
         return await m.start_run(
             tenant=tenant,
             run_id=req.run_id,
@@ -144,9 +148,7 @@ class Runs:
         tenant = principal.tenant
         payload = m.codec.encode(req.payload)
         await self.definitions.bounded(tenant, "signal's payload", payload)
-        event = NewEvent(
-            _E.SIGNAL_RECEIVED, {"name": req.signal, "payload": payload}, m.settings.clock()
-        )
+        event = SignalReceived(name=req.signal, payload=payload).at(m.settings.clock())
         pending = self.definitions.limits_for(tenant).max_pending_signals
         quotas = await m.quotas.get(tenant)
         return await self.start_run(req, principal, StartSignal(event, pending, quotas))
@@ -180,9 +182,9 @@ class Runs:
         version = str(req.version) if req.version is not None else max(versions, key=version_key)
         payload = m.codec.encode(req.input)
         await self.definitions.bounded(tenant, "input", payload)
-        started: dict[str, Any] = {"workflow": name, "version": version, "input": payload}
-        if req.started_by is not None:
-            started["started_by"] = req.started_by
+        started = RunStarted(
+            workflow=name, version=version, input=payload, started_by=req.started_by
+        )
         return await m.start_run(
             tenant=tenant,
             run_id=req.run_id,
@@ -227,8 +229,7 @@ class Runs:
         tenant = principal.tenant
         payload = m.codec.encode(req.payload)
         await self.definitions.bounded(tenant, "signal's payload", payload)
-        data = {"name": req.signal, "payload": payload}
-        event = NewEvent(_E.SIGNAL_RECEIVED, data, m.settings.clock())
+        event = SignalReceived(name=req.signal, payload=payload).at(m.settings.clock())
         pending = self.definitions.limits_for(tenant).max_pending_signals
         quotas = await m.quotas.get(tenant)
         await self._external(
@@ -246,20 +247,19 @@ class Runs:
         """Ask a run to stop: work not started is dropped, the run ends `cancelled`."""
         m = self.machinery
         tenant, run_id, reason = principal.tenant, req.run_id, req.reason
-        data: dict[str, Any] = {"reason": reason}
-        if m.settings.cancel_grace is not None:
-            data["grace"] = m.settings.cancel_grace  # then the run ends, whatever its code does
+        # With a grace, the run ends once it is over, whatever its code does.
+        data = CancelRequested(reason=reason, grace=m.settings.cancel_grace)
         for _ in range(_DIRECT_TRIES):
             run = await m.store.get_run(tenant, run_id)
             if run is None:
                 raise run_not_found(run_id, tenant)
             now = m.settings.clock()
-            requested = NewEvent(_E.CANCEL_REQUESTED, data, now)
+            requested = data.at(now)
             # Suspended code cannot run its cancellation, an enqueued run's has not started
             # (and never will): end the run directly.
             if run.status not in (RunStatus.SUSPENDED, RunStatus.ENQUEUED):
                 break
-            ended = NewEvent(_E.RUN_CANCELLED, {"reason": reason}, now)
+            ended = RunCancelled(reason=reason).at(now)
             res = await m.commit(
                 RunCommit(
                     tenant=tenant,

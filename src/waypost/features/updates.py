@@ -42,9 +42,11 @@ from waypost.errors import (
 from waypost.model import operations as ops
 from waypost.model.events import (
     TERMINAL_EVENTS,
+    UNSET,
     Event,
     EventType,
-    NewEvent,
+    UpdateAccepted,
+    UpdateCompleted,
     canonical_json,
     feeds_code,
 )
@@ -66,7 +68,7 @@ _TRIES = 20  # validations before giving up on a run whose history keeps moving
 def accepted_update(history: Sequence[Event], update_id: str) -> Event | None:
     """The UpdateAccepted of `update_id` in a history, if any."""
     for ev in history:
-        if ev.type == _E.UPDATE_ACCEPTED and ev.data.get("update_id") == update_id:
+        if ev.type == _E.UPDATE_ACCEPTED and UpdateAccepted.parse(ev).update_id == update_id:
             return ev
     return None
 
@@ -183,10 +185,11 @@ class Updates:
                 raise run_not_found(run_id, tenant)
             found = accepted_update(history, update_id)
             if found is not None:
-                if found.data.get("name") != req.update:
+                used = UpdateAccepted.parse(found).name
+                if used != req.update:
                     raise InvalidState(
                         f"update id {preview(update_id)} was used for update "
-                        f"{preview(found.data.get('name'))} of this run, not {req.update!r}"
+                        f"{preview(used)} of this run, not {req.update!r}"
                     )
                 return await self._outcome(tenant, run_id, update_id, found, deadline)
             if RunStatus(run.status).finished:
@@ -196,12 +199,12 @@ class Updates:
                 inst.validate_update(req.update, m.codec.decode(args))
 
             await self._with_rebuilt(run, history, what, validate)
-            data = {"update_id": update_id, "name": req.update, "args": args}
+            accepted = UpdateAccepted(update_id=update_id, name=req.update, args=args)
             res = await m.commit_and_wake(
                 RunCommit(
                     tenant=tenant,
                     run_id=run_id,
-                    events=[NewEvent(_E.UPDATE_ACCEPTED, data, m.settings.clock())],
+                    events=[accepted.at(m.settings.clock())],
                     now=m.settings.clock(),
                     expect_seq=run.last_seq,
                     expect_hash=run.last_hash,
@@ -243,7 +246,10 @@ class Updates:
                 )
             for ev in events:
                 seen = ev.seq
-                if ev.type == _E.UPDATE_COMPLETED and ev.data.get("update_id") == update_id:
+                if (
+                    ev.type == _E.UPDATE_COMPLETED
+                    and UpdateCompleted.parse(ev).update_id == update_id
+                ):
                     return self._answer(update_id, ev)
                 if ev.type in TERMINAL_EVENTS:
                     raise RunNotActive(
@@ -260,12 +266,13 @@ class Updates:
             backoff = min(backoff * 1.5, m.settings.poll_interval, 0.5)
 
     def _answer(self, update_id: str, completed: Event) -> ops.UpdateAnswer:
-        error = completed.data.get("error")
+        done = UpdateCompleted.parse(completed)
+        error = None if done.error is UNSET else done.error
         if error is not None:
             raise UpdateFailed(
                 f"update {preview(update_id)} failed: {error.get('type', 'Error')}: "
                 f"{error.get('message', '')}"
             )
         return ops.UpdateAnswer(
-            update_id, self.machinery.codec.decode(completed.data.get("result"))
+            update_id, self.machinery.codec.decode(None if done.result is UNSET else done.result)
         )

@@ -44,7 +44,7 @@ from waypost.errors import (
     WebhookSourceExists,
     WebhookSourceNotFound,
 )
-from waypost.model.events import EventType, NewEvent
+from waypost.model.events import SignalReceived
 from waypost.model.identity import Principal, check_id, preview
 from waypost.model.logs import logger
 from waypost.model.records import NewWebhookSource, WebhookDelivered, WebhookSourceInfo
@@ -188,11 +188,11 @@ class Webhooks:
         value = correlation_value(body, parse_path(source.correlate_path))
         tenant = source.tenant
         await self.definitions.bounded(tenant, "webhook's body", body)
-        data = {
-            "name": source.signal,
-            "payload": body,
-            "webhook": {"source": source.source, "delivery_id": delivery_id},
-        }
+        signal = SignalReceived(
+            name=source.signal,
+            payload=body,
+            webhook={"source": source.source, "delivery_id": delivery_id},
+        )
         limits = self.definitions.limits_for(tenant)
         quotas = await m.quotas.get(tenant)
         wake = m.waking(
@@ -216,7 +216,7 @@ class Webhooks:
                 signal=source.signal,
                 key=source.correlate_key,
                 value=value,
-                event=NewEvent(EventType.SIGNAL_RECEIVED, data, now),
+                event=signal.at(now),
                 wake=wake,
                 now=now,
                 keep_since=now - 2 * tolerance - KEEP_MARGIN,

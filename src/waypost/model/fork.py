@@ -35,11 +35,19 @@ again — and goes on live from there. The rules, decided once here (decision 00
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from waypost.errors import InvalidRequest
-from waypost.model.events import COMMAND_EVENTS, Event, EventType, NewEvent
+from waypost.model.events import (
+    COMMAND_EVENTS,
+    Command,
+    Event,
+    EventType,
+    NewEvent,
+    RunRetried,
+    parse_event,
+)
 from waypost.model.identity import preview
 from waypost.model.repairs import effective
 
@@ -265,12 +273,12 @@ def plan_fork(
             break
     events: list[NewEvent] = []
     for ev in kept:
-        data = dict(ev.data)
-        if ev.type in COMMAND_EVENTS and data.get("cause") is not None:
-            data["cause"] = new_seq[int(data["cause"])]
-        if ev.type == _E.RUN_RETRIED:
-            data["voids"] = []  # what it voided in the source is not copied
-        events.append(NewEvent(_E(ev.type), data, ev.ts))
+        copied = parse_event(ev)
+        if isinstance(copied, Command) and copied.cause is not None:
+            copied = replace(copied, cause=new_seq[int(copied.cause)])
+        if isinstance(copied, RunRetried):
+            copied = replace(copied, voids=[])  # what it voided in the source is not copied
+        events.append(copied.at(ev.ts))
 
     return ForkPlan(
         cut=cut,

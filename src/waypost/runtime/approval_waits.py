@@ -15,7 +15,15 @@ from typing import Any
 from waypost.errors import ConfigurationError
 from waypost.model import approvals as ap
 from waypost.model.codec import Codec
-from waypost.model.events import Event, EventType
+from waypost.model.events import (
+    ApprovalClosed,
+    ApprovalEscalated,
+    ApprovalRequested,
+    Command,
+    Event,
+    EventType,
+    NewEvent,
+)
 
 from .loop import Pending, StepFuture, WorkflowLoop, as_seconds, call_site
 
@@ -51,10 +59,10 @@ class ApprovalWaits:
     def _match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
         raise NotImplementedError
 
-    def _command(self, type_: EventType, data: dict[str, Any]) -> None:
+    def _command(self, command: Command) -> NewEvent:
         raise NotImplementedError
 
-    def _follow_up(self, step: str, type_: EventType, data: dict[str, Any], happened: str) -> None:
+    def _follow_up(self, step: str, command: Command, happened: str) -> None:
         raise NotImplementedError
 
     def request_approval(
@@ -89,19 +97,20 @@ class ApprovalWaits:
             )
         else:
             approval_id = ap.new_approval_id()
-            command = {
-                "step": step,
-                "kind": kind,
-                "name": name,
-                "approval_id": approval_id,
-                "policy": policy.to_json(),
-                "started_by": self.started_by,
-                "data": self.codec.encode(data),
-                "expires_at": None,
-                "timer_step": None,
-                "site": site,
-            }
-            self._command(_E.APPROVAL_REQUESTED, command)
+            requested = ApprovalRequested(
+                step=step,
+                kind=kind,
+                name=name,
+                approval_id=approval_id,
+                policy=policy.to_json(),
+                started_by=self.started_by,
+                data=self.codec.encode(data),
+                expires_at=None,
+                timer_step=None,
+                site=site,
+            )
+            # Its expiry's timer is known only once started (below), after it.
+            command = self._command(requested).data
         self._approvals[step] = Pending(fut, name, None, site, approval_id)
         if expires_in is not None:
             seconds = as_seconds(expires_in)
@@ -137,10 +146,12 @@ class ApprovalWaits:
         def on_due(_: asyncio.Future[None]) -> None:
             if timer.cancelled() or fut.done():
                 return
+            escalated = ApprovalEscalated(
+                step=timer_step, approval_step=step, approval_id=approval_id, group=group, site=site
+            )
             self._follow_up(
                 timer_step,
-                _E.APPROVAL_ESCALATED,
-                {"approval_step": step, "approval_id": approval_id, "group": group, "site": site},
+                escalated,
                 f"the approval of step {step} ({site}) escalated to {group}",
             )
 
@@ -163,7 +174,6 @@ class ApprovalWaits:
     def _close_approval(self, step: str, approval_id: str, status: str, site: str) -> None:
         self._follow_up(
             step,
-            _E.APPROVAL_CLOSED,
-            {"approval_id": approval_id, "status": status, "site": site},
+            ApprovalClosed(step=step, approval_id=approval_id, status=status, site=site),
             f"the code closed the approval of step {step} ({site}, {status})",
         )

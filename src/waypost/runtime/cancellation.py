@@ -29,7 +29,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from waypost.model.events import Event, EventType, NewEvent
+from waypost.model.events import (
+    Command,
+    Event,
+    EventData,
+    EventType,
+    NewEvent,
+    RunCancelled,
+    TimerStarted,
+)
 
 from .recorded import Recorded
 
@@ -61,21 +69,19 @@ class CancelGrace:
     def _match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
         raise NotImplementedError
 
-    def _command(self, type_: EventType, data: dict[str, Any]) -> None:
+    def _command(self, command: Command) -> NewEvent:
         raise NotImplementedError
 
-    def _event(self, type_: EventType, data: dict[str, Any]) -> NewEvent:
+    def _event(self, data: EventData) -> NewEvent:
         raise NotImplementedError
 
     def _close_open_work(self) -> None:
         raise NotImplementedError
 
-    def cancelled_data(self, **extra: Any) -> dict[str, Any]:
+    def cancelled_data(self, **extra: Any) -> RunCancelled:
         """The data of the RunCancelled that ends the run."""
-        data: dict[str, Any] = {"reason": self._cancel_reason, **extra}
-        if self.cancel_details:
-            data["details"] = dict(self.cancel_details)
-        return data
+        details = dict(self.cancel_details) if self.cancel_details else None
+        return RunCancelled(reason=self._cancel_reason, details=details, **extra)
 
     def start_grace(self) -> None:
         """The code took in the cancel request and goes on: start the grace's timer."""
@@ -91,14 +97,13 @@ class CancelGrace:
         if ev is None:
             fire_at = self._clock() + grace
             self._command(
-                _E.TIMER_STARTED,
-                {
-                    "step": CANCEL_GRACE_STEP,
-                    "kind": GRACE_KIND,
-                    "fire_at": fire_at,
-                    "duration": grace,
-                    "site": site,
-                },
+                TimerStarted(
+                    step=CANCEL_GRACE_STEP,
+                    kind=GRACE_KIND,
+                    fire_at=fire_at,
+                    duration=grace,
+                    site=site,
+                )
             )
         else:
             fire_at = float(ev.data["fire_at"])
@@ -108,9 +113,7 @@ class CancelGrace:
         """The grace's timer fired: a run still going ends `cancelled` now."""
         if self.outcome is not None or self.closed:
             return
-        self.outcome = self._event(
-            _E.RUN_CANCELLED, self.cancelled_data(forced=True, after=self.cancel_grace)
-        )
+        self.outcome = self._event(self.cancelled_data(forced=True, after=self.cancel_grace))
         self._close_open_work()
 
     def grace_waits(self) -> list[dict[str, Any]]:

@@ -27,7 +27,7 @@ from waypost.errors import (
     WorkflowError,
 )
 from waypost.model.codec import Codec
-from waypost.model.events import Event, EventType
+from waypost.model.events import ChildStarted, Command, Event, EventType, NewEvent
 from waypost.model.identity import check_id, preview
 
 from .loop import Pending, WorkflowLoop, call_site
@@ -87,7 +87,7 @@ class ChildRuns:
     def _match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
         raise NotImplementedError
 
-    def _command(self, type_: EventType, data: dict[str, Any]) -> None:
+    def _command(self, command: Command) -> NewEvent:
         raise NotImplementedError
 
     def _nondeterministic(
@@ -166,21 +166,20 @@ class ChildRuns:
                 payload = self.codec.encode(input)
             except PayloadError as exc:
                 raise WorkflowError(f"the input of child {name!r}: {exc}") from None
-            data = {
-                "step": step,
-                "kind": "child",
-                "workflow": name,
-                "version": version,
-                "queue": queue,
-                "run_id": child_id,
-                "input": payload,
-                "close": close,
-                "depth": self.child_depth + 1,
-                "site": site,
-            }
-            if definition is not None:
-                data["definition"] = definition
-            self._command(_E.CHILD_STARTED, data)
+            started = ChildStarted(
+                step=step,
+                kind="child",
+                workflow=name,
+                version=version,
+                queue=queue,
+                run_id=child_id,
+                input=payload,
+                close=close,
+                depth=self.child_depth + 1,
+                site=site,
+                definition=definition,
+            )
+            self._command(started)
         elif (ev.data.get("workflow"), ev.data.get("run_id")) != (name, child_id):
             raise self._nondeterministic(
                 f"history {describe(ev)} does not match the code: the code called {op} at "

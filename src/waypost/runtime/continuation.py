@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from waypost.errors import PayloadError
 from waypost.model.codec import Codec
-from waypost.model.events import EventType
+from waypost.model.events import RunCancelled, RunContinuedAsNew
 
 
 class ContinueAsNew(BaseException):
@@ -42,17 +42,16 @@ class Continuing(Protocol):
     cancel_requested: bool
 
 
-def continued(exc: ContinueAsNew, inst: Continuing) -> tuple[EventType, dict[str, Any]]:
+def continued(exc: ContinueAsNew, inst: Continuing) -> RunCancelled | RunContinuedAsNew:
     """The outcome that ends `inst`'s generation: RunContinuedAsNew, or RunCancelled if
     the run was asked to cancel (a cancelled run ends; it does not go on). Raises
     `PayloadError` if the codec cannot encode the next generation's input."""
     if inst.cancel_requested:
-        return EventType.RUN_CANCELLED, {"reason": "cancelled while continuing as new"}
+        return RunCancelled(reason="cancelled while continuing as new")
     try:
         encoded = inst.codec.encode(exc.input)
     except PayloadError as err:
         raise PayloadError(f"the input to continue as new: {err}") from err
     # `signals` is filled in when the decision is committed (`unread_signals`): signals
     # fed after the code continued, in the same activation, are handed on too.
-    data = {"input": encoded, "generation": inst.generation + 1, "signals": []}
-    return EventType.RUN_CONTINUED_AS_NEW, data
+    return RunContinuedAsNew(input=encoded, generation=inst.generation + 1, signals=[])

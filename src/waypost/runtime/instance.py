@@ -33,6 +33,7 @@ import traceback
 import uuid as uuid_mod
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -46,7 +47,20 @@ from waypost.errors import (
 )
 from waypost.model import approvals as ap
 from waypost.model.codec import Codec, error_to_json
-from waypost.model.events import Event, EventType, NewEvent
+from waypost.model.events import (
+    ActivityCancelRequested,
+    ActivityScheduled,
+    Command,
+    Event,
+    EventData,
+    EventType,
+    MarkerRecorded,
+    NewEvent,
+    RunCompleted,
+    RunFailed,
+    TimerCancelled,
+    TimerStarted,
+)
 from waypost.model.retry import Retry
 from waypost.model.status import RunStatus
 
@@ -418,13 +432,13 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             )
             return
         if root.cancelled():
-            self.outcome = self._event(_E.RUN_CANCELLED, self.cancelled_data())
+            self.outcome = self._event(self.cancelled_data())
             self._close_open_work()
             return
         exc = root.exception()
         if isinstance(exc, ContinueAsNew):
             try:
-                self.outcome = self._event(*continued(exc, self))
+                self.outcome = self._event(continued(exc, self))
             except PayloadError as err:
                 self._finish_failed(err)
                 return
@@ -439,9 +453,9 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             self._finish_failed(PayloadError(f"the workflow's result: {err}"))
             return
         if self.cancel_requested:
-            self.outcome = self._event(_E.RUN_CANCELLED, self.cancelled_data(result=result))
+            self.outcome = self._event(self.cancelled_data(result=result))
         else:
-            self.outcome = self._event(_E.RUN_COMPLETED, {"result": result})
+            self.outcome = self._event(RunCompleted(result=result))
         self._close_open_work()
 
     def _finish_failed(self, exc: BaseException, *, failure: bool = False) -> None:
@@ -455,7 +469,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         tb = bounded("".join(traceback.format_exception(exc)), MAX_TRACEBACK)
         error = error_to_json(exc, traceback_text=tb)
         error["message"] = bounded(error["message"], MAX_MESSAGE)
-        self.outcome = self._event(_E.RUN_FAILED, {"error": error})
+        self.outcome = self._event(RunFailed(error=error))
         self._close_open_work()
 
     def _close_open_work(self) -> None:
@@ -480,8 +494,8 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         self._counters[path] = n
         return f"{path}{n}"
 
-    def _event(self, type_: EventType, data: dict[str, Any]) -> NewEvent:
-        return NewEvent(type_, data, self._clock())
+    def _event(self, data: EventData) -> NewEvent:
+        return data.at(self._clock())
 
     def _check_usable(self) -> None:
         self.refuse_commands()
@@ -559,10 +573,11 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
                 site=str(ev.data.get("site") or ""),
             )
 
-    def _command(self, type_: EventType, data: dict[str, Any]) -> None:
+    def _command(self, command: Command) -> NewEvent:
         self.refuse_commands()
-        data["cause"] = self.current_seq
-        self._commands.append(self._event(type_, data))
+        event = self._event(replace(command, cause=self.current_seq))
+        self._commands.append(event)
+        return event
 
     def schedule_activity(
         self,
@@ -607,7 +622,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             )
             if kwargs:
                 data["kwargs"] = self.codec.encode(kwargs)
-            self._command(_E.ACTIVITY_SCHEDULED, data)
+            self._command(ActivityScheduled.parse(data))
         hint = found.result_hint if found is not None else Any
         self._activities[step] = Pending(fut, name, hint, site)
         return fut
@@ -618,13 +633,13 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         p = self._activities.pop(step, None)
         if p is None:
             return
-        self._cancel_command(step, _E.ACTIVITY_CANCEL_REQUESTED, "activity", p.site)
+        self._cancel_command(ActivityCancelRequested(step=step, site=p.site), "activity")
 
-    def _cancel_command(self, step: str, type_: EventType, what: str, site: str) -> None:
-        happened = f"the code cancelled the {what} of step {step} ({site})"
-        self._follow_up(step, type_, {"site": site}, happened)
+    def _cancel_command(self, command: ActivityCancelRequested | TimerCancelled, what: str) -> None:
+        happened = f"the code cancelled the {what} of step {command.step} ({command.site})"
+        self._follow_up(command.step, command, happened)
 
-    def _follow_up(self, step: str, type_: EventType, data: dict[str, Any], happened: str) -> None:
+    def _follow_up(self, step: str, command: Command, happened: str) -> None:
         """Issue a command that ends or changes an earlier one (kept per step for replay)."""
         if self._recorded.follow_up(step) is not None:
             return
@@ -633,11 +648,11 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
                 f"{happened} while replaying {self._handling}, "
                 "but the history does not record that",
                 code_did=happened,
-                site=str(data.get("site") or ""),
+                site=str(getattr(command, "site", "") or ""),
                 step=step,
             )
             return
-        self._command(type_, {"step": step, **data})
+        self._command(command)
 
     def on_migrate(self, handler: Callable[[dict[str, Any]], None]) -> None:
         """Let `handler` take the run's RunMigrated events (definition runs only)."""
@@ -655,14 +670,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         if ev is None:
             fire_at = at if at is not None else self._clock() + duration
             self._command(
-                _E.TIMER_STARTED,
-                {
-                    "step": step,
-                    "kind": "timer",
-                    "fire_at": fire_at,
-                    "duration": duration,
-                    "site": site,
-                },
+                TimerStarted(step=step, kind="timer", fire_at=fire_at, duration=duration, site=site)
             )
         else:
             fire_at = float(ev.data["fire_at"])
@@ -676,7 +684,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             return
         p = self._timers.pop(step, None)
         if p is not None:
-            self._cancel_command(step, _E.TIMER_CANCELLED, "timer", p.site)
+            self._cancel_command(TimerCancelled(step=step, site=p.site), "timer")
 
     def sleep(self, duration: timedelta | float) -> asyncio.Future[None]:
         self._check_usable()
@@ -731,9 +739,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         if ev is not None:
             return ev.data["value"]
         value = make()
-        self._command(
-            _E.MARKER_RECORDED, {"step": step, "kind": kind, "value": value, "site": site}
-        )
+        self._command(MarkerRecorded(step=step, kind=kind, value=value, site=site))
         return value
 
     def patched(self, change_id: str) -> bool:
@@ -746,9 +752,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         elif self.replaying:
             result = False
         else:
-            self._command(
-                _E.MARKER_RECORDED, {"kind": "patch", "change_id": change_id, "site": call_site()}
-            )
+            self._command(MarkerRecorded(kind="patch", change_id=change_id, site=call_site()))
             result = True
         self._patches[change_id] = result
         return result

@@ -24,7 +24,14 @@ from waypost.errors import (
     WaitTimeout,
     WorkflowError,
 )
-from waypost.model.events import Event, EventType
+from waypost.model.events import (
+    Command,
+    CorrelationRegistered,
+    CorrelationWithdrawn,
+    Event,
+    EventType,
+    NewEvent,
+)
 from waypost.model.identity import check_id, preview
 
 from .loop import Pending, WorkflowLoop, as_seconds, call_site
@@ -83,10 +90,10 @@ class SignalWaits:
     def _match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
         raise NotImplementedError
 
-    def _command(self, type_: EventType, data: dict[str, Any]) -> None:
+    def _command(self, command: Command) -> NewEvent:
         raise NotImplementedError
 
-    def _follow_up(self, step: str, type_: EventType, data: dict[str, Any], happened: str) -> None:
+    def _follow_up(self, step: str, command: Command, happened: str) -> None:
         raise NotImplementedError
 
     def _nondeterministic(
@@ -194,15 +201,9 @@ class SignalWaits:
         ev = self._match(step, _E.CORRELATION_REGISTERED, "correlation", op, site)
         if ev is None:
             self._command(
-                _E.CORRELATION_REGISTERED,
-                {
-                    "step": step,
-                    "kind": "correlation",
-                    "signal": name,
-                    "key": key,
-                    "value": value,
-                    "site": site,
-                },
+                CorrelationRegistered(
+                    step=step, kind="correlation", signal=name, key=key, value=value, site=site
+                )
             )
         elif (ev.data.get("signal"), ev.data.get("key"), ev.data.get("value")) != (
             name,
@@ -226,8 +227,7 @@ class SignalWaits:
                 return  # the run ended: its commit withdraws everything it left
             self._follow_up(
                 step,
-                _E.CORRELATION_WITHDRAWN,
-                {"site": site},
+                CorrelationWithdrawn(step=step, site=site),
                 f"the wait for signal {name!r} of step {step} ({site}) ended",
             )
 

@@ -23,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from waypost.errors import QueryFailed, UpdateRejected, WorkflowError
 from waypost.model.codec import error_to_json
-from waypost.model.events import Event, EventType
+from waypost.model.events import Command, Event, EventType, NewEvent, UpdateCompleted
 from waypost.model.identity import check_id, preview
 
 from .bugs import MAX_MESSAGE, bounded
@@ -80,7 +81,7 @@ class Handlers:
     def _match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
         raise NotImplementedError
 
-    def _command(self, type_: EventType, data: dict[str, Any]) -> None:
+    def _command(self, command: Command) -> NewEvent:
         raise NotImplementedError
 
     # == registering ========================================================
@@ -210,19 +211,16 @@ class Handlers:
         op = f"update {name!r} ended"
         if self._match(step, _E.UPDATE_COMPLETED, "update", op, f"update {name}") is not None:
             return
-        data: dict[str, Any] = {
-            "step": step,
-            "kind": "update",
-            "update_id": accepted.get("update_id"),
-            "name": name,
-        }
+        completed = UpdateCompleted(
+            step=step, kind="update", update_id=accepted.get("update_id"), name=name
+        )
         if error is None:
             try:
-                data["result"] = self._encode(result)
+                completed = replace(completed, result=self._encode(result))
             except Exception as exc:
                 error = exc
         if error is not None:
             err = error_to_json(error)
             err["message"] = bounded(str(err.get("message", "")), MAX_MESSAGE)
-            data["error"] = err
-        self._command(_E.UPDATE_COMPLETED, data)
+            completed = replace(completed, error=err)
+        self._command(completed)

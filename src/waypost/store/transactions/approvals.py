@@ -10,7 +10,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from waypost.model import approvals as ap_model
-from waypost.model.events import EventType, NewEvent, canonical_json
+from waypost.model.events import (
+    ApprovalDecided,
+    ApproversChanged,
+    canonical_json,
+)
 from waypost.model.identity import normal_identity
 
 from ..base import (
@@ -134,28 +138,26 @@ def decide_approval(tx: Tx, d: DecideRequest) -> DecideResult:
     resolved = outcome != ap_model.PENDING
     if resolved:
         close_approval(tx, d.tenant, d.approval_id, outcome, d.now)
-    data: dict[str, Any] = {
-        "step": approval.step,
-        "approval_id": d.approval_id,
-        "principal": d.principal,
-        "decision": d.decision,
-        "comment": d.comment,
-        "credential_id": d.credential_id,
-        "auth": d.auth,
-        "authenticated_by": d.authenticated_by,
-        "outcome": outcome,
-    }
-    if resolved:
-        data["votes"] = votes
-    if not approval.started_by and policy.segregation_of_duties:
+    decided = ApprovalDecided(
+        step=approval.step,
+        approval_id=d.approval_id,
+        principal=d.principal,
+        decision=d.decision,
+        comment=d.comment,
+        credential_id=d.credential_id,
+        auth=d.auth,
+        authenticated_by=d.authenticated_by,
+        outcome=outcome,
+        votes=votes if resolved else None,
         # Let through only by the policy's `allow_unknown_starter`: said in the audit.
-        data["starter_unknown"] = True
+        starter_unknown=True if not approval.started_by and policy.segregation_of_duties else None,
+    )
     res = commit_run(
         tx,
         RunCommit(
             tenant=d.tenant,
             run_id=approval.run_id,
-            events=[NewEvent(EventType.APPROVAL_DECIDED, data, d.now)],
+            events=[decided.at(d.now)],
             now=d.now,
             require_active=True,
             workflow_op=WorkflowTaskOp.WAKE if resolved else WorkflowTaskOp.LEAVE,
@@ -284,19 +286,15 @@ def change_approvers(tx: Tx, c: ApproverChange) -> bool:
             ),
             c.now,
         )
-    event = NewEvent(
-        EventType.APPROVERS_CHANGED,
-        {
-            "step": approval.step,
-            "approval_id": c.approval_id,
-            "revoked": c.revoke,
-            "added": c.add,
-            "by": c.by,
-            "reason": c.reason,
-            "policy": policy.to_json(),
-        },
-        c.now,
-    )
+    event = ApproversChanged(
+        step=approval.step,
+        approval_id=c.approval_id,
+        revoked=c.revoke,
+        added=c.add,
+        by=c.by,
+        reason=c.reason,
+        policy=policy.to_json(),
+    ).at(c.now)
     commit_run(
         tx,
         RunCommit(

@@ -18,7 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 from waypost.errors import QuotaExceeded
-from waypost.model.events import EventType, NewEvent
+from waypost.model.events import (
+    CancelRequested,
+    ChildCompleted,
+    ChildFailed,
+    NewEvent,
+    RunCancelled,
+    RunStarted,
+    RunTerminated,
+)
 from waypost.model.status import FINISHED, RunStatus
 
 from ..base import (
@@ -33,7 +41,6 @@ from ..base import (
 from ..tx import Tx
 from .definitions import get_definition
 
-_E = EventType
 # `runs.commit_run` and `runs.create_run`, passed in (runs.py calls this module).
 Commit = Callable[[Tx, RunCommit], CommitResult]
 Create = Callable[[Tx, NewRun], CreateRunResult]
@@ -94,7 +101,7 @@ def _pin_definition(tx: Tx, new: NewRun) -> NewRun | dict[str, Any]:
     """The child run of a definition's `call` step, pinned to the version it runs (the
     newest, unless the step named one) and that version's digest; or the error of a
     definition the tenant has not published."""
-    asked = new.started.data["definition"]
+    asked = RunStarted.parse(new.started).definition or {}
     number = asked.get("version")
     record = get_definition(tx, new.tenant, new.workflow, None if number is None else int(number))
     if record is None:
@@ -110,17 +117,12 @@ def _pin_definition(tx: Tx, new: NewRun) -> NewRun | dict[str, Any]:
         "digest": record.digest,
         "limits": asked.get("limits") or {},
     }
-    started = {**new.started.data, "version": version, "definition": pinned}
-    return dataclasses.replace(
-        new,
-        version=version,
-        started=NewEvent(new.started.type, started, new.started.ts),
-    )
+    started = dataclasses.replace(RunStarted.parse(new.started), version=version, definition=pinned)
+    return dataclasses.replace(new, version=version, started=started.at(new.started.ts))
 
 
 def _not_started(link: ChildLink, run_id: str, error: dict[str, Any], now: float) -> NewEvent:
-    data = {"step": link.step, "run_id": run_id, "status": "not_started", "error": error}
-    return NewEvent(_E.CHILD_FAILED, data, now)
+    return ChildFailed(step=link.step, run_id=run_id, status="not_started", error=error).at(now)
 
 
 def run_ended(tx: Tx, c: RunCommit, snap: Snapshot, commit: Commit) -> None:
@@ -131,18 +133,14 @@ def run_ended(tx: Tx, c: RunCommit, snap: Snapshot, commit: Commit) -> None:
     if row is not None and row["parent_run_id"] and not row["parent_told"]:
         # Told once: a child that a repair made run again and end again is not news.
         tx.run("parent_told", key)
-        data: dict[str, Any] = {
-            "step": row["parent_step"],
-            "run_id": c.run_id,
-            "status": snap.status,
-        }
+        step, status = row["parent_step"], snap.status
+        told: ChildCompleted | ChildFailed
         if snap.status == RunStatus.COMPLETED.value:
-            data["result"] = snap.result
-            type_ = _E.CHILD_COMPLETED
+            told = ChildCompleted(step=step, run_id=c.run_id, status=status, result=snap.result)
         else:
-            data["error"] = snap.error or {"type": snap.status, "message": snap.status}
-            type_ = _E.CHILD_FAILED
-        _deliver(tx, commit, c.tenant, row["parent_run_id"], NewEvent(type_, data, c.now))
+            error = snap.error or {"type": snap.status, "message": snap.status}
+            told = ChildFailed(step=step, run_id=c.run_id, status=status, error=error)
+        _deliver(tx, commit, c.tenant, row["parent_run_id"], told.at(c.now))
     children = tx.all("run_children", {**key, "limit": MAX_LISTED_CHILDREN})
     for child in children:
         if child["status"] in _FINISHED or child["parent_close"] == "abandon":
@@ -175,13 +173,13 @@ def _close_child(tx: Tx, commit: Commit, c: RunCommit, child: Any) -> None:
         # Terminated, or cancelled at once where its code cannot run (it is suspended).
         terminate = child["parent_close"] == "terminate"
         status = RunStatus.TERMINATED if terminate else RunStatus.CANCELLED
-        type_ = _E.RUN_TERMINATED if terminate else _E.RUN_CANCELLED
+        ended = RunTerminated if terminate else RunCancelled
         error = {"type": "Terminated" if terminate else "Cancelled", "message": reason}
         commit(
             tx,
             RunCommit(
                 **ckey,
-                events=[NewEvent(type_, {"reason": reason, "by": by}, c.now)],
+                events=[ended(reason=reason, by=by).at(c.now)],
                 now=c.now,
                 snapshot=Snapshot(
                     status.value, [], int(child["processed_seq"]), error=error, finished=True
@@ -195,7 +193,7 @@ def _close_child(tx: Tx, commit: Commit, c: RunCommit, child: Any) -> None:
         tx,
         RunCommit(
             **ckey,
-            events=[NewEvent(_E.CANCEL_REQUESTED, {"reason": reason, "by": by}, c.now)],
+            events=[CancelRequested(reason=reason, by=by).at(c.now)],
             now=c.now,
             workflow_op=WorkflowTaskOp.WAKE,
         ),

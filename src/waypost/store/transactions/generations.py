@@ -14,8 +14,10 @@ loop-forever workflow keeps a bounded history (decision 0010).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from waypost.model.encryption import run_place
-from waypost.model.events import NewEvent, canonical_json
+from waypost.model.events import RunStarted, canonical_json
 from waypost.model.status import RunStatus
 
 from ..base import RunCommit
@@ -36,9 +38,7 @@ def begin_generation(tx: Tx, c: RunCommit, wt: Row | None, last_seq: int, last_h
     if row is None or wt is None:
         return 0  # cannot happen: the commit checked both
     link = {"generation": nxt.generation - 1, "last_seq": last_seq, "last_hash": last_hash}
-    started = NewEvent(
-        nxt.started.type, {**nxt.started.data, "continued_from": link}, nxt.started.ts
-    )
+    started = replace(RunStarted.parse(nxt.started), continued_from=link).at(nxt.started.ts)
     for query in ("purge_run_events", "delete_run_tasks", "delete_run_timers"):
         tx.run(query, key)
     tx.run("delete_run_correlations", key)

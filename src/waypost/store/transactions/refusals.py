@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from waypost.model import approvals as ap_model
-from waypost.model.events import EventType, NewEvent
+from waypost.model.events import ApprovalRefused
 
 from ..base import Refusal, RunCommit
 from ..tx import Tx
@@ -52,22 +52,22 @@ def record_refusal(tx: Tx, r: Refusal) -> bool:
             tx.run("insert_refusal", overflow)
         return False
     tx.run("insert_refusal", params)
-    data = {
-        "approval_id": r.approval_id,
-        "step": approval.step,
-        "principal": r.principal,
-        "decision": r.decision,
-        "auth": r.auth,
-        "authenticated_by": r.authenticated_by,
-        "credential_id": r.credential_id,
-        "reason": reason,
-    }
+    refused = ApprovalRefused(
+        approval_id=r.approval_id,
+        step=approval.step,
+        principal=r.principal,
+        decision=r.decision,
+        auth=r.auth,
+        authenticated_by=r.authenticated_by,
+        credential_id=r.credential_id,
+        reason=reason,
+    )
     commit_run(
         tx,
         RunCommit(
             tenant=r.tenant,
             run_id=approval.run_id,
-            events=[NewEvent(EventType.APPROVAL_REFUSED, data, r.at)],
+            events=[refused.at(r.at)],
             now=r.at,
         ),
     )

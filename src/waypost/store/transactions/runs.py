@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 
 from waypost.model.encryption import run_place, task_place
-from waypost.model.events import Event, EventType, canonical_json
+from waypost.model.events import Event, EventType, SignalReceived, canonical_json
 from waypost.model.queues import activity_queue
 from waypost.model.status import FINISHED, RunStatus
 
@@ -473,7 +473,9 @@ def _signal_backlog(tx: Tx, c: RunCommit, head: Row) -> bool:
         "pending_signals", {"tenant": c.tenant, "run_id": c.run_id, "after": head["processed_seq"]}
     )
     pending = int(row["pending"]) if row is not None else 0
-    names = {ev.data.get("name") for ev in c.events if ev.type == EventType.SIGNAL_RECEIVED}
+    names = {
+        SignalReceived.parse(ev).name for ev in c.events if ev.type == EventType.SIGNAL_RECEIVED
+    }
     taken = set(loads_nullable(head["signal_names"]) or ())
     if not (names and names <= taken):
         pending += int(head["unread_signals"])

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from waypost.model.encryption import task_place
-from waypost.model.events import EventType, NewEvent
+from waypost.model.events import TimerFired
 from waypost.model.quotas import Quotas
 
 from ..base import (
@@ -281,7 +281,7 @@ def fire_due_timers(
         commit = RunCommit(
             tenant=tenant,
             run_id=run_id,
-            events=[NewEvent(EventType.TIMER_FIRED, {"step": step, "generation": generation}, now)],
+            events=[TimerFired(step=step, generation=generation).at(now)],
             now=now,
             workflow_op=WorkflowTaskOp.CLAIM if owner else WorkflowTaskOp.WAKE,
             owner=owner,

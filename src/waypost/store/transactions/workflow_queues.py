@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from waypost.model.events import EventType, NewEvent
+from waypost.model.events import RunAdmitted
 from waypost.model.queues import refill
 
 from ..base import RunCommit
@@ -69,7 +69,7 @@ def admit_runs(
         }
         if tx.run("admit_run", {**key, "now": now, **checks}) != 1:
             continue
-        event = NewEvent(EventType.RUN_ADMITTED, {"queue": name}, now)
+        event = RunAdmitted(queue=name).at(now)
         commit_run(tx, RunCommit(tenant=tenant, run_id=r["run_id"], events=[event], now=now))
         tx.run("release_held_task", {**key, "now": now})
         admitted.append(r["run_id"])
