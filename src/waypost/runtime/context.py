@@ -13,13 +13,19 @@ from typing import Any, NoReturn, Protocol
 from waypost.errors import ActivityCancelled
 from waypost.model.approvals import Decision
 
-from .children import ChildHandle
+from .approval_waits import ApprovalWaits
+from .cancellation import CancelGrace
+from .children import ChildHandle, ChildRuns
 from .continuation import ContinueAsNew
 from .registry import WorkflowDefn
+from .repairs import RepairHooks
+from .signals import SignalWaits
+from .updates import Handlers
 
 
 class ContextHost(Protocol):
-    """What a `WorkflowContext` drives: the run's instance (`instance.WorkflowInstance`).
+    """What a `WorkflowContext` drives: the run's instance (`instance.WorkflowInstance`)
+    and the parts it owns.
 
     Besides what workflow code may use through the context, it offers what the
     definition interpreter drives directly (`instance_of`).
@@ -29,9 +35,16 @@ class ContextHost(Protocol):
     tenant: str
     workflow: WorkflowDefn
     replaying: bool
-    cancel_requested: bool
-    cancel_details: dict[str, Any] | None  # what a cancelled run reports having cleaned up
     site_label: str | None
+    signals: SignalWaits
+    approvals: ApprovalWaits
+    children: ChildRuns
+    handlers: Handlers
+    cancellation: CancelGrace
+    repairs: RepairHooks
+
+    @property
+    def cancel_requested(self) -> bool: ...
 
     def schedule_activity(
         self,
@@ -44,35 +57,6 @@ class ContextHost(Protocol):
     def sleep(self, duration: timedelta | float) -> asyncio.Future[None]: ...
 
     def sleep_until(self, at: float) -> asyncio.Future[None]: ...
-
-    def wait_signal(
-        self,
-        name: str,
-        timeout: timedelta | float | None,
-        hint: Any,
-        correlate: tuple[str, str] | None = None,
-    ) -> asyncio.Future[Any]: ...
-
-    def request_approval(
-        self,
-        name: str,
-        approvers: Any,
-        expires_in: timedelta | float | None,
-        data: Any,
-        escalate_to: str | None = None,
-        escalate_after: timedelta | float | None = None,
-    ) -> asyncio.Future[Decision]: ...
-
-    def on_signal(self, name: str, handler: Callable[[Any], Any]) -> None: ...
-
-    def set_query(self, name: str, handler: Callable[..., Any]) -> None: ...
-
-    def set_update(
-        self,
-        name: str,
-        handler: Callable[..., Any],
-        validator: Callable[..., Any] | None = None,
-    ) -> None: ...
 
     def wait_condition(
         self, predicate: Callable[[], bool], timeout: timedelta | float | None
@@ -87,22 +71,6 @@ class ContextHost(Protocol):
     def patched(self, change_id: str) -> bool: ...
 
     def on_migrate(self, handler: Callable[[dict[str, Any]], None]) -> None: ...
-
-    def on_input_updated(self, handler: Callable[[dict[str, Any]], None]) -> None: ...
-
-    def withdraw_approvals(self, status: str) -> None: ...
-
-    def start_child(
-        self,
-        workflow: Any,
-        input: Any,
-        *,
-        run_id: str | None = None,
-        version: str | None = None,
-        close: str = "cancel",
-        queue: str | None = None,
-        definition: dict[str, Any] | None = None,
-    ) -> ChildHandle: ...
 
 
 class WorkflowContext:
@@ -172,7 +140,7 @@ class WorkflowContext:
         the runs waiting with `value` (`POST /v1/webhooks/{source}`). The pair is
         recorded in the history when the wait starts and withdrawn when it ends.
         """
-        return self._instance.wait_signal(name, timeout, type, correlate)
+        return self._instance.signals.wait_signal(name, timeout, type, correlate)
 
     def approval(
         self,
@@ -194,20 +162,20 @@ class WorkflowContext:
         If nobody has decided after `escalate_after`, the members of group
         `escalate_to` may decide too, and are notified.
         """
-        return self._instance.request_approval(
+        return self._instance.approvals.request_approval(
             name, approvers, expires_in, data, escalate_to, escalate_after
         )
 
     def on_signal(self, name: str, handler: Callable[[Any], Any]) -> None:
         """Call `handler(payload)` for every signal `name`, including earlier ones."""
-        self._instance.on_signal(name, handler)
+        self._instance.signals.on_signal(name, handler)
 
     def set_query(self, name: str, handler: Callable[..., Any]) -> None:
         """Answer query `name` with `handler(*args)`: a plain function that reads the
         workflow's state (`engine.query(run_id, name, *args)`). It runs on a copy of the
         run rebuilt from its history, never recorded; it may not sleep, run activities
         or record values. Set it before the code's first wait."""
-        self._instance.set_query(name, handler)
+        self._instance.handlers.set_query(name, handler)
 
     def set_update(
         self,
@@ -221,7 +189,7 @@ class WorkflowContext:
         be `async` and await activities, timers, signals) runs in the workflow, and what
         it returns is recorded and returned to the caller. What it raises fails the
         update, not the run."""
-        self._instance.set_update(name, handler, validator)
+        self._instance.handlers.set_update(name, handler, validator)
 
     def wait_condition(
         self, predicate: Callable[[], bool], timeout: timedelta | float | None = None
@@ -264,7 +232,7 @@ class WorkflowContext:
         says what becomes of it: `cancel` (asked to cancel, its cleanup runs),
         `terminate` (ended at once), or `abandon` (it goes on alone).
         """
-        return self._instance.start_child(
+        return self._instance.children.start_child(
             workflow, input, run_id=run_id, version=version, close=close
         )
 
@@ -284,7 +252,7 @@ class WorkflowContext:
         fixed when this is called, so `asyncio.gather(ctx.child(a), ctx.child(b))` runs
         both children at once.
         """
-        handle = self._instance.start_child(
+        handle = self._instance.children.start_child(
             workflow, input, run_id=run_id, version=version, close=close
         )
         return handle.result()

@@ -153,7 +153,7 @@ class Interpreter(InterpreterSteps):
     async def run(self, ctx: WorkflowContext, input: Any) -> Any:
         self._ctx = ctx
         instance_of(ctx).on_migrate(self._on_migrated)
-        instance_of(ctx).on_input_updated(self._on_input_updated)
+        instance_of(ctx).repairs.on_input_updated(self._on_input_updated)
         self.data = self._initial_data(input)
         ctx.set_query("data", lambda: self.data)  # the run's data, as it is now
         deadline: asyncio.Future[None] | None = None
@@ -237,7 +237,7 @@ class Interpreter(InterpreterSteps):
             raise WorkflowError(f"definition version {version} of the run is not loaded")
         assert self._ctx is not None
         assert self._walk is not None
-        self._inst.withdraw_approvals(ap.REVOKED)
+        self._inst.approvals.withdraw_approvals(ap.REVOKED)
         self._migration = dict(event)
         self._walk.cancel()
 
@@ -304,7 +304,7 @@ class Interpreter(InterpreterSteps):
             self._undoing = None
             message = "interrupted: the run was cancelled while the compensation ran"
             self._undo_failed.append({"step": interrupted["step"], "message": message})
-        self._inst.cancel_details = self._undo_report(full=True)
+        self._inst.cancellation.report(self._undo_report(full=True))
         await self._undo(report=True)
 
     async def _undo(self, report: bool = False) -> None:
@@ -325,7 +325,7 @@ class Interpreter(InterpreterSteps):
                 self._undone.append(entry["step"])
             self._undoing = None
             if report:
-                self._inst.cancel_details = self._undo_report(full=True)
+                self._inst.cancellation.report(self._undo_report(full=True))
 
     def _undo_report(self, full: bool = False) -> dict[str, Any]:
         """What the compensations undid (`compensated`) and what they could not (`full`:

@@ -1,0 +1,128 @@
+"""The seam between a workflow instance and its parts: what a part may ask of the run.
+
+`instance.WorkflowInstance` owns its parts (`signals.SignalWaits`,
+`approval_waits.ApprovalWaits`, `children.ChildRuns`, `updates.Handlers`,
+`cancellation.CancelGrace`, `repairs.RepairHooks`) and gives each this port in its
+constructor. Through it a part numbers its steps, matches them against the history,
+records commands, starts timers, and reads the run's shared state; it keeps its own
+state itself, and no part writes the instance's attributes or another part's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from waypost.errors import NondeterminismError
+from waypost.model.codec import Codec
+from waypost.model.events import Event, EventType
+
+from .loop import WorkflowLoop
+from .registry import WorkflowDefn
+
+
+class InstancePort(Protocol):
+    """What the instance offers its parts (the instance is the one implementation)."""
+
+    @property
+    def tenant(self) -> str: ...
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def codec(self) -> Codec: ...
+
+    @property
+    def workflows(self) -> Callable[[str, str | None], WorkflowDefn] | None:
+        """Finds a child's workflow started by name."""
+        ...
+
+    @property
+    def loop(self) -> WorkflowLoop: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+    @property
+    def replaying(self) -> bool: ...
+
+    @property
+    def generation(self) -> int: ...
+
+    @property
+    def started(self) -> dict[str, Any]:
+        """RunStarted's data."""
+        ...
+
+    @property
+    def started_by(self) -> str | None: ...
+
+    @property
+    def site_label(self) -> str | None: ...
+
+    def clock(self) -> float:
+        """The engine's time now (epoch seconds); not a recorded value."""
+        ...
+
+    def check_usable(self) -> None:
+        """Raise if the code may not issue commands now (read-only, or finished)."""
+        ...
+
+    def next_step(self) -> str:
+        """The next step id of the current task."""
+        ...
+
+    def decode(self, data: Any, hint: Any) -> Any: ...
+
+    def encode(self, value: Any) -> Any: ...
+
+    def match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
+        """The recorded command for this step, if any; raises on a mismatch."""
+        ...
+
+    def recorded_command(self, step: str) -> Event | None:
+        """The command the history records at `step`, matched or not."""
+        ...
+
+    def command(self, type_: EventType, data: dict[str, Any]) -> None:
+        """Record a new command caused by the event being handled."""
+        ...
+
+    def follow_up(self, step: str, type_: EventType, data: dict[str, Any], happened: str) -> None:
+        """Issue a command that ends or changes an earlier one (kept per step for replay)."""
+        ...
+
+    def nondeterministic(
+        self,
+        message: str,
+        *,
+        expected: Event | None = None,
+        code_did: str = "",
+        site: str = "",
+        step: str | None = None,
+    ) -> NondeterminismError:
+        """Record the first mismatch with the history, and return it to raise."""
+        ...
+
+    def start_timer(
+        self, duration: float, site: str, *, internal: str | None = None, at: float | None = None
+    ) -> tuple[str, asyncio.Future[None]]:
+        """A durable timer: its step and its future."""
+        ...
+
+    def timer_due(self, step: str) -> float:
+        """When the timer of `step` fires (epoch seconds)."""
+        ...
+
+    def fail_from_callback(self, exc: BaseException) -> None:
+        """A callback of the workflow's code raised `exc`."""
+        ...
+
+    def end_run(self, type_: EventType, data: dict[str, Any]) -> None:
+        """End the run with this outcome and drop what is still pending."""
+        ...
