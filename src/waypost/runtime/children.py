@@ -113,19 +113,7 @@ class ChildRuns:
         op = f"ctx.start_child({name!r})"
         if self.child_depth >= MAX_CHILD_DEPTH:
             # Nothing recorded: the depth comes from RunStarted, so replay decides the same.
-            fut.set_exception(
-                ChildFailed(
-                    child_id,
-                    step,
-                    "not_started",
-                    {
-                        "type": "TooDeep",
-                        "message": f"run {self._port.run_id!r} is a child {self.child_depth} "
-                        f"levels deep, the most there may be ({MAX_CHILD_DEPTH}); it cannot start "
-                        "another",
-                    },
-                )
-            )
+            fut.set_exception(self._too_deep(child_id, step))
             return ChildHandle(child_id, step, fut)
         ev = self._port.match(step, _E.CHILD_STARTED, "child", op, site)
         if ev is None:
@@ -159,6 +147,19 @@ class ChildRuns:
             )
         self._children[step] = Pending(fut, name, Any, site, child_id)
         return ChildHandle(child_id, step, fut)
+
+    def _too_deep(self, child_id: str, step: str) -> ChildFailed:
+        """Why a run `MAX_CHILD_DEPTH` levels deep starts no child."""
+        return ChildFailed(
+            child_id,
+            step,
+            "not_started",
+            {
+                "type": "TooDeep",
+                "message": f"run {self._port.run_id!r} is a child {self.child_depth} levels "
+                f"deep, the most there may be ({MAX_CHILD_DEPTH}); it cannot start another",
+            },
+        )
 
     def _child_target(
         self, workflow: Any, version: str | None, queue: str | None

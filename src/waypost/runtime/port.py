@@ -25,45 +25,23 @@ from .registry import WorkflowDefn
 class InstancePort(Protocol):
     """What the instance offers its parts (the instance is the one implementation)."""
 
-    @property
-    def tenant(self) -> str: ...
-
-    @property
-    def run_id(self) -> str: ...
-
-    @property
-    def codec(self) -> Codec: ...
-
-    @property
-    def workflows(self) -> Callable[[str, str | None], WorkflowDefn] | None:
-        """Finds a child's workflow started by name."""
-        ...
+    # The run's state a part reads (and never writes).
+    tenant: str
+    run_id: str
+    codec: Codec
+    workflows: Callable[[str, str | None], WorkflowDefn] | None  # finds a child's workflow
+    closed: bool
+    replaying: bool
+    generation: int
+    started: dict[str, Any]  # RunStarted's data
+    started_by: str | None
+    site_label: str | None
 
     @property
     def loop(self) -> WorkflowLoop: ...
 
     @property
-    def closed(self) -> bool: ...
-
-    @property
     def finished(self) -> bool: ...
-
-    @property
-    def replaying(self) -> bool: ...
-
-    @property
-    def generation(self) -> int: ...
-
-    @property
-    def started(self) -> dict[str, Any]:
-        """RunStarted's data."""
-        ...
-
-    @property
-    def started_by(self) -> str | None: ...
-
-    @property
-    def site_label(self) -> str | None: ...
 
     def clock(self) -> float:
         """The engine's time now (epoch seconds); not a recorded value."""
@@ -98,13 +76,7 @@ class InstancePort(Protocol):
         ...
 
     def nondeterministic(
-        self,
-        message: str,
-        *,
-        expected: Event | None = None,
-        code_did: str = "",
-        site: str = "",
-        step: str | None = None,
+        self, message: str, *, expected: Event | None = ..., code_did: str = ..., site: str = ...
     ) -> NondeterminismError:
         """Record the first mismatch with the history, and return it to raise."""
         ...

@@ -4,20 +4,15 @@
 data, path)` carries the step out on the walk's `data` (`walk.Walk`, the interpreter)
 and returns the next step's id (None ends the walk), or raises `StepFailure`. `succeed`
 and `fail` end a walk and are the interpreter's own; `catch` is applied around every
-handler by the interpreter. To add a step type: write `steps/<type>.py` with its `run`,
-add it to `STEP_TYPES` here, and teach the definition format and its validation
-(`model/definitions`) the new type.
+handler by the interpreter; a step type that waits is marked `@walk.waiting`. To add
+a step type: write `steps/<type>.py` with its `run`, add it to `STEP_TYPES` here, and
+teach the definition format and its validation (`model/definitions`) the new type.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
-
 from . import activity, approval, call, choice, map, parallel, pass_, wait
-from .walk import StepFailure, Walk, expression_failure, value_at
-
-StepHandler = Callable[[Walk, str, Mapping[str, Any], dict[str, Any], str], Awaitable[str | None]]
+from .walk import StepFailure, StepHandler, Walk, expression_failure, value_at, waiting
 
 STEP_TYPES: dict[str, StepHandler] = {
     "activity": activity.run,
@@ -37,4 +32,5 @@ __all__ = [
     "Walk",
     "expression_failure",
     "value_at",
+    "waiting",
 ]

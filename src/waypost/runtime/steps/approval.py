@@ -8,7 +8,7 @@ from typing import Any
 
 from waypost.model import approvals as ap
 
-from .walk import StepFailure, Walk
+from .walk import StepFailure, Walk, waiting
 
 
 def _policy(approvers: Mapping[str, Any]) -> ap.Policy:
@@ -21,14 +21,9 @@ def _policy(approvers: Mapping[str, Any]) -> ap.Policy:
     return ap.Policy("quorum" if quorum > 1 else "any", users, groups, quorum, veto)
 
 
+@waiting
 async def run(
     walk: Walk, step_id: str, step: Mapping[str, Any], data: dict[str, Any], path: str
-) -> str | None:
-    return await walk.waiting_in(_approval(walk, step_id, step, data), path)
-
-
-async def _approval(
-    walk: Walk, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
 ) -> str | None:
     shown = walk.mapping(step.get("input"), data, step_id, "input") or None
     try:

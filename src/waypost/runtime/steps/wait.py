@@ -12,7 +12,7 @@ from typing import Any
 from waypost.errors import InvalidRequest, WaitTimeout
 from waypost.model.identity import check_id
 
-from .walk import StepFailure, Walk
+from .walk import StepFailure, Walk, waiting
 
 
 def _instant(value: Any, step: str) -> float:
@@ -36,14 +36,9 @@ def _instant(value: Any, step: str) -> float:
     return moment.timestamp()
 
 
+@waiting
 async def run(
     walk: Walk, step_id: str, step: Mapping[str, Any], data: dict[str, Any], path: str
-) -> str | None:
-    return await walk.waiting_in(_wait(walk, step_id, step, data), path)
-
-
-async def _wait(
-    walk: Walk, step_id: str, step: Mapping[str, Any], data: dict[str, Any]
 ) -> str | None:
     ctx = walk.ctx
     timeout = step.get("timeout")

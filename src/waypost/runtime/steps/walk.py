@@ -8,7 +8,7 @@ through this protocol.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from waypost.model.definitions import Definition
@@ -49,6 +49,21 @@ def value_at(data: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     for name in path:
         value = value.get(name) if isinstance(value, Mapping) else None
     return value
+
+
+StepHandler = Callable[["Walk", str, Mapping[str, Any], dict[str, Any], str], Awaitable[str | None]]
+"""`await handler(walk, step_id, step, data, path)`: the next step's id, None to end."""
+
+
+def waiting(handler: StepHandler) -> StepHandler:
+    """A step type whose step waits (approval, wait): a migration may move a run there."""
+
+    async def run(
+        walk: Walk, step_id: str, step: Mapping[str, Any], data: dict[str, Any], path: str
+    ) -> str | None:
+        return await walk.waiting_in(handler(walk, step_id, step, data, path), path)
+
+    return run
 
 
 class Walk(Protocol):
