@@ -17,6 +17,7 @@ from .approval_waits import ApprovalWaits
 from .cancellation import CancelGrace
 from .children import ChildHandle, ChildRuns
 from .continuation import ContinueAsNew
+from .markers import Markers
 from .registry import WorkflowDefn
 from .repairs import RepairHooks
 from .signals import SignalWaits
@@ -42,6 +43,7 @@ class ContextHost(Protocol):
     handlers: Handlers
     cancellation: CancelGrace
     repairs: RepairHooks
+    markers: Markers
 
     @property
     def cancel_requested(self) -> bool: ...
@@ -61,14 +63,6 @@ class ContextHost(Protocol):
     def wait_condition(
         self, predicate: Callable[[], bool], timeout: timedelta | float | None
     ) -> asyncio.Future[bool]: ...
-
-    def now(self) -> datetime: ...
-
-    def random(self) -> float: ...
-
-    def uuid(self) -> uuid.UUID: ...
-
-    def patched(self, change_id: str) -> bool: ...
 
     def on_migrate(self, handler: Callable[[dict[str, Any]], None]) -> None: ...
 
@@ -202,15 +196,15 @@ class WorkflowContext:
 
     def now(self) -> datetime:
         """The current time (UTC), recorded so that replay sees the same value."""
-        return self._instance.now()
+        return self._instance.markers.now()
 
     def random(self) -> float:
         """A random float in [0, 1), recorded."""
-        return self._instance.random()
+        return self._instance.markers.random()
 
     def uuid(self) -> uuid.UUID:
         """A random UUID, recorded."""
-        return self._instance.uuid()
+        return self._instance.markers.uuid()
 
     async def start_child(
         self,
@@ -274,7 +268,7 @@ class WorkflowContext:
         Wrap a code change: `if ctx.patched("fraud-check"): await ctx.run(check)`.
         Runs that passed this point before the change keep their old path.
         """
-        return self._instance.patched(change_id)
+        return self._instance.markers.patched(change_id)
 
 
 def instance_of(ctx: WorkflowContext) -> ContextHost:

@@ -30,7 +30,6 @@ import asyncio
 import hashlib
 import threading
 import traceback
-import uuid as uuid_mod
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -55,6 +54,7 @@ from .children import ChildRuns
 from .context import WorkflowContext
 from .continuation import ContinueAsNew, continued, step_prefix
 from .loop import Pending, StepFuture, WorkflowLoop, as_seconds, call_site
+from .markers import Markers
 from .recorded import Recorded, describe
 from .registry import DEFAULT_ACTIVITY_TIMEOUT, ActivityDefn, WorkflowDefn
 from .repairs import RepairHooks, step_value, voided
@@ -86,8 +86,8 @@ class WorkflowInstance:
     """One run's workflow code, live in memory, fed events one at a time.
 
     It owns its parts, each given the instance as its `port.InstancePort`: `signals`,
-    `approvals`, `children`, `handlers` (queries and updates), `cancellation` and
-    `repairs`. Activities, timers, markers and conditions it keeps itself.
+    `approvals`, `children`, `handlers` (queries and updates), `cancellation`,
+    `repairs` and `markers`. Activities, timers and conditions it keeps itself.
     """
 
     def __init__(
@@ -125,7 +125,6 @@ class WorkflowInstance:
         self._dropped = False  # closed from another thread while `activate` ran
 
         self._recorded = Recorded()
-        self._patches: dict[str, bool] = {}
 
         self._activities: dict[str, Pending] = {}
         self._timers: dict[str, Pending] = {}
@@ -150,6 +149,7 @@ class WorkflowInstance:
         self.handlers = Handlers(self)
         self.cancellation = CancelGrace(self)
         self.repairs = RepairHooks(self)
+        self.markers = Markers(self)
 
     # == feeding the instance ==============================================
     def replay(self, history: Sequence[Event], processed_seq: int) -> None:
@@ -282,6 +282,9 @@ class WorkflowInstance:
 
     def recorded_command(self, step: str) -> Event | None:
         return self._recorded.command(step)
+
+    def recorded_patch(self, change_id: str) -> Event | None:
+        return self._recorded.patch(change_id)
 
     def timer_due(self, step: str) -> float:
         return self._fire_at[step]
@@ -741,42 +744,3 @@ class WorkflowInstance:
             timer.add_done_callback(on_timeout)
             fut.add_done_callback(lambda _: timer.cancel() if not timer.done() else None)
         return fut
-
-    def marker(self, kind: str, make: Callable[[], Any]) -> Any:
-        self.check_usable()
-        site = self.site_label or call_site()
-        step = self.next_step()
-        ev = self.match(step, _E.MARKER_RECORDED, kind, f"ctx.{kind}()", site)
-        if ev is not None:
-            return ev.data["value"]
-        value = make()
-        self.command(_E.MARKER_RECORDED, {"step": step, "kind": kind, "value": value, "site": site})
-        return value
-
-    def patched(self, change_id: str) -> bool:
-        self.check_usable()
-        known = self._patches.get(change_id)
-        if known is not None:
-            return known
-        if self._recorded.patch(change_id) is not None:
-            result = True
-        elif self.replaying:
-            result = False
-        else:
-            self.command(
-                _E.MARKER_RECORDED, {"kind": "patch", "change_id": change_id, "site": call_site()}
-            )
-            result = True
-        self._patches[change_id] = result
-        return result
-
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.marker("now", self._clock), UTC)
-
-    def random(self) -> float:
-        import random as random_mod
-
-        return float(self.marker("random", random_mod.SystemRandom().random))
-
-    def uuid(self) -> uuid_mod.UUID:
-        return uuid_mod.UUID(self.marker("uuid", lambda: str(uuid_mod.uuid4())))

@@ -2,8 +2,8 @@
 
 `instance.WorkflowInstance` owns its parts (`signals.SignalWaits`,
 `approval_waits.ApprovalWaits`, `children.ChildRuns`, `updates.Handlers`,
-`cancellation.CancelGrace`, `repairs.RepairHooks`) and gives each this port in its
-constructor. Through it a part numbers its steps, matches them against the history,
+`cancellation.CancelGrace`, `repairs.RepairHooks`, `markers.Markers`) and gives each
+this port in its constructor. Through it a part numbers its steps, matches them against the history,
 records commands, starts timers, and reads the run's shared state; it keeps its own
 state itself, and no part writes the instance's attributes or another part's.
 """
@@ -65,6 +65,10 @@ class InstancePort(Protocol):
 
     def recorded_command(self, step: str) -> Event | None:
         """The command the history records at `step`, matched or not."""
+        ...
+
+    def recorded_patch(self, change_id: str) -> Event | None:
+        """The `patched()` marker the history records for `change_id`, if any."""
         ...
 
     def command(self, type_: EventType, data: dict[str, Any]) -> None:
