@@ -6,7 +6,8 @@ and returns the next step's id (None ends the walk), or raises `StepFailure`. `s
 and `fail` end a walk and are the interpreter's own; `catch` is applied around every
 handler by the interpreter; a step type that waits is marked `@walk.waiting`. To add
 a step type: write `steps/<type>.py` with its `run`, add it to `STEP_TYPES` here, and
-teach the definition format and its validation (`model/definitions`) the new type.
+teach the definition format (`model/definitions/format.py`'s `STEP_TYPES`) and its
+validation the new type; tests/unit/test_step_types.py checks the two tables agree.
 """
 
 from __future__ import annotations
