@@ -36,7 +36,6 @@ class ContextHost(Protocol):
     tenant: str
     workflow: WorkflowDefn
     replaying: bool
-    site_label: str | None
     signals: SignalWaits
     approvals: ApprovalWaits
     children: ChildRuns
@@ -65,6 +64,8 @@ class ContextHost(Protocol):
     ) -> asyncio.Future[bool]: ...
 
     def on_migrate(self, handler: Callable[[dict[str, Any]], None]) -> None: ...
+
+    def label_sites(self, label: str) -> None: ...
 
 
 class WorkflowContext:

@@ -661,6 +661,11 @@ class WorkflowInstance:
             return
         self.command(type_, {"step": step, **data})
 
+    def label_sites(self, label: str) -> None:
+        """Name the caller in the history's `site` fields from now on (a definition run
+        names its step, where code has file:line)."""
+        self.site_label = label
+
     def on_migrate(self, handler: Callable[[dict[str, Any]], None]) -> None:
         """Let `handler` take the run's RunMigrated events (definition runs only)."""
         self._migrate_handler = handler

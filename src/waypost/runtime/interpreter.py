@@ -183,7 +183,7 @@ class Interpreter:
         deadline: asyncio.Future[None] | None = None
         limit = self._time_limit()
         if limit is not None:
-            instance_of(ctx).site_label = f"{self.definition.name} v{self.version} timeout"
+            instance_of(ctx).label_sites(f"{self.definition.name} v{self.version} timeout")
             deadline = ctx.sleep(limit[0])
             deadline.add_done_callback(self._on_deadline)
         step_id: str | None = self.definition.start
@@ -323,7 +323,7 @@ class Interpreter:
         """Name the definition step in the history's `site` fields (what code has as file:line)."""
         assert self._ctx is not None
         label = f"{self.definition.name} v{self.version} step {step_id}"
-        self.inst.site_label = label
+        self.inst.label_sites(label)
 
     async def _call(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any
