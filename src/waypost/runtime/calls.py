@@ -27,7 +27,7 @@ def start_call(
 ) -> asyncio.Future[Any]:
     """Start the child run of a `call` step; the future of its result."""
     version = step.get("version")
-    handle = inst.start_child(
+    handle = inst.children.start_child(
         step["definition"],
         inputs,
         close=str(step.get("close", "cancel")),

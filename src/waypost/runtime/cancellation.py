@@ -1,7 +1,7 @@
 """Cancellation as a workflow instance records it: how the run ends, and the grace.
 
-`CancelGrace` is the part of `instance.WorkflowInstance` that ends a cancelled run.
-Cancelling is cooperative: CancelRequested cancels the code's root task, and the
+The cancellation seam of a run: `CancelGrace`, a part the instance owns, ends a
+cancelled run. Cancelling is cooperative: CancelRequested cancels the code's root task, and the
 code may catch `asyncio.CancelledError` and clean up (run activities, wait) before
 it ends. So that a run whose clean-up never ends (an activity that ignores its
 cancellation and never returns, a wait nobody answers) still ends, a cancel request
@@ -25,21 +25,12 @@ Decisions:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from waypost.model.events import (
-    Command,
-    Event,
-    EventData,
-    EventType,
-    NewEvent,
-    RunCancelled,
-    TimerStarted,
-)
+from waypost.model.events import EventType, RunCancelled, TimerStarted
 
-from .recorded import Recorded
+from .port import InstancePort
 
 _E = EventType
 
@@ -49,34 +40,35 @@ GRACE_KIND = "cancel-grace"
 
 
 class CancelGrace:
-    """How a cancelled run ends (mixed into `WorkflowInstance`)."""
+    """Whether and why a run was asked to cancel, its grace, and how it then ends."""
 
-    # Kept by the instance.
-    closed: bool
-    replaying: bool
-    outcome: NewEvent | None
-    _recorded: Recorded
-    _cancel_reason: str
-    _clock: Callable[[], float]
+    def __init__(self, port: InstancePort) -> None:
+        self._port = port
+        self.cancel_requested = False
+        self._cancel_reason = ""
+        self.cancel_details: dict[str, Any] | None = None
+        """What the code reports of its clean-up (a definition run: what it compensated)."""
+        self.cancel_grace: float | None = None
+        """The grace the cancel request gave (seconds), if any."""
+        self.grace_until: float | None = None
+        """When the grace ends (its timer is due), once the timer is started."""
 
-    cancel_details: dict[str, Any] | None = None
-    """What the code reports of its clean-up (a definition run: what it compensated)."""
-    cancel_grace: float | None = None
-    """The grace the cancel request gave (seconds), if any."""
-    grace_until: float | None = None
-    """When the grace ends (its timer is due), once the timer is started."""
+    @property
+    def reason(self) -> str:
+        return self._cancel_reason
 
-    def _match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
-        raise NotImplementedError
+    def requested(self, d: dict[str, Any]) -> bool:
+        """Take in CancelRequested `d`; False if the run was asked already."""
+        if self.cancel_requested:
+            return False
+        self.cancel_requested = True
+        self._cancel_reason = str(d.get("reason", ""))
+        self.cancel_grace = d.get("grace")
+        return True
 
-    def _command(self, command: Command) -> NewEvent:
-        raise NotImplementedError
-
-    def _event(self, data: EventData) -> NewEvent:
-        raise NotImplementedError
-
-    def _close_open_work(self) -> None:
-        raise NotImplementedError
+    def report(self, details: dict[str, Any]) -> None:
+        """What the code has cleaned up so far (RunCancelled's `details`)."""
+        self.cancel_details = details
 
     def cancelled_data(self, **extra: Any) -> RunCancelled:
         """The data of the RunCancelled that ends the run."""
@@ -85,18 +77,20 @@ class CancelGrace:
 
     def start_grace(self) -> None:
         """The code took in the cancel request and goes on: start the grace's timer."""
-        if self.outcome is not None or self.closed or self.cancel_grace is None:
+        if self._port.finished or self._port.closed or self.cancel_grace is None:
             return
-        if self.replaying and self._recorded.command(CANCEL_GRACE_STEP) is None:
+        if self._port.replaying and self._port.recorded_command(CANCEL_GRACE_STEP) is None:
             # An engine without the grace took the request in (a rolling upgrade): the
             # run goes on without one rather than be suspended for it.
             return
         grace = self.cancel_grace
         site = "cancel requested"
-        ev = self._match(CANCEL_GRACE_STEP, _E.TIMER_STARTED, GRACE_KIND, "the cancel grace", site)
+        ev = self._port.match(
+            CANCEL_GRACE_STEP, _E.TIMER_STARTED, GRACE_KIND, "the cancel grace", site
+        )
         if ev is None:
-            fire_at = self._clock() + grace
-            self._command(
+            fire_at = self._port.clock() + grace
+            self._port.command(
                 TimerStarted(
                     step=CANCEL_GRACE_STEP,
                     kind=GRACE_KIND,
@@ -111,14 +105,13 @@ class CancelGrace:
 
     def grace_over(self) -> None:
         """The grace's timer fired: a run still going ends `cancelled` now."""
-        if self.outcome is not None or self.closed:
+        if self._port.finished or self._port.closed:
             return
-        self.outcome = self._event(self.cancelled_data(forced=True, after=self.cancel_grace))
-        self._close_open_work()
+        self._port.end_run(self.cancelled_data(forced=True, after=self.cancel_grace))
 
     def grace_waits(self) -> list[dict[str, Any]]:
         """The grace's timer as the run's `waiting_for` shows it."""
-        if self.grace_until is None or self.outcome is not None:
+        if self.grace_until is None or self._port.finished:
             return []
         return [
             {

@@ -1,6 +1,6 @@
 """Child runs as workflow code sees them: `ctx.start_child` and `ctx.child`.
 
-`ChildRuns` is the part of `instance.WorkflowInstance` that starts child runs. Starting
+The child-run seam of a run: `ChildRuns`, a part the instance owns, starts them. Starting
 one is a command (ChildStarted, its own step) that names the child's workflow, version,
 input, run id and close policy; the engine turns it into the child's run, created in the
 same commit (so replay, which matches the recorded command, never starts it twice). The
@@ -16,21 +16,19 @@ so a workflow (or definition) that starts itself ends instead of filling the dat
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 from waypost.errors import (
     ChildFailed,
     InvalidRequest,
-    NondeterminismError,
     PayloadError,
     WorkflowError,
 )
-from waypost.model.codec import Codec
-from waypost.model.events import ChildStarted, Command, Event, EventType, NewEvent
+from waypost.model.events import ChildStarted, Event, EventType
 from waypost.model.identity import check_id, preview
 
-from .loop import Pending, WorkflowLoop, call_site
+from .loop import Pending, call_site
+from .port import InstancePort
 from .recorded import describe
 from .registry import WorkflowDefn, workflow_queue
 
@@ -64,47 +62,16 @@ class ChildHandle:
 
 
 class ChildRuns:
-    """The child-run side of a workflow instance (mixed into `WorkflowInstance`)."""
+    """The child runs one run started and still waits for."""
 
-    # Kept by the instance.
-    run_id: str
-    codec: Codec
-    started: dict[str, Any]
-    site_label: str | None
-    workflows: Callable[[str, str | None], WorkflowDefn] | None
-    _loop: WorkflowLoop
-    _children: dict[str, Pending]
-
-    def next_step(self) -> str:
-        raise NotImplementedError
-
-    def _check_usable(self) -> None:
-        raise NotImplementedError
-
-    def _decode(self, data: Any, hint: Any) -> Any:
-        raise NotImplementedError
-
-    def _match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
-        raise NotImplementedError
-
-    def _command(self, command: Command) -> NewEvent:
-        raise NotImplementedError
-
-    def _nondeterministic(
-        self,
-        message: str,
-        *,
-        expected: Event | None = None,
-        code_did: str = "",
-        site: str = "",
-        step: str | None = None,
-    ) -> NondeterminismError:
-        raise NotImplementedError
+    def __init__(self, port: InstancePort) -> None:
+        self._port = port
+        self._children: dict[str, Pending] = {}
 
     @property
     def child_depth(self) -> int:
         """How deep this run is among child runs (0: started by a caller, not a run)."""
-        parent = self.started.get("parent")
+        parent = self._port.started.get("parent")
         return int(parent.get("depth", 1)) if isinstance(parent, dict) else 0
 
     def start_child(
@@ -124,8 +91,8 @@ class ChildRuns:
         of the tenant's published definition `workflow`: the store picks the version when
         it creates the child, and a definition it does not find fails the child at once.
         """
-        self._check_usable()
-        site = self.site_label or call_site()
+        self._port.check_usable()
+        site = self._port.site_label or call_site()
         if definition is not None:
             name, queue = str(workflow), queue or ""
             version = "" if definition.get("version") is None else str(definition["version"])
@@ -140,30 +107,18 @@ class ChildRuns:
                 check_id(run_id, "the child's run_id")
             except InvalidRequest as exc:
                 raise WorkflowError(str(exc)) from None
-        step = self.next_step()
-        fut: asyncio.Future[Any] = self._loop.create_future()
-        child_id = run_id if run_id is not None else child_run_id(self.run_id, step)
+        step = self._port.next_step()
+        fut: asyncio.Future[Any] = self._port.loop.create_future()
+        child_id = run_id if run_id is not None else child_run_id(self._port.run_id, step)
         op = f"ctx.start_child({name!r})"
         if self.child_depth >= MAX_CHILD_DEPTH:
             # Nothing recorded: the depth comes from RunStarted, so replay decides the same.
-            fut.set_exception(
-                ChildFailed(
-                    child_id,
-                    step,
-                    "not_started",
-                    {
-                        "type": "TooDeep",
-                        "message": f"run {self.run_id!r} is a child {self.child_depth} levels "
-                        f"deep, the most there may be ({MAX_CHILD_DEPTH}); it cannot start "
-                        "another",
-                    },
-                )
-            )
+            fut.set_exception(self._too_deep(child_id, step))
             return ChildHandle(child_id, step, fut)
-        ev = self._match(step, _E.CHILD_STARTED, "child", op, site)
+        ev = self._port.match(step, _E.CHILD_STARTED, "child", op, site)
         if ev is None:
             try:
-                payload = self.codec.encode(input)
+                payload = self._port.codec.encode(input)
             except PayloadError as exc:
                 raise WorkflowError(f"the input of child {name!r}: {exc}") from None
             started = ChildStarted(
@@ -179,9 +134,9 @@ class ChildRuns:
                 site=site,
                 definition=definition,
             )
-            self._command(started)
+            self._port.command(started)
         elif (ev.data.get("workflow"), ev.data.get("run_id")) != (name, child_id):
-            raise self._nondeterministic(
+            raise self._port.nondeterministic(
                 f"history {describe(ev)} does not match the code: the code called {op} at "
                 f"{site} (step {step}) for run {child_id!r}, the history started workflow "
                 f"{ev.data.get('workflow')!r} as run {ev.data.get('run_id')!r}",
@@ -191,6 +146,19 @@ class ChildRuns:
             )
         self._children[step] = Pending(fut, name, Any, site, child_id)
         return ChildHandle(child_id, step, fut)
+
+    def _too_deep(self, child_id: str, step: str) -> ChildFailed:
+        """Why a run `MAX_CHILD_DEPTH` levels deep starts no child."""
+        return ChildFailed(
+            child_id,
+            step,
+            "not_started",
+            {
+                "type": "TooDeep",
+                "message": f"run {self._port.run_id!r} is a child {self.child_depth} levels "
+                f"deep, the most there may be ({MAX_CHILD_DEPTH}); it cannot start another",
+            },
+        )
 
     def _child_target(
         self, workflow: Any, version: str | None, queue: str | None
@@ -205,10 +173,10 @@ class ChildRuns:
                 f"{preview(workflow)} is not a workflow; pass a @workflow function or its name"
             )
         if version is None:
-            if self.workflows is None:
+            if self._port.workflows is None:
                 raise WorkflowError(f"give the version of child workflow {name!r}")
             try:
-                version = self.workflows(name, None).version
+                version = self._port.workflows(name, None).version
             except Exception as exc:
                 raise WorkflowError(str(exc)) from None
         return name, version, queue or workflow_queue(name, version)
@@ -221,7 +189,7 @@ class ChildRuns:
             return
         if ev.type == _E.CHILD_COMPLETED:
             try:
-                p.future.set_result(self._decode(d.get("result"), p.hint))
+                p.future.set_result(self._port.decode(d.get("result"), p.hint))
             except PayloadError as exc:
                 p.future.set_exception(exc)
             return

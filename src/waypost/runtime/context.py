@@ -13,13 +13,20 @@ from typing import Any, NoReturn, Protocol
 from waypost.errors import ActivityCancelled
 from waypost.model.approvals import Decision
 
-from .children import ChildHandle
+from .approval_waits import ApprovalWaits
+from .cancellation import CancelGrace
+from .children import ChildHandle, ChildRuns
 from .continuation import ContinueAsNew
+from .markers import Markers
 from .registry import WorkflowDefn
+from .repairs import RepairHooks
+from .signals import SignalWaits
+from .updates import Handlers
 
 
 class ContextHost(Protocol):
-    """What a `WorkflowContext` drives: the run's instance (`instance.WorkflowInstance`).
+    """What a `WorkflowContext` drives: the run's instance (`instance.WorkflowInstance`)
+    and the parts it owns.
 
     Besides what workflow code may use through the context, it offers what the
     definition interpreter drives directly (`instance_of`).
@@ -29,9 +36,16 @@ class ContextHost(Protocol):
     tenant: str
     workflow: WorkflowDefn
     replaying: bool
-    cancel_requested: bool
-    cancel_details: dict[str, Any] | None  # what a cancelled run reports having cleaned up
-    site_label: str | None
+    signals: SignalWaits
+    approvals: ApprovalWaits
+    children: ChildRuns
+    handlers: Handlers
+    cancellation: CancelGrace
+    repairs: RepairHooks
+    markers: Markers
+
+    @property
+    def cancel_requested(self) -> bool: ...
 
     def schedule_activity(
         self,
@@ -45,64 +59,13 @@ class ContextHost(Protocol):
 
     def sleep_until(self, at: float) -> asyncio.Future[None]: ...
 
-    def wait_signal(
-        self,
-        name: str,
-        timeout: timedelta | float | None,
-        hint: Any,
-        correlate: tuple[str, str] | None = None,
-    ) -> asyncio.Future[Any]: ...
-
-    def request_approval(
-        self,
-        name: str,
-        approvers: Any,
-        expires_in: timedelta | float | None,
-        data: Any,
-        escalate_to: str | None = None,
-        escalate_after: timedelta | float | None = None,
-    ) -> asyncio.Future[Decision]: ...
-
-    def on_signal(self, name: str, handler: Callable[[Any], Any]) -> None: ...
-
-    def set_query(self, name: str, handler: Callable[..., Any]) -> None: ...
-
-    def set_update(
-        self,
-        name: str,
-        handler: Callable[..., Any],
-        validator: Callable[..., Any] | None = None,
-    ) -> None: ...
-
     def wait_condition(
         self, predicate: Callable[[], bool], timeout: timedelta | float | None
     ) -> asyncio.Future[bool]: ...
 
-    def now(self) -> datetime: ...
-
-    def random(self) -> float: ...
-
-    def uuid(self) -> uuid.UUID: ...
-
-    def patched(self, change_id: str) -> bool: ...
-
     def on_migrate(self, handler: Callable[[dict[str, Any]], None]) -> None: ...
 
-    def on_input_updated(self, handler: Callable[[dict[str, Any]], None]) -> None: ...
-
-    def withdraw_approvals(self, status: str) -> None: ...
-
-    def start_child(
-        self,
-        workflow: Any,
-        input: Any,
-        *,
-        run_id: str | None = None,
-        version: str | None = None,
-        close: str = "cancel",
-        queue: str | None = None,
-        definition: dict[str, Any] | None = None,
-    ) -> ChildHandle: ...
+    def label_sites(self, label: str) -> None: ...
 
 
 class WorkflowContext:
@@ -172,7 +135,7 @@ class WorkflowContext:
         the runs waiting with `value` (`POST /v1/webhooks/{source}`). The pair is
         recorded in the history when the wait starts and withdrawn when it ends.
         """
-        return self._instance.wait_signal(name, timeout, type, correlate)
+        return self._instance.signals.wait_signal(name, timeout, type, correlate)
 
     def approval(
         self,
@@ -194,20 +157,20 @@ class WorkflowContext:
         If nobody has decided after `escalate_after`, the members of group
         `escalate_to` may decide too, and are notified.
         """
-        return self._instance.request_approval(
+        return self._instance.approvals.request_approval(
             name, approvers, expires_in, data, escalate_to, escalate_after
         )
 
     def on_signal(self, name: str, handler: Callable[[Any], Any]) -> None:
         """Call `handler(payload)` for every signal `name`, including earlier ones."""
-        self._instance.on_signal(name, handler)
+        self._instance.signals.on_signal(name, handler)
 
     def set_query(self, name: str, handler: Callable[..., Any]) -> None:
         """Answer query `name` with `handler(*args)`: a plain function that reads the
         workflow's state (`engine.query(run_id, name, *args)`). It runs on a copy of the
         run rebuilt from its history, never recorded; it may not sleep, run activities
         or record values. Set it before the code's first wait."""
-        self._instance.set_query(name, handler)
+        self._instance.handlers.set_query(name, handler)
 
     def set_update(
         self,
@@ -221,7 +184,7 @@ class WorkflowContext:
         be `async` and await activities, timers, signals) runs in the workflow, and what
         it returns is recorded and returned to the caller. What it raises fails the
         update, not the run."""
-        self._instance.set_update(name, handler, validator)
+        self._instance.handlers.set_update(name, handler, validator)
 
     def wait_condition(
         self, predicate: Callable[[], bool], timeout: timedelta | float | None = None
@@ -234,15 +197,15 @@ class WorkflowContext:
 
     def now(self) -> datetime:
         """The current time (UTC), recorded so that replay sees the same value."""
-        return self._instance.now()
+        return self._instance.markers.now()
 
     def random(self) -> float:
         """A random float in [0, 1), recorded."""
-        return self._instance.random()
+        return self._instance.markers.random()
 
     def uuid(self) -> uuid.UUID:
         """A random UUID, recorded."""
-        return self._instance.uuid()
+        return self._instance.markers.uuid()
 
     async def start_child(
         self,
@@ -264,7 +227,7 @@ class WorkflowContext:
         says what becomes of it: `cancel` (asked to cancel, its cleanup runs),
         `terminate` (ended at once), or `abandon` (it goes on alone).
         """
-        return self._instance.start_child(
+        return self._instance.children.start_child(
             workflow, input, run_id=run_id, version=version, close=close
         )
 
@@ -284,7 +247,7 @@ class WorkflowContext:
         fixed when this is called, so `asyncio.gather(ctx.child(a), ctx.child(b))` runs
         both children at once.
         """
-        handle = self._instance.start_child(
+        handle = self._instance.children.start_child(
             workflow, input, run_id=run_id, version=version, close=close
         )
         return handle.result()
@@ -306,7 +269,7 @@ class WorkflowContext:
         Wrap a code change: `if ctx.patched("fraud-check"): await ctx.run(check)`.
         Runs that passed this point before the change keep their old path.
         """
-        return self._instance.patched(change_id)
+        return self._instance.markers.patched(change_id)
 
 
 def instance_of(ctx: WorkflowContext) -> ContextHost:

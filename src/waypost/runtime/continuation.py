@@ -39,7 +39,9 @@ def step_prefix(generation: int) -> str:
 class Continuing(Protocol):
     codec: Codec
     generation: int
-    cancel_requested: bool
+
+    @property
+    def cancel_requested(self) -> bool: ...
 
 
 def continued(exc: ContinueAsNew, inst: Continuing) -> RunCancelled | RunContinuedAsNew:

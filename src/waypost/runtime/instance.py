@@ -30,8 +30,6 @@ import asyncio
 import hashlib
 import threading
 import traceback
-import uuid as uuid_mod
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -45,7 +43,6 @@ from waypost.errors import (
     WorkflowBug,
     WorkflowError,
 )
-from waypost.model import approvals as ap
 from waypost.model.codec import Codec, error_to_json
 from waypost.model.events import (
     ActivityCancelRequested,
@@ -54,7 +51,6 @@ from waypost.model.events import (
     Event,
     EventData,
     EventType,
-    MarkerRecorded,
     NewEvent,
     RunCompleted,
     RunFailed,
@@ -71,11 +67,12 @@ from .children import ChildRuns
 from .context import WorkflowContext
 from .continuation import ContinueAsNew, continued, step_prefix
 from .loop import Pending, StepFuture, WorkflowLoop, as_seconds, call_site
+from .markers import Markers
 from .recorded import Recorded, describe
 from .registry import DEFAULT_ACTIVITY_TIMEOUT, ActivityDefn, WorkflowDefn
-from .repairs import RepairHooks
+from .repairs import RepairHooks, step_value, voided
 from .signals import SignalWaits
-from .updates import Handlers, UpdateHandler
+from .updates import Handlers
 
 _E = EventType
 T = TypeVar("T")
@@ -98,8 +95,13 @@ def idempotency_key(tenant: str, run_id: str, step_id: str) -> str:
     return f"wp-{digest[:40]}"
 
 
-class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, ChildRuns, Handlers):
-    """One run's workflow code, live in memory, fed events one at a time."""
+class WorkflowInstance:
+    """One run's workflow code, live in memory, fed events one at a time.
+
+    It owns its parts, each given the instance as its `port.InstancePort`: `signals`,
+    `approvals`, `children`, `handlers` (queries and updates), `cancellation`,
+    `repairs` and `markers`. Activities, timers and conditions it keeps itself.
+    """
 
     def __init__(
         self,
@@ -136,24 +138,13 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         self._dropped = False  # closed from another thread while `activate` ran
 
         self._recorded = Recorded()
-        self._patches: dict[str, bool] = {}
 
         self._activities: dict[str, Pending] = {}
         self._timers: dict[str, Pending] = {}
-        self._approvals: dict[str, Pending] = {}
-        self._children: dict[str, Pending] = {}
         self._fire_at: dict[str, float] = {}
         self.started_by: str | None = None
         self.started: dict[str, Any] = {}  # RunStarted's data; `generation` in it, if past 1
         self.generation = 1
-        self._signal_waiters: dict[str, deque[Pending]] = {}
-        self._signal_buffer: dict[str, deque[Any]] = {}
-        # Open correlated waits: step -> (signal name, key, value).
-        self._correlations: dict[str, tuple[str, str, str]] = {}
-        self._handlers: dict[str, tuple[Callable[[Any], Any], Any]] = {}
-        self._queries: dict[str, Callable[..., Any]] = {}
-        self._updates: dict[str, UpdateHandler] = {}
-        self.read_only: str | None = None
         self._conditions: list[tuple[Callable[[], bool], asyncio.Future[bool], str]] = []
         self._migrate_handler: Callable[[dict[str, Any]], None] | None = None
         self.site_label: str | None = None  # names the caller when it is not user code
@@ -161,24 +152,30 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         self._root: asyncio.Task[Any] | None = None
         self._commands: list[NewEvent] = []
         self.outcome: NewEvent | None = None
-        self.cancel_requested = False
-        self._cancel_reason = ""
         self._callback_error: BaseException | None = None
         self.nondeterminism: NondeterminismError | None = None
         self.bug: WorkflowBug | None = None  # raised by the code: the run is suspended
+
+        self.signals = SignalWaits(self)
+        self.approvals = ApprovalWaits(self)
+        self.children = ChildRuns(self)
+        self.handlers = Handlers(self)
+        self.cancellation = CancelGrace(self)
+        self.repairs = RepairHooks(self)
+        self.markers = Markers(self)
 
     # == feeding the instance ==============================================
     def replay(self, history: Sequence[Event], processed_seq: int) -> None:
         """Rebuild the code's state from a history; raises NondeterminismError."""
         self.processed_seq = processed_seq
-        voided = self.voided(history)
-        self._recorded.load([ev for ev in history if ev.seq not in voided])
+        voided_seqs = voided(history)
+        self._recorded.load([ev for ev in history if ev.seq not in voided_seqs])
         checked = False
         for ev in history:
             if not checked and ev.seq > processed_seq:
                 self._check_all_matched()
                 checked = True
-            if ev.seq not in voided:
+            if ev.seq not in voided_seqs:
                 self._apply(ev)
             self._raise_if_stuck()
         if not checked:
@@ -219,7 +216,28 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
     @property
     def asking(self) -> bool:
         """Whether an approval is still open (a run that ends now must close it)."""
-        return bool(self._approvals)
+        return self.approvals.asking
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.cancellation.cancel_requested
+
+    @property
+    def grace_until(self) -> float | None:
+        """When the cancel grace ends, once its timer is started."""
+        return self.cancellation.grace_until
+
+    def unread_signals(self) -> list[dict[str, Any]]:
+        return self.signals.unread_signals()
+
+    def signal_names(self) -> list[str]:
+        return self.signals.signal_names()
+
+    def answer_query(self, name: str, args: list[Any]) -> Any:
+        return self.handlers.answer_query(name, args)
+
+    def validate_update(self, name: str, args: list[Any]) -> None:
+        self.handlers.validate_update(name, args)
 
     def snapshot(self) -> tuple[RunStatus, list[dict[str, Any]]]:
         """The run's status and what it waits for, as of the last event fed."""
@@ -231,23 +249,13 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             if p.extra is not None:
                 entry["purpose"] = p.extra
             waiting.append(entry)
-        for step, p in self._approvals.items():
-            waiting.append(
-                {"kind": "approval", "step": step, "name": p.name, "approval_id": p.extra}
-            )
-        for name, waiters in self._signal_waiters.items():
-            if waiters:
-                wait: dict[str, Any] = {"kind": "signal", "name": name}
-                for signal, key, value in self._correlations.values():
-                    if signal == name:
-                        wait["correlate"] = {"key": key, "value": value}
-                        break
-                waiting.append(wait)
+        waiting.extend(self.approvals.waits())
+        waiting.extend(self.signals.waits())
         for _, fut, site in self._conditions:
             if not fut.done():
                 waiting.append({"kind": "condition", "site": site})
-        waiting.extend(self.child_waits())
-        waiting.extend(self.grace_waits())
+        waiting.extend(self.children.child_waits())
+        waiting.extend(self.cancellation.grace_waits())
         status = RunStatus.RUNNING if self._activities else RunStatus.WAITING
         return status, waiting
 
@@ -277,7 +285,28 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             raise InstanceDropped(f"run {self.run_id}'s code was dropped while it ran")
         return value
 
-    def _decode(self, data: Any, hint: Any) -> Any:
+    # == what the parts ask of the run (port.InstancePort) =====================
+    @property
+    def loop(self) -> WorkflowLoop:
+        return self._loop
+
+    def clock(self) -> float:
+        return self._clock()
+
+    def recorded_command(self, step: str) -> Event | None:
+        return self._recorded.command(step)
+
+    def recorded_patch(self, change_id: str) -> Event | None:
+        return self._recorded.patch(change_id)
+
+    def timer_due(self, step: str) -> float:
+        return self._fire_at[step]
+
+    def end_run(self, outcome: EventData) -> None:
+        self.outcome = self._event(outcome)
+        self._close_open_work()
+
+    def decode(self, data: Any, hint: Any) -> Any:
         """Decode a stored payload; any failure (also a custom codec's) is a PayloadError."""
         try:
             return self.codec.decode(data, hint)
@@ -286,7 +315,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         except Exception as exc:
             raise PayloadError(f"cannot decode {data!r} as {hint}: {exc}") from exc
 
-    def _encode(self, value: Any) -> Any:
+    def encode(self, value: Any) -> Any:
         return self.codec.encode(value)
 
     @property
@@ -307,7 +336,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             p = self._activities.pop(d["step"], None)
             if p is not None and not p.future.done():
                 try:
-                    p.future.set_result(self._decode(self.step_value(p, t, d), p.hint))
+                    p.future.set_result(self.decode(step_value(p, t, d), p.hint))
                 except PayloadError as exc:
                     p.future.set_exception(exc)
         elif t == _E.ACTIVITY_FAILED:
@@ -321,28 +350,21 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
                     )
         elif t == _E.TIMER_FIRED:
             if d["step"] == CANCEL_GRACE_STEP:
-                self.grace_over()
+                self.cancellation.grace_over()
                 return
             p = self._timers.pop(d["step"], None)
             if p is not None and not p.future.done():
                 p.future.set_result(None)
         elif t == _E.SIGNAL_RECEIVED:
-            self.deliver_signal(d["name"], d.get("payload"))
+            self.signals.deliver_signal(d["name"], d.get("payload"))
         elif t in (_E.CHILD_COMPLETED, _E.CHILD_FAILED):
-            self.child_ended(ev)
+            self.children.child_ended(ev)
         elif t == _E.APPROVAL_DECIDED:
-            if d.get("outcome") not in (ap.APPROVED, ap.REJECTED):
+            if not self.approvals.decided(d):
                 return  # one vote of several: the code waits on
-            p = self._approvals.pop(d["step"], None)
-            if p is not None and not p.future.done():
-                votes = tuple(
-                    ap.Vote(v["principal"], v["decision"], v.get("comment", ""), v.get("at", 0.0))
-                    for v in d.get("votes", ())
-                )
-                p.future.set_result(ap.Decision(d["outcome"], d["approval_id"], votes))
         elif t == _E.RUN_MIGRATED:
             if self._migrate_handler is None:
-                self._nondeterministic(
+                self.nondeterministic(
                     f"{self._handling} moves the run to another definition version, "
                     "but this workflow cannot be migrated"
                 )
@@ -352,20 +374,17 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             except BaseException as exc:
                 self.fail_from_callback(exc)
         elif t == _E.INPUT_UPDATED:
-            self.take_input_update(d)
+            self.repairs.take_input_update(d)
         elif t == _E.UPDATE_ACCEPTED:
-            self.accept_update(ev)
+            self.handlers.accept_update(ev)
         elif t == _E.CANCEL_REQUESTED:
-            if not self.cancel_requested:
-                self.cancel_requested = True
-                self._cancel_reason = str(d.get("reason", ""))
-                self.cancel_grace = d.get("grace")
-                if self._root is not None and not self._root.done():
-                    self._root.cancel(self._cancel_reason or None)
-                    self._run_until_quiescent()
-                    if self.nondeterminism is None:
-                        self.start_grace()
-                    return
+            taken = self.cancellation.requested(d)
+            if taken and self._root is not None and not self._root.done():
+                self._root.cancel(self.cancellation.reason or None)
+                self._run_until_quiescent()
+                if self.nondeterminism is None:
+                    self.cancellation.start_grace()
+                return
         else:
             return  # commands, audit facts and run outcomes change nothing in the code
         self._run_until_quiescent()
@@ -374,7 +393,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         self.started_by = data.get("started_by")
         self.started, self.generation = data, int(data.get("generation", 1))
         try:
-            value = self._decode(data.get("input"), self.workflow.input_hint)
+            value = self.decode(data.get("input"), self.workflow.input_hint)
         except PayloadError as exc:
             self._finish_failed(exc, failure=True)  # the caller's input, not the code
             return
@@ -424,7 +443,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             return
         if self.replaying:
             code = getattr(self.workflow.fn, "__code__", None)
-            self._nondeterministic(
+            self.nondeterministic(
                 f"the workflow function returned while replaying {self._handling}, "
                 "but its history goes on",
                 code_did="returned",
@@ -432,7 +451,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             )
             return
         if root.cancelled():
-            self.outcome = self._event(self.cancelled_data())
+            self.outcome = self._event(self.cancellation.cancelled_data())
             self._close_open_work()
             return
         exc = root.exception()
@@ -453,7 +472,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             self._finish_failed(PayloadError(f"the workflow's result: {err}"))
             return
         if self.cancel_requested:
-            self.outcome = self._event(self.cancelled_data(result=result))
+            self.outcome = self._event(self.cancellation.cancelled_data(result=result))
         else:
             self.outcome = self._event(RunCompleted(result=result))
         self._close_open_work()
@@ -497,12 +516,12 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
     def _event(self, data: EventData) -> NewEvent:
         return data.at(self._clock())
 
-    def _check_usable(self) -> None:
-        self.refuse_commands()
+    def check_usable(self) -> None:
+        self.handlers.refuse_commands()
         if self.closed:
             raise WorkflowError("this workflow instance has finished or been evicted")
 
-    def _nondeterministic(
+    def nondeterministic(
         self,
         message: str,
         *,
@@ -529,12 +548,12 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             self.nondeterminism = err
         return err
 
-    def _match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
+    def match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
         """The recorded command for this step, if any; raises on a mismatch."""
         ev = self._recorded.command(step)
         if ev is None:
             if self.replaying:
-                raise self._nondeterministic(
+                raise self.nondeterministic(
                     f"the code called {op} at {site} (step {step}) while replaying "
                     f"{self._handling}, but the history has no such step",
                     code_did=op,
@@ -544,7 +563,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             return None
         recorded_name = ev.data.get("activity") or ev.data.get("kind") or ""
         if ev.type != type_ or recorded_name != name:
-            raise self._nondeterministic(
+            raise self.nondeterministic(
                 f"history {describe(ev)} does not match the code: the code called "
                 f"{op} at {site} (step {step})",
                 expected=ev,
@@ -552,7 +571,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
                 site=site,
             )
         if ev.data.get("cause") not in (None, self.current_seq):
-            raise self._nondeterministic(
+            raise self.nondeterministic(
                 f"the code called {op} at {site} (step {step}) while handling "
                 f"{self._handling}, but history {describe(ev)} was issued while "
                 f"handling event {ev.data.get('cause')}",
@@ -566,15 +585,15 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
     def _check_all_matched(self) -> None:
         ev = self._recorded.unmatched(self.processed_seq)
         if ev is not None:
-            raise self._nondeterministic(
+            raise self.nondeterministic(
                 f"history {describe(ev)} was not issued by the code on replay",
                 expected=ev,
                 code_did="nothing",
                 site=str(ev.data.get("site") or ""),
             )
 
-    def _command(self, command: Command) -> NewEvent:
-        self.refuse_commands()
+    def command(self, command: Command) -> NewEvent:
+        self.handlers.refuse_commands()
         event = self._event(replace(command, cause=self.current_seq))
         self._commands.append(event)
         return event
@@ -590,7 +609,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         fields that refine the registered policy) overrides the registered defaults
         and allows an activity this process has not registered (another worker may
         serve it)."""
-        self._check_usable()
+        self.check_usable()
         site = self.site_label or call_site()
         defn: ActivityDefn | None = getattr(ref, "__waypost_activity__", None)
         name = defn.name if defn is not None else ref
@@ -604,7 +623,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             raise UnknownActivity(f"no activity named {name!r} is registered (registered: {known})")
         step = self.next_step()
         fut = StepFuture(self._loop, lambda: self._on_activity_cancelled(step))
-        ev = self._match(step, _E.ACTIVITY_SCHEDULED, name, f"ctx.run({name})", site)
+        ev = self.match(step, _E.ACTIVITY_SCHEDULED, name, f"ctx.run({name})", site)
         if ev is None:
             base = found.spec if found is not None else _UNREGISTERED_SPEC
             data: dict[str, Any] = {**base, **(spec or {})}
@@ -622,7 +641,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             )
             if kwargs:
                 data["kwargs"] = self.codec.encode(kwargs)
-            self._command(ActivityScheduled.parse(data))
+            self.command(ActivityScheduled.parse(data))
         hint = found.result_hint if found is not None else Any
         self._activities[step] = Pending(fut, name, hint, site)
         return fut
@@ -637,14 +656,14 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
 
     def _cancel_command(self, command: ActivityCancelRequested | TimerCancelled, what: str) -> None:
         happened = f"the code cancelled the {what} of step {command.step} ({command.site})"
-        self._follow_up(command.step, command, happened)
+        self.follow_up(command.step, command, happened)
 
-    def _follow_up(self, step: str, command: Command, happened: str) -> None:
+    def follow_up(self, step: str, command: Command, happened: str) -> None:
         """Issue a command that ends or changes an earlier one (kept per step for replay)."""
         if self._recorded.follow_up(step) is not None:
             return
         if self.replaying:
-            self._nondeterministic(
+            self.nondeterministic(
                 f"{happened} while replaying {self._handling}, "
                 "but the history does not record that",
                 code_did=happened,
@@ -652,7 +671,12 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
                 step=step,
             )
             return
-        self._command(command)
+        self.command(command)
+
+    def label_sites(self, label: str) -> None:
+        """Name the caller in the history's `site` fields from now on (a definition run
+        names its step, where code has file:line)."""
+        self.site_label = label
 
     def on_migrate(self, handler: Callable[[dict[str, Any]], None]) -> None:
         """Let `handler` take the run's RunMigrated events (definition runs only)."""
@@ -664,12 +688,12 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
         """A durable timer (due at `at`, if given); `internal` marks one that backs a timeout."""
         step = self.next_step()
         fut: asyncio.Future[None] = StepFuture(self._loop, lambda: self._on_timer_cancelled(step))
-        ev = self._match(
+        ev = self.match(
             step, _E.TIMER_STARTED, "timer", "ctx.sleep" if internal is None else internal, site
         )
         if ev is None:
             fire_at = at if at is not None else self._clock() + duration
-            self._command(
+            self.command(
                 TimerStarted(step=step, kind="timer", fire_at=fire_at, duration=duration, site=site)
             )
         else:
@@ -687,7 +711,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             self._cancel_command(TimerCancelled(step=step, site=p.site), "timer")
 
     def sleep(self, duration: timedelta | float) -> asyncio.Future[None]:
-        self._check_usable()
+        self.check_usable()
         seconds = as_seconds(duration)
         site = self.site_label or call_site()
         if seconds <= 0:
@@ -699,7 +723,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
 
     def sleep_until(self, at: float) -> asyncio.Future[None]:
         """A durable timer due at `at` (epoch seconds); done at once if that time has passed."""
-        self._check_usable()
+        self.check_usable()
         site = self.site_label or call_site()
         if at <= self.activation_time:
             self.next_step()
@@ -711,7 +735,7 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
     def wait_condition(
         self, predicate: Callable[[], bool], timeout: timedelta | float | None
     ) -> asyncio.Future[bool]:
-        self._check_usable()
+        self.check_usable()
         site = self.site_label or call_site()
         fut: asyncio.Future[bool] = self._loop.create_future()
         if predicate():
@@ -730,40 +754,3 @@ class WorkflowInstance(SignalWaits, ApprovalWaits, CancelGrace, RepairHooks, Chi
             timer.add_done_callback(on_timeout)
             fut.add_done_callback(lambda _: timer.cancel() if not timer.done() else None)
         return fut
-
-    def marker(self, kind: str, make: Callable[[], Any]) -> Any:
-        self._check_usable()
-        site = self.site_label or call_site()
-        step = self.next_step()
-        ev = self._match(step, _E.MARKER_RECORDED, kind, f"ctx.{kind}()", site)
-        if ev is not None:
-            return ev.data["value"]
-        value = make()
-        self._command(MarkerRecorded(step=step, kind=kind, value=value, site=site))
-        return value
-
-    def patched(self, change_id: str) -> bool:
-        self._check_usable()
-        known = self._patches.get(change_id)
-        if known is not None:
-            return known
-        if self._recorded.patch(change_id) is not None:
-            result = True
-        elif self.replaying:
-            result = False
-        else:
-            self._command(MarkerRecorded(kind="patch", change_id=change_id, site=call_site()))
-            result = True
-        self._patches[change_id] = result
-        return result
-
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.marker("now", self._clock), UTC)
-
-    def random(self) -> float:
-        import random as random_mod
-
-        return float(self.marker("random", random_mod.SystemRandom().random))
-
-    def uuid(self) -> uuid_mod.UUID:
-        return uuid_mod.UUID(self.marker("uuid", lambda: str(uuid_mod.uuid4())))

@@ -46,14 +46,24 @@ replay, leases, retries, timers and approvals behave as for code workflows.
 - A RunMigrated event (written by `engine.migrate`) arrives while the run
   waits at a top-level step: the interpreter withdraws the step's open
   approval, stops the wait, and goes on at the mapped step of the new version.
-- What each step does, `map`, `pass`, `catch` and `result` among them, is in
-  interpreter_steps.py (`InterpreterSteps`, a mixin of `Interpreter`).
+- What each step type does is in its own module under `steps/`, found through the
+  table `steps.STEP_TYPES`; the interpreter walks from step to step, dispatches each
+  through that table, and keeps the run's data, deadline, migrations and
+  compensations (it is the `steps.Walk` every handler is given).
+- `catch` routes a failure of its step by name, after the step's retries: the
+  interpreter's error name (`activity_failed`, `timeout`, ...) or the error
+  type the activity (or the called run) failed with, or `*`. The error is
+  stored at the rule's `output` (`$.error`) as `{error, type, message, step}`
+  and the walk goes on at its `next`; nothing is compensated. The run's own
+  deadline is not a failure of a step: it cannot be caught.
+- `result` selects what a step stores at `output`: an expression or a mapping
+  evaluated with the step's raw result as its data.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from waypost.errors import (
@@ -64,17 +74,23 @@ from waypost.errors import (
 )
 from waypost.model import approvals as ap
 from waypost.model.definitions import Definition
-from waypost.model.definitions.expressions import DEFAULT_BUDGET, Budget, Meter
+from waypost.model.definitions.expressions import (
+    DEFAULT_BUDGET,
+    Budget,
+    ExpressionError,
+    Meter,
+    assign,
+    evaluate_mapping,
+    parse_output_path,
+)
 from waypost.model.definitions.format import describe_duration
+from waypost.model.definitions.validate import DEFAULT_ERROR_OUTPUT
 
 from .context import ContextHost, instance_of
-from .interpreter_steps import (
-    DEFINITIONS_QUEUE,
-    HTTP_ACTIVITY,
-    JOIN_BY_PATHS,
-    InterpreterSteps,
-    StepFailure,
-)
+from .steps import STEP_TYPES, StepFailure, expression_failure
+from .steps.activity import HTTP_ACTIVITY
+from .steps.call import DEFINITIONS_QUEUE
+from .steps.parallel import JOIN_BY_PATHS
 
 if TYPE_CHECKING:
     from .context import WorkflowContext
@@ -97,7 +113,7 @@ class DefinitionFailed(Failure):
         super().__init__(message, type=error, details=details)
 
 
-class Interpreter(InterpreterSteps):
+class Interpreter:
     """The code of one definition run. `definitions` holds every version the run uses."""
 
     def __init__(
@@ -145,21 +161,29 @@ class Interpreter(InterpreterSteps):
         self._writes: dict[int, list[tuple[str, ...]]] = {}
 
     @property
-    def _inst(self) -> ContextHost:
+    def definition(self) -> Definition:
+        return self.definitions[self.version]
+
+    @property
+    def ctx(self) -> WorkflowContext:
         assert self._ctx is not None
-        return instance_of(self._ctx)
+        return self._ctx
+
+    @property
+    def inst(self) -> ContextHost:
+        return instance_of(self.ctx)
 
     # == the run ================================================================
     async def run(self, ctx: WorkflowContext, input: Any) -> Any:
         self._ctx = ctx
         instance_of(ctx).on_migrate(self._on_migrated)
-        instance_of(ctx).on_input_updated(self._on_input_updated)
+        instance_of(ctx).repairs.on_input_updated(self._on_input_updated)
         self.data = self._initial_data(input)
         ctx.set_query("data", lambda: self.data)  # the run's data, as it is now
         deadline: asyncio.Future[None] | None = None
         limit = self._time_limit()
         if limit is not None:
-            instance_of(ctx).site_label = f"{self.definition.name} v{self.version} timeout"
+            instance_of(ctx).label_sites(f"{self.definition.name} v{self.version} timeout")
             deadline = ctx.sleep(limit[0])
             deadline.add_done_callback(self._on_deadline)
         step_id: str | None = self.definition.start
@@ -167,7 +191,7 @@ class Interpreter(InterpreterSteps):
             try:
                 while True:
                     self._walk = asyncio.get_running_loop().create_task(
-                        self._walk_from(step_id, self.data, "")
+                        self.walk_from(step_id, self.data, "")
                     )
                     try:
                         return await self._walk
@@ -237,7 +261,7 @@ class Interpreter(InterpreterSteps):
             raise WorkflowError(f"definition version {version} of the run is not loaded")
         assert self._ctx is not None
         assert self._walk is not None
-        self._inst.withdraw_approvals(ap.REVOKED)
+        self.inst.approvals.withdraw_approvals(ap.REVOKED)
         self._migration = dict(event)
         self._walk.cancel()
 
@@ -252,7 +276,7 @@ class Interpreter(InterpreterSteps):
         self.data.update(dict(event["new"]))
 
     # == walking ================================================================
-    async def _walk_from(self, step_id: str | None, data: dict[str, Any], path: str) -> Any:
+    async def walk_from(self, step_id: str | None, data: dict[str, Any], path: str) -> Any:
         """Run steps from `step_id` until one ends the walk; the run's result at top level."""
         try:
             while step_id is not None:
@@ -275,17 +299,110 @@ class Interpreter(InterpreterSteps):
         finally:
             self.position.pop(path, None)
 
+    async def take_step(
+        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any], path: str
+    ) -> str | None:
+        """Carry out one step (not `succeed` or `fail`) of the walk at `path`; the next
+        step, None to end the walk. A failure its `catch` names goes where it says."""
+        handler = STEP_TYPES.get(step["type"])
+        if handler is None:  # validation makes this unreachable
+            raise WorkflowError(f"step {step_id!r} has unknown type {step['type']!r}")
+        try:
+            return await handler(self, step_id, step, data, path)
+        except StepFailure as failure:
+            for rule in step.get("catch", ()):
+                names = rule["errors"]
+                if "*" in names or failure.error in names or failure.type in names:
+                    where = parse_output_path(rule.get("output", DEFAULT_ERROR_OUTPUT))
+                    self.assign(data, where, failure.described())
+                    caught: str = rule["next"]
+                    return caught
+            raise
+
     def _label(self, step_id: str) -> None:
         """Name the definition step in the history's `site` fields (what code has as file:line)."""
         assert self._ctx is not None
         label = f"{self.definition.name} v{self.version} step {step_id}"
-        self._inst.site_label = label
+        self.inst.label_sites(label)
 
     async def _call(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any
     ) -> Any:
         assert self._ctx is not None
-        return await self._inst.schedule_activity(name, args, kwargs, spec)
+        return await self.inst.schedule_activity(name, args, kwargs, spec)
+
+    # == what the step handlers use (steps.Walk) ===============================
+    async def waiting_in(self, step: Awaitable[str | None], path: str) -> str | None:
+        self.waiting = path == ""
+        try:
+            result: str | None = await step
+            return result
+        finally:
+            self.waiting = False
+
+    def evaluate(self, text: str, data: Any, step: str, where: str) -> Any:
+        """The value of one of the definition's expressions over `data`; a failure of
+        `step` (expression_failed) if it cannot be evaluated or goes over its budget."""
+        try:
+            return self.definition.expression(text).evaluate(data, self.budget, self.meter)
+        except ExpressionError as exc:
+            raise expression_failure(exc, step, where) from None
+
+    def holds(self, text: str, data: Any, step: str, where: str) -> bool:
+        try:
+            return self.definition.expression(text).holds(data, self.budget, self.meter)
+        except ExpressionError as exc:
+            raise expression_failure(exc, step, where) from None
+
+    def mapping(
+        self, mapping: Mapping[str, Any] | None, data: Any, step: str, where: str
+    ) -> dict[str, Any]:
+        if not mapping:
+            return {}
+        try:
+            return evaluate_mapping(mapping, data, self.budget, self.meter)
+        except ExpressionError as exc:
+            raise expression_failure(exc, step, where) from None
+
+    def store(
+        self, step_id: str, step: Mapping[str, Any], data: dict[str, Any], value: Any
+    ) -> None:
+        """Store a step's result at its `output`, as its `result` selects it."""
+        location = step.get("output")
+        if not location:
+            return
+        selected = step.get("result")
+        if isinstance(selected, Mapping):
+            value = self.mapping(selected, value, step_id, "result")
+        elif selected is not None:
+            value = self.evaluate(selected, value, step_id, "result")
+        self.assign(data, parse_output_path(location), value)
+
+    def assign(self, data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+        """Store `value` at `path` in a walk's data (in place), remembering the write."""
+        updated = assign(data, "$." + ".".join(path), value)
+        data.clear()
+        data.update(updated)
+        writes = self._writes.get(id(data))
+        if writes is not None:  # the data of a parallel branch
+            writes.append(path)
+
+    def track_writes(self, data: dict[str, Any]) -> None:
+        self._writes[id(data)] = []
+
+    def writes(self, data: dict[str, Any]) -> list[tuple[str, ...]]:
+        return self._writes.get(id(data), [])
+
+    def forget_writes(self, data: dict[str, Any]) -> list[tuple[str, ...]]:
+        return self._writes.pop(id(data), [])
+
+    def count_pass(self, step_id: str) -> int:
+        passes = self.iterations.get(step_id, 0) + 1
+        self.iterations[step_id] = passes
+        return passes
+
+    def add_compensation(self, entry: dict[str, Any]) -> None:
+        self.compensations.append(entry)
 
     # == compensation ===========================================================
     async def _compensate(self, failure: StepFailure) -> dict[str, Any]:
@@ -304,7 +421,7 @@ class Interpreter(InterpreterSteps):
             self._undoing = None
             message = "interrupted: the run was cancelled while the compensation ran"
             self._undo_failed.append({"step": interrupted["step"], "message": message})
-        self._inst.cancel_details = self._undo_report(full=True)
+        self.inst.cancellation.report(self._undo_report(full=True))
         await self._undo(report=True)
 
     async def _undo(self, report: bool = False) -> None:
@@ -325,7 +442,7 @@ class Interpreter(InterpreterSteps):
                 self._undone.append(entry["step"])
             self._undoing = None
             if report:
-                self._inst.cancel_details = self._undo_report(full=True)
+                self.inst.cancellation.report(self._undo_report(full=True))
 
     def _undo_report(self, full: bool = False) -> dict[str, Any]:
         """What the compensations undid (`compensated`) and what they could not (`full`:

@@ -1,4 +1,5 @@
-"""Repairs as workflow code sees them (mixed into `instance.WorkflowInstance`).
+"""Repairs as workflow code sees them: the repair seam of a run (`RepairHooks`, a part
+the instance owns, and the functions replay uses).
 
 - Events a repair voided (`RunRetried`/`StepSkipped` name them in `voids`) are never
   fed to the code on replay: the code reaches the repaired step with no result.
@@ -16,31 +17,31 @@ from waypost.model.events import Event, EventType
 from waypost.model.repairs import voided_seqs
 
 from .loop import Pending, StepFuture
+from .port import InstancePort
 
 _E = EventType
 
 
+def voided(history: Sequence[Event]) -> frozenset[int]:
+    """The events of `history` a repair voided: replay does not feed them."""
+    return voided_seqs(history)
+
+
+def step_value(p: Pending, type_: str, data: dict[str, Any]) -> Any:
+    """The stored value an activity step's call returns: its result, or the output an
+    operator gave when skipping it."""
+    skipped = type_ == _E.STEP_SKIPPED
+    if isinstance(p.future, StepFuture):
+        p.future.skipped = skipped
+    return data.get("output") if skipped else data.get("result")
+
+
 class RepairHooks:
-    """The repair side of a workflow instance."""
+    """Where a run's InputUpdated events go (a definition run's interpreter)."""
 
-    _input_handler: Callable[[dict[str, Any]], None] | None = None
-
-    def fail_from_callback(self, exc: BaseException) -> None:
-        raise NotImplementedError
-
-    @staticmethod
-    def voided(history: Sequence[Event]) -> frozenset[int]:
-        """The events of `history` a repair voided: replay does not feed them."""
-        return voided_seqs(history)
-
-    @staticmethod
-    def step_value(p: Pending, type_: str, data: dict[str, Any]) -> Any:
-        """The stored value an activity step's call returns: its result, or the output an
-        operator gave when skipping it."""
-        skipped = type_ == _E.STEP_SKIPPED
-        if isinstance(p.future, StepFuture):
-            p.future.skipped = skipped
-        return data.get("output") if skipped else data.get("result")
+    def __init__(self, port: InstancePort) -> None:
+        self._port = port
+        self._input_handler: Callable[[dict[str, Any]], None] | None = None
 
     def on_input_updated(self, handler: Callable[[dict[str, Any]], None]) -> None:
         """Let `handler` take the run's InputUpdated events (definition runs only)."""
@@ -52,4 +53,4 @@ class RepairHooks:
         try:
             self._input_handler(data)
         except BaseException as exc:
-            self.fail_from_callback(exc)
+            self._port.fail_from_callback(exc)

@@ -1,8 +1,9 @@
 """Signals as workflow code sees them: waits, handlers, and waits findable by correlation.
 
-`SignalWaits` is the part of `instance.WorkflowInstance` that hands signals to the
-code: a signal goes to its `on_signal` handler, else to the oldest waiter of its
-name, else into a buffer the next wait takes it from. A wait with
+The signals seam of a run: `SignalWaits`, a part the instance owns (given the
+instance's `port.InstancePort`), hands signals to the code. A signal goes to its
+`on_signal` handler, else to the oldest waiter of its name, else into a buffer the
+next wait takes it from. A wait with
 `correlate=(key, value)` is also recorded (CorrelationRegistered, a command with
 its own step, so replay checks the code asks for the same pair) and withdrawn
 when it ends (CorrelationWithdrawn, its follow-up); the store keeps the open
@@ -19,22 +20,15 @@ from typing import Any
 
 from waypost.errors import (
     InvalidRequest,
-    NondeterminismError,
     PayloadError,
     WaitTimeout,
     WorkflowError,
 )
-from waypost.model.events import (
-    Command,
-    CorrelationRegistered,
-    CorrelationWithdrawn,
-    Event,
-    EventType,
-    NewEvent,
-)
+from waypost.model.events import CorrelationRegistered, CorrelationWithdrawn, EventType
 from waypost.model.identity import check_id, preview
 
-from .loop import Pending, WorkflowLoop, as_seconds, call_site
+from .loop import Pending, as_seconds, call_site
+from .port import InstancePort
 from .recorded import describe
 
 _E = EventType
@@ -58,54 +52,28 @@ def correlation_pair(correlate: Any) -> tuple[str, str]:
 
 
 class SignalWaits:
-    """The signal side of a workflow instance (mixed into `WorkflowInstance`)."""
+    """The signals of one run: its waiters, handlers, unread signals and correlated waits."""
 
-    # Kept by the instance.
-    closed: bool
-    site_label: str | None
-    _loop: WorkflowLoop
-    _signal_waiters: dict[str, deque[Pending]]
-    _signal_buffer: dict[str, deque[Any]]
-    _handlers: dict[str, tuple[Callable[[Any], Any], Any]]
-    _correlations: dict[str, tuple[str, str, str]]  # step -> (signal name, key, value)
+    def __init__(self, port: InstancePort) -> None:
+        self._port = port
+        self._signal_waiters: dict[str, deque[Pending]] = {}
+        self._signal_buffer: dict[str, deque[Any]] = {}
+        self._handlers: dict[str, tuple[Callable[[Any], Any], Any]] = {}
+        # Open correlated waits: step -> (signal name, key, value).
+        self._correlations: dict[str, tuple[str, str, str]] = {}
 
-    # What the instance does for every kind of step.
-    def next_step(self) -> str:
-        raise NotImplementedError
-
-    def start_timer(
-        self, duration: float, site: str, *, internal: str | None = None, at: float | None = None
-    ) -> tuple[str, asyncio.Future[None]]:
-        raise NotImplementedError
-
-    def fail_from_callback(self, exc: BaseException) -> None:
-        raise NotImplementedError
-
-    def _check_usable(self) -> None:
-        raise NotImplementedError
-
-    def _decode(self, data: Any, hint: Any) -> Any:
-        raise NotImplementedError
-
-    def _match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
-        raise NotImplementedError
-
-    def _command(self, command: Command) -> NewEvent:
-        raise NotImplementedError
-
-    def _follow_up(self, step: str, command: Command, happened: str) -> None:
-        raise NotImplementedError
-
-    def _nondeterministic(
-        self,
-        message: str,
-        *,
-        expected: Event | None = None,
-        code_did: str = "",
-        site: str = "",
-        step: str | None = None,
-    ) -> NondeterminismError:
-        raise NotImplementedError
+    def waits(self) -> list[dict[str, Any]]:
+        """What the run waits for in signals, for its snapshot."""
+        waiting: list[dict[str, Any]] = []
+        for name, waiters in self._signal_waiters.items():
+            if waiters:
+                wait: dict[str, Any] = {"kind": "signal", "name": name}
+                for signal, key, value in self._correlations.values():
+                    if signal == name:
+                        wait["correlate"] = {"key": key, "value": value}
+                        break
+                waiting.append(wait)
+        return waiting
 
     def unread_signals(self) -> list[dict[str, Any]]:
         """Signals received and not taken in by the code, oldest first within a name."""
@@ -134,7 +102,7 @@ class SignalWaits:
             if p.future.done():
                 continue
             try:
-                p.future.set_result(self._decode(payload, p.hint))
+                p.future.set_result(self._port.decode(payload, p.hint))
             except PayloadError as exc:
                 p.future.set_exception(exc)
             return
@@ -143,9 +111,9 @@ class SignalWaits:
     def _call_handler(self, handler: tuple[Callable[[Any], Any], Any], payload: Any) -> None:
         fn, hint = handler
         try:
-            fn(self._decode(payload, hint))
+            fn(self._port.decode(payload, hint))
         except BaseException as exc:
-            self.fail_from_callback(exc)
+            self._port.fail_from_callback(exc)
 
     def wait_signal(
         self,
@@ -154,15 +122,15 @@ class SignalWaits:
         hint: Any,
         correlate: tuple[str, str] | None = None,
     ) -> asyncio.Future[Any]:
-        self._check_usable()
-        site = self.site_label or call_site()
+        self._port.check_usable()
+        site = self._port.site_label or call_site()
         pair = None if correlate is None else correlation_pair(correlate)
-        fut: asyncio.Future[Any] = self._loop.create_future()
+        fut: asyncio.Future[Any] = self._port.loop.create_future()
         buffered = self._signal_buffer.get(name)
         if buffered:
             payload = buffered.popleft()
             try:
-                fut.set_result(self._decode(payload, hint))
+                fut.set_result(self._port.decode(payload, hint))
             except PayloadError as exc:
                 fut.set_exception(exc)
             return fut
@@ -172,7 +140,9 @@ class SignalWaits:
             self._correlate(name, pair, site, fut)
         if timeout is not None:
             seconds = as_seconds(timeout)
-            _, timer = self.start_timer(seconds, site, internal=f"wait_signal({name}) timeout")
+            _, timer = self._port.start_timer(
+                seconds, site, internal=f"wait_signal({name}) timeout"
+            )
 
             def on_timeout(_: asyncio.Future[None]) -> None:
                 if timer.cancelled() or fut.done():
@@ -196,11 +166,11 @@ class SignalWaits:
         that ends withdraws what it left open in the commit that ends it.
         """
         key, value = pair
-        step = self.next_step()
+        step = self._port.next_step()
         op = f"ctx.wait_signal({name!r}, correlate=({key!r}, {value!r}))"
-        ev = self._match(step, _E.CORRELATION_REGISTERED, "correlation", op, site)
+        ev = self._port.match(step, _E.CORRELATION_REGISTERED, "correlation", op, site)
         if ev is None:
-            self._command(
+            self._port.command(
                 CorrelationRegistered(
                     step=step, kind="correlation", signal=name, key=key, value=value, site=site
                 )
@@ -210,7 +180,7 @@ class SignalWaits:
             key,
             value,
         ):
-            raise self._nondeterministic(
+            raise self._port.nondeterministic(
                 f"history {describe(ev)} does not match the code: the code called {op} at "
                 f"{site} (step {step}), the history waited for signal "
                 f"{ev.data.get('signal')!r} correlated by "
@@ -223,9 +193,9 @@ class SignalWaits:
 
         def withdraw(_: asyncio.Future[Any]) -> None:
             self._correlations.pop(step, None)
-            if self.closed:
+            if self._port.closed:
                 return  # the run ended: its commit withdraws everything it left
-            self._follow_up(
+            self._port.follow_up(
                 step,
                 CorrelationWithdrawn(step=step, site=site),
                 f"the wait for signal {name!r} of step {step} ({site}) ended",
@@ -239,7 +209,7 @@ class SignalWaits:
             waiters.remove(pending)
 
     def on_signal(self, name: str, handler: Callable[[Any], Any]) -> None:
-        self._check_usable()
+        self._port.check_usable()
         import typing
 
         try:

@@ -1,7 +1,7 @@
 """Queries and updates as workflow code sees them (decision 0020).
 
-`Handlers` is the part of `instance.WorkflowInstance` that keeps the query and
-update handlers the code registers (`ctx.set_query`, `ctx.set_update`) and runs them:
+The query and update seam of a run: `Handlers`, a part the instance owns, keeps the
+handlers the code registers (`ctx.set_query`, `ctx.set_update`) and runs them:
 
 - A query handler is a plain function of the state the code holds. The engine
   answers a query on an instance rebuilt for the purpose (never the one that runs
@@ -28,12 +28,12 @@ from typing import Any
 
 from waypost.errors import QueryFailed, UpdateRejected, WorkflowError
 from waypost.model.codec import error_to_json
-from waypost.model.events import Command, Event, EventType, NewEvent, UpdateCompleted
+from waypost.model.events import Event, EventType, UpdateCompleted
 from waypost.model.identity import check_id, preview
 
 from .bugs import MAX_MESSAGE, bounded
 from .continuation import step_prefix
-from .loop import WorkflowLoop
+from .port import InstancePort
 
 _E = EventType
 
@@ -58,35 +58,17 @@ def _handler_name(name: Any, what: str) -> str:
 
 
 class Handlers:
-    """The query and update side of a workflow instance (mixed into `WorkflowInstance`)."""
+    """The query and update handlers of one run, and the read-only calls that run them."""
 
-    # Kept by the instance.
-    closed: bool
-    current_seq: int
-    generation: int
-    _loop: WorkflowLoop
-    _queries: dict[str, Callable[..., Any]]
-    _updates: dict[str, UpdateHandler]
-    read_only: str | None  # what is being answered, while the instance must not act
-
-    def _check_usable(self) -> None:
-        raise NotImplementedError
-
-    def _decode(self, data: Any, hint: Any) -> Any:
-        raise NotImplementedError
-
-    def _encode(self, value: Any) -> Any:
-        raise NotImplementedError
-
-    def _match(self, step: str, type_: EventType, name: str, op: str, site: str) -> Event | None:
-        raise NotImplementedError
-
-    def _command(self, command: Command) -> NewEvent:
-        raise NotImplementedError
+    def __init__(self, port: InstancePort) -> None:
+        self._port = port
+        self._queries: dict[str, Callable[..., Any]] = {}
+        self._updates: dict[str, UpdateHandler] = {}
+        self.read_only: str | None = None  # what is being answered, while the run must not act
 
     # == registering ========================================================
     def set_query(self, name: str, handler: Callable[..., Any]) -> None:
-        self._check_usable()
+        self._port.check_usable()
         if not callable(handler) or inspect.iscoroutinefunction(handler):
             raise WorkflowError(
                 f"the handler of query {name!r} must be a plain function (not async): a query "
@@ -100,7 +82,7 @@ class Handlers:
         handler: Callable[..., Any],
         validator: Callable[..., Any] | None = None,
     ) -> None:
-        self._check_usable()
+        self._port.check_usable()
         if not callable(handler):
             raise WorkflowError(f"the handler of update {name!r} must be a function")
         if validator is not None and (
@@ -171,9 +153,9 @@ class Handlers:
         """Run the handler of the update `ev` (UpdateAccepted) in a task of its own."""
         data = ev.data
         name = str(data.get("name"))
-        step = f"{step_prefix(self.generation)}u{ev.seq}"
+        step = f"{step_prefix(self._port.generation)}u{ev.seq}"
         found = self._updates.get(name)
-        args = self._decode(data.get("args") or [], Any)
+        args = self._port.decode(data.get("args") or [], Any)
         if found is None:
             # Validated against the same code, so only a changed workflow gets here.
             self._update_ended(step, data, error=WorkflowError(f"the run has no update {name!r}"))
@@ -185,11 +167,11 @@ class Handlers:
                 value = await value
             return value
 
-        task: asyncio.Task[Any] = asyncio.Task(run(), loop=self._loop, name=f"update:{step}")
-        self._loop.set_task_path(task, f"{step}.")
+        task: asyncio.Task[Any] = asyncio.Task(run(), loop=self._port.loop, name=f"update:{step}")
+        self._port.loop.set_task_path(task, f"{step}.")
 
         def done(t: asyncio.Task[Any]) -> None:
-            if self.closed or t.cancelled():
+            if self._port.closed or t.cancelled():
                 return  # the run ended first: the update has no result
             exc = t.exception()
             if exc is not None:
@@ -209,18 +191,18 @@ class Handlers:
     ) -> None:
         name = str(accepted.get("name"))
         op = f"update {name!r} ended"
-        if self._match(step, _E.UPDATE_COMPLETED, "update", op, f"update {name}") is not None:
+        if self._port.match(step, _E.UPDATE_COMPLETED, "update", op, f"update {name}") is not None:
             return
         completed = UpdateCompleted(
             step=step, kind="update", update_id=accepted.get("update_id"), name=name
         )
         if error is None:
             try:
-                completed = replace(completed, result=self._encode(result))
+                completed = replace(completed, result=self._port.encode(result))
             except Exception as exc:
                 error = exc
         if error is not None:
             err = error_to_json(error)
             err["message"] = bounded(str(err.get("message", "")), MAX_MESSAGE)
             completed = replace(completed, error=err)
-        self._command(completed)
+        self._port.command(completed)
