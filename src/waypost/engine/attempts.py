@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -97,6 +98,10 @@ class Outcome:
         else:
             data["error"] = self.error
         return NewEvent(EventType.LATE_RESULT_IGNORED, data, now)
+
+
+Report = Callable[[Attempt, Outcome], Coroutine[Any, Any, None]]
+"""Where an attempt's outcome goes: recorded, and decided on if it is final."""
 
 
 def failure(
