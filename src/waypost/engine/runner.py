@@ -17,30 +17,25 @@ small shared object: `Wakeups` (look for work), `HeldTasks` (leases to renew),
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from waypost.model.codec import Codec
-from waypost.model.events import NewEvent
 from waypost.model.logs import logger
-from waypost.model.records import Started
 from waypost.runtime.instance import WorkflowInstance
 from waypost.runtime.registry import Registry, WorkflowDefn
 from waypost.store.base import CommitResult, RunCommit, Store
 
 from .attempts import Attempt, Outcome
-from .background import Background
-from .cache import LiveRuns, RunLocks
 from .committer import Committer
 from .compute import ComputeLane
-from .endings import RunEnds
 from .observing import CommitWatch
 from .outcomes import Outcomes
-from .ports import StartSignal, WorkflowSource
+from .ports import WorkflowSource
 from .quotas import QuotaBook
 from .scheduler import Scheduler
 from .settings import Settings
-from .signals import HeldTasks, Serving, Wakeups
+from .signals import Shared
 from .starts import Starts
 from .worker import Worker
 from .workflow_tasks import WorkflowTasks
@@ -63,51 +58,17 @@ class Runner:
             cpu_limit=settings.compute_cpu_limit,
             max_waiting=settings.max_compute_waiting,
         )
-        self.background = Background()
-        self.serving = Serving()
-        self.wakeups = Wakeups(settings.clock, settings.poll_interval)
-        self.held = HeldTasks()
-        self._cache = LiveRuns(settings.cache_size)
-        self._ends = RunEnds()
+        shared = Shared(settings)
+        self.background, self.serving = shared.background, shared.serving
+        self.wakeups, self.held = shared.wakeups, shared.held
         self.committer = Committer(store, settings.faults, self.watch)
-        self.worker = Worker(
-            settings=settings,
-            registry=registry,
-            codec=codec,
-            background=self.background,
-            wakeups=self.wakeups,
-            report=self._report,
-        )
-        self.tasks = WorkflowTasks(
-            settings=settings,
-            registry=registry,
-            codec=codec,
-            committer=self.committer,
-            quotas=self.quotas,
-            compute=self.compute,
-            cache=self._cache,
-            locks=RunLocks(),
-            ends=self._ends,
-            worker=self.worker,
-            background=self.background,
-            serving=self.serving,
-            wakeups=self.wakeups,
-            held=self.held,
-        )
+        self.worker = Worker(shared, registry, codec, self._report)
+        self.tasks = WorkflowTasks(shared, self.committer, self.worker, self.quotas, self.compute)
+        self._cache, self._ends = self.tasks.cache, self.tasks.ends
         self.outcomes = Outcomes(self.tasks)
-        self.starts = Starts(settings, self.committer, self.serving, self.tasks)
-        self.scheduler = Scheduler(
-            settings=settings,
-            store=store,
-            registry=registry,
-            worker=self.worker,
-            background=self.background,
-            serving=self.serving,
-            wakeups=self.wakeups,
-            held=self.held,
-            tasks=self.tasks,
-            report=self.outcomes.report,
-        )
+        self.starts = Starts(shared, self.committer, self.tasks)
+        self.start_run = self.starts.start_run
+        self.scheduler = Scheduler(shared, store, self.worker, self.tasks, self.outcomes.report)
         store.use_idle_probe(self._nearly_idle)
 
     async def _report(self, attempt: Attempt, outcome: Outcome) -> None:
@@ -215,41 +176,6 @@ class Runner:
 
     def woken(self, tenant: str, run_id: str, res: CommitResult) -> None:
         self.tasks.woken(tenant, run_id, res)
-
-    async def start_run(
-        self,
-        *,
-        tenant: str,
-        run_id: str | None,
-        workflow: str,
-        version: str,
-        payload: Any,
-        started_data: dict[str, Any],
-        queue: str,
-        signal: StartSignal | None = None,
-        priority: int = 0,
-        concurrency_key: str | None = None,
-        dedup_id: str | None = None,
-        history: Sequence[NewEvent] = (),
-        processed_seq: int = 0,
-        run_queue: str | None = None,
-    ) -> Started:
-        return await self.starts.start_run(
-            tenant=tenant,
-            run_id=run_id,
-            workflow=workflow,
-            version=version,
-            payload=payload,
-            started_data=started_data,
-            queue=queue,
-            signal=signal,
-            priority=priority,
-            concurrency_key=concurrency_key,
-            dedup_id=dedup_id,
-            history=history,
-            processed_seq=processed_seq,
-            run_queue=run_queue,
-        )
 
     # == runs that end, and who waits for them ================================
     def forget(self, tenant: str, run_id: str) -> None:

@@ -29,10 +29,8 @@ from waypost.store.base import ClaimedTask, LeaseRenewal, Store, TaskRef, Worker
 
 from . import liveness
 from .attempts import Attempt, Report, failure
-from .background import Background
 from .faults import Crash
-from .settings import Settings
-from .signals import HeldTasks, Serving, Wakeups
+from .signals import Shared
 from .worker import Worker
 
 log = logger("waypost.scheduler")
@@ -69,29 +67,13 @@ class Scheduler:
     """The poller, the timer loop and the lease loop of one engine."""
 
     def __init__(
-        self,
-        *,
-        settings: Settings,
-        store: Store,
-        registry: Registry,
-        worker: Worker,
-        background: Background,
-        serving: Serving,
-        wakeups: Wakeups,
-        held: HeldTasks,
-        tasks: WorkflowTaskSink,
-        report: Report,
+        self, shared: Shared, store: Store, worker: Worker, tasks: WorkflowTaskSink, report: Report
     ) -> None:
-        self.settings = settings
-        self.store = store
-        self.registry = registry
-        self.worker = worker
-        self.background = background
-        self.serving = serving
-        self.wakeups = wakeups
-        self.held = held
-        self.tasks = tasks
-        self.report = report
+        self.settings = settings = shared.settings
+        self.background, self.serving = shared.background, shared.serving
+        self.wakeups, self.held = shared.wakeups, shared.held
+        self.store, self.worker, self.tasks, self.report = store, worker, tasks, report
+        self.registry: Registry = worker.registry
         self.named_queues = False
         self.served_named: frozenset[str] = frozenset()
         # Claimed workflow tasks not yet done: bounded, so one engine does not lease a

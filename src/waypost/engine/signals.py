@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
+from .background import Background
 from .cache import RunKey
+from .settings import Settings
 
 
 class Serving:
@@ -88,3 +91,18 @@ class HeldTasks:
 
     def __iter__(self) -> Iterator[tuple[RunKey, int]]:
         return iter(list(self._fences.items()))
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What every part of one engine is given: its settings and the state they share."""
+
+    settings: Settings
+    background: Background = field(default_factory=Background)
+    serving: Serving = field(default_factory=Serving)
+    held: HeldTasks = field(default_factory=HeldTasks)
+    wakeups: Wakeups = field(init=False)
+
+    def __post_init__(self) -> None:
+        wakeups = Wakeups(self.settings.clock, self.settings.poll_interval)
+        object.__setattr__(self, "wakeups", wakeups)

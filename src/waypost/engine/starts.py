@@ -17,14 +17,14 @@ from waypost.errors import RunIdConflict, RunNotActive
 from waypost.model.events import Event, EventType, NewEvent, canonical_json
 from waypost.model.identity import preview
 from waypost.model.records import Started
-from waypost.store.base import CommitResult, NewRun, RunCommit, RunRecord
+from waypost.store.base import CommitResult, NewRun, RunCommit
 
 from . import tracing
+from .cache import Loaded
 from .committer import Committer
 from .ports import StartSignal
 from .quotas import refused_append
-from .settings import Settings
-from .signals import Serving
+from .signals import Shared
 
 _E = EventType
 
@@ -46,12 +46,7 @@ class RunWaker(Protocol):
         ...
 
     def start_processing(
-        self,
-        tenant: str,
-        run_id: str,
-        fence: int,
-        queue: str,
-        preloaded: tuple[RunRecord, list[Event]] | None = None,
+        self, tenant: str, run_id: str, fence: int, queue: str, preloaded: Loaded | None = None
     ) -> asyncio.Task[None]:
         """Process, in the background, a run whose workflow task this engine holds."""
         ...
@@ -60,13 +55,9 @@ class RunWaker(Protocol):
 class Starts:
     """Starts runs, and signals with a start."""
 
-    def __init__(
-        self, settings: Settings, committer: Committer, serving: Serving, runs: RunWaker
-    ) -> None:
-        self.settings = settings
-        self.committer = committer
-        self.serving = serving
-        self.runs = runs
+    def __init__(self, shared: Shared, committer: Committer, runs: RunWaker) -> None:
+        self.settings, self.serving = shared.settings, shared.serving
+        self.committer, self.runs = committer, runs
 
     async def start_run(
         self,

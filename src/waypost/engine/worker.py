@@ -27,9 +27,7 @@ from waypost.store.base import LeaseRenewal, TaskRef
 
 from . import tracing
 from .attempts import Attempt, Outcome, Report, failure, log_attempt_claimed
-from .background import Background
-from .settings import Settings
-from .signals import Wakeups
+from .signals import Shared
 
 log = logger("waypost.worker")
 
@@ -37,22 +35,10 @@ log = logger("waypost.worker")
 class Worker:
     """The activity attempts this engine is running, and their leases."""
 
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        registry: Registry,
-        codec: Codec,
-        background: Background,
-        wakeups: Wakeups,
-        report: Report,
-    ) -> None:
-        self.settings = settings
-        self.registry = registry
-        self.codec = codec
-        self.background = background
-        self.wakeups = wakeups
-        self.report = report
+    def __init__(self, shared: Shared, registry: Registry, codec: Codec, report: Report) -> None:
+        self.settings = settings = shared.settings
+        self.background, self.wakeups = shared.background, shared.wakeups
+        self.registry, self.codec, self.report = registry, codec, report
         max_activities, threads = settings.max_activities, settings.activity_threads
         self.max_activities = max_activities
         self.reserved = 0

@@ -43,8 +43,7 @@ from waypost.store.base import (
 
 from . import tracing
 from .attempts import Attempt, log_workflow_task
-from .background import Background
-from .cache import Live, LiveRuns, RunKey, RunLocks
+from .cache import Live, LiveRuns, Loaded, RunKey, RunLocks
 from .committer import Committer
 from .compute import ComputeLane, feed_events
 from .decisions import decision_commit
@@ -53,8 +52,7 @@ from .faults import Crash
 from .observing import CommitWatch
 from .ports import WorkflowSource
 from .quotas import QUOTA_RETRY, QuotaBook, bytes_held, deferral, over_quota
-from .settings import Settings
-from .signals import HeldTasks, Serving, Wakeups
+from .signals import Shared
 from .suspensions import (
     Refusals,
     broken_history,
@@ -97,38 +95,23 @@ class WorkflowTasks:
 
     def __init__(
         self,
-        *,
-        settings: Settings,
-        registry: Registry,
-        codec: Codec,
+        shared: Shared,
         committer: Committer,
+        worker: Worker,
         quotas: QuotaBook,
         compute: ComputeLane,
-        cache: LiveRuns,
-        locks: RunLocks,
-        ends: RunEnds,
-        worker: Worker,
-        background: Background,
-        serving: Serving,
-        wakeups: Wakeups,
-        held: HeldTasks,
     ) -> None:
-        self.settings = settings
-        self.registry = registry
-        self.codec = codec
-        self.committer = committer
+        self.settings = settings = shared.settings
+        self.background, self.serving = shared.background, shared.serving
+        self.wakeups, self.held = shared.wakeups, shared.held
+        self.committer, self.worker, self.quotas, self.compute = committer, worker, quotas, compute
         self.store: Store = committer.store
         self.watch: CommitWatch = committer.watch
-        self.quotas = quotas
-        self.compute = compute
-        self.cache = cache
-        self.locks = locks
-        self.ends = ends
-        self.worker = worker
-        self.background = background
-        self.serving = serving
-        self.wakeups = wakeups
-        self.held = held
+        self.registry: Registry = worker.registry
+        self.codec: Codec = worker.codec
+        self.cache = LiveRuns(settings.cache_size)
+        self.locks = RunLocks()
+        self.ends = RunEnds()  # who waits for runs to end
         self.sources: list[WorkflowSource] = []
         self.store_trouble = StoreTrouble()
         self._on_approvals: list[Callable[[], None]] = []
@@ -156,12 +139,7 @@ class WorkflowTasks:
             self.wakeups.wake()
 
     def start_processing(
-        self,
-        tenant: str,
-        run_id: str,
-        fence: int,
-        queue: str,
-        preloaded: tuple[RunRecord, list[Event]] | None = None,
+        self, tenant: str, run_id: str, fence: int, queue: str, preloaded: Loaded | None = None
     ) -> asyncio.Task[None]:
         """Process, in the background, a run whose workflow task this engine holds."""
         return self.background.spawn(self.process(tenant, run_id, fence, queue, preloaded))
@@ -180,12 +158,7 @@ class WorkflowTasks:
 
     # == workflow tasks =======================================================
     async def process(
-        self,
-        tenant: str,
-        run_id: str,
-        fence: int,
-        queue: str,
-        preloaded: tuple[RunRecord, list[Event]] | None = None,
+        self, tenant: str, run_id: str, fence: int, queue: str, preloaded: Loaded | None = None
     ) -> None:
         """Process a run whose workflow task this engine holds under `fence`.
 
@@ -224,7 +197,7 @@ class WorkflowTasks:
         self,
         key: RunKey,
         fence: int,
-        preloaded: tuple[RunRecord, list[Event]] | None = None,
+        preloaded: Loaded | None = None,
         span: tracing.TaskSpan | None = None,
     ) -> None:
         """Process the run's workflow task under `fence`, its lock held."""
@@ -293,7 +266,7 @@ class WorkflowTasks:
         return run, live
 
     async def _rebuild(
-        self, key: RunKey, fence: int, preloaded: tuple[RunRecord, list[Event]] | None
+        self, key: RunKey, fence: int, preloaded: Loaded | None
     ) -> tuple[RunRecord, Live] | _Next:
         """The run's instance replayed from its history (`preloaded`, or the store's)."""
         tenant, run_id = key
