@@ -95,14 +95,14 @@ class Runner:
     async def start_serving(self) -> None:
         if self.serving.accepting:
             return
-        self.serving.accepting = True
+        self.serving.accept(True)
         self.scheduler.start()
 
     async def stop_serving(self, grace: float | None = None) -> None:
         """Stop taking work; let running attempts finish for up to `grace` seconds."""
         if not self.serving.accepting:
             return
-        self.serving.accepting = False
+        self.serving.accept(False)
         await self.scheduler.stop_polling()
         grace = self.settings.shutdown_grace if grace is None else grace
         pending = self.background.pending()
@@ -131,7 +131,7 @@ class Runner:
 
     async def abandon(self) -> None:
         """Stop at once, as a crashed process would: nothing released or written."""
-        self.serving.accepting = False
+        self.serving.accept(False)
         tasks = [*self.scheduler.abandon(), *self.background.all()]
         for task in tasks:
             task.cancel()

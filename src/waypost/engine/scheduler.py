@@ -115,8 +115,8 @@ class Scheduler:
         queues = registry.workflow_queues() if code else []
         if self.settings.serve_definitions:
             queues.append(DEFINITIONS_QUEUE)
-        serving.workflow_queues = frozenset(queues)
-        serving.activity_queues = frozenset(registry.activity_names() if code else ())
+        activities = registry.activity_names() if code else ()
+        serving.serve(frozenset(queues), frozenset(activities))
         # A claim may leave attempts of a named queue behind for its limits: a slot
         # of this engine that frees then tries again rather than waiting for a poll.
         self.named_queues = bool(registry.named_queues())
@@ -152,8 +152,7 @@ class Scheduler:
         with contextlib.suppress(StoreError):
             await self.store.remove_worker(self.settings.owner)
         self._life.drop(remove=True)
-        self.serving.workflow_queues = frozenset()
-        self.serving.activity_queues = frozenset()
+        self.serving.serve(frozenset(), frozenset())
         self.served_named = frozenset()
 
     def abandon(self) -> list[asyncio.Task[Any]]:
@@ -197,7 +196,7 @@ class Scheduler:
             free = self.worker.free()
             workflows_free = self.workflows_free()
             if free <= 0 and workflows_free <= 0:
-                self.wakeups.activities_waiting = True
+                self.wakeups.activities_queued()
                 await self._sleep(self.wakeups.work, settings.poll_interval)
                 continue
             now = settings.clock()
@@ -230,7 +229,7 @@ class Scheduler:
                 continue
             activity_limit = min(_BATCH, free)
             took = sum(1 for t in claimed if t.kind == "activity")
-            self.wakeups.activities_waiting = (
+            self.wakeups.activities_queued(
                 activity_limit <= 0 or took >= activity_limit or self.named_queues
             )
             if claimed:

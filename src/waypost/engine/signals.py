@@ -27,6 +27,15 @@ class Serving:
         self.workflow_queues: frozenset[str] = frozenset()
         self.activity_queues: frozenset[str] = frozenset()
 
+    def accept(self, accepting: bool) -> None:
+        """Start (or stop) taking new work into this process."""
+        self.accepting = accepting
+
+    def serve(self, workflow_queues: frozenset[str], activity_queues: frozenset[str]) -> None:
+        """The queues this engine serves from now on."""
+        self.workflow_queues = workflow_queues
+        self.activity_queues = activity_queues
+
     def workflow(self, queue: str) -> bool:
         """Whether this engine is serving and runs workflow tasks of `queue`."""
         return self.accepting and queue in self.workflow_queues
@@ -62,9 +71,10 @@ class Wakeups:
         if delay < self._poll_interval:
             asyncio.get_running_loop().call_later(delay, self.timers.set)
 
-    def activities_queued(self) -> None:
-        """Activity tasks went to the queue for want of a slot: a slot that frees takes them."""
-        self.activities_waiting = True
+    def activities_queued(self, waiting: bool = True) -> None:
+        """Whether activity tasks were left in the queue for want of a slot here (a slot
+        that frees then takes them)."""
+        self.activities_waiting = waiting
 
     def slot_freed(self) -> None:
         """An attempt's slot came free: queued work may take it."""

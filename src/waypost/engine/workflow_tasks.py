@@ -478,7 +478,7 @@ class WorkflowTasks:
     async def commit_decisions(self, key: RunKey, commit: RunCommit, reserved: int) -> CommitResult:
         """Commit what an instance decided; if the commit fails, the instance is stale."""
         try:
-            return await self.commit(commit)
+            return await self.committer.commit(commit)
         except BaseException:
             self.worker.unreserve(reserved)
             self.cache.evict(key)
