@@ -256,7 +256,7 @@ class DiesWhileDeciding(NoFaults):
     def hit(self, point: str) -> None:
         if point != "commit:before" or not self.armed:
             return
-        if sys._getframe(2).f_code.co_name == "_commit_decisions":
+        if sys._getframe(2).f_code.co_name == "commit_decisions":
             self.crashes += 1
             raise Crash("injected: the engine dies while the workflow code runs")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -100,6 +101,10 @@ class Outcome:
             result=self.result if self.ok else UNSET,
             error=UNSET if self.ok else self.error,
         ).at(now)
+
+
+Report = Callable[[Attempt, Outcome], Coroutine[Any, Any, None]]
+"""Where an attempt's outcome goes: recorded, and decided on if it is final."""
 
 
 def failure(

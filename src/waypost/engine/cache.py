@@ -12,9 +12,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from waypost.model.events import Event
 from waypost.runtime.instance import WorkflowInstance
+from waypost.store.base import RunRecord
 
 RunKey = tuple[str, str]  # (tenant, run_id)
+Loaded = tuple[RunRecord, list[Event]]  # a run and its history as read from the store
 
 
 @dataclass(slots=True)

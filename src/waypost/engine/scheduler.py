@@ -28,9 +28,9 @@ from waypost.runtime.registry import Registry
 from waypost.store.base import ClaimedTask, LeaseRenewal, Store, TaskRef, WorkerRecord
 
 from . import liveness
-from .attempts import Attempt, Outcome, failure
+from .attempts import Attempt, Report, failure
 from .faults import Crash
-from .settings import Settings
+from .signals import Shared
 from .worker import Worker
 
 log = logger("waypost.scheduler")
@@ -51,29 +51,11 @@ seen) is taken for dead by engines that kept beating meanwhile (see `liveness.py
 Loop = Callable[[], Coroutine[Any, Any, None]]
 
 
-class SchedulerHost(Protocol):
-    """What the scheduler needs of the engine that runs it."""
-
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def store(self) -> Store: ...
-
-    @property
-    def registry(self) -> Registry: ...
-
-    @property
-    def worker(self) -> Worker: ...
-
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]: ...
+class WorkflowTaskSink(Protocol):
+    """Where the dispatcher hands the workflow tasks it claims or its timers wake."""
 
     async def process(self, tenant: str, run_id: str, fence: int, queue: str) -> None:
         """Process a run whose workflow task this engine holds under `fence`."""
-        ...
-
-    async def report(self, attempt: Attempt, outcome: Outcome) -> None:
-        """Record how an attempt ended."""
         ...
 
     async def suspend_poisoned(self, task: ClaimedTask) -> None:
@@ -84,33 +66,30 @@ class SchedulerHost(Protocol):
 class Scheduler:
     """The poller, the timer loop and the lease loop of one engine."""
 
-    def __init__(self, host: SchedulerHost) -> None:
-        self.host = host
-        self.settings = host.settings
-        self.workflow_queues: frozenset[str] = frozenset()
-        self.activity_queues: frozenset[str] = frozenset()
+    def __init__(
+        self, shared: Shared, store: Store, worker: Worker, tasks: WorkflowTaskSink, report: Report
+    ) -> None:
+        self.settings = settings = shared.settings
+        self.background, self.serving = shared.background, shared.serving
+        self.wakeups, self.held = shared.wakeups, shared.held
+        self.store, self.worker, self.tasks, self.report = store, worker, tasks, report
+        self.registry: Registry = worker.registry
         self.named_queues = False
         self.served_named: frozenset[str] = frozenset()
-        self.processing: dict[tuple[str, str], int] = {}
         # Claimed workflow tasks not yet done: bounded, so one engine does not lease a
         # whole backlog at once (starving its own new runs and other engines).
         self.workflows_claimed = 0
-        # The last claim may have left activity tasks queued (it took all it could):
-        # a slot that frees up then wakes the poller instead of waiting for a poll.
-        self.activities_waiting = False
         # Claims go round the tenants with ready tasks, starting after the one served last.
         self.after_tenant = ""
         # Lapsed leases (a crashed engine's runs) are looked for at most once a second,
         # and at once after a nudge (a dead engine's leases were released).
         self._lapsed_at = 0.0
         self.worker_ttl = WORKER_TTL
-        self._life = liveness.LifeLock(host.settings.owner)
+        self._life = liveness.LifeLock(settings.owner)
         self._beating_since: float | None = None
         self._loops: dict[str, Loop] = {}
         self._topics: dict[str, Callable[[], None]] = {}
         self._on_nudge: list[Callable[[], None]] = []
-        self._wake = asyncio.Event()
-        self._timer_wake = asyncio.Event()
         self._polling: list[asyncio.Task[Any]] = []
         self._leases: asyncio.Task[Any] | None = None
         self._renewed: dict[TaskRef, float] = {}
@@ -131,13 +110,13 @@ class Scheduler:
         self._topics[topic] = wake
 
     def refresh_queues(self) -> None:
-        registry = self.host.registry
+        registry, serving = self.registry, self.serving
         code = self.settings.serve_code
         queues = registry.workflow_queues() if code else []
         if self.settings.serve_definitions:
             queues.append(DEFINITIONS_QUEUE)
-        self.workflow_queues = frozenset(queues)
-        self.activity_queues = frozenset(registry.activity_names() if code else ())
+        activities = registry.activity_names() if code else ()
+        serving.serve(frozenset(queues), frozenset(activities))
         # A claim may leave attempts of a named queue behind for its limits: a slot
         # of this engine that frees then tries again rather than waiting for a poll.
         self.named_queues = bool(registry.named_queues())
@@ -152,7 +131,7 @@ class Scheduler:
         self._polling = [
             loop.create_task(self._poll_loop(), name="waypost-poller"),
             loop.create_task(self._timer_loop(), name="waypost-timers"),
-            loop.create_task(self.host.store.listen(self._on_notify), name="waypost-listener"),
+            loop.create_task(self.store.listen(self._on_notify), name="waypost-listener"),
         ]
         self._leases = loop.create_task(self._lease_loop(), name="waypost-leases")
         for name, background in self._loops.items():
@@ -171,10 +150,9 @@ class Scheduler:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         with contextlib.suppress(StoreError):
-            await self.host.store.remove_worker(self.settings.owner)
+            await self.store.remove_worker(self.settings.owner)
         self._life.drop(remove=True)
-        self.workflow_queues = frozenset()
-        self.activity_queues = frozenset()
+        self.serving.serve(frozenset(), frozenset())
         self.served_named = frozenset()
 
     def abandon(self) -> list[asyncio.Task[Any]]:
@@ -191,14 +169,11 @@ class Scheduler:
         return tasks
 
     # -- wake-ups -------------------------------------------------------------
-    def wake(self) -> None:
-        self._wake.set()
-
     def nudge(self) -> None:
         """Look for work and due timers now (the clock may have moved)."""
         self._lapsed_at = 0.0
-        self._wake.set()
-        self._timer_wake.set()
+        self.wakeups.work.set()
+        self.wakeups.timers.set()
         for wake in self._on_nudge:
             wake()
 
@@ -209,29 +184,20 @@ class Scheduler:
             wake()
             return
         if topic != "timers":
-            self._wake.set()
+            self.wakeups.work.set()
         if topic != "tasks":
-            self._timer_wake.set()
-
-    def wake_at(self, when: float) -> None:
-        delay = max(0.0, when - self.settings.clock())
-        asyncio.get_running_loop().call_later(delay, self._wake.set)
-
-    def note_timer(self, fire_at: float) -> None:
-        delay = max(0.0, fire_at - self.settings.clock())
-        if delay < self.settings.poll_interval:
-            asyncio.get_running_loop().call_later(delay, self._timer_wake.set)
+            self.wakeups.timers.set()
 
     # -- loops ----------------------------------------------------------------
     async def _poll_loop(self) -> None:
-        host, settings = self.host, self.settings
+        settings = self.settings
         while True:
-            self._wake.clear()
-            free = host.worker.free()
+            self.wakeups.work.clear()
+            free = self.worker.free()
             workflows_free = self.workflows_free()
             if free <= 0 and workflows_free <= 0:
-                self.activities_waiting = True
-                await self._sleep(self._wake, settings.poll_interval)
+                self.wakeups.activities_queued()
+                await self._sleep(self.wakeups.work, settings.poll_interval)
                 continue
             now = settings.clock()
             lapsed = not 0.0 <= self._lapsed_at - now <= _LAPSED_EVERY  # also a clock set back
@@ -239,10 +205,10 @@ class Scheduler:
                 self._lapsed_at = now + _LAPSED_EVERY
             try:
                 settings.faults.hit("commit:before")
-                claimed = await host.store.claim_tasks(
+                claimed = await self.store.claim_tasks(
                     settings.owner,
-                    sorted(self.workflow_queues),
-                    sorted(self.activity_queues),
+                    sorted(self.serving.workflow_queues),
+                    sorted(self.serving.activity_queues),
                     min(_BATCH, workflows_free),
                     min(_BATCH, free),
                     settings.lease,
@@ -253,17 +219,17 @@ class Scheduler:
                 )
             except StoreError as exc:
                 log.warning("claiming tasks failed (will retry): %s", exc)
-                await self._sleep(self._wake, settings.poll_interval)
+                await self._sleep(self.wakeups.work, settings.poll_interval)
                 continue
             except Crash:
                 raise  # a fault plan's crash ends the loop, as a dead process would
             except Exception:  # a bug here must not stop this engine's claims for good
                 log.exception("claiming tasks failed unexpectedly (will retry)")
-                await self._sleep(self._wake, settings.poll_interval)
+                await self._sleep(self.wakeups.work, settings.poll_interval)
                 continue
             activity_limit = min(_BATCH, free)
             took = sum(1 for t in claimed if t.kind == "activity")
-            self.activities_waiting = (
+            self.wakeups.activities_queued(
                 activity_limit <= 0 or took >= activity_limit or self.named_queues
             )
             if claimed:
@@ -271,7 +237,7 @@ class Scheduler:
             for task in claimed:
                 self._dispatch(task)
             if not claimed:
-                await self._sleep(self._wake, settings.poll_interval)
+                await self._sleep(self.wakeups.work, settings.poll_interval)
 
     def workflows_free(self) -> int:
         return self.settings.max_workflows - self.workflows_claimed
@@ -279,47 +245,47 @@ class Scheduler:
     def _claimed_workflow_done(self, _: asyncio.Task[Any]) -> None:
         self.workflows_claimed -= 1
         if self.workflows_claimed == self.settings.max_workflows - 1:
-            self._wake.set()  # the poller may have stopped at the cap
-            self._timer_wake.set()
+            self.wakeups.work.set()  # the poller may have stopped at the cap
+            self.wakeups.timers.set()
 
     def _track(self, task: asyncio.Task[Any]) -> None:
         self.workflows_claimed += 1
         task.add_done_callback(self._claimed_workflow_done)
 
     def _dispatch(self, task: ClaimedTask) -> None:
-        host = self.host
         if task.kind == "workflow":
             if task.taken_over:
                 self.settings.observer.lease_expired("workflow")
                 self.settings.observer.lease_taken_over("workflow")
             if task.lapses >= self.settings.max_lapses:
                 # Its engines keep dying on it: an operator must look (a poison run).
-                self._track(host.spawn(host.suspend_poisoned(task)))
+                self._track(self.background.spawn(self.tasks.suspend_poisoned(task)))
                 return
-            self._track(host.spawn(host.process(task.tenant, task.run_id, task.fence, task.queue)))
+            processing = self.tasks.process(task.tenant, task.run_id, task.fence, task.queue)
+            self._track(self.background.spawn(processing))
             return
-        host.worker.reserve()
-        host.worker.start(Attempt.from_claim(task))
+        self.worker.reserve()
+        self.worker.start(Attempt.from_claim(task))
 
     async def _timer_loop(self) -> None:
-        host, settings = self.host, self.settings
+        settings = self.settings
         firing = 1  # fire transactions at once: doubles while they come back full
         while True:
-            self._timer_wake.clear()
+            self.wakeups.timers.clear()
             now = settings.clock()
             try:
                 fired, full = await self._fire_due(now, firing)
                 firing = min(_FIRING, firing * 2) if full else max(1, firing // 2)
                 if fired:
                     settings.faults.hit("timers:fired")
-                if await host.store.admit_enqueued(now):
-                    self._wake.set()  # admitted runs' workflow tasks are ready to claim
-                expired = await host.store.expired_activities(now, _BATCH)
+                if await self.store.admit_enqueued(now):
+                    self.wakeups.work.set()  # admitted runs' workflow tasks are ready to claim
+                expired = await self.store.expired_activities(now, _BATCH)
                 for task in expired:
                     self._expire(task, now)
                 if full or len(expired) == _BATCH:
                     continue
-                next_at = await host.store.next_timer_at()
+                next_at = await self.store.next_timer_at()
             except StoreError as exc:
                 log.warning("the timer loop failed (will retry): %s", exc)
                 next_at = None
@@ -331,22 +297,22 @@ class Scheduler:
             wait = settings.poll_interval
             if next_at is not None:
                 wait = min(wait, max(0.0, next_at - settings.clock()))
-            await self._sleep(self._timer_wake, wait)
+            await self._sleep(self.wakeups.timers, wait)
 
     async def _fire_due(self, now: float, firing: int) -> tuple[int, bool]:
         """Fire the timers due at `now` in `firing` transactions at once, each of at most
         `_FIRE_BATCH` timers (on PostgreSQL each takes other timers, `SKIP LOCKED`), and
         start their runs as each transaction lands. Returns how many fired, and whether a
         transaction came back full (more may be due)."""
-        host, settings = self.host, self.settings
+        settings = self.settings
         # At the cap, fired timers only wake their runs; the poller claims them
         # as capacity frees up.
         owner = settings.owner if self.workflows_free() > 0 else None
-        queues = sorted(self.workflow_queues)
+        queues = sorted(self.serving.workflow_queues)
         count, full = 0, False
         batches = [
             asyncio.ensure_future(
-                host.store.fire_due_timers(now, _FIRE_BATCH, owner, queues, settings.lease)
+                self.store.fire_due_timers(now, _FIRE_BATCH, owner, queues, settings.lease)
             )
             for _ in range(firing)
         ]
@@ -364,8 +330,8 @@ class Scheduler:
                     settings.observer.timer_fired(now - timer.due)
                     if timer.workflow_fence is not None:
                         self._track(
-                            host.spawn(
-                                host.process(
+                            self.background.spawn(
+                                self.tasks.process(
                                     timer.tenant, timer.run_id, timer.workflow_fence, timer.queue
                                 )
                             )
@@ -379,13 +345,12 @@ class Scheduler:
         if error is not None:
             log.warning("firing timers failed in part (will retry): %s", error)
         if owner is None and count:
-            self._wake.set()
+            self.wakeups.work.set()
         return count, full
 
     def _expire(self, task: ClaimedTask, now: float) -> None:
-        host = self.host
         attempt = Attempt.from_claim(task)
-        mine = host.worker.inflight.get(attempt.ref)
+        mine = self.worker.inflight.get(attempt.ref)
         lapses = 0
         if task.deadline is not None and task.deadline <= now:
             if mine is not None:
@@ -409,24 +374,22 @@ class Scheduler:
             lapses=lapses,
         )
         self._expiring.add(attempt.ref)
-        report = host.spawn(host.report(attempt, outcome))
+        report = self.background.spawn(self.report(attempt, outcome))
         report.add_done_callback(lambda _: self._expiring.discard(attempt.ref))
 
     async def _lease_loop(self) -> None:
-        host, settings = self.host, self.settings
+        settings = self.settings
         next_beat = 0.0
         while True:
             now = settings.clock()
             try:
                 if now >= next_beat or next_beat - now > _BEAT_EVERY:  # also a clock set back
-                    await host.store.beat_worker(
+                    await self.store.beat_worker(
                         WorkerRecord(
                             worker_id=settings.owner,
                             host=socket.gethostname(),
                             pid=os.getpid(),
-                            queues=sorted(
-                                self.workflow_queues | self.activity_queues | self.served_named
-                            ),
+                            queues=sorted(self._served()),
                             started_at=self._started_at,
                             heartbeat_at=now,
                         )
@@ -437,13 +400,13 @@ class Scheduler:
                     await self._release_dead(now)
                 renewals = self._due_renewals(now)
                 if renewals:
-                    states = await host.store.renew_leases(
+                    states = await self.store.renew_leases(
                         settings.owner, renewals, settings.lease, now
                     )
                     for state in states:
                         self._renewed[state.task] = now
                         if state.task.kind == "activity":
-                            host.worker.apply_lease_state(
+                            self.worker.apply_lease_state(
                                 state.task, state.held, state.cancel_requested
                             )
             except StoreError as exc:
@@ -456,9 +419,13 @@ class Scheduler:
                 log.exception("renewing leases failed unexpectedly (will retry)")
             await asyncio.sleep(self._renew_every())
 
+    def _served(self) -> frozenset[str]:
+        serving = self.serving
+        return serving.workflow_queues | serving.activity_queues | self.served_named
+
     async def _release_dead(self, now: float) -> None:
         """Release the leases of engines known to be dead, so their work moves on now."""
-        store, me = self.host.store, self.settings.owner
+        store, me = self.store, self.settings.owner
         here = socket.gethostname()
         # Judging by heartbeats needs this engine to have beaten for as long: after an
         # outage of the database, everybody's heartbeat is old.
@@ -481,7 +448,7 @@ class Scheduler:
     def _renew_every(self) -> float:
         """Often enough for the lease and for the tightest heartbeat timeout in flight."""
         every = min(1.0, self.settings.lease / 3)
-        for a in self.host.worker.inflight.values():
+        for a in self.worker.inflight.values():
             hb = a.spec.get("heartbeat_timeout")
             if hb:
                 every = min(every, float(hb) / 4)
@@ -491,13 +458,13 @@ class Scheduler:
         third = self.settings.lease / 3
         out: list[LeaseRenewal] = []
         live: set[TaskRef] = set()
-        for renewal in self.host.worker.renewals():
+        for renewal in self.worker.renewals():
             ref = renewal.task
             live.add(ref)
             last = self._renewed.setdefault(ref, now)
             if renewal.heartbeat_at is not None or now - last >= third:
                 out.append(renewal)
-        for (tenant, run_id), fence in list(self.processing.items()):
+        for (tenant, run_id), fence in self.held:
             ref = TaskRef(tenant, run_id, "workflow", "", fence)
             live.add(ref)
             if now - self._renewed.setdefault(ref, now) >= third:

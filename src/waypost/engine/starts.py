@@ -1,5 +1,8 @@
 """Starting runs: a new run with its RunStarted event (or the same run found again), and
-signal-with-start. A part of `Runner` (a mixin), kept apart for its size.
+signal-with-start.
+
+`Starts` writes through the `Committer` and hands a run whose workflow task it
+claimed to the workflow tasks (`RunWaker`) to be processed here at once.
 """
 
 from __future__ import annotations
@@ -7,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from waypost.errors import RunIdConflict, RunNotActive
 from waypost.model.events import (
@@ -22,20 +25,14 @@ from waypost.model.events import (
 )
 from waypost.model.identity import preview
 from waypost.model.records import Started
-from waypost.store.base import (
-    CommitResult,
-    CreateRunResult,
-    NewRun,
-    RunCommit,
-    RunRecord,
-    Store,
-)
+from waypost.store.base import CommitResult, NewRun, RunCommit
 
 from . import tracing
-from .observing import CommitWatch
+from .cache import Loaded
+from .committer import Committer
 from .ports import StartSignal
 from .quotas import refused_append
-from .settings import Settings
+from .signals import Shared
 
 _E = EventType
 
@@ -45,37 +42,30 @@ def new_run_id() -> str:
     return f"{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
 
 
-class Starts:
-    """What `Runner` does to start runs (it provides the parts declared here)."""
-
-    settings: Settings
-    store: Store
-    watch: CommitWatch
-
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        raise NotImplementedError
-
-    def serves_workflow(self, queue: str) -> bool:
-        raise NotImplementedError
+class RunWaker(Protocol):
+    """What starting a run asks of the workflow tasks."""
 
     def waking(self, commit: RunCommit) -> RunCommit:
-        raise NotImplementedError
+        """`commit` set to claim its run's workflow task for this engine, or wake it."""
+        ...
 
     def woken(self, tenant: str, run_id: str, res: CommitResult) -> None:
-        raise NotImplementedError
+        """After a commit made `waking`: process the run here, or wake the dispatcher."""
+        ...
 
-    async def _create(self, new: NewRun) -> CreateRunResult:
-        raise NotImplementedError
+    def start_processing(
+        self, tenant: str, run_id: str, fence: int, queue: str, preloaded: Loaded | None = None
+    ) -> asyncio.Task[None]:
+        """Process, in the background, a run whose workflow task this engine holds."""
+        ...
 
-    async def process(
-        self,
-        tenant: str,
-        run_id: str,
-        fence: int,
-        queue: str,
-        preloaded: tuple[RunRecord, list[Event]] | None = None,
-    ) -> None:
-        raise NotImplementedError
+
+class Starts:
+    """Starts runs, and signals with a start."""
+
+    def __init__(self, shared: Shared, committer: Committer, runs: RunWaker) -> None:
+        self.settings, self.serving = shared.settings, shared.serving
+        self.committer, self.runs = committer, runs
 
     async def start_run(
         self,
@@ -158,7 +148,7 @@ class Starts:
             input=payload,
             ts=now,
             started=started,
-            claim_owner=settings.owner if self.serves_workflow(queue) else None,
+            claim_owner=settings.owner if self.serving.workflow(queue) else None,
             lease=settings.lease,
             queue=queue,
             signals=tuple(history) if signal is None else (signal.event,),
@@ -171,7 +161,7 @@ class Starts:
         )
         if signal is not None:
             return await self._signal_with_start(new, signal)
-        result = await self._create(new)
+        result = await self.committer.create(new)
         run = result.run
         if not result.created and run.run_id != run_id:
             return Started(run.run_id, created=False)  # the unfinished run with its dedup id
@@ -186,17 +176,17 @@ class Starts:
         if result.workflow_fence is not None:
             first = Event(1, _E.RUN_STARTED, started.data, now, run.last_hash, started.encode())
             preloaded = None if history or run.last_seq != 1 else (run, [first])
-            self.spawn(self.process(tenant, run_id, result.workflow_fence, queue, preloaded))
+            self.runs.start_processing(tenant, run_id, result.workflow_fence, queue, preloaded)
         return Started(run_id, created=True)
 
     def started(self, tenant: str, run_id: str, workflow: str) -> None:
-        self.watch.note(tenant, run_id, workflow)
+        self.committer.watch.note(tenant, run_id, workflow)
         self.settings.observer.run_started(tenant, workflow)
 
     async def _signal_with_start(self, new: NewRun, signal: StartSignal) -> Started:
         tenant, run_id = new.tenant, new.run_id
         quotas = signal.quotas
-        commit = self.waking(
+        commit = self.runs.waking(
             RunCommit(
                 tenant=tenant,
                 run_id=run_id,
@@ -209,14 +199,11 @@ class Starts:
                 max_live_run_bytes=quotas.max_live_run_bytes if quotas is not None else None,
             )
         )
-        faults = self.settings.faults
-        faults.hit("commit:before")
-        result, res = await self.store.signal_with_start(new, commit)
-        faults.hit("commit:after")
+        result, res = await self.committer.signal_with_start(new, commit)
         if result.created:
             self.started(tenant, run_id, new.workflow)
             if result.workflow_fence is not None:
-                self.spawn(self.process(tenant, run_id, result.workflow_fence, new.queue or ""))
+                self.runs.start_processing(tenant, run_id, result.workflow_fence, new.queue or "")
             return Started(run_id, created=True)
         if res is None:
             raise RunIdConflict(
@@ -230,5 +217,5 @@ class Starts:
         if res.conflict is not None:
             status = res.status or result.run.status
             raise RunNotActive(f"cannot {what}: run {preview(run_id)} has finished ({status})")
-        self.woken(tenant, run_id, res)
+        self.runs.woken(tenant, run_id, res)
         return Started(run_id, created=False)

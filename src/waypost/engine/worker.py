@@ -13,9 +13,8 @@ import contextlib
 import contextvars
 import functools
 import traceback
-from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any
 
 from waypost.errors import ActivityCancelled, NonRetryableError, PayloadError
 from waypost.model.codec import Codec, error_to_json
@@ -27,42 +26,20 @@ from waypost.runtime.registry import ActivityDefn, Registry
 from waypost.store.base import LeaseRenewal, TaskRef
 
 from . import tracing
-from .attempts import Attempt, Outcome, failure, log_attempt_claimed
-from .settings import Settings
+from .attempts import Attempt, Outcome, Report, failure, log_attempt_claimed
+from .signals import Shared
 
 log = logger("waypost.worker")
-
-
-class WorkerHost(Protocol):
-    """What the worker needs of the engine that runs it."""
-
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def registry(self) -> Registry: ...
-
-    @property
-    def codec(self) -> Codec: ...
-
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]: ...
-
-    async def report(self, attempt: Attempt, outcome: Outcome) -> None:
-        """Record how an attempt ended."""
-        ...
-
-    def slot_freed(self) -> None:
-        """An attempt's slot came free: queued work may take it."""
-        ...
 
 
 class Worker:
     """The activity attempts this engine is running, and their leases."""
 
-    def __init__(self, host: WorkerHost) -> None:
-        self.host = host
-        self.settings = host.settings
-        max_activities, threads = host.settings.max_activities, host.settings.activity_threads
+    def __init__(self, shared: Shared, registry: Registry, codec: Codec, report: Report) -> None:
+        self.settings = settings = shared.settings
+        self.background, self.wakeups = shared.background, shared.wakeups
+        self.registry, self.codec, self.report = registry, codec, report
+        max_activities, threads = settings.max_activities, settings.activity_threads
         self.max_activities = max_activities
         self.reserved = 0
         self.started = 0  # attempts spawned and not yet reported
@@ -84,7 +61,7 @@ class Worker:
     def unreserve(self, n: int = 1) -> None:
         self.reserved = max(0, self.reserved - n)
         if n > 0:
-            self.host.slot_freed()  # a queued activity may take the freed slot
+            self.wakeups.slot_freed()  # a queued activity may take the freed slot
 
     def shutdown(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)
@@ -94,7 +71,7 @@ class Worker:
         """Run an attempt whose slot is reserved, in its own task."""
         self.started += 1
         log_attempt_claimed(a)
-        a.task = self.host.spawn(self.run(a))
+        a.task = self.background.spawn(self.run(a))
 
     async def run(self, a: Attempt) -> None:
         """Run one attempt (its slot is reserved already) and report the outcome."""
@@ -106,7 +83,7 @@ class Worker:
 
     async def _run(self, a: Attempt) -> None:
         settings = self.settings
-        defn = self.host.registry.activities().get(a.activity)
+        defn = self.registry.activities().get(a.activity)
         a.ctx = ActivityContext(
             tenant=a.tenant,
             run_id=a.run_id,
@@ -156,14 +133,14 @@ class Worker:
         try:
             if outcome.ok and settings.faults.chance("activity:lose-response"):
                 return  # never reported: the lease lapses and the step runs again
-            await self.host.report(a, outcome)
+            await self.report(a, outcome)
         finally:
             # Leased (and renewed) until the outcome is recorded or given up on.
             self.inflight.pop(a.ref, None)
 
     async def _call(self, defn: ActivityDefn, a: Attempt, ctx: ActivityContext) -> Outcome:
         settings = self.settings
-        codec = self.host.codec
+        codec = self.codec
         try:
             args = []
             raw_args = a.spec.get("args")
@@ -250,11 +227,11 @@ class Worker:
             outcome = self._failed(a, exc, self.settings.clock(), ctx)
         else:
             try:
-                outcome = Outcome(True, result=self.host.codec.encode(thread.result()))
+                outcome = Outcome(True, result=self.codec.encode(thread.result()))
             except PayloadError as err:
                 outcome = failure(a, error_to_json(err), self.settings.clock(), retryable=False)
         with contextlib.suppress(RuntimeError):  # the engine has closed meanwhile
-            self.host.spawn(self.host.report(a, outcome))
+            self.background.spawn(self.report(a, outcome))
 
     def _failed(self, a: Attempt, exc: BaseException, now: float, ctx: ActivityContext) -> Outcome:
         names = tuple(c.__name__ for c in type(exc).__mro__)
@@ -277,7 +254,7 @@ class Worker:
         if at is None:
             return None
         try:
-            return canonical_json(self.host.codec.encode(details))
+            return canonical_json(self.codec.encode(details))
         except PayloadError as exc:
             log.warning("heartbeat details of %s are not JSON: %s", ctx.activity, exc)
             return None
@@ -291,7 +268,7 @@ class Worker:
                 at, raw = a.ctx.take_heartbeat()
                 if at is not None:
                     try:
-                        details = canonical_json(self.host.codec.encode(raw))
+                        details = canonical_json(self.codec.encode(raw))
                     except PayloadError as exc:
                         log.warning("heartbeat details of %s are not JSON: %s", a.activity, exc)
             out.append(LeaseRenewal(ref, heartbeat_at=at, heartbeat_details=details))

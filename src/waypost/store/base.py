@@ -424,6 +424,11 @@ class Store(
         """Encrypt the payloads written from now on with `keys`; called before `open`."""
         ...
 
+    def use_idle_probe(self, nearly_idle: Callable[[], bool]) -> None:
+        """Ask `nearly_idle()` whether the engine using this store has next to nothing in
+        hand: a write with nothing to be grouped with may then run at once."""
+        ...
+
     async def open(self) -> None:
         """Connect, and bring the schema up to date (safe when several processes start)."""
         ...

@@ -408,8 +408,9 @@ class SqliteStore(SqlStore):
         self._pending = 0  # requests handed to the writer thread, not yet answered
         self._batch: list[_Request] = []
         self._flush_handle: asyncio.Handle | None = None
-        # Set by the engine: True when this process is nearly idle, so a commit
-        # has nothing to be grouped with and may run on the caller's thread.
+        # Given by the engine (`use_idle_probe`): True when this process is nearly
+        # idle, so a commit has nothing to be grouped with and may run on the
+        # caller's thread.
         self.inline_probe: Callable[[], bool] | None = None
         self.wakeups = Wakeups(self.path)
 

@@ -11,6 +11,7 @@ and mypy checks that the result still satisfies the Protocol.
 from __future__ import annotations
 
 import functools
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -51,15 +52,20 @@ def read(fn: Callable[Concatenate[Tx, P], T]) -> Verb[P, T]:
     return verb
 
 
-class SqlStore:
-    """Implements the `Store` verbs with the shared transactions of `transactions/`."""
+class SqlStore(ABC):
+    """Implements the `Store` verbs with the shared transactions of `transactions/`;
+    a dialect provides how a transaction function runs (`_write`, `_read`)."""
 
     chain: Chain = PLAIN
     keys: Keys | None = None
+    # True when the engine is nearly idle: a write with nothing to be grouped
+    # with may run at once (the dialect that groups writes asks it).
+    inline_probe: Callable[[], bool] | None = None
 
     @property
+    @abstractmethod
     def opened(self) -> bool:
-        raise NotImplementedError
+        """Whether the store is open."""
 
     def use_chain(self, chain: Chain) -> None:
         """Hash the events this store appends with `chain` (before the store opens)."""
@@ -73,11 +79,17 @@ class SqlStore:
             raise ConfigurationError("a store's encryption keys are set before it opens")
         self.keys = keys
 
-    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
-        raise NotImplementedError
+    def use_idle_probe(self, nearly_idle: Callable[[], bool]) -> None:
+        """Ask `nearly_idle()` before grouping a write (see `Store.use_idle_probe`)."""
+        self.inline_probe = nearly_idle
 
+    @abstractmethod
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run the transaction function `fn(tx, *args)` in a write transaction."""
+
+    @abstractmethod
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        raise NotImplementedError
+        """Run the transaction function `fn(tx, *args)` in a read-only snapshot."""
 
     # -- runs, tasks, timers and workers ------------------------------------------
     create_run = write(txn.create_run)

@@ -223,7 +223,7 @@ class FaultyStore:
         object.__setattr__(self, "url", inner.url)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self.inner, name, value)  # e.g. the engine's inline_probe
+        setattr(self.inner, name, value)  # what is set on the store is the inner one's
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
