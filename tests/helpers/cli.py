@@ -48,3 +48,21 @@ def run(
         env={**os.environ, **env},
         check=False,
     )
+
+
+def waypost_on(
+    db_url: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`waypost <args> --db <db_url>`, in the test's environment unless `env` is given."""
+    return subprocess.run(
+        [str(WAYPOST), *args, "--db", db_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=cwd,
+        check=False,
+    )

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from waypost.features.senders import Notification
+
 from .polling import eventually
 
 
@@ -33,3 +35,23 @@ class Mailbox:
 
         found: dict[str, Any] = eventually(find, f"a notification for {approver}")
         return found
+
+
+def approval_notification(approver: str = "ann", token: str = "tok") -> Notification:
+    """A notification of approval `a-1` of run `r-1` to `approver`, its tokens
+    `<token>-approve` and `<token>-reject`."""
+    return Notification(
+        id="n-1",
+        kind="approval.requested",
+        tenant="acme",
+        approval_id="a-1",
+        run_id="r-1",
+        approver=approver,
+        step="1",
+        name="manager",
+        expires_at=None,
+        approve_token=f"{token}-approve",
+        reject_token=f"{token}-reject",
+        approve_url=f"https://approvals.example.org/approve/{token}-approve",
+        reject_url=f"https://approvals.example.org/approve/{token}-reject",
+    )

@@ -55,6 +55,22 @@ def make_key(engine: wp.Engine, tenant: str, principal: str, *roles: str) -> str
     return key
 
 
+# Who most tests of the HTTP surface act as: name -> (tenant, principal, *roles).
+STAFF = {
+    "admin": ("acme", "root", "admin"),
+    "ops": ("acme", "olga", "operator"),
+    "viewer": ("acme", "vic", "viewer"),
+    "other": ("globex", "gus", "admin"),
+}
+
+
+def make_keys(engine: wp.Engine, *staff: str, **more: tuple[str, ...]) -> dict[str, str]:
+    """New API keys by name: each of `staff` as `STAFF` says, then each of `more` as
+    (tenant, principal, *roles)."""
+    people = {**{name: STAFF[name] for name in staff}, **more}
+    return {name: make_key(engine, *who) for name, who in people.items()}
+
+
 @pytest.fixture
 def serve() -> Iterator[Callable[..., str]]:
     """`serve(engine)` starts the engine's HTTP server on a free port; its base URL."""

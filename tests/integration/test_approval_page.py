@@ -15,16 +15,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
 import typing
+from functools import partial
 from typing import Any
 
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, of_type, pg_connect
+from tests.helpers import approvals, db_query, eventually, of_type, pg_connect
 from tests.helpers.approvals import pending_approval, purchase, refusals
 from tests.helpers.mail import Mailbox
+from tests.helpers.threads import in_threads
 from waypost.features.outbox import approval_links
 from waypost.features.senders import FileSender
 from waypost.model import approvals as ap_model, operations as ops
@@ -47,9 +48,7 @@ async def for_dora(ctx: wp.WorkflowContext) -> str:
 
 @pytest.fixture
 def engine(make_engine: Any, mailbox: Mailbox) -> Any:
-    eng = make_engine(purchase, for_dora, notifier=FileSender(mailbox.path))
-    eng.add_to_group("managers", ["ann", "bob", "cid"])
-    with eng.running():
+    with approvals.managers_engine(make_engine, mailbox, for_dora) as eng:
         yield eng
 
 
@@ -70,13 +69,7 @@ def decide_signed_in(engine: Any, who: Principal, approval_id: str, decision: st
 
 
 def credential_statuses(engine: Any, approval_id: str, who: str) -> list[str]:
-    rows = db_query(
-        engine.url,
-        "SELECT status FROM approval_credentials WHERE approval_id = ? AND approver = ? "
-        "ORDER BY status",
-        (approval_id, who),
-    )
-    return [r[0] for r in rows]
+    return approvals.approver_credentials(engine, approval_id, who, "status")
 
 
 def issue(engine: Any, approval_id: str, who: str) -> str:
@@ -299,11 +292,7 @@ def test_two_posts_at_once_decide_once(engine: Any, mailbox: Mailbox) -> None:
         except wp.InvalidCredential as exc:
             results.append(exc)
 
-    threads = [threading.Thread(target=post) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads([post] * 2)
     assert sorted(type(r).__name__ for r in results) == ["DecisionReceipt", "InvalidCredential"]
     assert [v["principal"] for v in engine.approval(aid).votes] == ["bob"]
 
@@ -423,11 +412,7 @@ def test_the_same_approver_deciding_twice_at_once_counts_once(
         except wp.DecisionRefused as exc:
             results.append(exc)
 
-    threads = [threading.Thread(target=click, args=(d,)) for d in ("approve", "approve", "reject")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads([partial(click, d) for d in ("approve", "approve", "reject")])
     accepted = [r for r in results if isinstance(r, wp.DecisionReceipt)]
     assert len(accepted) == 1 and len(results) == 3, results
     assert [v["principal"] for v in engine.approval(aid).votes] == ["ann"]
@@ -478,15 +463,7 @@ def test_without_a_token_every_rule_still_holds(engine: Any, mailbox: Mailbox) -
 def test_without_a_token_expiry_is_judged_by_the_databases_clock(
     make_engine: Any, mailbox: Mailbox
 ) -> None:
-    behind = make_engine(
-        purchase, notifier=FileSender(mailbox.path), clock=lambda: time.time() - 3600
-    )
-    behind.add_to_group("managers", ["ann", "bob"])
-    with behind.running():
-        # Expires a minute after the engine's "now": an hour before the database's.
-        run = behind.start(purchase, {"amount": 5, "expires_in": 60})
-        aid = pending_approval(behind, run.run_id).approval_id
-        ann = mailbox.wait(aid, "ann")
+    with approvals.behind_the_database(make_engine, mailbox) as (behind, _, aid, ann):
         with pytest.raises(wp.DecisionRefused, match="expired"):
             decide_signed_in(behind, approver("ann"), aid, "approve")
         with pytest.raises(wp.InvalidCredential):

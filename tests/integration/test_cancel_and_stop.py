@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from datetime import timedelta
@@ -19,10 +17,10 @@ import waypost as wp
 from tests.helpers import eventually, of_type
 from tests.helpers.gates import gate
 from tests.helpers.store import fire_far_in_the_future, open_tasks
+from tests.helpers.workers import signalled_at_the_end, worker_process
 from waypost.model.chain import verify_chain
 
 T = TypeVar("T")
-REPO = Path(__file__).resolve().parents[2]
 
 _lock = threading.Lock()
 calls: dict[str, list[dict[str, Any]]] = {}
@@ -350,26 +348,8 @@ def test_a_worker_process_continues_runs_and_stops_cleanly_on_sigterm(
 
     log_path = tmp_path / "worker.log"
     with log_path.open("w") as log:
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "waypost.cli",
-                "worker",
-                "--db",
-                db_url,
-                "--app",
-                __name__,
-                "--lease",
-                "2",
-                "--grace",
-                "5",
-            ],
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
+        worker = worker_process(db_url, __name__, log, "--lease", "2", "--grace", "5")
+        with signalled_at_the_end(worker, signal.SIGTERM, wait=15):
             engine.signal(waiting.run_id, "go", "from the test")
             got = engine.result(waiting.run_id, timeout=20)
             eventually(
@@ -379,12 +359,7 @@ def test_a_worker_process_continues_runs_and_stops_cleanly_on_sigterm(
             )
             engine.signal(queued.run_id, "go", 2)
             got2 = engine.result(queued.run_id, timeout=20)
-            worker.send_signal(signal.SIGTERM)
-            code = worker.wait(15)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait(10)
+        code = worker.returncode
     output = log_path.read_text()
     assert code == 0, output
     assert got == {"before": os.getpid(), "payload": "from the test", "after": worker.pid}

@@ -17,7 +17,7 @@ from tests.helpers import eventually
 from waypost.features import users as users_feature
 
 from .console_fixtures import Browser
-from .server_fixtures import make_key, serve
+from .server_fixtures import make_key, make_keys, serve
 
 __all__ = ["serve"]
 
@@ -37,12 +37,7 @@ def site(make_engine: Any, serve: Any) -> Iterator[dict[str, Any]]:
     engine = make_engine(waits)
     with engine.running():
         base = serve(engine)
-        keys = {
-            "admin": make_key(engine, "acme", "root", "admin"),
-            "ops": make_key(engine, "acme", "olga", "operator"),
-            "viewer": make_key(engine, "acme", "vic", "viewer"),
-            "other": make_key(engine, "globex", "gus", "admin"),
-        }
+        keys = make_keys(engine, "admin", "ops", "viewer", "other")
         engine.create_user("rita", ["operator"], PASSWORD, tenant="acme")
         engine.create_user("vera", ["viewer"], PASSWORD, tenant="acme")
         yield {"engine": engine, "base": base, **keys}

@@ -15,6 +15,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.cli import waypost_on
 from tests.helpers.gates import gate
 from waypost.features.senders import FileSender
 from waypost.model import operations as ops
@@ -436,14 +437,7 @@ def test_the_cli_forks_a_run(make_engine: Any, db_url: str, label: str) -> None:
         source = failed_source(engine, label)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(WAYPOST), "runs", "fork", *args, "--db", db_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ},
-            check=False,
-        )
+        return waypost_on(db_url, "runs", "fork", *args)
 
     done = cli(source, "--reason", "fixed", "--at", "3", "--new-id", f"{label}-cli")
     assert done.returncode == 0, done.stderr

@@ -22,6 +22,8 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.http_server import serving
+from tests.helpers.mail import approval_notification
 from waypost.features.egress import AllowList, is_public
 from waypost.features.http import (
     HTTP_ACTIVITY,
@@ -115,9 +117,7 @@ class SlowServer:
 
 @pytest.fixture
 def slow() -> Iterator[SlowServer]:
-    server = SlowServer()
-    yield server
-    server.close()
+    yield from serving(SlowServer())
 
 
 TLS_DIR = Path(__file__).parent.parent / "data" / "tls"
@@ -127,9 +127,7 @@ TLS_DIR = Path(__file__).parent.parent / "data" / "tls"
 def tls_server() -> Iterator[SlowServer]:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(TLS_DIR / "server.pem")
-    server = SlowServer(context)
-    yield server
-    server.close()
+    yield from serving(SlowServer(context))
 
 
 def attempt(tenant: str = "default", key: str = "r1:1") -> ActivityContext:
@@ -261,29 +259,9 @@ def test_a_webhook_that_trickles_is_given_up_at_the_senders_timeout(slow: SlowSe
     sender = WebhookSender(f"{slow.base}/drip/hook", "s3cret", timeout=1.0)
     started = time.monotonic()
     with pytest.raises(DeliveryError, match="no complete answer within 1s"):
-        sender.send(_notification())
+        sender.send(approval_notification("ann@example.org", "t"))
     assert time.monotonic() - started < 5
     assert slow.hung_up.wait(5)
-
-
-def _notification() -> Any:
-    from waypost.features.senders import Notification
-
-    return Notification(
-        id="n-1",
-        kind="approval.requested",
-        tenant="acme",
-        approval_id="a-1",
-        run_id="r-1",
-        step="1",
-        name="manager",
-        approver="ann@example.org",
-        expires_at=None,
-        approve_token="t-approve",
-        reject_token="t-reject",
-        approve_url="https://approvals.example.org/approve/t-approve",
-        reject_url="https://approvals.example.org/approve/t-reject",
-    )
 
 
 # -- names and addresses ------------------------------------------------------------------

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -23,12 +21,12 @@ import pytest
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type, write_lock
 from tests.helpers.gates import gate
+from tests.helpers.workers import signalled_at_the_end, worker_process
 from waypost.model.chain import verify_chain
 from waypost.testing import NoFaults
 
 T = TypeVar("T")
 FAST_RETRY = wp.Retry(max_attempts=3, initial_interval=timedelta(milliseconds=10), jitter=0)
-REPO = Path(__file__).resolve().parents[2]
 
 _lock = threading.Lock()
 calls: dict[str, list[dict[str, Any]]] = {}
@@ -373,37 +371,14 @@ def test_a_killed_workers_attempt_is_taken_over_after_its_lease(
     folder.mkdir()
     engine = make_engine(crash_flow, crash_prone)
     handle = engine.start(crash_flow, str(folder))
-    log = (tmp_path / "worker.log").open("w")
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "waypost.cli",
-            "worker",
-            "--db",
-            db_url,
-            "--app",
-            __name__,
-            "--lease",
-            "2",
-        ],
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        first = eventually(  # the marker is written (not only created) before the kill
-            lambda: [p for p in folder.glob("attempt-1-*") if p.read_text()],
-            "the worker to start attempt 1",
-            timeout=20,
-        )
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(10)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait(10)
-        log.close()
+    with (tmp_path / "worker.log").open("w") as log:
+        worker = worker_process(db_url, __name__, log, "--lease", "2")
+        with signalled_at_the_end(worker):
+            first = eventually(  # the marker is written (not only created) before the kill
+                lambda: [p for p in folder.glob("attempt-1-*") if p.read_text()],
+                "the worker to start attempt 1",
+                timeout=20,
+            )
     assert first[0].name == f"attempt-1-pid-{worker.pid}"
     with engine.running():
         result = handle.result(timeout=15)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -13,8 +11,10 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, of_type
+from tests.helpers import eventually, of_type
+from tests.helpers.approvals import credential_statuses
 from tests.helpers.calls import calls_of, record
+from tests.helpers.cli import waypost_on
 from tests.helpers.gates import gate, pass_gate
 from tests.helpers.store import fire_far_in_the_future, open_tasks
 from waypost.features.senders import FileSender
@@ -25,8 +25,6 @@ from .server_fixtures import Api, make_key, serve
 __all__ = ["serve"]  # the fixture, used by name
 
 pytestmark = pytest.mark.timeout(120)
-
-WAYPOST = Path(sys.executable).with_name("waypost")
 
 
 @wp.workflow(name="op_waiter")
@@ -256,12 +254,7 @@ def test_terminate_kills_approval_credentials(make_engine: Any, tmp_path: Path) 
         with pytest.raises(wp.InvalidCredential):
             engine.decide(approval.approval_id, ann["approve_token"], "ann", "approve")
         assert engine.approval(approval.approval_id).status == "cancelled"
-    statuses = db_query(
-        engine.url,
-        "SELECT DISTINCT status FROM approval_credentials WHERE approval_id = ?",
-        (approval.approval_id,),
-    )
-    assert statuses == [("revoked",)]
+    assert credential_statuses(engine, approval.approval_id) == [("revoked",)]
 
 
 # == HTTP and the CLI =============================================================
@@ -319,14 +312,7 @@ def test_the_cli_pauses_resumes_and_terminates(make_engine: Any, db_url: str) ->
     run = engine.start(long_waiter, None)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(WAYPOST), "runs", *args, "--db", db_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ},
-            check=False,
-        )
+        return waypost_on(db_url, "runs", *args)
 
     done = cli("pause", run.run_id, "--reason", "by hand")
     assert done.returncode == 0, done.stderr

@@ -8,18 +8,19 @@ waypost's own helpers, so a sender using any library of that standard is what is
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.threads import in_threads
+from tests.helpers.webhooks import sign, signed_headers
 from waypost.errors import NondeterminismError
 
 from .server_fixtures import Api, make_key, serve
@@ -49,24 +50,6 @@ async def collect(ctx: wp.WorkflowContext, count: int) -> list[Any]:
 @wp.workflow(name="wh_other")
 async def other_workflow(ctx: wp.WorkflowContext) -> None:
     await ctx.wait_signal("never")
-
-
-def sign(secret: str, delivery_id: str, timestamp: int, body: bytes) -> str:
-    key = base64.b64decode(secret.removeprefix("whsec_"))
-    content = f"{delivery_id}.{timestamp}.".encode() + body
-    return "v1," + base64.b64encode(hmac.new(key, content, hashlib.sha256).digest()).decode()
-
-
-def signed_headers(
-    secret: str, delivery_id: str, body: bytes, *, timestamp: int | None = None
-) -> dict[str, str]:
-    ts = int(time.time()) if timestamp is None else timestamp
-    return {
-        "webhook-id": delivery_id,
-        "webhook-timestamp": str(ts),
-        "webhook-signature": sign(secret, delivery_id, ts, body),
-        "content-type": "application/json",
-    }
 
 
 def error_of(response: Any) -> dict[str, Any]:
@@ -420,11 +403,7 @@ def test_concurrent_copies_of_one_delivery_deliver_once(setup: dict[str, Any]) -
         answers.append(client.post(url(setup, "acme-pay"), content=raw, headers=headers))
         client.http.close()
 
-    threads = [threading.Thread(target=send) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    in_threads([send] * 6, timeout=60)
     assert [a.status_code for a in answers] == [200] * 6, [a.text for a in answers]
     assert sorted(a.json()["duplicate"] for a in answers) == [False] + [True] * 5
     assert {tuple(a.json()["runs"]) for a in answers} == {("copies",)}
@@ -555,11 +534,7 @@ def test_concurrent_signal_with_start_creates_one_run_and_delivers_every_signal(
         )
         client.http.close()
 
-    threads = [threading.Thread(target=call, args=(n,)) for n in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    in_threads([partial(call, n) for n in range(count)], timeout=60)
     assert sorted(a.status_code for a in answers) == [200] * (count - 1) + [201], [
         a.text for a in answers
     ]

@@ -14,13 +14,13 @@ import subprocess
 import sys
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
+from tests.helpers.cli import waypost_on
 from waypost.testing import Crash, NoFaults, TestClock
 
 from .server_fixtures import Api, make_key, serve
@@ -30,7 +30,6 @@ __all__ = ["serve"]  # the fixture, used by name
 pytestmark = pytest.mark.timeout(120)
 
 HERE = os.path.basename(__file__)
-WAYPOST = Path(sys.executable).with_name("waypost")
 
 
 def line_of(fn: Any, text: str) -> str:
@@ -221,13 +220,7 @@ def test_the_cli_lists_suspended_runs_and_resumes_one(make_engine: Any, db_url: 
     suspended_by_bug(make_engine, run_id)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(WAYPOST), "runs", *args, "--db", db_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return waypost_on(db_url, "runs", *args)
 
     listed = cli("list", "--status", "suspended")
     assert listed.returncode == 0, listed.stderr
