@@ -9,6 +9,8 @@ from typing import Any
 
 import waypost as wp
 from waypost.features.senders import FileSender
+from waypost.model import approvals as ap_model
+from waypost.store.base import NewCredential
 
 from .db import db_query
 from .history import of_type
@@ -27,9 +29,12 @@ async def purchase(ctx: wp.WorkflowContext, req: dict[str, Any]) -> dict[str, An
     return {"outcome": decision.outcome, "by": sorted(decision.decided_by)}
 
 
-def pending_approval(engine: Any, run_id: str) -> wp.ApprovalInfo:
+def pending_approval(engine: Any, run_id: str, tenant: str | None = None) -> wp.ApprovalInfo:
+    """The approval run `run_id` waits on (of `tenant`, if given), once there is one."""
+    where = {} if tenant is None else {"tenant": tenant}
+
     def find() -> wp.ApprovalInfo | None:
-        found = engine.approvals(run_id=run_id)
+        found = engine.approvals(run_id=run_id, **where)
         return found[0] if found else None
 
     info: wp.ApprovalInfo = eventually(find, f"the approval of run {run_id}")
@@ -85,3 +90,20 @@ def managers_engine(make_engine: Any, mailbox: Mailbox, *code: Any) -> Iterator[
     eng.add_to_group("managers", ["ann", "bob", "cid"])
     with eng.running():
         yield eng
+
+
+def issue_credential(engine: Any, approval_id: str, who: str) -> str:
+    """A fresh credential for `who`, as a redelivery makes one (the pair before it
+    retires), written to the store directly; its token."""
+    issued = ap_model.issue_credential()
+    engine._call(
+        engine.aio.store.issue_credentials(
+            "default",
+            approval_id,
+            who,
+            [NewCredential(issued.credential_id, "approve", issued.secret_hash)],
+            engine.aio.clock(),
+        )
+    )
+    token: str = issued.token
+    return token

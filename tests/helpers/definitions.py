@@ -12,13 +12,8 @@ input:
   additionalProperties: false
 start: wait
 steps:
-  wait:
-    type: wait
-    signal: go
-    next: done
-  done:
-    type: succeed
-    output: "{{amount: amount}}"
+  wait: {{type: wait, signal: go, next: done}}
+  done: {{type: succeed, output: "{{amount: amount}}"}}
 """
 
 

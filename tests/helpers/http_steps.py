@@ -4,11 +4,14 @@ the local servers with secrets."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import waypost as wp
+from waypost.features.http import HTTP_ACTIVITY
+from waypost.runtime.context import ActivityContext
 
 
 def push_definition(url: str, headers: dict[str, Any], retry: dict[str, Any]) -> str:
@@ -49,3 +52,17 @@ def secret_engine(db_url: str, secrets: Callable[[str, str], Any]) -> Iterator[w
     with eng.running():
         yield eng
     eng.close()
+
+
+def http_attempt(tenant: str = "default", key: str = "r1:1") -> ActivityContext:
+    """The context of attempt 1 of an `http` activity in run `r1`, a minute to go."""
+    return ActivityContext(
+        tenant=tenant,
+        run_id="r1",
+        step_id="1",
+        activity=HTTP_ACTIVITY,
+        attempt=1,
+        idempotency_key=key,
+        deadline=time.time() + 60,
+        clock=time.time,
+    )

@@ -28,9 +28,8 @@ from tests.helpers.mail import Mailbox
 from tests.helpers.threads import in_threads
 from waypost.features.outbox import approval_links
 from waypost.features.senders import FileSender
-from waypost.model import approvals as ap_model, operations as ops
+from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
-from waypost.store.base import NewCredential
 from waypost.store.sqlfile import load_queries
 from waypost.testing.invariants import check_invariants
 
@@ -70,21 +69,6 @@ def decide_signed_in(engine: Any, who: Principal, approval_id: str, decision: st
 
 def credential_statuses(engine: Any, approval_id: str, who: str) -> list[str]:
     return approvals.approver_credentials(engine, approval_id, who, "status")
-
-
-def issue(engine: Any, approval_id: str, who: str) -> str:
-    """A fresh credential for `who`, as a redelivery makes one (the pair before it retires)."""
-    issued = ap_model.issue_credential()
-    engine._call(
-        engine.aio.store.issue_credentials(
-            "default",
-            approval_id,
-            who,
-            [NewCredential(issued.credential_id, "approve", issued.secret_hash)],
-            engine.aio.clock(),
-        )
-    )
-    return issued.token
 
 
 def everything(engine: Any) -> dict[str, list[Any]]:
@@ -161,9 +145,9 @@ def test_every_token_that_cannot_decide_gets_the_one_answer(
     engine.decide(aid, ann["approve_token"], "ann", "approve")
     engine.revoke(aid, "bob", by="ops", reason="away")
     # Replaced: a later delivery to Cid retires the pair before it.
-    live = issue(engine, aid, "cid")
+    live = approvals.issue_credential(engine, aid, "cid")
     # The run's starter holding a credential of her own (segregation of duties).
-    starters = issue(engine, aid, "eve")
+    starters = approvals.issue_credential(engine, aid, "eve")
     # An approval that ended: its credentials cannot decide any more.
     done = engine.start(purchase, {"amount": 20})
     done_aid = pending_approval(engine, done.run_id).approval_id

@@ -18,8 +18,6 @@ from tests.helpers.approvals import credential_statuses, pending_approval, purch
 from tests.helpers.mail import Mailbox
 from tests.helpers.threads import in_threads
 from waypost.features.senders import FileSender
-from waypost.model import approvals as ap_model
-from waypost.store.base import NewCredential
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -117,14 +115,7 @@ def test_the_same_approver_counts_once_toward_a_quorum(engine: Any, mailbox: Mai
     assert [(c.data["revoked"], c.data["added"], c.data["by"]) for c in changed] == [
         ("bob", "ann", "ops")
     ]
-    again = eventually(
-        lambda: [
-            n
-            for n in mailbox.all()
-            if n["approver"] == "ann" and n["approve_token"] != ann["approve_token"]
-        ],
-        "ann's second notification",
-    )[0]
+    again = mailbox.next_after(ann, "ann's second notification")
     with pytest.raises(wp.DecisionRefused, match="decided on this approval already"):
         engine.decide(approval.approval_id, again["approve_token"], "ann", "approve")
     info = engine.approval(approval.approval_id)
@@ -140,19 +131,9 @@ def test_self_approval_is_refused(engine: Any, mailbox: Mailbox) -> None:
     assert engine.approvals("ann") == []
     # Even holding a credential of her own (say, issued before a policy change),
     # the principal who started the run may not decide.
-    issued = ap_model.issue_credential()
-    store = engine.aio.store
-    engine._call(
-        store.issue_credentials(
-            "default",
-            approval.approval_id,
-            "ann",
-            [NewCredential(issued.credential_id, "approve", issued.secret_hash)],
-            engine.aio.clock(),
-        )
-    )
+    token = approvals.issue_credential(engine, approval.approval_id, "ann")
     with pytest.raises(wp.DecisionRefused, match="segregation of duties"):
-        engine.decide(approval.approval_id, issued.token, "ann", "approve")
+        engine.decide(approval.approval_id, token, "ann", "approve")
     assert "segregation of duties" in refusals(engine, run.run_id)[0]["reason"]
     assert engine.approval(approval.approval_id).votes == []
 

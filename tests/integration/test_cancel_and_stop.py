@@ -7,6 +7,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -105,14 +107,22 @@ async def two_jobs(ctx: wp.WorkflowContext, label: str) -> list[str]:
     return list(await asyncio.gather(ctx.run(long_job, label), ctx.run(never_started, label)))
 
 
+@contextmanager
+def long_job_running(make_engine: Any, flow: Any, label: str) -> Iterator[tuple[Any, Any]]:
+    """A running engine with one activity slot, and a run of `flow` whose `long_job`
+    holds that slot."""
+    engine = make_engine(flow, long_job, never_started, max_activities=1)
+    with engine.running():
+        handle = engine.start(flow, label)
+        assert gate(label).wait(10)
+        yield engine, handle
+
+
 def test_cancel_drops_work_not_started_and_tells_running_activities(
     make_engine: Any, db_url: str, label: str
 ) -> None:
     # One activity slot: long_job takes it, never_started waits in the queue.
-    engine = make_engine(two_jobs, long_job, never_started, max_activities=1)
-    with engine.running():
-        handle = engine.start(two_jobs, label)
-        assert gate(label).wait(10)
+    with long_job_running(make_engine, two_jobs, label) as (engine, handle):
         tasks = open_tasks(db_url, handle.run_id)
         queued = [t for t in tasks if t.kind == "activity" and t.queue == "never_started"]
         assert [t.owner for t in queued] == [None]  # ready, not started
@@ -152,10 +162,7 @@ async def careful(ctx: wp.WorkflowContext, label: str) -> list[str]:
 def test_a_running_activity_is_asked_to_stop_while_the_run_cleans_up(
     make_engine: Any, db_url: str, label: str
 ) -> None:
-    engine = make_engine(careful, long_job, never_started, max_activities=1)
-    with engine.running():
-        handle = engine.start(careful, label)
-        assert gate(label).wait(10)
+    with long_job_running(make_engine, careful, label) as (engine, handle):
         handle.cancel("cleanup first")
         eventually(
             lambda: (
@@ -309,16 +316,22 @@ async def signal_between(ctx: wp.WorkflowContext, folder: str) -> dict[str, Any]
     return {"before": before, "payload": payload, "after": after}
 
 
+def waiting_for_go(engine: Any, folder: str) -> Any:
+    """A run of `signal_between` that waits for its signal (the engine runs meanwhile)."""
+    with engine.running():
+        handle = engine.start(signal_between, folder)
+        eventually(
+            lambda: engine.get(handle.run_id).status == wp.RunStatus.WAITING,
+            "the run to wait for its signal",
+        )
+    return handle
+
+
 def test_a_second_engine_continues_a_run_started_by_the_first(
     make_engine: Any, tmp_path: Path
 ) -> None:
     first = make_engine(signal_between, mark)
-    with first.running():
-        handle = first.start(signal_between, str(tmp_path))
-        eventually(
-            lambda: first.get(handle.run_id).status == wp.RunStatus.WAITING,
-            "the run to wait for its signal",
-        )
+    handle = waiting_for_go(first, str(tmp_path))
     first.close()
     second = make_engine(signal_between, mark)
     with second.running():
@@ -338,12 +351,7 @@ def test_a_worker_process_continues_runs_and_stops_cleanly_on_sigterm(
     folder = tmp_path / "markers"
     folder.mkdir()
     engine = make_engine(signal_between, mark)
-    with engine.running():
-        waiting = engine.start(signal_between, str(folder))
-        eventually(
-            lambda: engine.get(waiting.run_id).status == wp.RunStatus.WAITING,
-            "the run to wait for its signal",
-        )
+    waiting = waiting_for_go(engine, str(folder))
     queued = engine.start(signal_between, str(folder))  # nobody serves: it waits for a worker
 
     log_path = tmp_path / "worker.log"

@@ -23,6 +23,7 @@ import pytest
 import waypost as wp
 from tests.helpers import eventually
 from tests.helpers.http_server import serving
+from tests.helpers.http_steps import http_attempt
 from tests.helpers.mail import approval_notification
 from waypost.features.egress import AllowList, is_public
 from waypost.features.http import (
@@ -32,7 +33,6 @@ from waypost.features.http import (
     make_http_activity,
 )
 from waypost.features.senders import DeliveryError, WebhookSender
-from waypost.runtime.context import ActivityContext
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -130,19 +130,6 @@ def tls_server() -> Iterator[SlowServer]:
     yield from serving(SlowServer(context))
 
 
-def attempt(tenant: str = "default", key: str = "r1:1") -> ActivityContext:
-    return ActivityContext(
-        tenant=tenant,
-        run_id="r1",
-        step_id="1",
-        activity=HTTP_ACTIVITY,
-        attempt=1,
-        idempotency_key=key,
-        deadline=time.time() + 60,
-        clock=time.time,
-    )
-
-
 @pytest.mark.parametrize("path", ["/slow/1", "/drip/1"])
 def test_a_trickling_answer_is_cut_off_at_the_requests_deadline(
     slow: SlowServer, path: str
@@ -150,7 +137,7 @@ def test_a_trickling_answer_is_cut_off_at_the_requests_deadline(
     call = make_http_activity(allow=["127.0.0.1"])
     started = time.monotonic()
     with pytest.raises(HttpStepRetryable, match="within the step's timeout of 1s"):
-        asyncio.run(call(attempt(), {"url": f"{slow.base}{path}", "timeout": 1}))
+        asyncio.run(call(http_attempt(), {"url": f"{slow.base}{path}", "timeout": 1}))
     assert time.monotonic() - started < 5
     assert slow.hung_up.wait(5)  # the connection is closed, nothing goes on reading
     group = path.split("/")[1]
@@ -233,7 +220,7 @@ def test_one_tenants_slow_name_lookups_do_not_hold_the_threads_others_need(
         flood = [
             asyncio.create_task(
                 call(
-                    attempt("acme", f"k{i}"),
+                    http_attempt("acme", f"k{i}"),
                     {"url": f"http://slow.example:{slow.port}/fast/a", "timeout": 0.5},
                 )
             )
@@ -245,7 +232,7 @@ def test_one_tenants_slow_name_lookups_do_not_hold_the_threads_others_need(
         # acme's lookups still hold their threads; globex's name is looked up at once.
         started = time.monotonic()
         url = f"http://fast.example:{slow.port}/fast/b"
-        assert await call(attempt("globex"), {"url": url}) == "ok"
+        assert await call(http_attempt("globex"), {"url": url}) == "ok"
         assert time.monotonic() - started < 2
 
     try:
@@ -273,14 +260,14 @@ def test_a_name_resolving_to_a_loopback_address_is_refused_unless_the_address_is
     url = f"http://localhost:{slow.port}/fast/1"
     named_only = make_http_activity(allow=[f"localhost:{slow.port}"])
     with pytest.raises(HttpStepError) as caught:
-        asyncio.run(named_only(attempt(), {"url": url}))
+        asyncio.run(named_only(http_attempt(), {"url": url}))
     message = str(caught.value)
     assert "localhost" in message and "127.0.0.1" in message and "http_allow" in message
     assert slow.served == []
 
     for extra in ("127.0.0.1", "127.0.0.0/8", f"127.0.0.1:{slow.port}"):
         call = make_http_activity(allow=[f"localhost:{slow.port}", extra])
-        assert asyncio.run(call(attempt(), {"url": url})) == "ok"
+        assert asyncio.run(call(http_attempt(), {"url": url})) == "ok"
     assert len(slow.served) == 3
 
 
@@ -301,7 +288,7 @@ def test_the_connection_goes_to_the_address_that_was_checked(
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     call = make_http_activity(allow=["rebind.example", "127.0.0.1"])
     url = f"http://rebind.example:{slow.port}/fast/1"
-    assert asyncio.run(call(attempt(), {"url": url})) == "ok"
+    assert asyncio.run(call(http_attempt(), {"url": url})) == "ok"
     assert asked == ["rebind.example"]
 
 
@@ -354,8 +341,8 @@ def test_https_checks_the_certificate_for_the_name_while_connecting_to_the_check
     trusted = ssl.create_default_context(cafile=str(TLS_DIR / "ca.pem"))
     url = f"https://localhost:{tls_server.port}/fast/1"
     call = make_http_activity(allow=["localhost", "127.0.0.1"], tls=trusted)
-    assert asyncio.run(call(attempt(), {"url": url})) == "ok"
+    assert asyncio.run(call(http_attempt(), {"url": url})) == "ok"
     untrusting = make_http_activity(allow=["localhost", "127.0.0.1"])  # the system's CAs
     with pytest.raises(HttpStepRetryable, match="TLS certificate not accepted"):
-        asyncio.run(untrusting(attempt(), {"url": url}))
+        asyncio.run(untrusting(http_attempt(), {"url": url}))
     assert tls_server.served == ["/fast/1"]

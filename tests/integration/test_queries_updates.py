@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -154,13 +156,20 @@ def test_a_query_is_answered_by_replay_in_another_engine_and_records_nothing(
     assert runner._call(check_invariants(runner.aio.store)) == []
 
 
-def test_a_query_that_raises_acts_or_is_unknown_is_refused_and_records_nothing(
-    make_engine: Any, label: str
-) -> None:
+@contextmanager
+def waiting_account(make_engine: Any, label: str) -> Iterator[tuple[Any, Any]]:
+    """A running engine and a run of `account` that waits."""
     engine = make_engine(account, record_deposit)
     with engine.running():
         run = engine.start(account, label)
         eventually(lambda: engine.get(run.run_id).status == wp.RunStatus.WAITING, "a wait")
+        yield engine, run
+
+
+def test_a_query_that_raises_acts_or_is_unknown_is_refused_and_records_nothing(
+    make_engine: Any, label: str
+) -> None:
+    with waiting_account(make_engine, label) as (engine, run):
         before = frozen(engine, run.run_id)
         with pytest.raises(QueryFailed, match="raised ZeroDivisionError"):
             engine.query(run.run_id, "broken")
@@ -182,10 +191,7 @@ def test_a_query_that_raises_acts_or_is_unknown_is_refused_and_records_nothing(
 
 
 def test_a_rejected_update_leaves_the_history_untouched(make_engine: Any, label: str) -> None:
-    engine = make_engine(account, record_deposit)
-    with engine.running():
-        run = engine.start(account, label)
-        eventually(lambda: engine.get(run.run_id).status == wp.RunStatus.WAITING, "a wait")
+    with waiting_account(make_engine, label) as (engine, run):
         before = frozen(engine, run.run_id)
         with pytest.raises(UpdateRejected, match="must be a positive whole number, not -5"):
             engine.update(run.run_id, "deposit", -5, update_id="bad-1")

@@ -23,7 +23,7 @@ from tests.helpers import db_query, eventually, of_type
 from tests.helpers.cli import waypost_on
 from waypost.testing import Crash, NoFaults, TestClock
 
-from .server_fixtures import Api, make_key, serve
+from .server_fixtures import run_commanders, serve
 
 __all__ = ["serve"]  # the fixture, used by name
 
@@ -194,10 +194,7 @@ def test_over_http_an_operator_resumes_a_suspended_run(make_engine: Any, serve: 
     engine = make_engine(fixed, fetch_order, ship)
     with engine.running():
         base = serve(engine)
-        operator = Api(base, make_key(engine, "acme", "olga", "operator"))
-        starter = Api(base, make_key(engine, "acme", "sam", "starter"))
-        outsider = Api(base, make_key(engine, "other", "oscar", "admin"))
-        try:
+        with run_commanders(engine, base, "admin") as (operator, starter, outsider):
             url = f"/v1/runs/{run_id}/resume"
             assert starter.post(url, json={"reason": "x"}).status_code == 403
             assert outsider.post(url, json={"reason": "x"}).status_code == 404
@@ -208,9 +205,6 @@ def test_over_http_an_operator_resumes_a_suspended_run(make_engine: Any, serve: 
             assert engine.result(run_id, timeout=10, tenant="acme") == "shipped red-shoes"
             again = operator.post(url, json={"reason": "again"})
             assert again.status_code == 409 and again.json()["error"]["code"] == "run_not_active"
-        finally:
-            for api in (operator, starter, outsider):
-                api.http.close()
     (resumed,) = of_type(engine.history(run_id, tenant="acme"), "RunResumed")
     assert resumed.data["by"] == "olga" and resumed.data["status_before"] == "suspended"
 
