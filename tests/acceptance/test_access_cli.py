@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import waypost as wp
-from tests.helpers.cli import failed, ok, waypost
+from tests.helpers.cli import create_key, failed, ok, waypost
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -24,21 +24,7 @@ def test_a_tenant_a_key_for_it_and_the_key_revoked(tmp_path: Path) -> None:
     assert tenant["tenant"] == "acme" and tenant["quotas"] == {"max_runs": 10}
     assert ok(waypost(tmp_path, "tenants", "list")).stdout.startswith("acme  created ")
 
-    made = ok(
-        waypost(
-            tmp_path,
-            "keys",
-            "create",
-            "--tenant",
-            "acme",
-            "--principal",
-            "CI-Bot",
-            "--roles",
-            "operator, viewer",
-            "--expires",
-            "30d",
-        )
-    )
+    made = ok(create_key(tmp_path, "acme", "CI-Bot", "operator, viewer", "--expires", "30d"))
     key = made.stdout.strip()
     assert made.stdout == key + "\n"  # the key alone: KEY=$(waypost keys create ...)
     assert key.startswith("wpk_")
@@ -84,32 +70,8 @@ def test_bad_key_requests_are_one_line_errors_that_write_nothing(tmp_path: Path)
     assert "duration" in failed(
         waypost(tmp_path, *base, "--roles", "viewer", "--expires", "tomorrow")
     )
-    assert "does not exist" in failed(
-        waypost(
-            tmp_path,
-            "keys",
-            "create",
-            "--tenant",
-            "initech",
-            "--principal",
-            "bot",
-            "--roles",
-            "viewer",
-        )
-    )
-    assert "control or invisible" in failed(
-        waypost(
-            tmp_path,
-            "keys",
-            "create",
-            "--tenant",
-            "acme",
-            "--principal",
-            "b\u200bot",
-            "--roles",
-            "viewer",
-        )
-    )
+    assert "does not exist" in failed(create_key(tmp_path, "initech", "bot", "viewer"))
+    assert "control or invisible" in failed(create_key(tmp_path, "acme", "b\u200bot", "viewer"))
     not_utf8 = os.fsdecode(b"acme\xff")  # passed to the process as the raw byte
     assert "control or invisible" in failed(waypost(tmp_path, "tenants", "create", not_utf8))
     assert "NAME=N" in failed(waypost(tmp_path, "tenants", "create", "x", "--quota", "runs=-1"))

@@ -34,6 +34,19 @@ def waypost(*args: str, env: dict[str, str], ok: bool = True) -> subprocess.Comp
     return proc
 
 
+def notes_by_approver(mail: Path, managers: int) -> dict[str, dict[str, Any]]:
+    """The notification of each manager, by approver, once all `managers` have one."""
+
+    def notes() -> dict[str, dict[str, Any]] | None:
+        if not mail.exists():
+            return None
+        found = {n["approver"]: n for n in map(json.loads, mail.read_text().splitlines())}
+        return found if len(found) == managers else None
+
+    by: dict[str, dict[str, Any]] = eventually(notes, "a notification for each manager", timeout=30)
+    return by
+
+
 def test_any_two_managers_approve_through_the_cli(db_url: str, tmp_path: Path) -> None:
     mail = tmp_path / "notifications.jsonl"
     env = {**os.environ, "WAYPOST_DB": db_url, "PYTHONPATH": str(ROOT / "examples")}
@@ -60,13 +73,7 @@ def test_any_two_managers_approve_through_the_cli(db_url: str, tmp_path: Path) -
         )
         run_id = started.stdout.strip()
 
-        def notes() -> dict[str, dict[str, Any]] | None:
-            if not mail.exists():
-                return None
-            found = {n["approver"]: n for n in map(json.loads, mail.read_text().splitlines())}
-            return found if len(found) == 3 else None
-
-        by = eventually(notes, "a notification for each manager", timeout=30)
+        by = notes_by_approver(mail, 3)
         approval_id = by["ann"]["approval_id"]
         listed = json.loads(waypost("approvals", "list", "--as", "ann", "--json", env=env).stdout)
         assert [a["approval_id"] for a in listed] == [approval_id]
@@ -75,45 +82,18 @@ def test_any_two_managers_approve_through_the_cli(db_url: str, tmp_path: Path) -
             json.loads(waypost("approvals", "list", "--as", "eve", "--json", env=env).stdout) == []
         )
 
-        first = waypost(
-            "approve", approval_id, "--token", by["ann"]["approve_token"], "--as", "ann", env=env
-        )
+        def decide(action: str, who: str, token: str, *more: str, ok: bool = True) -> Any:
+            return waypost(
+                action, approval_id, "--token", token, "--as", who, *more, env=env, ok=ok
+            )
+
+        first = decide("approve", "ann", by["ann"]["approve_token"])
         assert "waits for more decisions" in first.stdout
-        stolen = waypost(
-            "approve",
-            approval_id,
-            "--token",
-            by["bob"]["approve_token"],
-            "--as",
-            "eve",
-            env=env,
-            ok=False,
-        )
+        stolen = decide("approve", "eve", by["bob"]["approve_token"], ok=False)
         assert stolen.returncode == 1 and "refused" in stolen.stderr
-        second = waypost(
-            "approve",
-            approval_id,
-            "--token",
-            by["bob"]["approve_token"],
-            "--as",
-            "bob",
-            "--comment",
-            "ok",
-            env=env,
-        )
+        second = decide("approve", "bob", by["bob"]["approve_token"], "--comment", "ok")
         assert "the approval is approved" in second.stdout
-        late = waypost(
-            "reject",
-            approval_id,
-            "--token",
-            by["cid"]["reject_token"],
-            "--as",
-            "cid",
-            "--comment",
-            "too late",
-            env=env,
-            ok=False,
-        )
+        late = decide("reject", "cid", by["cid"]["reject_token"], "--comment", "too late", ok=False)
         assert late.returncode == 1
 
         def finished() -> dict[str, Any] | None:
@@ -156,13 +136,7 @@ def test_a_refused_decision_prints_the_answer_and_nothing_else(db_url: str, tmp_
         with engine.running():
             run = engine.start(cli_purchase, {}, started_by="eve")
 
-            def notes() -> dict[str, dict[str, Any]] | None:
-                if not mail.exists():
-                    return None
-                found = {n["approver"]: n for n in map(json.loads, mail.read_text().splitlines())}
-                return found if len(found) == 2 else None
-
-            by = eventually(notes, "a notification for each manager", timeout=30)
+            by = notes_by_approver(mail, 2)
         approval_id = by["ann"]["approval_id"]
         answer = f"refused: {wp.InvalidCredential()}\n"
         attempts = [

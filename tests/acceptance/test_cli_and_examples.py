@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import waypost as wp
-from tests.helpers.cli import run
-from tests.helpers.servers import ROOT, WAYPOST
+from tests.helpers.cli import run, waypost_on
+from tests.helpers.servers import ROOT, WAYPOST, example
 
 
 def test_demo_runs_the_example_workflows_to_completion(tmp_path: Path) -> None:
@@ -90,11 +90,7 @@ def test_the_definition_example_publishes_runs_and_migrates(tmp_path: Path) -> N
 
 def test_cli_inspects_signals_and_cancels_runs(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'cli.db'}"
-    sys.path.insert(0, str(ROOT / "examples"))
-    try:
-        import approvals_by_signal as ex
-    finally:
-        sys.path.pop(0)
+    ex = example("approvals_by_signal")
     with wp.Engine(db) as engine:
         engine.register(ex.review, ex.publish)
         waiting = engine.start(ex.review, "doc-a", run_id="review-a").run_id
@@ -134,11 +130,7 @@ def test_verify_finds_an_edited_event(tmp_path: Path) -> None:
 
     path = tmp_path / "tamper.db"
     db = f"sqlite:///{path}"
-    sys.path.insert(0, str(ROOT / "examples"))
-    try:
-        import approvals_by_signal as ex
-    finally:
-        sys.path.pop(0)
+    ex = example("approvals_by_signal")
     with wp.Engine(db) as engine:
         engine.register(ex.review, ex.publish)
         run_id = engine.start(ex.review, "doc", run_id="r").run_id
@@ -164,11 +156,7 @@ def test_worker_process_serves_runs_and_stops_on_sigterm(tmp_path: Path) -> None
         text=True,
     )
     try:
-        sys.path.insert(0, str(ROOT / "examples"))
-        try:
-            import worker_app
-        finally:
-            sys.path.pop(0)
+        worker_app = example("worker_app")
         with wp.Engine(db) as client:  # a client: registers, but does not run workers
             client.register(worker_app.greet, worker_app.hello)
             handle = client.start("greet", "Ada")
@@ -306,24 +294,13 @@ def test_verify_with_a_chain_key_and_a_damaged_event(tmp_path: Path) -> None:
     db = f"sqlite:///{path}"
     secret = base64.urlsafe_b64encode(b"q" * 32).decode()
     env = {**os.environ, "WAYPOST_CHAIN_KEYS": f"k1:{secret}"}
-    sys.path.insert(0, str(ROOT / "examples"))
-    try:
-        import approvals_by_signal as ex
-    finally:
-        sys.path.pop(0)
+    ex = example("approvals_by_signal")
     chain = wp.Chain(parse_keys(f"k1:{secret}"))
     with wp.Engine(db, chain=chain) as engine:
         engine.register(ex.review, ex.publish)
         run_id = engine.start(ex.review, "doc", run_id="r").run_id
         engine.signal(run_id, "approve", "mallory")
-    ok = subprocess.run(
-        [str(WAYPOST), "runs", "verify", run_id, "--db", db],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    ok = waypost_on(db, "runs", "verify", run_id, env=env, cwd=tmp_path)
     assert ok.returncode == 0 and "history intact (keyed with 'k1')" in ok.stdout, ok.stderr
     no_key = run([str(WAYPOST), "runs", "verify", run_id, "--db", db], cwd=tmp_path)
     assert no_key.returncode == 1 and "which this process was not given" in no_key.stderr
@@ -331,26 +308,12 @@ def test_verify_with_a_chain_key_and_a_damaged_event(tmp_path: Path) -> None:
     conn.execute("UPDATE events SET data = '{\"name\": ' WHERE seq = 2")
     conn.commit()
     conn.close()
-    damaged = subprocess.run(
-        [str(WAYPOST), "runs", "verify", run_id, "--db", db],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    damaged = waypost_on(db, "runs", "verify", run_id, env=env, cwd=tmp_path)
     assert (
         damaged.returncode == 1 and "event 2: its stored data is not valid JSON" in damaged.stderr
     )
     assert "Traceback" not in damaged.stderr
-    history = subprocess.run(
-        [str(WAYPOST), "runs", "history", run_id, "--db", db],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    history = waypost_on(db, "runs", "history", run_id, env=env, cwd=tmp_path)
     assert history.returncode == 0 and "Traceback" not in history.stderr
 
 

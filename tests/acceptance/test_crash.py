@@ -22,7 +22,6 @@ finishes the work and the test checks:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import signal
@@ -38,6 +37,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
+from tests.helpers.workers import complete_lines
 from waypost.model.chain import verify_chain
 from waypost.model.events import TERMINAL_EVENTS, Event
 from waypost.runtime.instance import idempotency_key
@@ -167,10 +167,7 @@ class Harness:
     # -- the subprocess ---------------------------------------------------------
     def executions(self) -> list[dict[str, Any]]:
         """The logged executions (complete lines only: the app may be writing one now)."""
-        if not self.log.exists():
-            return []
-        text = self.log.read_text()
-        return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+        return complete_lines(self.log)
 
     def run_app(
         self,

@@ -68,26 +68,27 @@ def worker(url: str, log: Path, hold: str | None) -> subprocess.Popen[bytes]:
     )
 
 
+def killed_inside(url: str, log: Path, step: str, what: str) -> None:
+    """A worker that holds inside `step` once it is there is killed -9."""
+    a = worker(url, log, hold=step)
+    try:
+        eventually(lambda: any(e["step"] == step for e in app.read_log(str(log))), what, timeout=60)
+        a.send_signal(signal.SIGKILL)
+        a.wait(30)
+    finally:
+        if a.poll() is None:
+            a.kill()
+        a.communicate(timeout=30)
+    assert a.returncode == -signal.SIGKILL
+
+
 def test_a_definition_run_survives_sigkill_mid_step(db_url: str, tmp_path: Path) -> None:
     log = tmp_path / "executions.jsonl"
     engine = wp.Engine(db_url)
     try:
         engine.publish(DEFINITION, by="test")
         run = engine.start("crashy", {"n": 5}, run_id="crashy-1")
-        a = worker(db_url, log, hold="second")
-        try:
-            eventually(
-                lambda: any(e["step"] == "second" for e in app.read_log(str(log))),
-                "worker A inside step 'second'",
-                timeout=60,
-            )
-            a.send_signal(signal.SIGKILL)
-            a.wait(30)
-        finally:
-            if a.poll() is None:
-                a.kill()
-            a.communicate(timeout=30)
-        assert a.returncode == -signal.SIGKILL
+        killed_inside(db_url, log, "second", "worker A inside step 'second'")
         assert not engine.publish(DEFINITION).created  # the same content: still version 1
         v2 = engine.publish(DEFINITION.replace("next: done", "next: done\n    description: v2"))
         assert v2.version == 2
@@ -151,20 +152,7 @@ def test_a_map_survives_sigkill_mid_item_and_each_attempt_runs_once(
     try:
         engine.publish(MAP_DEFINITION, by="test")
         run = engine.start("crashy_map", {"ns": [1, 2, 3, 4]}, run_id="crashy-map-1")
-        a = worker(db_url, log, hold="item-2")
-        try:
-            eventually(
-                lambda: any(e["step"] == "item-2" for e in app.read_log(str(log))),
-                "worker A inside item 2",
-                timeout=60,
-            )
-            a.send_signal(signal.SIGKILL)
-            a.wait(30)
-        finally:
-            if a.poll() is None:
-                a.kill()
-            a.communicate(timeout=30)
-        assert a.returncode == -signal.SIGKILL
+        killed_inside(db_url, log, "item-2", "worker A inside item 2")
         b = worker(db_url, log, hold=None)
         try:
             assert engine.result(run.run_id, timeout=60) == [2, 4, 6, 8]

@@ -13,7 +13,6 @@ import contextlib
 import getpass
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import eventually
+from tests.helpers.servers import stopped_cleanly
 
 WAYPOST = Path(sys.executable).with_name("waypost")
 pytestmark = pytest.mark.timeout(180)
@@ -128,13 +128,8 @@ def worker(cli: Cli, *options: str) -> Iterator[subprocess.Popen[str]]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
+    with stopped_cleanly(proc):
         yield proc
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    assert "Traceback" not in err, err
 
 
 def _blocks(out: str) -> dict[str, list[str]]:

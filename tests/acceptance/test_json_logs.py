@@ -18,6 +18,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.cli import run
 from tests.helpers.servers import free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -137,13 +138,7 @@ def test_a_server_logs_json_lines_that_name_the_run(tmp_path: Path, how: str) ->
 
 
 def test_an_unknown_log_format_is_refused(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [str(WAYPOST), "worker", "--db", f"sqlite:///{tmp_path / 'x.db'}"],
-        env={**os.environ, "WAYPOST_LOG_FORMAT": "yaml"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    worker = [str(WAYPOST), "worker", "--db", f"sqlite:///{tmp_path / 'x.db'}"]
+    proc = run(worker, cwd=tmp_path, timeout=60, WAYPOST_LOG_FORMAT="yaml")
     assert proc.returncode == 2, proc.stderr
     assert "'yaml' is not one of 'text', 'json'" in proc.stderr

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import waypost as wp
 from tests.helpers import eventually
-from tests.helpers.servers import free_port
+from tests.helpers.servers import example, free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 WAYPOST = Path(sys.executable).with_name("waypost")
@@ -50,11 +50,7 @@ def test_a_worker_serves_its_metrics_on_its_own_port(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        sys.path.insert(0, str(ROOT / "examples"))
-        try:
-            import worker_app
-        finally:
-            sys.path.pop(0)
+        worker_app = example("worker_app")
         with wp.Engine(db) as client:  # registers, but runs no work: the worker does
             client.register(worker_app.greet, worker_app.hello)
             for name in ("Ada", "Grace"):
@@ -123,15 +119,8 @@ def test_waypost_server_serves_metrics_behind_its_token(tmp_path: Path) -> None:
         text=True,
     )
 
-    def ready() -> bool:
-        assert proc.poll() is None, proc.communicate()[1]
-        try:
-            return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
     try:
-        eventually(ready, "the server to answer", timeout=60)
+        wait_ready(proc, base)
         assert httpx.get(f"{base}/metrics", timeout=10).status_code == 401
         wrong = httpx.get(f"{base}/metrics", headers={"Authorization": "Bearer nope"}, timeout=10)
         assert wrong.status_code == 401

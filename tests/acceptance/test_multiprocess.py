@@ -28,11 +28,9 @@ checks:
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -45,13 +43,13 @@ import pytest
 
 import waypost as wp
 from tests.helpers import pg_connect
+from tests.helpers.workers import acceptance_env, complete_lines, quiet_worker
 from waypost.model.chain import verify_chain
 from waypost.model.events import TERMINAL_EVENTS, Event
 from waypost.runtime.instance import idempotency_key
 
 from . import multiproc_app as app
 
-HERE = Path(__file__).parent
 N_RUNS = 500  # the contract
 N_WORKERS = 3  # the contract
 STEPS = app.ACTIVITY_STEPS  # the contract: a 10-step workflow
@@ -101,30 +99,11 @@ class Cluster:
     workers: list[WorkerProc] = field(default_factory=list)
 
     def start(self) -> None:
-        script = Path(sys.executable).with_name("waypost")
-        command = [str(script)] if script.exists() else [sys.executable, "-m", "waypost.cli"]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
-        env[app.LOG_ENV] = str(self.log)
+        env = acceptance_env(**{app.LOG_ENV: str(self.log)})
+        options = ["--db", self.url, "--app", "multiproc_app", "--lease", str(LEASE)]
         for i in range(N_WORKERS):
             stderr = self.tmp / f"worker-{i}.stderr"
-            with open(stderr, "wb") as err:
-                proc = subprocess.Popen(
-                    [
-                        *command,
-                        "worker",
-                        "--db",
-                        self.url,
-                        "--app",
-                        "multiproc_app",
-                        "--lease",
-                        str(LEASE),
-                    ],
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=err,
-                )
+            proc = quiet_worker(options, env, stderr)
             self.workers.append(WorkerProc(i, proc, stderr))
 
     def stop(self) -> dict[int, int]:
@@ -157,10 +136,7 @@ class Cluster:
 
     def executions(self) -> list[dict[str, Any]]:
         """The logged executions (complete lines only: a worker may be writing one now)."""
-        if not self.log.exists():
-            return []
-        text = self.log.read_text()
-        return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
+        return complete_lines(self.log)
 
 
 def _wait(

@@ -9,9 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.http_server import Answer, LocalServer, Received, serving
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -47,7 +46,7 @@ async def present(ctx: wp.WorkflowContext, gift: str) -> str:
 """
 
 
-class Collector:
+class Collector(LocalServer):
     """Records the spans of every OTLP/HTTP export request: (name, trace id, attributes);
     `span_ids` by name."""
 
@@ -55,39 +54,20 @@ class Collector:
         self.spans: list[tuple[str, str, dict[str, Any]]] = []
         self.span_ids: dict[str, list[str]] = {}
         self.resources: list[dict[str, Any]] = []
-        collector = self
+        super().__init__(self._export)
+        self.url = self.base
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                for rs in request.resource_spans:
-                    collector.resources.append(
-                        {a.key: a.value.string_value for a in rs.resource.attributes}
-                    )
-                    for ss in rs.scope_spans:
-                        for span in ss.spans:
-                            attributes = {a.key: _value(a.value) for a in span.attributes}
-                            collector.spans.append((span.name, span.trace_id.hex(), attributes))
-                            collector.span_ids.setdefault(span.name, []).append(span.span_id.hex())
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
+    def _export(self, received: Received) -> Answer:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(received.body)
+        for rs in request.resource_spans:
+            self.resources.append({a.key: a.value.string_value for a in rs.resource.attributes})
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    attributes = {a.key: _value(a.value) for a in span.attributes}
+                    self.spans.append((span.name, span.trace_id.hex(), attributes))
+                    self.span_ids.setdefault(span.name, []).append(span.span_id.hex())
+        return Answer(200, b"", {"Content-Type": "application/x-protobuf"})
 
 
 def _value(v: Any) -> Any:
@@ -96,9 +76,7 @@ def _value(v: Any) -> Any:
 
 @pytest.fixture
 def collector() -> Iterator[Collector]:
-    c = Collector()
-    yield c
-    c.close()
+    yield from serving(Collector())
 
 
 def test_a_worker_exports_its_runs_spans_to_the_otlp_endpoint(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli import failed, ok, waypost
+from tests.helpers.cli import example_run, failed, ok, waypost
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -87,35 +87,13 @@ def test_queues_are_set_shown_and_listed_from_the_command_line(tmp_path: Path) -
 
 
 def test_the_guides_queue_example_runs() -> None:
-    import subprocess
-    import sys
-
-    root = Path(__file__).parents[2]
-    done = subprocess.run(
-        [sys.executable, str(root / "examples/queues.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = example_run("queues.py")
     assert "at most 2 payments ran at once" in done.stdout
     assert "[('payments', 2, (5, 1.0))]" in done.stdout
 
 
 def test_the_guides_workflow_queue_example_runs() -> None:
-    import subprocess
-    import sys
-
-    root = Path(__file__).parents[2]
-    done = subprocess.run(
-        [sys.executable, str(root / "examples/workflow_queues.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = example_run("workflow_queues.py")
     assert "admitted 1, enqueued 3" in done.stdout
     assert "urgent is enqueued" in done.stdout
     assert "at most 1 report ran at once; in order: monthly-0, urgent, monthly-1, monthly-2" in (

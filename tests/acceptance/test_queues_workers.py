@@ -19,10 +19,8 @@ claims at once, while the other polls (PostgreSQL wakes both with its notificati
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -30,13 +28,12 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
-from tests.helpers.workers import json_lines, most_at_once
+from tests.helpers.workers import json_lines, most_at_once, start_app_workers
 
 from . import queues_app as app
 
 pytestmark = pytest.mark.timeout(300)
 
-HERE = Path(__file__).parent
 N_RUNS = 200  # the contract
 LIMIT = 3  # the contract
 KILL_AFTER = 60  # attempts ended before the kill
@@ -51,16 +48,9 @@ def test_a_concurrency_limit_of_3_holds_across_two_workers_through_a_sigkill(
     engine.register(app.queued, app.sided, app.limited, app.side)
     try:
         engine.configure_queue("limited", concurrency=LIMIT)
-        script = Path(sys.executable).with_name("waypost")
-        command = [str(script)] if script.exists() else [sys.executable, "-m", "waypost.cli"]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
-        env[app.LOG_ENV] = str(log)
-        env.pop("WAYPOST_DB", None)
-        base = [*command, "worker", "--db", db_url, "--app", "queues_app", "--lease", str(LEASE)]
-        for i, extra in enumerate([[], ["--queues", "limited,default"]]):
-            with open(tmp_path / f"worker-{i}.stderr", "wb") as err:
-                workers.append(subprocess.Popen([*base, *extra], stderr=err, env=env))
+        extras = [[], ["--queues", "limited,default"]]
+        logged = (app.LOG_ENV, log)
+        start_app_workers(workers, db_url, "queues_app", logged, LEASE, extras, tmp_path)
         runs = [engine.start(app.queued, n, run_id=f"q-{n:03d}") for n in range(N_RUNS)]
         sides = [engine.start(app.sided, n, run_id=f"s-{n:02d}") for n in range(10)]
 

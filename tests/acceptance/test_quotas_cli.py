@@ -9,6 +9,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers.cli import failed, ok, waypost
+from tests.helpers.tenants import NO_USAGE
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -17,17 +18,7 @@ def test_quotas_are_shown_and_set_from_the_command_line(tmp_path: Path) -> None:
     ok(waypost(tmp_path, "tenants", "create", "acme"))
     shown = json.loads(ok(waypost(tmp_path, "tenants", "show", "acme", "--json")).stdout)
     assert shown["quotas"] == {**wp.Quotas().to_json(), "max_payload_bytes": 1_000_000}
-    assert shown["usage"] == {
-        "running_runs": 0,
-        "activities_in_flight": 0,
-        "pending_timers": 0,
-        "definitions": 0,
-        "schedules": 0,
-        "webhook_sources": 0,
-        "queues": 0,
-        "users": 0,
-        "api_keys": 0,
-    }
+    assert shown["usage"] == NO_USAGE
     assert shown["overrides"] == {}
 
     ok(

@@ -29,6 +29,7 @@ from tests.helpers.servers import (
     free_port,
     note_for,
     server,
+    tenant_with_key,
     waypost_ok,
 )
 
@@ -39,19 +40,7 @@ def test_a_purchase_order_published_started_approved_from_its_link_and_completed
     tmp_path: Path,
 ) -> None:
     db = f"sqlite:///{tmp_path / 'waypost.db'}"
-    waypost_ok(tmp_path, db, "tenants", "create", "shop")
-    key = waypost_ok(
-        tmp_path,
-        db,
-        "keys",
-        "create",
-        "--tenant",
-        "shop",
-        "--principal",
-        "ops",
-        "--roles",
-        "operator,starter",
-    )
+    key = tenant_with_key(tmp_path, db, "shop", "ops", "operator,starter")
     waypost_ok(
         tmp_path, db, "groups", "add", "purchasing-managers", "mia", "max", "--tenant", "shop"
     )
@@ -110,19 +99,7 @@ def test_a_purchase_order_published_started_approved_from_its_link_and_completed
 @pytest.fixture
 def code_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
     db = f"sqlite:///{tmp_path / 'waypost.db'}"
-    waypost_ok(tmp_path, db, "tenants", "create", "acme")
-    key = waypost_ok(
-        tmp_path,
-        db,
-        "keys",
-        "create",
-        "--tenant",
-        "acme",
-        "--principal",
-        "app",
-        "--roles",
-        "starter,operator",
-    )
+    key = tenant_with_key(tmp_path, db, "acme", "app", "starter,operator")
     with server(tmp_path, db, "--app", "worker_app") as base:
         yield base, key
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.helpers import eventually
-from tests.helpers.servers import EXAMPLES, ORDER, note_for, server, waypost_ok
+from tests.helpers.servers import EXAMPLES, ORDER, note_for, server, tenant_with_key, waypost_ok
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -20,19 +20,7 @@ def test_two_servers_on_one_postgresql_serve_the_same_runs(
     tmp_path: Path, fresh_postgres: str
 ) -> None:
     db = fresh_postgres
-    waypost_ok(tmp_path, db, "tenants", "create", "shop")
-    key = waypost_ok(
-        tmp_path,
-        db,
-        "keys",
-        "create",
-        "--tenant",
-        "shop",
-        "--principal",
-        "ops",
-        "--roles",
-        "operator,starter",
-    )
+    key = tenant_with_key(tmp_path, db, "shop", "ops", "operator,starter")
     waypost_ok(tmp_path, db, "groups", "add", "purchasing-managers", "mia", "--tenant", "shop")
     auth = {"Authorization": f"Bearer {key}"}
     app = ("--app", "purchase_order_definition")

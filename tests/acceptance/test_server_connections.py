@@ -6,13 +6,13 @@ requests on other connections are answered.
 from __future__ import annotations
 
 import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.helpers.cli import run
 from tests.helpers.servers import WAYPOST, server
 
 pytestmark = pytest.mark.timeout(240)
@@ -87,20 +87,9 @@ def test_headers_sent_in_pieces_within_the_timeout_are_answered(base: str) -> No
 
 
 def test_a_trusted_proxy_that_is_no_network_is_refused_at_start(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            str(WAYPOST),
-            "server",
-            "--db",
-            f"sqlite:///{tmp_path / 'x.db'}",
-            "--trusted-proxy",
-            "10.0.0.0/8,proxy.example",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    proxies = ("--trusted-proxy", "10.0.0.0/8,proxy.example")
+    proc = run([str(WAYPOST), "server", "--db", db, *proxies], cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "--trusted-proxy" in proc.stderr
     assert "not 'proxy.example'" in proc.stderr

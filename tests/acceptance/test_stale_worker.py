@@ -26,11 +26,9 @@ It runs on SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,6 +39,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
+from tests.helpers.workers import acceptance_env, quiet_worker
 from waypost.model.events import TERMINAL_EVENTS, Event
 from waypost.model.records import RunInfo
 from waypost.model.status import RunStatus
@@ -48,7 +47,6 @@ from waypost.runtime.instance import idempotency_key
 
 from . import stale_app as app
 
-HERE = Path(__file__).parent
 LEASE = 1.0
 RUN_ID = "stale-1"
 ORDER_ID = "o-1"
@@ -98,33 +96,11 @@ class Workers:
         return self.tmp / "ledger.db"
 
     def start(self, name: str) -> WorkerProc:
-        script = Path(sys.executable).with_name("waypost")
-        command = [str(script)] if script.exists() else [sys.executable, "-m", "waypost.cli"]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
-        env[app.LOG_ENV] = str(self.log)
-        env[app.GATE_ENV] = str(self.gate)
-        env[app.LEDGER_ENV] = str(self.ledger)
+        files = {app.LOG_ENV: self.log, app.GATE_ENV: self.gate, app.LEDGER_ENV: self.ledger}
+        env = acceptance_env(**{var: str(path) for var, path in files.items()})
         stderr = self.tmp / f"worker-{name}.stderr"
-        with open(stderr, "wb") as err:
-            proc = subprocess.Popen(
-                [
-                    *command,
-                    "worker",
-                    "--db",
-                    self.url,
-                    "--app",
-                    "stale_app",
-                    "--lease",
-                    str(LEASE),
-                    "--grace",
-                    "5",
-                ],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
+        options = ["--db", self.url, "--app", "stale_app", "--lease", str(LEASE), "--grace", "5"]
+        proc = quiet_worker(options, env, stderr)
         worker = WorkerProc(name, proc, stderr)
         self.started.append(worker)
         return worker

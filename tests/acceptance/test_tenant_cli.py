@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import waypost as wp
-from tests.helpers.cli import failed, ok, waypost
+from tests.helpers.cli import create_key, failed, ok, waypost
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -24,19 +24,7 @@ steps:
 def test_a_tenant_disabled_enabled_then_disabled_and_deleted(tmp_path: Path) -> None:
     ok(waypost(tmp_path, "tenants", "create", "acme"))
     ok(waypost(tmp_path, "tenants", "create", "globex"))
-    key = ok(
-        waypost(
-            tmp_path,
-            "keys",
-            "create",
-            "--tenant",
-            "acme",
-            "--principal",
-            "olga",
-            "--roles",
-            "operator",
-        )
-    ).stdout.strip()
+    key = ok(create_key(tmp_path, "acme", "olga", "operator")).stdout.strip()
     db = f"sqlite:///{tmp_path / 'waypost.db'}"
     with wp.Engine(db) as engine:
         engine.publish(DONE, tenant="acme")

@@ -14,10 +14,8 @@ steps, preferably inside one. Then, from the runs' histories (`RunAdmitted` to
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,14 +23,13 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
-from tests.helpers.workers import json_lines, most_at_once
+from tests.helpers.workers import json_lines, most_at_once, start_app_workers
 from waypost.model.events import EventType
 
 from . import queues_app as app
 
 pytestmark = pytest.mark.timeout(300)
 
-HERE = Path(__file__).parent
 N_RUNS = 60
 LIMIT = 3
 KILL_AFTER = 20  # runs completed before the kill
@@ -47,16 +44,9 @@ def test_a_workflow_queue_of_3_holds_across_two_workers_through_a_sigkill(
     engine.register(app.wqueued, app.report_step)
     try:
         engine.configure_queue("wlimited", concurrency=LIMIT)
-        script = Path(sys.executable).with_name("waypost")
-        command = [str(script)] if script.exists() else [sys.executable, "-m", "waypost.cli"]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
-        env[app.LOG_ENV] = str(log)
-        env.pop("WAYPOST_DB", None)
-        base = [*command, "worker", "--db", db_url, "--app", "queues_app", "--lease", str(LEASE)]
-        for i in range(2):
-            with open(tmp_path / f"worker-{i}.stderr", "wb") as err:
-                workers.append(subprocess.Popen(base, stderr=err, env=env))
+        extras = [[], []]
+        logged = (app.LOG_ENV, log)
+        start_app_workers(workers, db_url, "queues_app", logged, LEASE, extras, tmp_path)
         runs = [engine.start(app.wqueued, n, run_id=f"w-{n:03d}") for n in range(N_RUNS)]
         assert engine.queue("wlimited").runs_enqueued >= N_RUNS - LIMIT
         eventually(

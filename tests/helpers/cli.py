@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
-from .servers import WAYPOST
+from .servers import EXAMPLES, WAYPOST
 
 
 def waypost(tmp_path: Path, *args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -21,6 +22,14 @@ def waypost(tmp_path: Path, *args: str, db: Path | None = None) -> subprocess.Co
         env={k: v for k, v in os.environ.items() if k not in ("WAYPOST_DB", "WAYPOST_DEBUG")},
         check=False,
     )
+
+
+def create_key(
+    tmp_path: Path, tenant: str, principal: str, roles: str, *more: str
+) -> subprocess.CompletedProcess[str]:
+    """`waypost keys create` of `principal` in `tenant` with `roles` (and `more` options)."""
+    who = ("--tenant", tenant, "--principal", principal, "--roles", roles)
+    return waypost(tmp_path, "keys", "create", *who, *more)
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -48,3 +57,34 @@ def run(
         env={**os.environ, **env},
         check=False,
     )
+
+
+def waypost_on(
+    db_url: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`waypost <args> --db <db_url>`, in the test's environment unless `env` is given."""
+    return subprocess.run(
+        [str(WAYPOST), *args, "--db", db_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def example_run(script: str) -> subprocess.CompletedProcess[str]:
+    """`python examples/<script>`, which must succeed."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 
 @dataclass(frozen=True)
@@ -95,3 +95,18 @@ class Server:
 
     def close(self) -> None:
         self._http.close()
+
+
+class _Closes(Protocol):
+    def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Closes)
+
+
+def serving(server: S) -> Iterator[S]:
+    """Yield `server`, then close it: the body of a server fixture (`yield from serving(...)`)."""
+    try:
+        yield server
+    finally:
+        server.close()

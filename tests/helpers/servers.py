@@ -7,6 +7,7 @@ test's directory) and finds the examples and this repository on its import path.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -53,11 +55,64 @@ def waypost_ok(tmp_path: Path, db: str, *args: str) -> str:
     return proc.stdout.strip()
 
 
+def tenant_with_key(tmp_path: Path, db: str, tenant: str, principal: str, roles: str) -> str:
+    """Create `tenant` and an API key of `principal` in it with `roles` (comma-separated),
+    with `waypost` commands; the key."""
+    waypost_ok(tmp_path, db, "tenants", "create", tenant)
+    return waypost_ok(
+        tmp_path,
+        db,
+        "keys",
+        "create",
+        "--tenant",
+        tenant,
+        "--principal",
+        principal,
+        "--roles",
+        roles,
+    )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def example(name: str) -> ModuleType:
+    """The module `name` of the examples folder, imported."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
+
+def wait_ready(proc: subprocess.Popen[str], base: str) -> None:
+    """Wait (a minute at most) for the server process at `base` to answer `/readyz`; fail
+    at once, with its error output, if it exits."""
+
+    def ready() -> bool:
+        assert proc.poll() is None, proc.communicate()[1]
+        try:
+            return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    eventually(ready, "the server to answer", timeout=60)
+
+
+@contextlib.contextmanager
+def stopped_cleanly(proc: subprocess.Popen[str]) -> Iterator[None]:
+    """Stop `proc` with SIGTERM when the block ends: it must exit 0, without a traceback."""
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err
 
 
 @contextlib.contextmanager
@@ -73,22 +128,9 @@ def server(tmp_path: Path, db: str, *options: str) -> Iterator[str]:
         text=True,
     )
     base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert proc.poll() is None, proc.communicate()[1]
-        try:
-            return httpx.get(f"{base}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        eventually(ready, "the server to answer", timeout=60)
+    with stopped_cleanly(proc):
+        wait_ready(proc, base)
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    assert "Traceback" not in err, err
 
 
 def note_for(notes: Path, who: str, run_id: str | None = None) -> dict[str, Any]:

@@ -7,8 +7,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from waypost.model.events import EventType, NewEvent
 from waypost.store import open_store
-from waypost.store.base import FiredTimer
+from waypost.store.base import FiredTimer, NewRun
 from waypost.testing import check_invariants
 
 T = TypeVar("T")
@@ -46,3 +47,14 @@ def violations(url: str) -> list[Any]:
     """What `check_invariants` finds wrong with every run of the database."""
     found: list[Any] = list(on_store(url, check_invariants))
     return found
+
+
+async def create_orphan(store: Any, workflow: str, owner: str, lease: float, now: float) -> None:
+    """Run `orphan` of `workflow` (version 1, in the default tenant), its workflow task
+    leased to `owner` for `lease` seconds: an engine that will not come back."""
+    started = NewEvent(
+        EventType.RUN_STARTED, {"workflow": workflow, "version": "1", "input": None}, now
+    )
+    run = {"tenant": "default", "run_id": "orphan", "workflow": workflow, "version": "1"}
+    claim = {"claim_owner": owner, "lease": lease, "queue": f"{workflow}@1"}
+    await store.create_run(NewRun(**run, input=None, ts=now, started=started, **claim))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -14,6 +15,7 @@ import uvicorn
 import waypost as wp
 from tests.helpers import eventually
 from waypost.model import operations as ops
+from waypost.observability import Metrics
 from waypost.server.app import create_app
 
 
@@ -53,6 +55,60 @@ def make_key(engine: wp.Engine, tenant: str, principal: str, *roles: str) -> str
     new = engine.execute(ops.CreateKey(principal=principal, roles=list(roles)), local)
     key: str = new.key
     return key
+
+
+@contextmanager
+def run_commanders(
+    engine: wp.Engine, base: str, outsider_role: str
+) -> Iterator[tuple[Api, Api, Api]]:
+    """Clients of olga (operator in acme), sam (starter in acme) and oscar (an
+    `outsider_role` of tenant other), closed when the block ends."""
+    apis = (
+        Api(base, make_key(engine, "acme", "olga", "operator")),
+        Api(base, make_key(engine, "acme", "sam", "starter")),
+        Api(base, make_key(engine, "other", "oscar", outsider_role)),
+    )
+    try:
+        yield apis
+    finally:
+        for api in apis:
+            api.http.close()
+
+
+def serve_metered(
+    make_engine: Callable[..., wp.Engine], serve: Callable[..., str], *code: Any, **options: Any
+) -> tuple[wp.Engine, str]:
+    """An engine serving `code` that keeps metrics (its store watched), and the base URL of
+    its server, which shows the series by tenant, workflow and queue to whoever holds the
+    token `scrape-secret`. `ttl` goes to the store's watch; other `options` to the engine."""
+    watch = {"ttl": options.pop("ttl")} if "ttl" in options else {}
+    metrics = Metrics()
+    engine = make_engine(*code, observer=metrics, **options)
+    metrics.watch_store(engine.aio.store, engine.aio.clock, **watch)
+    return engine, serve(engine, metrics=metrics, metrics_token="scrape-secret")
+
+
+def metrics_text(base: str) -> str:
+    """What /metrics shows the holder of the token `scrape-secret`."""
+    with Api(base, None) as anyone:
+        text: str = anyone.get("/metrics", headers={"Authorization": "Bearer scrape-secret"}).text
+    return text
+
+
+# Who most tests of the HTTP surface act as: name -> (tenant, principal, *roles).
+STAFF = {
+    "admin": ("acme", "root", "admin"),
+    "ops": ("acme", "olga", "operator"),
+    "viewer": ("acme", "vic", "viewer"),
+    "other": ("globex", "gus", "admin"),
+}
+
+
+def make_keys(engine: wp.Engine, *staff: str, **more: tuple[str, ...]) -> dict[str, str]:
+    """New API keys by name: each of `staff` as `STAFF` says, then each of `more` as
+    (tenant, principal, *roles)."""
+    people = {**{name: STAFF[name] for name in staff}, **more}
+    return {name: make_key(engine, *who) for name, who in people.items()}
 
 
 @pytest.fixture

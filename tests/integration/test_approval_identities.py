@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type
+from tests.helpers import of_type
 from tests.helpers.approvals import pending_approval
 from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
@@ -71,7 +71,7 @@ def test_a_tenant_admin_may_not_make_a_user_of_another_persons_name(
     site: dict[str, Any],
 ) -> None:
     engine: wp.Engine = site["engine"]
-    pending_approval_in_acme(engine, site["run_id"])
+    pending_approval(engine, site["run_id"], tenant="acme")
     with Api(site["base"], site["keys"]["ada"]) as admin:
         before = users(admin)
         for name, what in (
@@ -118,18 +118,9 @@ def test_a_tenant_admin_may_not_make_a_key_for_another_persons_name(
     engine.create_key("ann", ["approver"], tenant="acme")
 
 
-def pending_approval_in_acme(engine: wp.Engine, run_id: str) -> wp.ApprovalInfo:
-    def find() -> wp.ApprovalInfo | None:
-        found = engine.approvals(run_id=run_id, tenant="acme")
-        return found[0] if found else None
-
-    info: wp.ApprovalInfo = eventually(find, f"the approval of run {run_id}")
-    return info
-
-
 def test_every_vote_records_the_credential_that_authenticated_it(site: dict[str, Any]) -> None:
     engine: wp.Engine = site["engine"]
-    approval_id = pending_approval_in_acme(engine, site["run_id"]).approval_id
+    approval_id = pending_approval(engine, site["run_id"], tenant="acme").approval_id
     ann_key_id = site["keys"]["ann"].split("_")[1]
     # sam, the starter, signed in with a password at the console: refused, and the refusal
     # says through which account.

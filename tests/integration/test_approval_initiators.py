@@ -18,7 +18,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_write, eventually
-from tests.helpers.approvals import pending_approval
+from tests.helpers.approvals import issue_credential, pending_approval
 from waypost.model import operations as ops, schedules as sch
 from waypost.model.approvals import UNKNOWN_STARTER
 from waypost.model.identity import Principal, Role
@@ -94,6 +94,14 @@ def refused_as_starter(engine: wp.Engine, approval_id: str, who: str) -> None:
         decide(engine, approval_id, who)
 
 
+def started_for(starter: str, engine: wp.Engine, run_id: str, decider: str) -> None:
+    """The run was started for `starter`, who may not decide its approval; `decider` may."""
+    approval = pending_approval(engine, run_id)
+    assert engine.history(run_id)[0].data["started_by"] == starter
+    refused_as_starter(engine, approval.approval_id, starter)
+    assert decide(engine, approval.approval_id, decider).outcome == "approved"
+
+
 def test_a_child_run_is_started_for_its_parents_starter(make_engine: Any) -> None:
     engine = make_engine(parent, ask)
     with engine.running():
@@ -146,10 +154,7 @@ def test_a_scheduled_run_is_started_for_the_schedules_creator(make_engine: Any) 
         assert fire_at is not None
         clock.jump(fire_at + 1 - clock())
         run_id = sch.fire_run_id(sid, fire_at)
-        approval = pending_approval(engine, run_id)
-        assert engine.history(run_id)[0].data["started_by"] == "olga"
-        refused_as_starter(engine, approval.approval_id, "olga")
-        assert decide(engine, approval.approval_id, "otto").outcome == "approved"
+        started_for("olga", engine, run_id, decider="otto")
 
 
 def test_a_backfilled_run_is_started_for_whoever_ran_the_backfill(make_engine: Any) -> None:
@@ -167,10 +172,7 @@ def test_a_backfilled_run_is_started_for_whoever_ran_the_backfill(make_engine: A
         )
         run_id = done.fires[0][1]
         assert run_id is not None
-        approval = pending_approval(engine, run_id)
-        assert engine.history(run_id)[0].data["started_by"] == "otto"
-        refused_as_starter(engine, approval.approval_id, "otto")
-        assert decide(engine, approval.approval_id, "olga").outcome == "approved"
+        started_for("otto", engine, run_id, decider="olga")
 
 
 def test_a_fork_is_started_for_the_forking_operator(make_engine: Any) -> None:
@@ -262,20 +264,8 @@ def test_a_starter_listed_by_name_may_not_approve_their_own_run(
         else:
             # Even holding a credential of her own (issued before she was known as the
             # starter, say), sam may not decide.
-            from waypost.model import approvals as ap_model
-            from waypost.store.base import NewCredential
-
-            issued = ap_model.issue_credential()
-            engine._call(
-                engine.aio.store.issue_credentials(
-                    "default",
-                    approval.approval_id,
-                    "sam",
-                    [NewCredential(issued.credential_id, "approve", issued.secret_hash)],
-                    engine.aio.clock(),
-                )
-            )
+            token = issue_credential(engine, approval.approval_id, "sam")
             with pytest.raises(wp.DecisionRefused, match="sam started this run"):
-                engine.decide(approval.approval_id, issued.token, "sam", "approve")
+                engine.decide(approval.approval_id, token, "sam", "approve")
         assert engine.approval(approval.approval_id).votes == []
         assert decide(engine, approval.approval_id, "ann").outcome == "approved"

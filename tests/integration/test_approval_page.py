@@ -15,21 +15,21 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
 import typing
+from functools import partial
 from typing import Any
 
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, of_type, pg_connect
+from tests.helpers import approvals, db_query, eventually, of_type, pg_connect
 from tests.helpers.approvals import pending_approval, purchase, refusals
 from tests.helpers.mail import Mailbox
+from tests.helpers.threads import in_threads
 from waypost.features.outbox import approval_links
 from waypost.features.senders import FileSender
-from waypost.model import approvals as ap_model, operations as ops
+from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
-from waypost.store.base import NewCredential
 from waypost.store.sqlfile import load_queries
 from waypost.testing.invariants import check_invariants
 
@@ -47,9 +47,7 @@ async def for_dora(ctx: wp.WorkflowContext) -> str:
 
 @pytest.fixture
 def engine(make_engine: Any, mailbox: Mailbox) -> Any:
-    eng = make_engine(purchase, for_dora, notifier=FileSender(mailbox.path))
-    eng.add_to_group("managers", ["ann", "bob", "cid"])
-    with eng.running():
+    with approvals.managers_engine(make_engine, mailbox, for_dora) as eng:
         yield eng
 
 
@@ -70,28 +68,7 @@ def decide_signed_in(engine: Any, who: Principal, approval_id: str, decision: st
 
 
 def credential_statuses(engine: Any, approval_id: str, who: str) -> list[str]:
-    rows = db_query(
-        engine.url,
-        "SELECT status FROM approval_credentials WHERE approval_id = ? AND approver = ? "
-        "ORDER BY status",
-        (approval_id, who),
-    )
-    return [r[0] for r in rows]
-
-
-def issue(engine: Any, approval_id: str, who: str) -> str:
-    """A fresh credential for `who`, as a redelivery makes one (the pair before it retires)."""
-    issued = ap_model.issue_credential()
-    engine._call(
-        engine.aio.store.issue_credentials(
-            "default",
-            approval_id,
-            who,
-            [NewCredential(issued.credential_id, "approve", issued.secret_hash)],
-            engine.aio.clock(),
-        )
-    )
-    return issued.token
+    return approvals.approver_credentials(engine, approval_id, who, "status")
 
 
 def everything(engine: Any) -> dict[str, list[Any]]:
@@ -168,9 +145,9 @@ def test_every_token_that_cannot_decide_gets_the_one_answer(
     engine.decide(aid, ann["approve_token"], "ann", "approve")
     engine.revoke(aid, "bob", by="ops", reason="away")
     # Replaced: a later delivery to Cid retires the pair before it.
-    live = issue(engine, aid, "cid")
+    live = approvals.issue_credential(engine, aid, "cid")
     # The run's starter holding a credential of her own (segregation of duties).
-    starters = issue(engine, aid, "eve")
+    starters = approvals.issue_credential(engine, aid, "eve")
     # An approval that ended: its credentials cannot decide any more.
     done = engine.start(purchase, {"amount": 20})
     done_aid = pending_approval(engine, done.run_id).approval_id
@@ -299,11 +276,7 @@ def test_two_posts_at_once_decide_once(engine: Any, mailbox: Mailbox) -> None:
         except wp.InvalidCredential as exc:
             results.append(exc)
 
-    threads = [threading.Thread(target=post) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads([post] * 2)
     assert sorted(type(r).__name__ for r in results) == ["DecisionReceipt", "InvalidCredential"]
     assert [v["principal"] for v in engine.approval(aid).votes] == ["bob"]
 
@@ -423,11 +396,7 @@ def test_the_same_approver_deciding_twice_at_once_counts_once(
         except wp.DecisionRefused as exc:
             results.append(exc)
 
-    threads = [threading.Thread(target=click, args=(d,)) for d in ("approve", "approve", "reject")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads([partial(click, d) for d in ("approve", "approve", "reject")])
     accepted = [r for r in results if isinstance(r, wp.DecisionReceipt)]
     assert len(accepted) == 1 and len(results) == 3, results
     assert [v["principal"] for v in engine.approval(aid).votes] == ["ann"]
@@ -478,15 +447,7 @@ def test_without_a_token_every_rule_still_holds(engine: Any, mailbox: Mailbox) -
 def test_without_a_token_expiry_is_judged_by_the_databases_clock(
     make_engine: Any, mailbox: Mailbox
 ) -> None:
-    behind = make_engine(
-        purchase, notifier=FileSender(mailbox.path), clock=lambda: time.time() - 3600
-    )
-    behind.add_to_group("managers", ["ann", "bob"])
-    with behind.running():
-        # Expires a minute after the engine's "now": an hour before the database's.
-        run = behind.start(purchase, {"amount": 5, "expires_in": 60})
-        aid = pending_approval(behind, run.run_id).approval_id
-        ann = mailbox.wait(aid, "ann")
+    with approvals.behind_the_database(make_engine, mailbox) as (behind, _, aid, ann):
         with pytest.raises(wp.DecisionRefused, match="expired"):
             decide_signed_in(behind, approver("ann"), aid, "approve")
         with pytest.raises(wp.InvalidCredential):

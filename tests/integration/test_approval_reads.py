@@ -16,6 +16,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.approvals import pending_approval
 from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
 from waypost.model import approvals as ap_model
@@ -93,17 +94,8 @@ def test_an_approver_reads_only_the_approvals_it_may_decide_or_has_decided(
 
 
 def pending_approval_of(engine: wp.Engine, run_id: str) -> str:
-    approval_id: str = pending_approval_in(engine, run_id).approval_id
+    approval_id: str = pending_approval(engine, run_id, tenant="acme").approval_id
     return approval_id
-
-
-def pending_approval_in(engine: wp.Engine, run_id: str) -> wp.ApprovalInfo:
-    def find() -> wp.ApprovalInfo | None:
-        found = engine.approvals(run_id=run_id, tenant="acme")
-        return found[0] if found else None
-
-    info: wp.ApprovalInfo = eventually(find, f"the approval of run {run_id}")
-    return info
 
 
 def test_approval_ids_are_random_and_replay_keeps_the_recorded_one(
@@ -112,7 +104,7 @@ def test_approval_ids_are_random_and_replay_keeps_the_recorded_one(
     engine: wp.Engine = setup["engine"]  # cache_size=0: every step replays the history
     first = engine.start(ask, "ann", tenant="acme", run_id="same-run")
     other = engine.start(ask, "ann", tenant="globex", run_id="same-run")
-    first_ap = pending_approval_in(engine, first.run_id).approval_id
+    first_ap = pending_approval(engine, first.run_id, tenant="acme").approval_id
     requested = of_type(engine.history(first.run_id, tenant="acme"), "ApprovalRequested")[0]
     step = requested.data["step"]
     # Not the hash of tenant, run and step that ids used to be, nor anything else derivable.

@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from typing import Any
 
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, of_type
+from tests.helpers import approvals, db_query, eventually, of_type
 from tests.helpers.approvals import pending_approval, purchase, refusals
 from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender, LogSender
@@ -51,9 +50,7 @@ async def cosign(ctx: wp.WorkflowContext) -> dict[str, Any]:
 
 @pytest.fixture
 def engine(make_engine: Any, mailbox: Mailbox) -> Any:
-    eng = make_engine(purchase, notifier=FileSender(mailbox.path))
-    eng.add_to_group("managers", ["ann", "bob", "cid"])
-    with eng.running():
+    with approvals.managers_engine(make_engine, mailbox) as eng:
         yield eng
 
 
@@ -68,13 +65,9 @@ class Board:
 
 
 def credential_statuses(engine: Any, approval_id: str, approver: str) -> list[str]:
-    rows = db_query(
-        engine.url,
-        "SELECT status FROM approval_credentials WHERE approval_id = ? AND approver = ?"
-        " ORDER BY created_at, credential_id",
-        (approval_id, approver),
+    return approvals.approver_credentials(
+        engine, approval_id, approver, "created_at, credential_id"
     )
-    return [r[0] for r in rows]
 
 
 # == 1. without a veto, eligibility is counted once, in the deciding transaction ========
@@ -249,14 +242,7 @@ def test_removal_retires_credentials_at_once_and_readding_does_not_revive_them(
     with pytest.raises(wp.InvalidCredential):
         engine.decide(aid, cid["approve_token"], "cid", "approve")
     # Back in the group, cid is asked again, with new credentials.
-    fresh = eventually(
-        lambda: [
-            n
-            for n in mailbox.all()
-            if n["approver"] == "cid" and n["approve_token"] != cid["approve_token"]
-        ],
-        "cid's new notification",
-    )[0]
+    fresh = mailbox.next_after(cid, "cid's new notification")
     assert engine.decide(aid, fresh["approve_token"], "cid", "approve").outcome == "pending"
     # Bob and ann never left: their credentials were not touched.
     assert credential_statuses(engine, aid, "bob") == ["active", "active"]
@@ -367,19 +353,11 @@ def test_deliveries_in_flight_at_once_leave_one_usable_pair(engine: Any, mailbox
 def test_an_engine_whose_clock_is_behind_does_not_accept_an_expired_credential(
     make_engine: Any, mailbox: Mailbox
 ) -> None:
-    behind = make_engine(
-        purchase, notifier=FileSender(mailbox.path), clock=lambda: time.time() - 3600
-    )
-    behind.add_to_group("managers", ["ann", "bob"])
-    with behind.running():
-        # Expires a minute after the engine's "now": an hour before the database's.
-        run = behind.start(purchase, {"amount": 5, "expires_in": 60})
-        aid = pending_approval(behind, run.run_id).approval_id
-        ann = mailbox.wait(aid, "ann")
+    with approvals.behind_the_database(make_engine, mailbox) as (behind, run_id, aid, ann):
         with pytest.raises(wp.InvalidCredential):
             behind.decide(aid, ann["approve_token"], "ann", "approve")
         assert behind.approval(aid).votes == []
-        assert "expired" in refusals(behind, run.run_id)[-1]["reason"]
+        assert "expired" in refusals(behind, run_id)[-1]["reason"]
 
 
 # == 5. refused decisions are bounded ========================================================
@@ -556,20 +534,11 @@ def test_segregation_of_duties_compares_the_callers_identity(
     mailbox.wait(approval.approval_id, "ann")
     assert not [n for n in mailbox.all() if n["approver"] == "eve"]  # never asked
     # Even holding a credential of her own, eve (however she spells herself) may not decide.
-    issued = ap_model.issue_credential()
-    engine._call(
-        engine.aio.store.issue_credentials(
-            "default",
-            approval.approval_id,
-            "eve",
-            [NewCredential(issued.credential_id, "approve", issued.secret_hash)],
-            engine.aio.clock(),
-        )
-    )
+    token = approvals.issue_credential(engine, approval.approval_id, "eve")
     approver = Principal("default", "\uff25\uff36\uff25", frozenset({Role.APPROVER}))
     decide = ops.Decide(
         approval_id=approval.approval_id,
-        token=issued.token,
+        token=token,
         approver=None,  # type: ignore[arg-type]
         decision="approve",
     )

@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, of_type
-from tests.helpers.approvals import pending_approval, purchase, refusals
+from tests.helpers import approvals, db_query, eventually, of_type
+from tests.helpers.approvals import credential_statuses, pending_approval, purchase, refusals
 from tests.helpers.mail import Mailbox
+from tests.helpers.threads import in_threads
 from waypost.features.senders import FileSender
-from waypost.model import approvals as ap_model
-from waypost.store.base import NewCredential
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,9 +35,7 @@ async def two_signatures(ctx: wp.WorkflowContext) -> list[str]:
 
 @pytest.fixture
 def engine(make_engine: Any, mailbox: Mailbox) -> Any:
-    eng = make_engine(purchase, two_signatures, notifier=FileSender(mailbox.path))
-    eng.add_to_group("managers", ["ann", "bob", "cid"])
-    with eng.running():
+    with approvals.managers_engine(make_engine, mailbox, two_signatures) as eng:
         yield eng
 
 
@@ -92,11 +89,7 @@ def test_a_double_click_counts_once(engine: Any, mailbox: Mailbox) -> None:
         except wp.InvalidCredential as exc:
             results.append(exc)
 
-    threads = [threading.Thread(target=click) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads([click] * 2)
     accepted = [r for r in results if isinstance(r, wp.DecisionReceipt)]
     assert len(accepted) == 1 and len([r for r in results if isinstance(r, Exception)]) == 1
     assert len(engine.approval(approval.approval_id).votes) == 1
@@ -122,14 +115,7 @@ def test_the_same_approver_counts_once_toward_a_quorum(engine: Any, mailbox: Mai
     assert [(c.data["revoked"], c.data["added"], c.data["by"]) for c in changed] == [
         ("bob", "ann", "ops")
     ]
-    again = eventually(
-        lambda: [
-            n
-            for n in mailbox.all()
-            if n["approver"] == "ann" and n["approve_token"] != ann["approve_token"]
-        ],
-        "ann's second notification",
-    )[0]
+    again = mailbox.next_after(ann, "ann's second notification")
     with pytest.raises(wp.DecisionRefused, match="decided on this approval already"):
         engine.decide(approval.approval_id, again["approve_token"], "ann", "approve")
     info = engine.approval(approval.approval_id)
@@ -145,19 +131,9 @@ def test_self_approval_is_refused(engine: Any, mailbox: Mailbox) -> None:
     assert engine.approvals("ann") == []
     # Even holding a credential of her own (say, issued before a policy change),
     # the principal who started the run may not decide.
-    issued = ap_model.issue_credential()
-    store = engine.aio.store
-    engine._call(
-        store.issue_credentials(
-            "default",
-            approval.approval_id,
-            "ann",
-            [NewCredential(issued.credential_id, "approve", issued.secret_hash)],
-            engine.aio.clock(),
-        )
-    )
+    token = approvals.issue_credential(engine, approval.approval_id, "ann")
     with pytest.raises(wp.DecisionRefused, match="segregation of duties"):
-        engine.decide(approval.approval_id, issued.token, "ann", "approve")
+        engine.decide(approval.approval_id, token, "ann", "approve")
     assert "segregation of duties" in refusals(engine, run.run_id)[0]["reason"]
     assert engine.approval(approval.approval_id).votes == []
 
@@ -247,12 +223,7 @@ def test_cancel_while_waiting_kills_the_credentials(engine: Any, mailbox: Mailbo
     with pytest.raises(wp.InvalidCredential):
         engine.decide(approval.approval_id, ann["approve_token"], "ann", "approve")
     assert engine.approval(approval.approval_id).status == "cancelled"
-    statuses = db_query(
-        engine.url,
-        "SELECT DISTINCT status FROM approval_credentials WHERE approval_id = ?",
-        (approval.approval_id,),
-    )
-    assert statuses == [("revoked",)]
+    assert credential_statuses(engine, approval.approval_id) == [("revoked",)]
 
 
 def test_expiry_takes_the_timeout_path(engine: Any, mailbox: Mailbox) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
+from tests.helpers.webhooks import webhook_headers
 from tests.integration.server_fixtures import Api, make_key, serve  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
@@ -180,27 +181,16 @@ async def bq_hooked(ctx: wp.WorkflowContext, order_id: str) -> int:
 
 
 def test_a_webhook_past_the_runs_bytes_is_refused_and_not_kept(make_engine: Any) -> None:
-    import base64
-    import hashlib
-    import hmac
     import json
-    import time
 
     engine = make_engine(bq_hooked)
     engine.create_tenant("acme")
     engine.set_quotas("acme", {"max_run_bytes": 4000})
     made = engine.create_webhook_source("pay", signal="paid", key="order", path="id", tenant="acme")
-    key = base64.b64decode(made.secret.removeprefix("whsec_"))
 
     def deliver(delivery_id: str) -> Any:
         body = json.dumps({"id": "o-1", "pad": KB}).encode()
-        ts = int(time.time())
-        mac = hmac.new(key, f"{delivery_id}.{ts}.".encode() + body, hashlib.sha256).digest()
-        headers = {
-            "webhook-id": delivery_id,
-            "webhook-timestamp": str(ts),
-            "webhook-signature": "v1," + base64.b64encode(mac).decode(),
-        }
+        headers = webhook_headers(made.secret, delivery_id, body)
         return engine.deliver_webhook(made.url_id, headers, body)
 
     with engine.running():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,10 +19,10 @@ import waypost as wp
 from tests.helpers import eventually, of_type
 from tests.helpers.gates import gate
 from tests.helpers.store import fire_far_in_the_future, open_tasks
+from tests.helpers.workers import signalled_at_the_end, worker_process
 from waypost.model.chain import verify_chain
 
 T = TypeVar("T")
-REPO = Path(__file__).resolve().parents[2]
 
 _lock = threading.Lock()
 calls: dict[str, list[dict[str, Any]]] = {}
@@ -107,14 +107,22 @@ async def two_jobs(ctx: wp.WorkflowContext, label: str) -> list[str]:
     return list(await asyncio.gather(ctx.run(long_job, label), ctx.run(never_started, label)))
 
 
+@contextmanager
+def long_job_running(make_engine: Any, flow: Any, label: str) -> Iterator[tuple[Any, Any]]:
+    """A running engine with one activity slot, and a run of `flow` whose `long_job`
+    holds that slot."""
+    engine = make_engine(flow, long_job, never_started, max_activities=1)
+    with engine.running():
+        handle = engine.start(flow, label)
+        assert gate(label).wait(10)
+        yield engine, handle
+
+
 def test_cancel_drops_work_not_started_and_tells_running_activities(
     make_engine: Any, db_url: str, label: str
 ) -> None:
     # One activity slot: long_job takes it, never_started waits in the queue.
-    engine = make_engine(two_jobs, long_job, never_started, max_activities=1)
-    with engine.running():
-        handle = engine.start(two_jobs, label)
-        assert gate(label).wait(10)
+    with long_job_running(make_engine, two_jobs, label) as (engine, handle):
         tasks = open_tasks(db_url, handle.run_id)
         queued = [t for t in tasks if t.kind == "activity" and t.queue == "never_started"]
         assert [t.owner for t in queued] == [None]  # ready, not started
@@ -154,10 +162,7 @@ async def careful(ctx: wp.WorkflowContext, label: str) -> list[str]:
 def test_a_running_activity_is_asked_to_stop_while_the_run_cleans_up(
     make_engine: Any, db_url: str, label: str
 ) -> None:
-    engine = make_engine(careful, long_job, never_started, max_activities=1)
-    with engine.running():
-        handle = engine.start(careful, label)
-        assert gate(label).wait(10)
+    with long_job_running(make_engine, careful, label) as (engine, handle):
         handle.cancel("cleanup first")
         eventually(
             lambda: (
@@ -311,16 +316,22 @@ async def signal_between(ctx: wp.WorkflowContext, folder: str) -> dict[str, Any]
     return {"before": before, "payload": payload, "after": after}
 
 
+def waiting_for_go(engine: Any, folder: str) -> Any:
+    """A run of `signal_between` that waits for its signal (the engine runs meanwhile)."""
+    with engine.running():
+        handle = engine.start(signal_between, folder)
+        eventually(
+            lambda: engine.get(handle.run_id).status == wp.RunStatus.WAITING,
+            "the run to wait for its signal",
+        )
+    return handle
+
+
 def test_a_second_engine_continues_a_run_started_by_the_first(
     make_engine: Any, tmp_path: Path
 ) -> None:
     first = make_engine(signal_between, mark)
-    with first.running():
-        handle = first.start(signal_between, str(tmp_path))
-        eventually(
-            lambda: first.get(handle.run_id).status == wp.RunStatus.WAITING,
-            "the run to wait for its signal",
-        )
+    handle = waiting_for_go(first, str(tmp_path))
     first.close()
     second = make_engine(signal_between, mark)
     with second.running():
@@ -340,36 +351,13 @@ def test_a_worker_process_continues_runs_and_stops_cleanly_on_sigterm(
     folder = tmp_path / "markers"
     folder.mkdir()
     engine = make_engine(signal_between, mark)
-    with engine.running():
-        waiting = engine.start(signal_between, str(folder))
-        eventually(
-            lambda: engine.get(waiting.run_id).status == wp.RunStatus.WAITING,
-            "the run to wait for its signal",
-        )
+    waiting = waiting_for_go(engine, str(folder))
     queued = engine.start(signal_between, str(folder))  # nobody serves: it waits for a worker
 
     log_path = tmp_path / "worker.log"
     with log_path.open("w") as log:
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "waypost.cli",
-                "worker",
-                "--db",
-                db_url,
-                "--app",
-                __name__,
-                "--lease",
-                "2",
-                "--grace",
-                "5",
-            ],
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
+        worker = worker_process(db_url, __name__, log, "--lease", "2", "--grace", "5")
+        with signalled_at_the_end(worker, signal.SIGTERM, wait=15):
             engine.signal(waiting.run_id, "go", "from the test")
             got = engine.result(waiting.run_id, timeout=20)
             eventually(
@@ -379,12 +367,7 @@ def test_a_worker_process_continues_runs_and_stops_cleanly_on_sigterm(
             )
             engine.signal(queued.run_id, "go", 2)
             got2 = engine.result(queued.run_id, timeout=20)
-            worker.send_signal(signal.SIGTERM)
-            code = worker.wait(15)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait(10)
+        code = worker.returncode
     output = log_path.read_text()
     assert code == 0, output
     assert got == {"before": os.getpid(), "payload": "from the test", "after": worker.pid}

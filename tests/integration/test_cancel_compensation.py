@@ -120,6 +120,18 @@ def test_a_run_cancelled_before_any_step_completed_has_nothing_to_compensate(
     assert engine.get(run.run_id).status == wp.RunStatus.CANCELLED
 
 
+def cancelled_then_late(engine: Any, run_id: str, gate: threading.Event, what: str) -> Any:
+    """The run ends cancelled while `what` runs; let by `gate`, `what` then reports into
+    the ended run (an audit fact). The error the run ended with."""
+    with pytest.raises(wp.WorkflowCancelled) as ended:
+        engine.result(run_id, timeout=20)
+    gate.set()
+    eventually(
+        lambda: of_type(engine.history(run_id), "LateResultIgnored"), f"the late result of {what}"
+    )
+    return ended.value.error
+
+
 def test_the_grace_ends_a_compensation_that_hangs_and_says_what_was_undone_by_then(
     make_engine: Any,
 ) -> None:
@@ -140,16 +152,10 @@ def test_the_grace_ends_a_compensation_that_hangs_and_says_what_was_undone_by_th
             waiting_for_signal(engine, run.run_id)
             engine.cancel(run.run_id, "hurry")
             assert running.wait(10)
-            with pytest.raises(wp.WorkflowCancelled) as ended:
-                engine.result(run.run_id, timeout=20)
-            gate.set()
-            eventually(
-                lambda: of_type(engine.history(run.run_id), "LateResultIgnored"),
-                "the late result of the hotel's compensation",
-            )
+            error = cancelled_then_late(engine, run.run_id, gate, "the hotel's compensation")
     finally:
         gate.set()
-    assert ended.value.error["details"] == {
+    assert error["details"] == {
         "compensated": ["flight"],
         "compensation_failed": [],
         "forced": True,
@@ -199,16 +205,9 @@ def test_a_cancel_during_a_failures_compensation(make_engine: Any, on_cancel: st
             run = engine.start("trip", {})
             assert running.wait(10)  # failed at `refuse`, undoing the flight
             engine.cancel(run.run_id, "enough")
-            with pytest.raises(wp.WorkflowCancelled) as ended:
-                engine.result(run.run_id, timeout=20)
-            gate.set()
-            eventually(
-                lambda: of_type(engine.history(run.run_id), "LateResultIgnored"),
-                "the late result of the interrupted compensation",
-            )
+            error = cancelled_then_late(engine, run.run_id, gate, "the interrupted compensation")
     finally:
         gate.set()
-    error = ended.value.error
     history = engine.history(run.run_id)
     undo = [
         e.data["compensates"]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -153,11 +155,18 @@ def test_code_that_awaits_a_hung_activity_ends_at_once_and_keeps_its_late_result
     assert of_type(history, "ActivityCompleted") == []
 
 
-def test_clean_up_that_ends_within_the_grace_ends_the_run_as_before(make_engine: Any) -> None:
-    engine = make_engine(waits_for_ack, cancel_grace=60)
+@contextmanager
+def waiting_for_ack(make_engine: Any, grace: float | None) -> Iterator[tuple[Any, Any]]:
+    """A running engine with this cancel grace, and a run of `waits_for_ack` that waits."""
+    engine = make_engine(waits_for_ack, cancel_grace=grace)
     with engine.running():
         run = engine.start(waits_for_ack, None)
         eventually(lambda: engine.get(run.run_id).waiting_for, "the run to wait")
+        yield engine, run
+
+
+def test_clean_up_that_ends_within_the_grace_ends_the_run_as_before(make_engine: Any) -> None:
+    with waiting_for_ack(make_engine, 60) as (engine, run):
         engine.cancel(run.run_id, "tidy up")
         info = eventually(
             lambda: (
@@ -179,10 +188,7 @@ def test_clean_up_that_ends_within_the_grace_ends_the_run_as_before(make_engine:
 
 
 def test_without_a_grace_clean_up_may_take_as_long_as_it_needs(make_engine: Any) -> None:
-    engine = make_engine(waits_for_ack, cancel_grace=None)
-    with engine.running():
-        run = engine.start(waits_for_ack, None)
-        eventually(lambda: engine.get(run.run_id).waiting_for, "the run to wait")
+    with waiting_for_ack(make_engine, None) as (engine, run):
         engine.cancel(run.run_id, "whenever")
         eventually(
             lambda: [w.get("name") for w in engine.get(run.run_id).waiting_for] == ["ack"],
@@ -222,10 +228,7 @@ def test_the_grace_is_durable_another_engine_ends_the_run_after_a_restart(
 
 
 def test_a_paused_run_starts_its_grace_when_it_is_resumed(make_engine: Any) -> None:
-    engine = make_engine(waits_for_ack, cancel_grace=0.3)
-    with engine.running():
-        run = engine.start(waits_for_ack, None)
-        eventually(lambda: engine.get(run.run_id).waiting_for, "the run to wait")
+    with waiting_for_ack(make_engine, 0.3) as (engine, run):
         engine.pause(run.run_id, "look first")
         engine.cancel(run.run_id, "then stop")
         # Paused: the code has not learnt of the cancel, so its grace has not begun.

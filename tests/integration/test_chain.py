@@ -31,6 +31,16 @@ def waiting_for_b(engine: Any, run_id: str) -> None:
     )
 
 
+def signalled_a(engine: Any, payload: str) -> Any:
+    """A run of `chained` that got signal a with `payload` and waits for b (the engine
+    runs meanwhile)."""
+    with engine.running():
+        run = engine.start(chained)
+        engine.signal(run.run_id, "a", payload)
+        waiting_for_b(engine, run.run_id)
+    return run
+
+
 def forge(db_url: str, engine: Any, run_id: str, chain: Chain) -> None:
     """Change the first signal's payload and rehash from there on with `chain`."""
     events = engine.history(run_id)
@@ -93,10 +103,7 @@ def test_an_edit_without_the_key_is_found_and_the_run_is_never_fed_forged_data(
 def test_a_plain_chain_cannot_tell_a_recomputed_edit(make_engine: Any, db_url: str) -> None:
     """What the guide says of plain hashes: an editor who recomputes them is not found."""
     engine = make_engine(chained)
-    with engine.running():
-        run = engine.start(chained)
-        engine.signal(run.run_id, "a", "mallory")
-        waiting_for_b(engine, run.run_id)
+    run = signalled_a(engine, "mallory")
     forge(db_url, engine, run.run_id, Chain())
     assert engine.verify(run.run_id) == []
 
@@ -105,10 +112,7 @@ def test_stored_data_that_is_not_json_is_reported_and_suspends_the_run(
     make_engine: Any, db_url: str
 ) -> None:
     first = make_engine(chained, chain=KEYED)
-    with first.running():
-        run = first.start(chained)
-        first.signal(run.run_id, "a", "mallory")
-        waiting_for_b(first, run.run_id)
+    run = signalled_a(first, "mallory")
     first.close()
     db_write(
         db_url,
@@ -134,10 +138,7 @@ def test_an_engine_without_the_key_suspends_a_keyed_run_instead_of_trusting_it(
     make_engine: Any, db_url: str
 ) -> None:
     keyed = make_engine(chained, chain=KEYED)
-    with keyed.running():
-        run = keyed.start(chained)
-        keyed.signal(run.run_id, "a", "x")
-        waiting_for_b(keyed, run.run_id)
+    run = signalled_a(keyed, "x")
     keyed.close()
     k2 = ChainKey("k2", b"z" * 32)
     other = make_engine(chained, chain=Chain([k2]))

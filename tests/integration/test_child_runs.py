@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, eventually_async, of_type
+from tests.helpers.workers import signalled_at_the_end, worker_process
 from waypost.testing.invariants import check_invariants
 
 from .console_fixtures import Browser
@@ -224,23 +224,11 @@ def test_a_parent_whose_worker_was_killed_is_replayed_elsewhere_without_a_second
     engine = make_engine(parent_of_two, waiting_kid, double)
     run = engine.start(parent_of_two, 7)
     kids = [f"{run.run_id}-1", "mine-7"]
-    log = (tmp_path / "worker.log").open("w")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "waypost.cli", "worker", "--db", db_url, "--app", __name__],
-        cwd=Path(__file__).parents[2],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        for kid_id in kids:
-            eventually(lambda k=kid_id: _status(engine, k) == "waiting", kid_id, timeout=30)
-        worker.send_signal(signal.SIGKILL)  # the parent's engine dies holding its run
-        worker.wait(10)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait(10)
-        log.close()
+    with (tmp_path / "worker.log").open("w") as log:
+        worker = worker_process(db_url, __name__, log)
+        with signalled_at_the_end(worker):  # the parent's engine dies holding its run
+            for kid_id in kids:
+                eventually(lambda k=kid_id: _status(engine, k) == "waiting", kid_id, timeout=30)
     with engine.running():
         for i, kid_id in enumerate(kids):
             engine.signal(kid_id, "go", f"k{i}")

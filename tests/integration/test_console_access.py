@@ -17,7 +17,7 @@ from tests.helpers import eventually
 from waypost.features import users as users_feature
 
 from .console_fixtures import Browser
-from .server_fixtures import make_key, serve
+from .server_fixtures import make_key, make_keys, serve
 
 __all__ = ["serve"]
 
@@ -37,12 +37,7 @@ def site(make_engine: Any, serve: Any) -> Iterator[dict[str, Any]]:
     engine = make_engine(waits)
     with engine.running():
         base = serve(engine)
-        keys = {
-            "admin": make_key(engine, "acme", "root", "admin"),
-            "ops": make_key(engine, "acme", "olga", "operator"),
-            "viewer": make_key(engine, "acme", "vic", "viewer"),
-            "other": make_key(engine, "globex", "gus", "admin"),
-        }
+        keys = make_keys(engine, "admin", "ops", "viewer", "other")
         engine.create_user("rita", ["operator"], PASSWORD, tenant="acme")
         engine.create_user("vera", ["viewer"], PASSWORD, tenant="acme")
         yield {"engine": engine, "base": base, **keys}
@@ -50,6 +45,13 @@ def site(make_engine: Any, serve: Any) -> Iterator[dict[str, Any]]:
 
 def browser(site: dict[str, Any]) -> Browser:
     return Browser(site["base"])
+
+
+def signed_in(site: dict[str, Any], user: str) -> Browser:
+    """A browser signed in as `user` of tenant acme, with the password."""
+    b = browser(site)
+    b.sign_in_password("acme", user, PASSWORD)
+    return b
 
 
 def test_sign_in_with_a_key_opens_the_runs_page(site: dict[str, Any]) -> None:
@@ -93,8 +95,7 @@ def test_a_wrong_password_and_an_unknown_user_get_one_message(site: dict[str, An
 def test_an_operator_terminates_a_run_with_a_reason(site: dict[str, Any]) -> None:
     engine = site["engine"]
     run = engine.start(waits, 1, tenant="acme", run_id="r-term")
-    b = browser(site)
-    b.sign_in_password("acme", "rita", PASSWORD)
+    b = signed_in(site, "rita")
     page = b.get("/runs/r-term")
     assert page.status_code == 200
     assert "signal go" in page.text  # what it waits for
@@ -123,8 +124,7 @@ def _with_cookie(site: dict[str, Any], cookie: str) -> Browser:
 
 
 def test_sign_out_ends_the_session_even_for_a_copied_cookie(site: dict[str, Any]) -> None:
-    b = browser(site)
-    b.sign_in_password("acme", "rita", PASSWORD)
+    b = signed_in(site, "rita")
     copied = _with_cookie(site, _cookie(b))
     assert copied.get("/runs").status_code == 200
     out = b.post_form("/sign-out", {})
@@ -150,8 +150,7 @@ def test_disabling_a_user_or_revoking_a_key_ends_their_sessions(site: dict[str, 
 
 
 def test_a_new_password_ends_the_old_sessions(site: dict[str, Any]) -> None:
-    b = browser(site)
-    b.sign_in_password("acme", "rita", PASSWORD)
+    b = signed_in(site, "rita")
     site["engine"].set_password("rita", "another long password", tenant="acme")
     assert b.get("/runs").status_code == 303
     assert browser(site).sign_in_password("acme", "rita", PASSWORD).status_code == 401
@@ -161,8 +160,7 @@ def test_a_new_password_ends_the_old_sessions(site: dict[str, Any]) -> None:
 
 
 def test_a_forged_or_tampered_cookie_is_not_a_session(site: dict[str, Any]) -> None:
-    b = browser(site)
-    b.sign_in_password("acme", "rita", PASSWORD)
+    b = signed_in(site, "rita")
     token, _, mac = _cookie(b).rpartition(".")
     for forged in (f"{token}.{'A' * len(mac)}", f"x{token}.{mac}", token, "", "." * 300):
         assert _with_cookie(site, forged).get("/runs").status_code == 303, forged
@@ -275,8 +273,7 @@ def test_a_command_without_the_right_csrf_token_does_nothing(site: dict[str, Any
 def test_a_viewer_sees_no_commands_and_is_refused_them(site: dict[str, Any]) -> None:
     engine = site["engine"]
     engine.start(waits, 4, tenant="acme", run_id="r-view")
-    b = browser(site)
-    b.sign_in_password("acme", "vera", PASSWORD)
+    b = signed_in(site, "vera")
     page = b.get("/runs/r-view")
     assert page.status_code == 200
     assert "/commands/terminate" not in page.text
@@ -302,8 +299,7 @@ def test_another_tenants_run_is_not_found(site: dict[str, Any]) -> None:
 def test_a_post_after_the_session_ended_does_nothing(site: dict[str, Any]) -> None:
     engine = site["engine"]
     engine.start(waits, 6, tenant="acme", run_id="r-late")
-    b = browser(site)
-    b.sign_in_password("acme", "rita", PASSWORD)
+    b = signed_in(site, "rita")
     token = b.csrf("/runs")
     engine.disable_user("rita", tenant="acme")
     answer = _terminate(b, "r-late", csrf=token)

@@ -16,7 +16,7 @@ import waypost as wp
 from tests.helpers import eventually
 
 from .console_fixtures import Browser
-from .server_fixtures import make_key, serve
+from .server_fixtures import make_keys, serve
 
 __all__ = ["serve"]
 
@@ -76,10 +76,7 @@ def site(make_engine: Any, serve: Any) -> Iterator[dict[str, Any]]:
     engine = make_engine(waits, waits_v2, steps, flaky_console, buggy, long_run, tick_console)
     with engine.running():
         base = serve(engine)
-        keys = {
-            "ops": make_key(engine, "acme", "olga", "operator"),
-            "viewer": make_key(engine, "acme", "vic", "viewer"),
-        }
+        keys = make_keys(engine, "ops", "viewer")
         yield {"engine": engine, "base": base, **keys}
 
 

@@ -19,7 +19,7 @@ from waypost.model.schedules import fire_run_id
 from waypost.testing import TestClock
 
 from .console_fixtures import Browser
-from .server_fixtures import make_key, serve
+from .server_fixtures import make_keys, serve
 
 __all__ = ["serve"]
 
@@ -46,11 +46,7 @@ def site(make_engine: Any, serve: Any) -> Iterator[dict[str, Any]]:
     )
     with engine.running():
         base = serve(engine)
-        keys = {
-            "ops": make_key(engine, "acme", "olga", "operator"),
-            "viewer": make_key(engine, "acme", "vic", "viewer"),
-            "other": make_key(engine, "globex", "gus", "admin"),
-        }
+        keys = make_keys(engine, "ops", "viewer", "other")
         clock.jump(at("2026-06-01T10:00:01") - clock())
         fired = fire_run_id("hourly", at("2026-06-01T10:00:00"))
         eventually(

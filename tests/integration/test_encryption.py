@@ -18,6 +18,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, db_write, eventually, pg_connect
+from tests.helpers.cli import waypost_on
 from tests.helpers.gates import gate
 from waypost.model import operations as ops
 from waypost.model.encryption import sealed_key_id
@@ -390,14 +391,7 @@ def test_the_cli_re_encrypts_with_progress(make_engine: Any, db_url: str) -> Non
     bare = {k: v for k, v in os.environ.items() if not k.startswith("WAYPOST_ENCRYPTION")}
 
     def cli(*args: str, env: dict[str, str] = rotated) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(WAYPOST), "runs", *args, "--db", db_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-            check=False,
-        )
+        return waypost_on(db_url, "runs", *args, env=env)
 
     dry = cli("re-encrypt", "--all", "--dry-run")
     assert dry.returncode == 0, dry.stderr

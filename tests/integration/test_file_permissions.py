@@ -18,7 +18,8 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
-from waypost.features.senders import FileSender, Notification
+from tests.helpers.mail import approval_notification
+from waypost.features.senders import FileSender
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -138,27 +139,9 @@ def test_a_path_that_cannot_hold_the_database_is_a_waypost_error_naming_it(
     assert why in message and path.replace("%00", "\\x00")[:60] in message
 
 
-def notification() -> Notification:
-    return Notification(
-        id="n-1",
-        kind="approval.requested",
-        tenant="acme",
-        approval_id="a-1",
-        run_id="r-1",
-        step="1",
-        name="manager",
-        approver="ann",
-        expires_at=None,
-        approve_token="tok-approve",
-        reject_token="tok-reject",
-        approve_url="https://approvals.example.org/approve/tok-approve",
-        reject_url="https://approvals.example.org/approve/tok-reject",
-    )
-
-
 def test_the_notifications_file_is_created_owner_only(tmp_path: Path, loose_umask: None) -> None:
     path = tmp_path / "notes" / "out.jsonl"
-    FileSender(path).send(notification())
+    FileSender(path).send(approval_notification())
     assert mode(path) == 0o600
     assert json.loads(path.read_text())["approve_token"] == "tok-approve"
 
@@ -173,7 +156,7 @@ def test_the_notifications_file_is_not_written_through_a_symlink(
     path = tmp_path / "out.jsonl"
     path.symlink_to(target)
     with pytest.raises(wp.ConfigurationError, match="symbolic link"):
-        FileSender(path).send(notification())
+        FileSender(path).send(approval_notification())
     assert (target.read_text() if target_exists else target.exists()) == (
         "not yours\n" if target_exists else False
     )
@@ -186,9 +169,9 @@ def test_a_notifications_file_others_can_read_or_that_is_no_file_is_refused(
     shared.write_text("")
     shared.chmod(0o644)
     with pytest.raises(wp.ConfigurationError, match="chmod 600"):
-        FileSender(shared).send(notification())
+        FileSender(shared).send(approval_notification())
     assert shared.read_text() == ""
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo, 0o600)
     with pytest.raises(wp.ConfigurationError, match="not a regular file"):
-        FileSender(fifo).send(notification())  # refused at once, not blocked on a reader
+        FileSender(fifo).send(approval_notification())  # refused at once, not blocked on a reader

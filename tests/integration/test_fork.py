@@ -15,13 +15,14 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.cli import waypost_on
 from tests.helpers.gates import gate
 from waypost.features.senders import FileSender
 from waypost.model import operations as ops
 from waypost.model.chain import verify_chain
 from waypost.testing.invariants import check_invariants
 
-from .server_fixtures import Api, make_key, serve
+from .server_fixtures import run_commanders, serve
 
 __all__ = ["serve"]  # the fixture, used by name
 
@@ -399,10 +400,7 @@ def test_over_http_an_operator_forks_and_others_may_not(
             engine.result(run.run_id, timeout=20, tenant="acme")
         bugs.discard(label)
         base = serve(engine)
-        operator = Api(base, make_key(engine, "acme", "olga", "operator"))
-        starter = Api(base, make_key(engine, "acme", "sam", "starter"))
-        outsider = Api(base, make_key(engine, "other", "oscar", "operator"))
-        try:
+        with run_commanders(engine, base, "operator") as (operator, starter, outsider):
             url = f"/v1/runs/{run.run_id}/fork"
             body = {"reason": "fixed", "step": "3", "run_id": f"{label}-f"}
             assert starter.post(url, json=body).status_code == 403
@@ -423,9 +421,6 @@ def test_over_http_an_operator_forks_and_others_may_not(
             assert again.status_code == 200 and again.json()["run_id"] == f"{label}-f"
             clash = operator.post(url, json={**body, "step": "2"})
             assert clash.status_code == 409
-        finally:
-            for api in (operator, starter, outsider):
-                api.http.close()
         assert engine.result(f"{label}-f", timeout=20, tenant="acme") == [10, 20, 30]
     assert executions(label) == [1, 2, 3, 3]
 
@@ -436,14 +431,7 @@ def test_the_cli_forks_a_run(make_engine: Any, db_url: str, label: str) -> None:
         source = failed_source(engine, label)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(WAYPOST), "runs", "fork", *args, "--db", db_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ},
-            check=False,
-        )
+        return waypost_on(db_url, "runs", "fork", *args)
 
     done = cli(source, "--reason", "fixed", "--at", "3", "--new-id", f"{label}-cli")
     assert done.returncode == 0, done.stderr

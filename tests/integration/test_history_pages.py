@@ -35,6 +35,17 @@ async def hp_sink(ctx: wp.WorkflowContext, _: Any = None) -> None:
     await ctx.wait_signal("never")
 
 
+@pytest.fixture
+def engine(make_engine: Any) -> Any:
+    return make_engine(hp_sink, limits=ROOMY)
+
+
+@pytest.fixture
+def key(engine: Any) -> str:
+    """An API key of a viewer in tenant acme."""
+    return make_key(engine, "acme", "vic", "viewer")
+
+
 def _signalled(engine: wp.Engine, n: int, payload: Any = None, tenant: str = "acme") -> str:
     """A run (not served: its signals pile up) with `n` signals after its RunStarted."""
     run = engine.start(hp_sink, tenant=tenant)
@@ -43,8 +54,7 @@ def _signalled(engine: wp.Engine, n: int, payload: Any = None, tenant: str = "ac
     return run.run_id
 
 
-def test_pages_follow_each_other_to_the_end_of_the_history(make_engine: Any) -> None:
-    engine = make_engine(hp_sink, limits=ROOMY)
+def test_pages_follow_each_other_to_the_end_of_the_history(engine: Any) -> None:
     run_id = _signalled(engine, 30)
     whole = engine.history(run_id, tenant="acme")
     assert len(whole) == 31
@@ -76,16 +86,14 @@ def test_pages_follow_each_other_to_the_end_of_the_history(make_engine: Any) -> 
         ({"after_seq": "3"}, "after_seq"),
     ],
 )
-def test_a_page_out_of_bounds_is_refused(make_engine: Any, fields: Any, field: str) -> None:
-    engine = make_engine(hp_sink, limits=ROOMY)
+def test_a_page_out_of_bounds_is_refused(engine: Any, fields: Any, field: str) -> None:
     run_id = _signalled(engine, 1)
     with pytest.raises(wp.InvalidRequest) as refused:
         engine.history_page(run_id, **fields, tenant="acme")
     assert refused.value.field == field
 
 
-def test_another_tenants_history_is_not_found(make_engine: Any) -> None:
-    engine = make_engine(hp_sink, limits=ROOMY)
+def test_another_tenants_history_is_not_found(engine: Any) -> None:
     run_id = _signalled(engine, 2)
     with pytest.raises(wp.RunNotFound):
         engine.history_page(run_id, tenant="globex")
@@ -94,9 +102,8 @@ def test_another_tenants_history_is_not_found(make_engine: Any) -> None:
 
 
 def test_a_page_stops_before_its_bytes_pass_the_bound_and_holds_one_event_at_least(
-    make_engine: Any, db_url: str
+    engine: Any, db_url: str
 ) -> None:
-    engine = make_engine(hp_sink, limits=ROOMY)
     big = "z" * 900_000
     run_id = _signalled(engine, 10, payload=big)  # about 9 MB of history
     page = engine.history_page(run_id, limit=MAX_HISTORY_PAGE, tenant="acme")
@@ -122,11 +129,10 @@ def test_a_page_stops_before_its_bytes_pass_the_bound_and_holds_one_event_at_lea
 
 
 def test_the_http_history_is_paged_and_never_whole(
-    make_engine: Any,
+    engine: Any,
+    key: str,
     serve: Any,  # noqa: F811
 ) -> None:
-    engine = make_engine(hp_sink, limits=ROOMY)
-    key = make_key(engine, "acme", "vic", "viewer")
     small = _signalled(engine, 3)
     long = _signalled(engine, DEFAULT_HISTORY_PAGE + 20)
     huge = _signalled(engine, 10, payload="z" * 900_000)
@@ -161,11 +167,10 @@ def test_the_http_history_is_paged_and_never_whole(
 
 
 def test_the_python_client_reads_a_long_history_page_by_page(
-    make_engine: Any,
+    engine: Any,
+    key: str,
     serve: Any,  # noqa: F811
 ) -> None:
-    engine = make_engine(hp_sink, limits=ROOMY)
-    key = make_key(engine, "acme", "vic", "viewer")
     run_id = _signalled(engine, MAX_HISTORY_PAGE + 5)
     with wp.Client(serve(engine), key) as client:
 
@@ -179,8 +184,7 @@ def test_the_python_client_reads_a_long_history_page_by_page(
             client.history_page("nope")
 
 
-def test_the_command_line_prints_a_history_page_by_page(make_engine: Any, db_url: str) -> None:
-    engine = make_engine(hp_sink, limits=ROOMY)
+def test_the_command_line_prints_a_history_page_by_page(engine: Any, db_url: str) -> None:
     run_id = _signalled(engine, MAX_HISTORY_PAGE + 10)
     engine.close()
     env = {k: v for k, v in os.environ.items() if k not in ("WAYPOST_DB", "WAYPOST_DEBUG")}

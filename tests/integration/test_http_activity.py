@@ -17,6 +17,7 @@ from hypothesis import given, strategies as st
 
 import waypost as wp
 from tests.helpers.http_server import Answer, Server
+from tests.helpers.http_steps import http_attempt
 from waypost.features.http import (
     HTTP_ACTIVITY,
     HttpStepError,
@@ -240,19 +241,6 @@ def test_the_step_may_not_set_the_idempotency_key_or_the_signature_headers(
     assert server.requests() == []
 
 
-def attempt(tenant: str = "default") -> ActivityContext:
-    return ActivityContext(
-        tenant=tenant,
-        run_id="r1",
-        step_id="1",
-        activity=HTTP_ACTIVITY,
-        attempt=1,
-        idempotency_key="r1:1",
-        deadline=time.time() + 60,
-        clock=time.time,
-    )
-
-
 def invoke(call: Any, ctx: ActivityContext, request: dict[str, Any]) -> Any:
     """Call the activity directly, outside an engine."""
     result = call(ctx, request)
@@ -311,12 +299,12 @@ def test_the_allow_list(
     call = make_http_activity(allow=entries, secrets=lookup)
     request = {"url": url.format(port=server.port)}
     if admitted:
-        assert invoke(call, attempt(), request) == "hi"
+        assert invoke(call, http_attempt(), request) == "hi"
         (got,) = server.requests()
         assert got.headers["host"].lower() == request["url"].split("/")[2].lower()
     else:
         with pytest.raises(HttpStepError):
-            invoke(call, attempt(), request)
+            invoke(call, http_attempt(), request)
         assert server.requests() == []
 
 
@@ -330,9 +318,9 @@ def test_an_oversized_answer_fails(server: Server) -> None:
     server.answer("/big", Answer(200, b"x" * 101))
     server.answer("/fits", Answer(200, b"x" * 100))
     call = make_http_activity(allow=["127.0.0.1"], max_response_bytes=100)
-    assert invoke(call, attempt(), {"url": f"{server.base}/fits"}) == "x" * 100
+    assert invoke(call, http_attempt(), {"url": f"{server.base}/fits"}) == "x" * 100
     with pytest.raises(HttpStepError, match="more than 100 bytes"):
-        invoke(call, attempt(), {"url": f"{server.base}/big"})
+        invoke(call, http_attempt(), {"url": f"{server.base}/big"})
 
 
 def test_408_429_and_connection_errors_are_retryable(server: Server) -> None:
@@ -341,13 +329,13 @@ def test_408_429_and_connection_errors_are_retryable(server: Server) -> None:
     call = make_http_activity(allow=["127.0.0.1"])
     for path in ("/slow", "/many"):
         with pytest.raises(HttpStepRetryable) as caught:
-            invoke(call, attempt(), {"url": f"{server.base}{path}"})
+            invoke(call, http_attempt(), {"url": f"{server.base}{path}"})
         assert caught.value.status in (408, 429)
     with socket.socket() as unused:  # a port nobody listens on
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
     with pytest.raises(HttpStepRetryable, match=f"GET http://127.0.0.1:{port} failed"):
-        invoke(call, attempt(), {"url": f"http://127.0.0.1:{port}/gone"})
+        invoke(call, http_attempt(), {"url": f"http://127.0.0.1:{port}/gone"})
 
 
 def test_a_tenant_cannot_borrow_another_tenants_secret(
@@ -368,7 +356,7 @@ def test_a_tenant_cannot_borrow_another_tenants_secret(
     call = make_http_activity(allow=["127.0.0.1"])
     with pytest.raises(HttpStepError, match="not set"):
         invoke(
-            call, attempt("evil"),
+            call, http_attempt("evil"),
             {"url": f"{server.base}/signed", "signature": {"secret": "acme__hook-key"}},
         )  # fmt: skip
     assert server.requests() == []
@@ -406,7 +394,7 @@ def test_a_missing_secrets_message_is_the_same_whatever_else_the_environment_hol
         with pytest.raises(HttpStepError) as caught:
             invoke(
                 call,
-                attempt("acme-co"),
+                http_attempt("acme-co"),
                 {"url": f"{server.base}/x", "signature": {"secret": "k.1"}},
             )
         return str(caught.value)

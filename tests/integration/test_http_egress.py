@@ -22,6 +22,9 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.http_server import serving
+from tests.helpers.http_steps import http_attempt
+from tests.helpers.mail import approval_notification
 from waypost.features.egress import AllowList, is_public
 from waypost.features.http import (
     HTTP_ACTIVITY,
@@ -30,7 +33,6 @@ from waypost.features.http import (
     make_http_activity,
 )
 from waypost.features.senders import DeliveryError, WebhookSender
-from waypost.runtime.context import ActivityContext
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -115,9 +117,7 @@ class SlowServer:
 
 @pytest.fixture
 def slow() -> Iterator[SlowServer]:
-    server = SlowServer()
-    yield server
-    server.close()
+    yield from serving(SlowServer())
 
 
 TLS_DIR = Path(__file__).parent.parent / "data" / "tls"
@@ -127,22 +127,7 @@ TLS_DIR = Path(__file__).parent.parent / "data" / "tls"
 def tls_server() -> Iterator[SlowServer]:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(TLS_DIR / "server.pem")
-    server = SlowServer(context)
-    yield server
-    server.close()
-
-
-def attempt(tenant: str = "default", key: str = "r1:1") -> ActivityContext:
-    return ActivityContext(
-        tenant=tenant,
-        run_id="r1",
-        step_id="1",
-        activity=HTTP_ACTIVITY,
-        attempt=1,
-        idempotency_key=key,
-        deadline=time.time() + 60,
-        clock=time.time,
-    )
+    yield from serving(SlowServer(context))
 
 
 @pytest.mark.parametrize("path", ["/slow/1", "/drip/1"])
@@ -152,7 +137,7 @@ def test_a_trickling_answer_is_cut_off_at_the_requests_deadline(
     call = make_http_activity(allow=["127.0.0.1"])
     started = time.monotonic()
     with pytest.raises(HttpStepRetryable, match="within the step's timeout of 1s"):
-        asyncio.run(call(attempt(), {"url": f"{slow.base}{path}", "timeout": 1}))
+        asyncio.run(call(http_attempt(), {"url": f"{slow.base}{path}", "timeout": 1}))
     assert time.monotonic() - started < 5
     assert slow.hung_up.wait(5)  # the connection is closed, nothing goes on reading
     group = path.split("/")[1]
@@ -235,7 +220,7 @@ def test_one_tenants_slow_name_lookups_do_not_hold_the_threads_others_need(
         flood = [
             asyncio.create_task(
                 call(
-                    attempt("acme", f"k{i}"),
+                    http_attempt("acme", f"k{i}"),
                     {"url": f"http://slow.example:{slow.port}/fast/a", "timeout": 0.5},
                 )
             )
@@ -247,7 +232,7 @@ def test_one_tenants_slow_name_lookups_do_not_hold_the_threads_others_need(
         # acme's lookups still hold their threads; globex's name is looked up at once.
         started = time.monotonic()
         url = f"http://fast.example:{slow.port}/fast/b"
-        assert await call(attempt("globex"), {"url": url}) == "ok"
+        assert await call(http_attempt("globex"), {"url": url}) == "ok"
         assert time.monotonic() - started < 2
 
     try:
@@ -261,29 +246,9 @@ def test_a_webhook_that_trickles_is_given_up_at_the_senders_timeout(slow: SlowSe
     sender = WebhookSender(f"{slow.base}/drip/hook", "s3cret", timeout=1.0)
     started = time.monotonic()
     with pytest.raises(DeliveryError, match="no complete answer within 1s"):
-        sender.send(_notification())
+        sender.send(approval_notification("ann@example.org", "t"))
     assert time.monotonic() - started < 5
     assert slow.hung_up.wait(5)
-
-
-def _notification() -> Any:
-    from waypost.features.senders import Notification
-
-    return Notification(
-        id="n-1",
-        kind="approval.requested",
-        tenant="acme",
-        approval_id="a-1",
-        run_id="r-1",
-        step="1",
-        name="manager",
-        approver="ann@example.org",
-        expires_at=None,
-        approve_token="t-approve",
-        reject_token="t-reject",
-        approve_url="https://approvals.example.org/approve/t-approve",
-        reject_url="https://approvals.example.org/approve/t-reject",
-    )
 
 
 # -- names and addresses ------------------------------------------------------------------
@@ -295,14 +260,14 @@ def test_a_name_resolving_to_a_loopback_address_is_refused_unless_the_address_is
     url = f"http://localhost:{slow.port}/fast/1"
     named_only = make_http_activity(allow=[f"localhost:{slow.port}"])
     with pytest.raises(HttpStepError) as caught:
-        asyncio.run(named_only(attempt(), {"url": url}))
+        asyncio.run(named_only(http_attempt(), {"url": url}))
     message = str(caught.value)
     assert "localhost" in message and "127.0.0.1" in message and "http_allow" in message
     assert slow.served == []
 
     for extra in ("127.0.0.1", "127.0.0.0/8", f"127.0.0.1:{slow.port}"):
         call = make_http_activity(allow=[f"localhost:{slow.port}", extra])
-        assert asyncio.run(call(attempt(), {"url": url})) == "ok"
+        assert asyncio.run(call(http_attempt(), {"url": url})) == "ok"
     assert len(slow.served) == 3
 
 
@@ -323,7 +288,7 @@ def test_the_connection_goes_to_the_address_that_was_checked(
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     call = make_http_activity(allow=["rebind.example", "127.0.0.1"])
     url = f"http://rebind.example:{slow.port}/fast/1"
-    assert asyncio.run(call(attempt(), {"url": url})) == "ok"
+    assert asyncio.run(call(http_attempt(), {"url": url})) == "ok"
     assert asked == ["rebind.example"]
 
 
@@ -376,8 +341,8 @@ def test_https_checks_the_certificate_for_the_name_while_connecting_to_the_check
     trusted = ssl.create_default_context(cafile=str(TLS_DIR / "ca.pem"))
     url = f"https://localhost:{tls_server.port}/fast/1"
     call = make_http_activity(allow=["localhost", "127.0.0.1"], tls=trusted)
-    assert asyncio.run(call(attempt(), {"url": url})) == "ok"
+    assert asyncio.run(call(http_attempt(), {"url": url})) == "ok"
     untrusting = make_http_activity(allow=["localhost", "127.0.0.1"])  # the system's CAs
     with pytest.raises(HttpStepRetryable, match="TLS certificate not accepted"):
-        asyncio.run(untrusting(attempt(), {"url": url}))
+        asyncio.run(untrusting(http_attempt(), {"url": url}))
     assert tls_server.served == ["/fast/1"]

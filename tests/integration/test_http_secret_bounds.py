@@ -14,7 +14,8 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query
-from tests.helpers.http_server import Answer, LocalServer, Received
+from tests.helpers.http_server import Answer, LocalServer, Received, serving
+from tests.helpers.http_steps import push_definition, secret_engine
 from waypost.features.http import Secret, env_secrets, secret_env_name
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,13 +32,12 @@ def lookup(tenant: str, name: str) -> Any:
     return SECRETS.get((tenant, name))
 
 
-class Echoes:
+class Echoes(LocalServer):
     """Answers with the Authorization it got, in the forms a careless receiver uses."""
 
     def __init__(self) -> None:
         self.received: list[str] = []
-        self._http = LocalServer(self._echo)
-        self.base = self._http.base
+        super().__init__(self._echo)
 
     def _echo(self, request: Received) -> Answer:
         auth = request.headers.get("authorization", "")
@@ -59,52 +59,21 @@ class Echoes:
         ).encode()
         return Answer(200, body, {"Content-Type": "application/json"})
 
-    def close(self) -> None:
-        self._http.close()
-
 
 @pytest.fixture
 def echoes() -> Iterator[Echoes]:
-    server = Echoes()
-    yield server
-    server.close()
+    yield from serving(Echoes())
 
 
 def definition(url: str, secret: str) -> str:
-    return json.dumps(
-        {
-            "name": "crm_sync",
-            "start": "push",
-            "steps": {
-                "push": {
-                    "type": "activity",
-                    "http": {
-                        "url": url,
-                        "method": "POST",
-                        "headers": {"Authorization": {"secret": secret, "format": "Bearer {}"}},
-                        "body": {"id": "id"},
-                    },
-                    "retry": {"max_attempts": 1},
-                    "output": "$.answer",
-                }
-            },
-        }
-    )
+    authorization = {"secret": secret, "format": "Bearer {}"}
+    return push_definition(url, {"Authorization": authorization}, {"max_attempts": 1})
 
 
 @pytest.fixture
 def engine(db_url: str) -> Iterator[wp.Engine]:
-    eng = wp.Engine(
-        db_url,
-        lease=2.0,
-        poll_interval=0.05,
-        shutdown_grace=2.0,
-        http_allow=["127.0.0.1"],
-        http_secrets=lookup,
-    )
-    with eng.running():
+    with secret_engine(db_url, lookup) as eng:
         yield eng
-    eng.close()
 
 
 def _stored(db_url: str) -> str:

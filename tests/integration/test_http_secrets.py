@@ -16,7 +16,8 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query
-from tests.helpers.http_server import Answer, LocalServer, Received
+from tests.helpers.http_server import Answer, LocalServer, Received, serving
+from tests.helpers.http_steps import push_definition, secret_engine
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -28,13 +29,12 @@ def lookup(tenant: str, name: str) -> str | None:
     return SECRETS.get((tenant, name))
 
 
-class EchoServer:
+class EchoServer(LocalServer):
     """Echoes the request's Authorization header: with a 503 on /flaky the first time."""
 
     def __init__(self) -> None:
         self.authorizations: list[str] = []
-        self._http = LocalServer(self._echo)
-        self.base = self._http.base
+        super().__init__(self._echo)
 
     def _echo(self, request: Received) -> Answer:
         auth = request.headers.get("authorization", "")
@@ -43,52 +43,21 @@ class EchoServer:
         body = json.dumps({"you_sent": auth, "echo": {auth: [auth]}}).encode()
         return Answer(503 if flaky else 200, body, {"Content-Type": "application/json"})
 
-    def close(self) -> None:
-        self._http.close()
-
 
 @pytest.fixture
 def echo() -> Iterator[EchoServer]:
-    server = EchoServer()
-    yield server
-    server.close()
+    yield from serving(EchoServer())
 
 
 def definition(url: str, authorization: Any) -> str:
-    return json.dumps(
-        {
-            "name": "crm_sync",
-            "start": "push",
-            "steps": {
-                "push": {
-                    "type": "activity",
-                    "http": {
-                        "url": url,
-                        "method": "POST",
-                        "headers": {"Authorization": authorization, "X-Plain": "visible"},
-                        "body": {"id": "id"},
-                    },
-                    "retry": {"max_attempts": 2, "initial_interval": 0},
-                    "output": "$.answer",
-                }
-            },
-        }
-    )
+    headers = {"Authorization": authorization, "X-Plain": "visible"}
+    return push_definition(url, headers, {"max_attempts": 2, "initial_interval": 0})
 
 
 @pytest.fixture
 def engine(sqlite_url: str, echo: EchoServer) -> Iterator[wp.Engine]:
-    eng = wp.Engine(
-        sqlite_url,
-        lease=2.0,
-        poll_interval=0.05,
-        shutdown_grace=2.0,
-        http_allow=["127.0.0.1"],
-        http_secrets=lookup,
-    )
-    with eng.running():
+    with secret_engine(sqlite_url, lookup) as eng:
         yield eng
-    eng.close()
 
 
 def test_a_header_names_a_secret_that_goes_out_but_is_never_stored(

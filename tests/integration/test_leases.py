@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -23,12 +21,12 @@ import pytest
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type, write_lock
 from tests.helpers.gates import gate
+from tests.helpers.workers import signalled_at_the_end, worker_process
 from waypost.model.chain import verify_chain
 from waypost.testing import NoFaults
 
 T = TypeVar("T")
 FAST_RETRY = wp.Retry(max_attempts=3, initial_interval=timedelta(milliseconds=10), jitter=0)
-REPO = Path(__file__).resolve().parents[2]
 
 _lock = threading.Lock()
 calls: dict[str, list[dict[str, Any]]] = {}
@@ -373,37 +371,14 @@ def test_a_killed_workers_attempt_is_taken_over_after_its_lease(
     folder.mkdir()
     engine = make_engine(crash_flow, crash_prone)
     handle = engine.start(crash_flow, str(folder))
-    log = (tmp_path / "worker.log").open("w")
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "waypost.cli",
-            "worker",
-            "--db",
-            db_url,
-            "--app",
-            __name__,
-            "--lease",
-            "2",
-        ],
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        first = eventually(  # the marker is written (not only created) before the kill
-            lambda: [p for p in folder.glob("attempt-1-*") if p.read_text()],
-            "the worker to start attempt 1",
-            timeout=20,
-        )
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(10)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait(10)
-        log.close()
+    with (tmp_path / "worker.log").open("w") as log:
+        worker = worker_process(db_url, __name__, log, "--lease", "2")
+        with signalled_at_the_end(worker):
+            first = eventually(  # the marker is written (not only created) before the kill
+                lambda: [p for p in folder.glob("attempt-1-*") if p.read_text()],
+                "the worker to start attempt 1",
+                timeout=20,
+            )
     assert first[0].name == f"attempt-1-pid-{worker.pid}"
     with engine.running():
         result = handle.result(timeout=15)
@@ -529,6 +504,18 @@ async def commit_fails_flow(ctx: wp.WorkflowContext, label: str) -> list[str]:
     return [a, b]
 
 
+def assert_recorded_once(engine: Any, run_id: str, label: str, result: Any) -> list[Any]:
+    """The run ended as it would have without the failed commits, attempt 1's result
+    recorded once and the activity run once; returns the run's history."""
+    assert result == ["a1", "b"]
+    assert attempts_of(label) == [1]
+    history = engine.history(run_id)
+    assert verify_chain(history, run=("default", run_id)) == []
+    assert engine.verify(run_id) == []
+    assert of_type(history, "ActivityFailed") == []
+    return history
+
+
 def test_a_result_whose_commit_fails_once_is_recorded_on_retry(
     make_engine: Any, label: str
 ) -> None:
@@ -541,12 +528,7 @@ def test_a_result_whose_commit_fails_once_is_recorded_on_retry(
         handle = engine.start(commit_fails_flow, label)
         result = handle.result(timeout=15)
     assert plans[label].fired.is_set()
-    assert result == ["a1", "b"]
-    assert attempts_of(label) == [1]
-    history = engine.history(handle.run_id)
-    assert verify_chain(history, run=("default", handle.run_id)) == []
-    assert engine.verify(handle.run_id) == []
-    assert of_type(history, "ActivityFailed") == []
+    assert_recorded_once(engine, handle.run_id, label, result)
 
 
 def test_a_result_whose_commit_keeps_failing_is_recorded_when_the_store_answers(
@@ -562,10 +544,5 @@ def test_a_result_whose_commit_keeps_failing_is_recorded_when_the_store_answers(
         handle = engine.start(commit_fails_flow, label)
         result = handle.result(timeout=40)
     assert plans[label].fired.is_set() and plans[label].times <= 0
-    assert result == ["a1", "b"]
-    assert attempts_of(label) == [1]
-    history = engine.history(handle.run_id)
-    assert verify_chain(history, run=("default", handle.run_id)) == []
-    assert engine.verify(handle.run_id) == []
-    assert of_type(history, "ActivityFailed") == []
+    history = assert_recorded_once(engine, handle.run_id, label, result)
     assert [e.data["result"] for e in of_type(history, "ActivityCompleted")] == ["a1", "b"]

@@ -21,13 +21,12 @@ import pytest
 import waypost as wp
 from tests.helpers import eventually
 from tests.helpers.metrics import Scrape
+from tests.helpers.store import create_orphan
 from tests.helpers.trips import TRIP, book, unbook, waiting_for_signal
-from waypost.model.events import EventType, NewEvent
 from waypost.observability import Metrics
 from waypost.store import open_store
-from waypost.store.base import NewRun
 
-from .server_fixtures import Api, make_key, serve
+from .server_fixtures import Api, make_key, serve, serve_metered
 
 __all__ = ["serve"]
 
@@ -134,11 +133,7 @@ SCRAPER = {"Authorization": "Bearer scrape-secret"}
 def test_metrics_after_a_scripted_scenario_hold_the_right_values(
     make_engine: Any, serve: Any, gate: threading.Event
 ) -> None:
-    metrics = Metrics()
-    engine = make_engine(*ITEMS, *ITEMS2, observer=metrics)
-    metrics.watch_store(engine.aio.store, engine.aio.clock)
-    # With the metrics token: the series by tenant, workflow and queue.
-    base = serve(engine, metrics=metrics, metrics_token="scrape-secret")
+    engine, base = serve_metered(make_engine, serve, *ITEMS, *ITEMS2)
     engine.create_tenant("acme")
     engine.set_quotas("acme", {"max_concurrent_runs": 1})
     engine.create_tenant("busy")
@@ -281,23 +276,7 @@ def test_lost_engines_count_lease_expirations_and_takeovers(db_url: str) -> None
         await store.open()
         now = time.time()
         try:
-            started = NewEvent(
-                EventType.RUN_STARTED, {"workflow": "m_held", "version": "1", "input": None}, now
-            )
-            await store.create_run(
-                NewRun(
-                    tenant="default",
-                    run_id="orphan",
-                    workflow="m_held",
-                    version="1",
-                    input=None,
-                    ts=now,
-                    started=started,
-                    claim_owner="ghost",
-                    lease=0.2,
-                    queue="m_held@1",
-                )
-            )
+            await create_orphan(store, "m_held", "ghost", 0.2, now)
         finally:
             await store.close()
 

@@ -16,7 +16,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually
-from tests.helpers.http_server import Answer, LocalServer, Received
+from tests.helpers.http_server import Answer, LocalServer, Received, serving
 from waypost.features.senders import Notification, WebhookSender
 
 pytestmark = pytest.mark.timeout(120)
@@ -28,28 +28,23 @@ async def needs_ann(ctx: wp.WorkflowContext) -> str:
     return decision.outcome
 
 
-class EchoReceiver:
+class EchoReceiver(LocalServer):
     """A webhook receiver that answers 500 and echoes the request body, as some do."""
 
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
-        self._http = LocalServer(self._echo)
-        self.url = f"{self._http.base}/hooks/approvals"
+        super().__init__(self._echo)
+        self.url = f"{self.base}/hooks/approvals"
 
     def _echo(self, request: Received) -> Answer:
         self.bodies.append(request.body)
         answer = b'{"error": "cannot process", "request": ' + request.body + b"}"
         return Answer(500, answer, {"Content-Type": "application/json"})
 
-    def close(self) -> None:
-        self._http.close()
-
 
 @pytest.fixture
 def echo() -> Iterator[EchoReceiver]:
-    receiver = EchoReceiver()
-    yield receiver
-    receiver.close()
+    yield from serving(EchoReceiver())
 
 
 def assert_holds_none(text: str, note: dict[str, Any]) -> None:

@@ -18,7 +18,9 @@ import httpx
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually
+from tests.helpers import eventually
+from tests.helpers.definitions import amount_hold
+from tests.helpers.refusals import assert_refused, rows_in
 
 from .server_fixtures import Api, make_key, serve
 
@@ -30,7 +32,6 @@ MB = "x" * 1_000_000
 NESTED = "[" * 10_000 + "]" * 10_000  # JSON text 10,000 levels deep
 NESTED_OBJECT = '{"a":' * 10_000 + "1" + "}" * 10_000
 KEY = secrets.token_bytes(32)
-MAX_MESSAGE = 2_000  # characters of an error's message, whatever was sent
 _lock = threading.Lock()
 broken: set[str] = set()
 
@@ -54,40 +55,12 @@ async def waiter(ctx: wp.WorkflowContext, _: Any) -> Any:
     return await ctx.wait_signal("go")
 
 
-HOLD = """
-name: at_hold
-input:
-  type: object
-  required: [amount]
-  properties:
-    amount: {type: number, minimum: 0}
-  additionalProperties: false
-start: wait
-steps:
-  wait:
-    type: wait
-    signal: go
-    next: done
-  done:
-    type: succeed
-    output: "{amount: amount}"
-"""
+HOLD = amount_hold("at_hold")
 
 
 def _written(db_url: str) -> dict[str, int]:
     """How many rows the tables a command could write hold."""
-    tables = ("runs", "events", "tasks", "purged_runs")
-    return {t: db_query(db_url, f"SELECT count(*) FROM {t}")[0][0] for t in tables}
-
-
-def _refused(answer: Any, what: str) -> None:
-    assert 400 <= answer.status_code < 500, (what, answer.status_code, answer.text[:300])
-    body = answer.json()
-    message = body["error"]["message"]
-    assert isinstance(message, str) and message, what
-    assert len(message) <= MAX_MESSAGE, (what, len(message))
-    assert len(answer.content) < 20_000, (what, len(answer.content))
-    assert body["error"]["code"] not in ("http_error", "internal"), (what, body)
+    return rows_in(db_url, ("runs", "events", "tasks", "purged_runs"))
 
 
 @pytest.fixture
@@ -226,7 +199,7 @@ def test_hostile_operator_inputs_are_refused_write_nothing_and_others_are_served
     problems = []
     for path, what, body in _attacks(failed, held, theirs):
         try:
-            _refused(_post(api, path, body), what)
+            assert_refused(_post(api, path, body), what)
         except (AssertionError, httpx.HTTPError) as exc:
             problems.append(f"{what}: {str(exc)[:300]}")
     assert problems == [], "\n".join(problems)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -13,20 +13,20 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, of_type
+from tests.helpers import eventually, of_type
+from tests.helpers.approvals import credential_statuses
 from tests.helpers.calls import calls_of, record
+from tests.helpers.cli import waypost_on
 from tests.helpers.gates import gate, pass_gate
 from tests.helpers.store import fire_far_in_the_future, open_tasks
 from waypost.features.senders import FileSender
 from waypost.model.chain import verify_chain
 
-from .server_fixtures import Api, make_key, serve
+from .server_fixtures import run_commanders, serve
 
 __all__ = ["serve"]  # the fixture, used by name
 
 pytestmark = pytest.mark.timeout(120)
-
-WAYPOST = Path(sys.executable).with_name("waypost")
 
 
 @wp.workflow(name="op_waiter")
@@ -158,13 +158,20 @@ def test_resume_and_pause_refusals(make_engine: Any) -> None:
                 command(run.run_id, "too late")
 
 
-def test_a_paused_run_records_a_running_attempt_but_starts_nothing_new(
-    make_engine: Any, label: str
-) -> None:
+@contextmanager
+def inside_the_first_step(make_engine: Any, label: str) -> Iterator[tuple[Any, Any]]:
+    """A running engine and a run of `two_steps` whose first step's attempt has begun."""
     engine = make_engine(two_steps, gated, compensate, after)
     with engine.running():
         run = engine.start(two_steps, label)
         assert gate(label + "-started").wait(20)
+        yield engine, run
+
+
+def test_a_paused_run_records_a_running_attempt_but_starts_nothing_new(
+    make_engine: Any, label: str
+) -> None:
+    with inside_the_first_step(make_engine, label) as (engine, run):
         engine.pause(run.run_id, "hold on")
         gate(label).set()
         eventually(
@@ -186,10 +193,7 @@ def test_a_paused_run_records_a_running_attempt_but_starts_nothing_new(
 def test_terminate_ends_at_once_without_compensation_and_keeps_a_late_result(
     make_engine: Any, db_url: str, label: str
 ) -> None:
-    engine = make_engine(two_steps, gated, compensate, after)
-    with engine.running():
-        run = engine.start(two_steps, label)
-        assert gate(label + "-started").wait(20)
+    with inside_the_first_step(make_engine, label) as (engine, run):
         engine.terminate(run.run_id, "runaway")
         info = engine.get(run.run_id)
         assert info.status == wp.RunStatus.TERMINATED
@@ -256,12 +260,7 @@ def test_terminate_kills_approval_credentials(make_engine: Any, tmp_path: Path) 
         with pytest.raises(wp.InvalidCredential):
             engine.decide(approval.approval_id, ann["approve_token"], "ann", "approve")
         assert engine.approval(approval.approval_id).status == "cancelled"
-    statuses = db_query(
-        engine.url,
-        "SELECT DISTINCT status FROM approval_credentials WHERE approval_id = ?",
-        (approval.approval_id,),
-    )
-    assert statuses == [("revoked",)]
+    assert credential_statuses(engine, approval.approval_id) == [("revoked",)]
 
 
 # == HTTP and the CLI =============================================================
@@ -271,42 +270,39 @@ def test_over_http_an_operator_may_and_a_starter_may_not(make_engine: Any, serve
     engine = make_engine(long_waiter)
     with engine.running():
         base = serve(engine)
-        operator = Api(base, make_key(engine, "acme", "olga", "operator"))
-        starter = Api(base, make_key(engine, "acme", "sam", "starter"))
-        outsider = Api(base, make_key(engine, "other", "oscar", "operator"))
-        run = engine.start(long_waiter, None, tenant="acme")
-        wait_status_t = lambda s: eventually(  # noqa: E731
-            lambda: str(engine.get(run.run_id, tenant="acme").status) == s, s
-        )
-        wait_status_t("waiting")
-        for command in ("pause", "resume", "terminate"):
-            refused = starter.post(f"/v1/runs/{run.run_id}/{command}", json={"reason": "x"})
-            assert refused.status_code == 403, refused.text
-            hidden = outsider.post(f"/v1/runs/{run.run_id}/{command}", json={"reason": "x"})
-            assert hidden.status_code == 404, hidden.text
-            missing = operator.post(f"/v1/runs/nope/{command}", json={"reason": "x"})
-            assert missing.status_code == 404
-            assert hidden.json()["error"]["code"] == missing.json()["error"]["code"]
-        wrong = operator.post(f"/v1/runs/{run.run_id}/resume", json={"reason": "x"})
-        assert wrong.status_code == 409 and wrong.json()["error"]["code"] == "invalid_state"
-        no_reason = operator.post(f"/v1/runs/{run.run_id}/pause", json={})
-        assert no_reason.status_code == 422
-        ok = operator.post(f"/v1/runs/{run.run_id}/pause", json={"reason": "look"})
-        assert ok.status_code == 202 and ok.json() == {"run_id": run.run_id, "accepted": True}
-        wait_status_t("paused")
-        assert (
-            operator.post(f"/v1/runs/{run.run_id}/pause", json={"reason": "x"}).status_code == 409
-        )
-        ok = operator.post(f"/v1/runs/{run.run_id}/resume", json={"reason": "fine"})
-        assert ok.status_code == 202
-        wait_status_t("waiting")
-        ok = operator.post(f"/v1/runs/{run.run_id}/terminate", json={"reason": "stop"})
-        assert ok.status_code == 202
-        wait_status_t("terminated")
-        gone = operator.post(f"/v1/runs/{run.run_id}/terminate", json={"reason": "again"})
-        assert gone.status_code == 409 and gone.json()["error"]["code"] == "run_not_active"
-        for api in (operator, starter, outsider):
-            api.http.close()
+        with run_commanders(engine, base, "operator") as (operator, starter, outsider):
+            run = engine.start(long_waiter, None, tenant="acme")
+            wait_status_t = lambda s: eventually(  # noqa: E731
+                lambda: str(engine.get(run.run_id, tenant="acme").status) == s, s
+            )
+            wait_status_t("waiting")
+            for command in ("pause", "resume", "terminate"):
+                refused = starter.post(f"/v1/runs/{run.run_id}/{command}", json={"reason": "x"})
+                assert refused.status_code == 403, refused.text
+                hidden = outsider.post(f"/v1/runs/{run.run_id}/{command}", json={"reason": "x"})
+                assert hidden.status_code == 404, hidden.text
+                missing = operator.post(f"/v1/runs/nope/{command}", json={"reason": "x"})
+                assert missing.status_code == 404
+                assert hidden.json()["error"]["code"] == missing.json()["error"]["code"]
+            wrong = operator.post(f"/v1/runs/{run.run_id}/resume", json={"reason": "x"})
+            assert wrong.status_code == 409 and wrong.json()["error"]["code"] == "invalid_state"
+            no_reason = operator.post(f"/v1/runs/{run.run_id}/pause", json={})
+            assert no_reason.status_code == 422
+            ok = operator.post(f"/v1/runs/{run.run_id}/pause", json={"reason": "look"})
+            assert ok.status_code == 202 and ok.json() == {"run_id": run.run_id, "accepted": True}
+            wait_status_t("paused")
+            assert (
+                operator.post(f"/v1/runs/{run.run_id}/pause", json={"reason": "x"}).status_code
+                == 409
+            )
+            ok = operator.post(f"/v1/runs/{run.run_id}/resume", json={"reason": "fine"})
+            assert ok.status_code == 202
+            wait_status_t("waiting")
+            ok = operator.post(f"/v1/runs/{run.run_id}/terminate", json={"reason": "stop"})
+            assert ok.status_code == 202
+            wait_status_t("terminated")
+            gone = operator.post(f"/v1/runs/{run.run_id}/terminate", json={"reason": "again"})
+            assert gone.status_code == 409 and gone.json()["error"]["code"] == "run_not_active"
     history = engine.history(run.run_id, tenant="acme")
     assert [e.data["by"] for e in history if e.type in ("RunPaused", "RunTerminated")] == [
         "olga",
@@ -319,14 +315,7 @@ def test_the_cli_pauses_resumes_and_terminates(make_engine: Any, db_url: str) ->
     run = engine.start(long_waiter, None)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(WAYPOST), "runs", *args, "--db", db_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ},
-            check=False,
-        )
+        return waypost_on(db_url, "runs", *args)
 
     done = cli("pause", run.run_id, "--reason", "by hand")
     assert done.returncode == 0, done.stderr

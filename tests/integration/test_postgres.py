@@ -15,6 +15,7 @@ import pytest
 import waypost as wp
 from tests.conftest import _admin, postgres_url
 from tests.helpers import pg_connect
+from tests.helpers.threads import in_threads
 from waypost.errors import ConfigurationError, SchemaError, StoreError
 from waypost.store import open_store
 from waypost.store.postgres import PostgresStore, parse_postgres_url
@@ -87,11 +88,7 @@ def test_concurrent_first_opens_apply_migrations_once(empty_database: str) -> No
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=open_close) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    in_threads([open_close] * 4, timeout=60)
     assert errors == []
     with pg_connect(empty_database) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM waypost_migrations ORDER BY 1")]

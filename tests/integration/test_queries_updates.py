@@ -6,10 +6,10 @@ the crash of the worker running it, and is reachable from Python, the CLI and HT
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,9 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.cli import waypost_on
+from tests.helpers.threads import in_threads
+from tests.helpers.workers import signalled_at_the_end, worker_process
 from waypost.errors import (
     InvalidState,
     QueryFailed,
@@ -37,7 +40,6 @@ __all__ = ["serve"]  # the fixture, used by name
 pytestmark = pytest.mark.timeout(120)
 
 REPO = Path(__file__).resolve().parents[2]
-WAYPOST = Path(sys.executable).with_name("waypost")
 LEASE = ("--lease", "2")
 _lock = threading.Lock()
 deposits: dict[str, int] = {}  # label -> executions of `record_deposit`
@@ -154,13 +156,20 @@ def test_a_query_is_answered_by_replay_in_another_engine_and_records_nothing(
     assert runner._call(check_invariants(runner.aio.store)) == []
 
 
-def test_a_query_that_raises_acts_or_is_unknown_is_refused_and_records_nothing(
-    make_engine: Any, label: str
-) -> None:
+@contextmanager
+def waiting_account(make_engine: Any, label: str) -> Iterator[tuple[Any, Any]]:
+    """A running engine and a run of `account` that waits."""
     engine = make_engine(account, record_deposit)
     with engine.running():
         run = engine.start(account, label)
         eventually(lambda: engine.get(run.run_id).status == wp.RunStatus.WAITING, "a wait")
+        yield engine, run
+
+
+def test_a_query_that_raises_acts_or_is_unknown_is_refused_and_records_nothing(
+    make_engine: Any, label: str
+) -> None:
+    with waiting_account(make_engine, label) as (engine, run):
         before = frozen(engine, run.run_id)
         with pytest.raises(QueryFailed, match="raised ZeroDivisionError"):
             engine.query(run.run_id, "broken")
@@ -182,10 +191,7 @@ def test_a_query_that_raises_acts_or_is_unknown_is_refused_and_records_nothing(
 
 
 def test_a_rejected_update_leaves_the_history_untouched(make_engine: Any, label: str) -> None:
-    engine = make_engine(account, record_deposit)
-    with engine.running():
-        run = engine.start(account, label)
-        eventually(lambda: engine.get(run.run_id).status == wp.RunStatus.WAITING, "a wait")
+    with waiting_account(make_engine, label) as (engine, run):
         before = frozen(engine, run.run_id)
         with pytest.raises(UpdateRejected, match="must be a positive whole number, not -5"):
             engine.update(run.run_id, "deposit", -5, update_id="bad-1")
@@ -217,11 +223,7 @@ def test_an_update_runs_once_per_update_id_and_answers_its_result(
         def call() -> None:
             answers.append(engine.update(run.run_id, "deposit", 7, update_id="d-2"))
 
-        threads = [threading.Thread(target=call) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
+        in_threads([call] * 4, timeout=30)
         assert answers == [17, 17, 17, 17]
         assert executions(label) == 2
         with pytest.raises(InvalidState, match="was used for update 'deposit'"):
@@ -265,28 +267,16 @@ def test_an_accepted_update_survives_the_crash_of_the_worker_running_it(
     folder.mkdir()
     engine = make_engine(account, record_deposit)
     run = engine.start(account, label)
-    log = (tmp_path / "worker.log").open("w")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "waypost.cli", "worker", "--db", db_url, "--app", __name__, *LEASE],
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        with pytest.raises(UpdateTimeout):  # accepted; the worker runs its handler
-            engine.update(run.run_id, "deposit", 9, str(folder), update_id="dep", timeout=1)
-        first = eventually(
-            lambda: [p for p in folder.glob("attempt-1-*") if p.read_text()],
-            "the worker to start the update's activity",
-            timeout=20,
-        )
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(10)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait(10)
-        log.close()
+    with (tmp_path / "worker.log").open("w") as log:
+        worker = worker_process(db_url, __name__, log, *LEASE)
+        with signalled_at_the_end(worker):
+            with pytest.raises(UpdateTimeout):  # accepted; the worker runs its handler
+                engine.update(run.run_id, "deposit", 9, str(folder), update_id="dep", timeout=1)
+            first = eventually(
+                lambda: [p for p in folder.glob("attempt-1-*") if p.read_text()],
+                "the worker to start the update's activity",
+                timeout=20,
+            )
     assert first[0].name == f"attempt-1-pid-{worker.pid}"
     with engine.running():
         assert engine.update(run.run_id, "deposit", 9, str(folder), update_id="dep") == 9
@@ -366,14 +356,7 @@ def test_queries_and_updates_from_the_command_line(
     engine = make_engine(account, record_deposit)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(WAYPOST), "runs", *args, "--app", __name__, "--db", db_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=REPO,
-            env={**os.environ},
-        )
+        return waypost_on(db_url, "runs", *args, "--app", __name__, cwd=REPO)
 
     with engine.running():
         run = engine.start(account, label)

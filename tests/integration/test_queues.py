@@ -22,7 +22,7 @@ from tests.helpers import eventually
 from tests.helpers.gates import Gate
 from waypost.model.queues import QueueInfo
 
-from .server_fixtures import Api, make_key, serve
+from .server_fixtures import Api, make_key, metrics_text, serve, serve_metered
 
 __all__ = ["serve"]
 
@@ -285,19 +285,12 @@ def test_metrics_show_a_named_queues_depth_running_and_oldest_age(
 ) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from waypost.observability import Metrics
-
     _fresh_gate()
-    metrics = Metrics()
-    engine = make_engine(qq_fan, qq_pay, observer=metrics)
-    metrics.watch_store(engine.aio.store, engine.aio.clock)
-    # With the metrics token: the series by tenant, workflow and queue.
-    base = serve(engine, metrics=metrics, metrics_token="scrape-secret")
+    engine, base = serve_metered(make_engine, serve, qq_fan, qq_pay)
     engine.configure_queue("payments", concurrency=1)
 
     def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        with Api(base, None) as anyone:
-            text = anyone.get("/metrics", headers={"Authorization": "Bearer scrape-secret"}).text
+        text = metrics_text(base)
         return {
             (s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text)

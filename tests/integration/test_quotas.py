@@ -20,6 +20,7 @@ import waypost as wp
 from tests.helpers import db_query, eventually, of_type
 from tests.helpers.clocks import FrozenClock
 from tests.helpers.gates import Gate
+from tests.helpers.tenants import NO_USAGE
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 
@@ -122,17 +123,7 @@ def test_get_tenant_shows_the_effective_quotas_the_overrides_and_the_usage(
             "starts_per_second": 2.5
         }
         other = engine.get_tenant(tenant="globex")
-        assert other.created_at is None and other.usage == {
-            "running_runs": 0,
-            "activities_in_flight": 0,
-            "pending_timers": 0,
-            "definitions": 0,
-            "schedules": 0,
-            "webhook_sources": 0,
-            "queues": 0,
-            "users": 0,
-            "api_keys": 0,
-        }
+        assert other.created_at is None and other.usage == NO_USAGE
         assert other.quotas["max_concurrent_runs"] == 100
 
 

@@ -22,6 +22,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, db_write_all, eventually, of_type
+from tests.helpers.cli import waypost_on
 from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
 from waypost.model import operations as ops
@@ -504,14 +505,7 @@ def test_the_cli_seals_legacy_runs_and_names_those_it_leaves(make_engine: Any, d
     keyless = {k: v for k, v in os.environ.items() if not k.startswith("WAYPOST_CHAIN")}
 
     def cli(*args: str, env: dict[str, str] = keyed) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(WAYPOST), "runs", *args, "--db", db_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-            check=False,
-        )
+        return waypost_on(db_url, "runs", *args, env=env)
 
     legacy = cli("verify", runs[0].run_id)
     assert legacy.returncode == 1 and "legacy genesis" in legacy.stderr

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 import waypost as wp
+from tests.helpers.store import create_orphan
 from waypost.engine import liveness
 from waypost.store import open_store
-from waypost.store.base import NewRun, WorkerRecord
+from waypost.store.base import WorkerRecord
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -82,25 +83,7 @@ def test_an_engine_whose_heartbeat_stopped_elsewhere_is_taken_over(db_url: str) 
         await store.open()
         now = time.time()
         try:
-            from waypost.model.events import EventType, NewEvent
-
-            started = NewEvent(
-                EventType.RUN_STARTED, {"workflow": "held", "version": "1", "input": None}, now
-            )
-            await store.create_run(
-                NewRun(
-                    tenant="default",
-                    run_id="orphan",
-                    workflow="held",
-                    version="1",
-                    input=None,
-                    ts=now,
-                    started=started,
-                    claim_owner="ghost@elsewhere",
-                    lease=LONG_LEASE,
-                    queue="held@1",
-                )
-            )
+            await create_orphan(store, "held", "ghost@elsewhere", LONG_LEASE, now)
             await store.beat_worker(
                 WorkerRecord("ghost@elsewhere", "another-host", 4242, ["held@1"], now, now)
             )

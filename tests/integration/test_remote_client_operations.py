@@ -21,6 +21,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type, pg_connect
+from tests.helpers.definitions import amount_hold
 from tests.helpers.gates import gate, pass_gate
 from waypost.model.definitions import InputError
 from waypost.model.records import PurgedRun, PurgeReport
@@ -88,24 +89,7 @@ async def waiter(ctx: wp.WorkflowContext, _: Any) -> str:
 
 CODE = (two_steps, gated_flow, waiter, first, flaky, gated)
 
-HOLD = """
-name: rc_hold
-input:
-  type: object
-  required: [amount]
-  properties:
-    amount: {type: number, minimum: 0}
-  additionalProperties: false
-start: wait
-steps:
-  wait:
-    type: wait
-    signal: go
-    next: done
-  done:
-    type: succeed
-    output: "{amount: amount}"
-"""
+HOLD = amount_hold("rc_hold")
 
 BAD_IDS = ["", "x" * 201, "bad\x07id"]
 

@@ -8,13 +8,11 @@ command left; the history's chain and the store's invariants are checked at the 
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 import threading
 import uuid
 from datetime import timedelta
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import pytest
@@ -22,8 +20,10 @@ import pytest
 import waypost as wp
 from tests.helpers import eventually, of_type
 from tests.helpers.calls import calls_of, record
+from tests.helpers.cli import waypost_on
 from tests.helpers.gates import gate, pass_gate
 from tests.helpers.store import open_tasks, violations
+from tests.helpers.threads import in_threads
 from waypost.model import operations as ops
 from waypost.model.chain import verify_chain
 from waypost.model.identity import Principal, Role
@@ -35,7 +35,6 @@ __all__ = ["serve"]  # the fixture, used by name
 
 pytestmark = pytest.mark.timeout(120)
 
-WAYPOST = Path(sys.executable).with_name("waypost")
 _lock = threading.Lock()
 broken: set[str] = set()  # labels whose `flaky` activity fails
 FAST = timedelta(milliseconds=10)
@@ -340,11 +339,7 @@ def test_of_concurrent_retries_on_two_engines_one_is_recorded(
         except wp.InvalidState as exc:
             outcomes.append(str(exc))
 
-    threads = [threading.Thread(target=retry, args=(e,)) for e in engines]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    in_threads([partial(retry, e) for e in engines], timeout=30)
     assert len(outcomes) == 2 and outcomes.count("retried") == 1, outcomes
     assert "has not failed" in next(o for o in outcomes if o != "retried")
     assert len(of_type(engines[0].history(run.run_id), "RunRetried")) == 1
@@ -674,14 +669,7 @@ def test_the_cli_retries_skips_and_updates_input(make_engine: Any, db_url: str, 
         eventually(lambda: engine.get(hold.run_id).status == wp.RunStatus.WAITING, "waiting")
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(WAYPOST), "runs", *args, "--db", db_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ},
-            check=False,
-        )
+        return waypost_on(db_url, "runs", *args)
 
     assert cli("retry", run.run_id).returncode != 0  # --reason is required
     refused = cli("retry", run.run_id, "--reason", "x", "--step", "1")

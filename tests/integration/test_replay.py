@@ -7,7 +7,8 @@ import asyncio
 import inspect
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -230,12 +231,17 @@ async def drift_changed(ctx: wp.WorkflowContext, x: int) -> int:
     return len(word)
 
 
-def test_drifted_code_suspends_the_run_naming_the_event_and_the_line(make_engine: Any) -> None:
+def waits_for_go(make_engine: Any, run_id: str) -> None:
+    """Run `run_id` of `drift_v1`, on the code it started with, until it waits for 'go'."""
     original = make_engine(drift_v1, square, shout)
-    run_id = "drift-1"
     with original.running():
         original.start(drift_v1, 3, run_id=run_id)
         eventually(lambda: waiting_for(original, run_id, "signal", name="go"), what="'go' wait")
+
+
+def test_drifted_code_suspends_the_run_naming_the_event_and_the_line(make_engine: Any) -> None:
+    run_id = "drift-1"
+    waits_for_go(make_engine, run_id)
 
     changed = make_engine(drift_changed, square, shout, cache_size=0)
     with changed.running():
@@ -277,18 +283,24 @@ def test_drifted_code_suspends_the_run_naming_the_event_and_the_line(make_engine
     assert [r.run_id for r in changed.list_runs(status="suspended")] == [run_id]
 
 
-def test_a_suspended_run_resumes_once_matching_code_runs_it_and_an_operator_resumes_it(
-    make_engine: Any,
-) -> None:
-    original = make_engine(drift_v1, square, shout)
-    run_id = "drift-2"
-    with original.running():
-        original.start(drift_v1, 3, run_id=run_id)
-        eventually(lambda: waiting_for(original, run_id, "signal", name="go"), what="'go' wait")
+@contextmanager
+def suspended_by_changed_code(make_engine: Any, run_id: str) -> Iterator[Any]:
+    """Run `run_id` of `drift_v1` until it waits for 'go'; then signal it on an engine of
+    the changed code, which runs, until the run is suspended: yields that engine."""
+    waits_for_go(make_engine, run_id)
     changed = make_engine(drift_changed, square, shout, cache_size=0)
     with changed.running():
         changed.signal(run_id, "go")
         eventually(lambda: changed.get(run_id).status == wp.RunStatus.SUSPENDED, what="suspension")
+        yield changed
+
+
+def test_a_suspended_run_resumes_once_matching_code_runs_it_and_an_operator_resumes_it(
+    make_engine: Any,
+) -> None:
+    run_id = "drift-2"
+    with suspended_by_changed_code(make_engine, run_id):
+        pass  # the engine of the changed code stops
     fixed = make_engine(drift_v1, square, shout, cache_size=0)
     with fixed.running():
         # An event alone no longer wakes a suspended run: it waits in the history.
@@ -308,15 +320,8 @@ def test_a_suspended_run_resumes_once_matching_code_runs_it_and_an_operator_resu
 
 
 def test_cancelling_a_suspended_run_ends_it(make_engine: Any) -> None:
-    original = make_engine(drift_v1, square, shout)
     run_id = "drift-3"
-    with original.running():
-        original.start(drift_v1, 3, run_id=run_id)
-        eventually(lambda: waiting_for(original, run_id, "signal", name="go"), what="'go' wait")
-    changed = make_engine(drift_changed, square, shout, cache_size=0)
-    with changed.running():
-        changed.signal(run_id, "go")
-        eventually(lambda: changed.get(run_id).status == wp.RunStatus.SUSPENDED, what="suspension")
+    with suspended_by_changed_code(make_engine, run_id) as changed:
         changed.cancel(run_id, "code drifted")
         with pytest.raises(wp.WorkflowCancelled, match="code drifted"):
             changed.result(run_id, timeout=10)

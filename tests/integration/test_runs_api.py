@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, pg_connect
+from tests.helpers.threads import in_threads
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 from waypost.store.sqlfile import load_queries
@@ -102,11 +104,7 @@ def _start_at_once(run_id: str, callers: list[tuple[wp.Engine, int]]) -> list[tu
         with lock:
             answers.append((n, got))
 
-    threads = [threading.Thread(target=start, args=caller) for caller in callers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    in_threads([partial(start, *caller) for caller in callers], timeout=30)
     return answers
 
 

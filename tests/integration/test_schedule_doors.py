@@ -4,16 +4,14 @@ API (a real server) and the remote client; roles, tenants and bad input."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.cli import waypost_on
 
 from .server_fixtures import Api, make_key, serve
 
@@ -21,7 +19,6 @@ __all__ = ["serve"]  # the fixture, used by name
 
 pytestmark = pytest.mark.timeout(180)
 
-WAYPOST = Path(sys.executable).with_name("waypost")
 NIGHTLY = """
 name: nightly
 start: done
@@ -31,14 +28,7 @@ steps:
 
 
 def cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(WAYPOST), "schedules", *args, "--db", db_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ},
-        check=False,
-    )
+    return waypost_on(db_url, "schedules", *args)
 
 
 def test_cli_create_list_show_pause_resume_backfill_delete(make_engine: Any, db_url: str) -> None:

@@ -20,7 +20,7 @@ from waypost.model.schedules import fire_run_id
 from waypost.observability import Metrics
 from waypost.testing import TestClock
 
-from .server_fixtures import serve
+from .server_fixtures import serve, serve_metered
 
 __all__ = ["serve"]
 
@@ -55,11 +55,7 @@ def scrape(base: str) -> Scrape:
 
 def test_fires_by_outcome_lag_and_schedules_by_state(make_engine: Any, serve: Any) -> None:
     clock = TestClock(start=at("2026-06-01T09:59:00"))
-    metrics = Metrics()
-    engine = make_engine(noop, gated, clock=clock, observer=metrics)
-    metrics.watch_store(engine.aio.store, engine.aio.clock, ttl=0.0)
-    # With the metrics token: the series by tenant, workflow and queue.
-    base = serve(engine, metrics=metrics, metrics_token="scrape-secret")
+    engine, base = serve_metered(make_engine, serve, noop, gated, clock=clock, ttl=0.0)
     hour = timedelta(hours=1)
     engine.schedule(gated, id="skipper", every=hour, input="s", overlap="skip", tenant="t")
     engine.schedule(gated, id="buffer", every=hour, input="b", overlap="buffer_one", tenant="t")

@@ -18,7 +18,7 @@ import waypost as wp
 from tests.helpers import eventually
 from waypost.features.senders import FileSender
 
-from .server_fixtures import Api, make_key, serve
+from .server_fixtures import Api, make_keys, serve
 
 __all__ = ["serve"]
 
@@ -63,14 +63,15 @@ def setup(make_engine: Any, serve: Any, tmp_path: Path) -> Iterator[dict[str, An
     running = engine.running()
     running.__enter__()
     base = serve(engine)
-    keys = {
-        "admin": make_key(engine, "acme", "root", "admin"),
-        "ops": make_key(engine, "acme", "olga", "operator"),
-        "viewer": make_key(engine, "acme", "vic", "viewer"),
-        "ann": make_key(engine, "acme", "ann", "approver"),
-        "eve": make_key(engine, "acme", "eve", "starter", "approver"),
-        "other": make_key(engine, "globex", "gus", "admin"),
-    }
+    keys = make_keys(
+        engine,
+        "admin",
+        "ops",
+        "viewer",
+        "other",
+        ann=("acme", "ann", "approver"),
+        eve=("acme", "eve", "starter", "approver"),
+    )
     clients = {name: Api(base, key) for name, key in keys.items()}
     clients["anonymous"] = Api(base, None)
     yield {"engine": engine, "base": base, "notes": notes, **clients}

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from tests.helpers import eventually
+from tests.helpers.definitions import ask_ann
 from waypost.features.senders import FileSender
 from waypost.server.errors import logged_path
 
 from .console_fixtures import Browser
-from .server_fixtures import Api, make_key, serve
+from .server_fixtures import Api, make_keys, serve
 
 __all__ = ["serve"]
 
@@ -26,17 +27,7 @@ pytestmark = pytest.mark.timeout(120)
 
 PASSWORD = "correct horse battery"
 
-ASK = """
-name: ask_walls
-start: ask
-steps:
-  ask:
-    type: approval
-    approvers: {users: [ann]}
-    next: done
-  done:
-    type: succeed
-"""
+ASK = ask_ann("ask_walls")
 
 
 @pytest.fixture
@@ -45,10 +36,7 @@ def site(make_engine: Any, serve: Any, tmp_path: Path) -> Iterator[dict[str, Any
     engine = make_engine(notifier=FileSender(notes))
     with engine.running():
         base = serve(engine)
-        keys = {
-            "admin": make_key(engine, "acme", "root", "admin"),
-            "ops": make_key(engine, "acme", "olga", "operator"),
-        }
+        keys = make_keys(engine, "admin", "ops")
         engine.create_user("rita", ["operator"], PASSWORD, tenant="acme")
         yield {"engine": engine, "base": base, "notes": notes, **keys}
 

@@ -23,6 +23,7 @@ from tests.helpers.store_calls import (
     schedule_activities,
     state,
 )
+from tests.helpers.threads import in_threads
 from waypost.errors import ConfigurationError, SchemaError, StoreError
 from waypost.model.events import EventType
 from waypost.store import open_store
@@ -95,11 +96,7 @@ def test_reopening_and_concurrent_first_opens_apply_migrations_once(tmp_path: Pa
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=open_close) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    in_threads([open_close] * 4, timeout=30)
     assert errors == []
     open_close(together=False)
     assert errors == []

@@ -6,12 +6,8 @@ a batch at a time, and never one of another tenant.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +16,8 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, pg_connect
+from tests.helpers.definitions import ask_ann
+from tests.helpers.webhooks import signed_headers
 from waypost.features.senders import FileSender
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
@@ -34,17 +32,7 @@ pytestmark = pytest.mark.timeout(180)
 
 PASSWORD = "correct horse battery"
 
-ASK = """
-name: ask_tl
-start: ask
-steps:
-  ask:
-    type: approval
-    approvers: {users: [ann]}
-    next: done
-  done:
-    type: succeed
-"""
+ASK = ask_ann("ask_tl")
 
 
 @wp.activity()
@@ -72,19 +60,6 @@ async def waits(ctx: wp.WorkflowContext) -> str:
 @wp.workflow(name="paid_tl")
 async def paid(ctx: wp.WorkflowContext, order_id: str) -> Any:
     return await ctx.wait_signal("paid", 3600, correlate=("order", order_id))
-
-
-def _signed(secret: str, delivery_id: str, body: bytes) -> dict[str, str]:
-    """Standard Webhooks headers for `body` (HMAC-SHA256 over "id.timestamp.body")."""
-    ts = int(time.time())
-    key = base64.b64decode(secret.removeprefix("whsec_"))
-    mac = hmac.new(key, f"{delivery_id}.{ts}.".encode() + body, hashlib.sha256).digest()
-    return {
-        "webhook-id": delivery_id,
-        "webhook-timestamp": str(ts),
-        "webhook-signature": "v1," + base64.b64encode(mac).decode(),
-        "content-type": "application/json",
-    }
 
 
 def _error_code(answer: Any) -> str:
@@ -171,13 +146,17 @@ def test_a_disabled_tenants_webhook_sources_deliver_nothing(site: dict[str, Any]
     anonymous = Api(site["base"], None)
     engine.disable_tenant("acme")
     refused = anonymous.post(
-        f"/v1/webhooks/{made.url_id}", content=body, headers=_signed(made.secret, "d-1", body)
+        f"/v1/webhooks/{made.url_id}",
+        content=body,
+        headers=signed_headers(made.secret, "d-1", body),
     )
     assert refused.status_code == 401  # the one answer of an unknown source
     assert not [e for e in engine.history("r-paid", tenant="acme") if e.type == "SignalReceived"]
     engine.enable_tenant("acme")
     delivered = anonymous.post(
-        f"/v1/webhooks/{made.url_id}", content=body, headers=_signed(made.secret, "d-2", body)
+        f"/v1/webhooks/{made.url_id}",
+        content=body,
+        headers=signed_headers(made.secret, "d-2", body),
     )
     assert delivered.status_code == 200, delivered.text
     assert engine.result("r-paid", tenant="acme", timeout=30) == {"order": "o-1"}

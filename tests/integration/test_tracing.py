@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import waypost as wp
 from tests.helpers import eventually
-from tests.helpers.http_server import Answer, LocalServer, Received
+from tests.helpers.http_server import Answer, LocalServer, Received, serving
 from tests.integration.server_fixtures import Api, make_key, serve
 from waypost.engine import tracing
 from waypost.features.http import HTTP_ACTIVITY
@@ -60,15 +60,13 @@ def pack(ctx: wp.ActivityContext, order: str) -> str:
     return f"packed {order}"
 
 
-class Supplier:
+class Supplier(LocalServer):
     """A local HTTP server that records the `traceparent` of every request it answers."""
 
     def __init__(self) -> None:
         self.traceparents: list[str | None] = []
         self.busy = 0  # answer this many requests 503 first
-        self._http = LocalServer(self._answer)
-        self.port = self._http.port
-        self.base = self._http.base
+        super().__init__(self._answer)
 
     def _answer(self, request: Received) -> Answer:
         self.traceparents.append(request.headers.get("traceparent"))
@@ -76,15 +74,10 @@ class Supplier:
         self.busy -= 1
         return Answer(status, b'{"id": "po-1"}', {"Content-Type": "application/json"})
 
-    def close(self) -> None:
-        self._http.close()
-
 
 @pytest.fixture
 def supplier() -> Iterator[Supplier]:
-    srv = Supplier()
-    yield srv
-    srv.close()
+    yield from serving(Supplier())
 
 
 @pytest.fixture

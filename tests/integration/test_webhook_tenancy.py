@@ -5,8 +5,6 @@ upgrade, and secrets are sealed under the encryption keys (both stores)."""
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 import secrets
 import sqlite3
@@ -17,6 +15,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, pg_connect
+from tests.helpers.webhooks import webhook_headers
 from waypost.store.sqlfile import load_migrations
 
 pytestmark = pytest.mark.timeout(120)
@@ -27,17 +26,6 @@ K1 = secrets.token_bytes(32)
 @wp.workflow(name="wt_order")
 async def wt_order(ctx: wp.WorkflowContext, order_id: str) -> Any:
     return await ctx.wait_signal("paid", correlate=("order", order_id))
-
-
-def headers_for(secret: str, delivery_id: str, body: bytes) -> dict[str, str]:
-    ts = int(time.time())
-    key = base64.b64decode(secret.removeprefix("whsec_"))
-    mac = hmac.new(key, f"{delivery_id}.{ts}.".encode() + body, hashlib.sha256).digest()
-    return {
-        "webhook-id": delivery_id,
-        "webhook-timestamp": str(ts),
-        "webhook-signature": "v1," + base64.b64encode(mac).decode(),
-    }
 
 
 def body_for(order_id: str) -> bytes:
@@ -76,15 +64,15 @@ def test_two_tenants_each_have_a_source_of_the_same_id(make_engine: Any) -> None
         raw = body_for("o-1")
         # Each URL reaches its own tenant's run only, with its own source's secret.
         with pytest.raises(wp.WebhookRefused):
-            engine.deliver_webhook(globex.url_id, headers_for(acme.secret, "e1", raw), raw)
+            engine.deliver_webhook(globex.url_id, webhook_headers(acme.secret, "e1", raw), raw)
         with pytest.raises(wp.WebhookRefused):  # the source's id is no URL
-            engine.deliver_webhook("stripe-acme", headers_for(acme.secret, "e1", raw), raw)
-        got = engine.deliver_webhook(acme.url_id, headers_for(acme.secret, "e1", raw), raw)
+            engine.deliver_webhook("stripe-acme", webhook_headers(acme.secret, "e1", raw), raw)
+        got = engine.deliver_webhook(acme.url_id, webhook_headers(acme.secret, "e1", raw), raw)
         assert got.runs == ("a-run",)
         assert engine.result("a-run", timeout=10, tenant="acme") == {"data": {"id": "o-1"}}
         assert waiting(engine, "g-run", "globex")
         # The same delivery id from the other tenant's sender is its own, not a duplicate.
-        got = engine.deliver_webhook(globex.url_id, headers_for(globex.secret, "e1", raw), raw)
+        got = engine.deliver_webhook(globex.url_id, webhook_headers(globex.secret, "e1", raw), raw)
         assert (got.runs, got.duplicate) == (("g-run",), False)
 
         # A source deleted and made again has a new URL: the old one delivers nothing.
@@ -92,7 +80,7 @@ def test_two_tenants_each_have_a_source_of_the_same_id(make_engine: Any) -> None
         again = make_source(engine, "stripe-acme", "acme")
         assert again.url_id != acme.url_id
         with pytest.raises(wp.WebhookRefused):
-            engine.deliver_webhook(acme.url_id, headers_for(again.secret, "e2", raw), raw)
+            engine.deliver_webhook(acme.url_id, webhook_headers(again.secret, "e2", raw), raw)
 
 
 def _legacy_ddl(dialect: str) -> list[str]:
@@ -153,10 +141,10 @@ def test_a_source_made_before_keeps_its_url_and_its_deliveries_after_the_upgrade
         eventually(lambda: waiting(engine, "old-url", "acme"))
         raw = body_for("o-9")
         # The delivery id kept before the upgrade is still a duplicate...
-        again = engine.deliver_webhook("stripe-acme", headers_for(secret, "old-1", raw), raw)
+        again = engine.deliver_webhook("stripe-acme", webhook_headers(secret, "old-1", raw), raw)
         assert (again.duplicate, again.runs) == (True, ("x",))
         # ...and the sender's URL of then still delivers.
-        got = engine.deliver_webhook("stripe-acme", headers_for(secret, "new-1", raw), raw)
+        got = engine.deliver_webhook("stripe-acme", webhook_headers(secret, "new-1", raw), raw)
         assert got.runs == ("old-url",)
         # Now another tenant may have that id too.
         assert make_source(engine, "stripe-acme", "globex").url_id != "stripe-acme"
@@ -175,7 +163,7 @@ def test_a_sources_secret_is_sealed_under_the_encryption_keys(
         engine.start(wt_order, "o-2", run_id="sealed", tenant="acme")
         eventually(lambda: waiting(engine, "sealed", "acme"))
         raw = body_for("o-2")
-        got = engine.deliver_webhook(made.url_id, headers_for(made.secret, "e", raw), raw)
+        got = engine.deliver_webhook(made.url_id, webhook_headers(made.secret, "e", raw), raw)
         assert got.runs == ("sealed",)
 
 
@@ -198,7 +186,7 @@ def test_a_sealed_secret_moved_to_another_tenants_source_verifies_nothing(
             pg.execute(update.replace("?", "%s"), (sealed,))
     raw = body_for("o-3")
     with pytest.raises(wp.WebhookRefused):
-        engine.deliver_webhook(globex.url_id, headers_for(acme.secret, "e", raw), raw)
+        engine.deliver_webhook(globex.url_id, webhook_headers(acme.secret, "e", raw), raw)
 
 
 def test_secrets_stored_before_encryption_are_sealed_by_reencrypt(
@@ -226,5 +214,5 @@ def test_secrets_stored_before_encryption_are_sealed_by_reencrypt(
         engine.start(wt_order, "o-4", run_id="resealed", tenant="acme")
         eventually(lambda: waiting(engine, "resealed", "acme"))
         raw = body_for("o-4")
-        got = engine.deliver_webhook(made.url_id, headers_for(made.secret, "e", raw), raw)
+        got = engine.deliver_webhook(made.url_id, webhook_headers(made.secret, "e", raw), raw)
         assert got.runs == ("resealed",)

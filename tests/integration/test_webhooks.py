@@ -8,18 +8,19 @@ waypost's own helpers, so a sender using any library of that standard is what is
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.threads import in_threads
+from tests.helpers.webhooks import sign, signed_headers
 from waypost.errors import NondeterminismError
 
 from .server_fixtures import Api, make_key, serve
@@ -51,24 +52,6 @@ async def other_workflow(ctx: wp.WorkflowContext) -> None:
     await ctx.wait_signal("never")
 
 
-def sign(secret: str, delivery_id: str, timestamp: int, body: bytes) -> str:
-    key = base64.b64decode(secret.removeprefix("whsec_"))
-    content = f"{delivery_id}.{timestamp}.".encode() + body
-    return "v1," + base64.b64encode(hmac.new(key, content, hashlib.sha256).digest()).decode()
-
-
-def signed_headers(
-    secret: str, delivery_id: str, body: bytes, *, timestamp: int | None = None
-) -> dict[str, str]:
-    ts = int(time.time()) if timestamp is None else timestamp
-    return {
-        "webhook-id": delivery_id,
-        "webhook-timestamp": str(ts),
-        "webhook-signature": sign(secret, delivery_id, ts, body),
-        "content-type": "application/json",
-    }
-
-
 def error_of(response: Any) -> dict[str, Any]:
     body = response.json()
     assert set(body) == {"error"}, body
@@ -93,6 +76,14 @@ def waits_with(engine: wp.Engine, run_id: str, tenant: str, value: str) -> bool:
         w.get("kind") == "signal" and w.get("correlate") == {"key": "order", "value": value}
         for w in info.waiting_for
     )
+
+
+def start_waiting(
+    engine: Any, workflow: Any, value: str, run_id: str, what: str = "the wait"
+) -> None:
+    """Start `run_id` of `workflow` in tenant acme, until it waits with `value`."""
+    engine.start(workflow, value, run_id=run_id, tenant="acme")
+    eventually(lambda: waits_with(engine, run_id, "acme", value), what)
 
 
 @pytest.fixture
@@ -198,8 +189,7 @@ def test_every_run_waiting_with_the_value_gets_the_signal(setup: dict[str, Any])
 
 def test_a_number_at_the_path_is_its_text(setup: dict[str, Any]) -> None:
     engine = setup["engine"]
-    engine.start(order, "4711", run_id="numbered", tenant="acme")
-    eventually(lambda: waits_with(engine, "numbered", "acme", "4711"), "the wait")
+    start_waiting(engine, order, "4711", "numbered")
     answer = deliver(setup, "acme-pay", "evt-num", {"data": {"order": {"id": 4711}}})
     assert answer.status_code == 200, answer.text
     assert answer.json()["runs"] == ["numbered"]
@@ -313,8 +303,7 @@ def test_every_bad_delivery_is_one_clear_refusal_and_delivers_nothing(
     setup: dict[str, Any],
 ) -> None:
     engine = setup["engine"]
-    engine.start(order, "o-r", run_id="refusals", tenant="acme")
-    eventually(lambda: waits_with(engine, "refusals", "acme", "o-r"), "the wait")
+    start_waiting(engine, order, "o-r", "refusals")
     answers = _refusals(setup)
     for what, status, code, response in answers:
         assert response.status_code == status, (what, response.text)
@@ -354,8 +343,7 @@ def test_a_payload_over_the_tenants_limit_is_413(make_engine: Any, serve: Any) -
         made = engine.create_webhook_source(
             "p", signal="paid", key="order", path="data.order.id", tenant="acme"
         )
-        engine.start(order, "o-big", run_id="big", tenant="acme")
-        eventually(lambda: waits_with(engine, "big", "acme", "o-big"), "the wait")
+        start_waiting(engine, order, "o-big", "big")
         raw = json.dumps(paid("o-big", pad="x" * 500)).encode()
         anonymous = Api(base, None)
         try:
@@ -374,8 +362,7 @@ def test_a_replayed_delivery_answers_its_first_outcome_and_delivers_once(
     setup: dict[str, Any],
 ) -> None:
     engine = setup["engine"]
-    engine.start(twice, "o-d", run_id="dedup", tenant="acme")
-    eventually(lambda: waits_with(engine, "dedup", "acme", "o-d"), "the first wait")
+    start_waiting(engine, twice, "o-d", "dedup", "the first wait")
     raw = json.dumps(paid("o-d", n=1)).encode()
     headers = signed_headers(setup["secrets"]["acme-pay"], "evt-d", raw)
     first = setup["anonymous"].post(url(setup, "acme-pay"), content=raw, headers=headers)
@@ -407,8 +394,7 @@ def test_a_replayed_delivery_answers_its_first_outcome_and_delivers_once(
 
 def test_concurrent_copies_of_one_delivery_deliver_once(setup: dict[str, Any]) -> None:
     engine = setup["engine"]
-    engine.start(twice, "o-c", run_id="copies", tenant="acme")
-    eventually(lambda: waits_with(engine, "copies", "acme", "o-c"), "the wait")
+    start_waiting(engine, twice, "o-c", "copies")
     raw = json.dumps(paid("o-c")).encode()
     headers = signed_headers(setup["secrets"]["acme-pay"], "evt-c", raw)
     answers: list[Any] = []
@@ -420,11 +406,7 @@ def test_concurrent_copies_of_one_delivery_deliver_once(setup: dict[str, Any]) -
         answers.append(client.post(url(setup, "acme-pay"), content=raw, headers=headers))
         client.http.close()
 
-    threads = [threading.Thread(target=send) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    in_threads([send] * 6, timeout=60)
     assert [a.status_code for a in answers] == [200] * 6, [a.text for a in answers]
     assert sorted(a.json()["duplicate"] for a in answers) == [False] + [True] * 5
     assert {tuple(a.json()["runs"]) for a in answers} == {("copies",)}
@@ -439,8 +421,7 @@ def test_no_waiting_run_is_404_and_the_id_is_not_kept(setup: dict[str, Any]) -> 
     early = setup["anonymous"].post(url(setup, "acme-pay"), content=raw, headers=headers)
     assert early.status_code == 404, early.text
     assert error_of(early)["code"] == "no_run_waiting"
-    engine.start(order, "o-late", run_id="late", tenant="acme")
-    eventually(lambda: waits_with(engine, "late", "acme", "o-late"), "the wait")
+    start_waiting(engine, order, "o-late", "late")
     retried = setup["anonymous"].post(url(setup, "acme-pay"), content=raw, headers=headers)
     assert retried.status_code == 200, retried.text
     assert retried.json()["runs"] == ["late"]
@@ -450,8 +431,7 @@ def test_a_finished_or_timed_out_wait_is_no_longer_found(
     setup: dict[str, Any],
 ) -> None:
     engine = setup["engine"]
-    engine.start(order, "o-gone", run_id="gone", tenant="acme")
-    eventually(lambda: waits_with(engine, "gone", "acme", "o-gone"), "the wait")
+    start_waiting(engine, order, "o-gone", "gone")
     engine.cancel("gone", "no longer needed", tenant="acme")
     with pytest.raises(wp.WorkflowCancelled):
         engine.result("gone", timeout=10, tenant="acme")
@@ -555,11 +535,7 @@ def test_concurrent_signal_with_start_creates_one_run_and_delivers_every_signal(
         )
         client.http.close()
 
-    threads = [threading.Thread(target=call, args=(n,)) for n in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    in_threads([partial(call, n) for n in range(count)], timeout=60)
     assert sorted(a.status_code for a in answers) == [200] * (count - 1) + [201], [
         a.text for a in answers
     ]
@@ -619,8 +595,7 @@ def test_code_that_correlates_by_another_value_on_replay_is_suspended(
 ) -> None:
     engine = make_engine(order, cache_size=0)
     with engine.running():
-        engine.start(order, "o-1", run_id="changed", tenant="acme")
-        eventually(lambda: waits_with(engine, "changed", "acme", "o-1"), "the wait")
+        start_waiting(engine, order, "o-1", "changed")
     engine.close()
 
     @wp.workflow(name="wh_order")

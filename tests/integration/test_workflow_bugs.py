@@ -14,23 +14,22 @@ import subprocess
 import sys
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
+from tests.helpers.cli import waypost_on
 from waypost.testing import Crash, NoFaults, TestClock
 
-from .server_fixtures import Api, make_key, serve
+from .server_fixtures import run_commanders, serve
 
 __all__ = ["serve"]  # the fixture, used by name
 
 pytestmark = pytest.mark.timeout(120)
 
 HERE = os.path.basename(__file__)
-WAYPOST = Path(sys.executable).with_name("waypost")
 
 
 def line_of(fn: Any, text: str) -> str:
@@ -195,10 +194,7 @@ def test_over_http_an_operator_resumes_a_suspended_run(make_engine: Any, serve: 
     engine = make_engine(fixed, fetch_order, ship)
     with engine.running():
         base = serve(engine)
-        operator = Api(base, make_key(engine, "acme", "olga", "operator"))
-        starter = Api(base, make_key(engine, "acme", "sam", "starter"))
-        outsider = Api(base, make_key(engine, "other", "oscar", "admin"))
-        try:
+        with run_commanders(engine, base, "admin") as (operator, starter, outsider):
             url = f"/v1/runs/{run_id}/resume"
             assert starter.post(url, json={"reason": "x"}).status_code == 403
             assert outsider.post(url, json={"reason": "x"}).status_code == 404
@@ -209,9 +205,6 @@ def test_over_http_an_operator_resumes_a_suspended_run(make_engine: Any, serve: 
             assert engine.result(run_id, timeout=10, tenant="acme") == "shipped red-shoes"
             again = operator.post(url, json={"reason": "again"})
             assert again.status_code == 409 and again.json()["error"]["code"] == "run_not_active"
-        finally:
-            for api in (operator, starter, outsider):
-                api.http.close()
     (resumed,) = of_type(engine.history(run_id, tenant="acme"), "RunResumed")
     assert resumed.data["by"] == "olga" and resumed.data["status_before"] == "suspended"
 
@@ -221,13 +214,7 @@ def test_the_cli_lists_suspended_runs_and_resumes_one(make_engine: Any, db_url: 
     suspended_by_bug(make_engine, run_id)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(WAYPOST), "runs", *args, "--db", db_url],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return waypost_on(db_url, "runs", *args)
 
     listed = cli("list", "--status", "suspended")
     assert listed.returncode == 0, listed.stderr

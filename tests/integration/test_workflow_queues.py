@@ -24,7 +24,7 @@ from tests.helpers.gates import Gate
 from tests.helpers.store import violations
 from waypost.model.events import EventType
 
-from .server_fixtures import Api, make_key, serve
+from .server_fixtures import Api, make_key, metrics_text, serve, serve_metered
 
 __all__ = ["serve"]
 
@@ -90,11 +90,16 @@ def _admitted_at(engine: wp.Engine, run_id: str) -> float | None:
 
 
 # == concurrency ============================================================================
-def test_a_workflow_queue_admits_at_most_its_concurrency_and_every_run_finishes(
-    make_engine: Any,
-) -> None:
+@pytest.fixture
+def engine(make_engine: Any) -> Any:
+    """An engine serving `wq_report`, its gate fresh."""
     _fresh_gate()
-    engine = make_engine(wq_report, wq_step)
+    return make_engine(wq_report, wq_step)
+
+
+def test_a_workflow_queue_admits_at_most_its_concurrency_and_every_run_finishes(
+    engine: Any,
+) -> None:
     engine.configure_queue("reports", concurrency=2)
     seen: list[int] = []
     done = threading.Event()
@@ -120,10 +125,8 @@ def test_a_workflow_queue_admits_at_most_its_concurrency_and_every_run_finishes(
 
 
 def test_enqueued_runs_are_listed_with_their_status_and_admitted_by_priority_then_age(
-    make_engine: Any,
+    engine: Any,
 ) -> None:
-    _fresh_gate()
-    engine = make_engine(wq_report, wq_step)
     engine.configure_queue("reports", concurrency=1)
     with engine.running():
         blocker = engine.start(wq_report, [-1, "", True])
@@ -168,9 +171,7 @@ def test_a_workflow_queues_rate_limits_admissions(make_engine: Any) -> None:
             )
 
 
-def test_a_concurrency_key_bounds_the_admitted_runs_of_each_key(make_engine: Any) -> None:
-    _fresh_gate()
-    engine = make_engine(wq_report, wq_step)
+def test_a_concurrency_key_bounds_the_admitted_runs_of_each_key(engine: Any) -> None:
     engine.configure_queue("reports", key_concurrency=1)
     with engine.running():
         runs = [
@@ -191,10 +192,8 @@ def test_a_concurrency_key_bounds_the_admitted_runs_of_each_key(make_engine: Any
 
 # == cancel, terminate, deduplication ========================================================
 def test_an_enqueued_run_cancelled_or_terminated_never_starts_and_frees_no_slot(
-    make_engine: Any, db_url: str
+    engine: Any, db_url: str
 ) -> None:
-    _fresh_gate()
-    engine = make_engine(wq_report, wq_step)
     engine.configure_queue("reports", concurrency=1)
     with engine.running():
         blocker = engine.start(wq_report, ["blocker", "", True])
@@ -223,9 +222,7 @@ def test_an_enqueued_run_cancelled_or_terminated_never_starts_and_frees_no_slot(
     assert violations(db_url) == []
 
 
-def test_a_dedup_id_finds_an_enqueued_run(make_engine: Any) -> None:
-    _fresh_gate()
-    engine = make_engine(wq_report, wq_step)
+def test_a_dedup_id_finds_an_enqueued_run(engine: Any) -> None:
     engine.configure_queue("reports", concurrency=1)
     with engine.running():
         blocker = engine.start(wq_report, ["blocker", "", True])
@@ -241,10 +238,8 @@ def test_a_dedup_id_finds_an_enqueued_run(make_engine: Any) -> None:
 
 
 def test_start_run_passes_the_concurrency_key_dedup_id_and_queue_through(
-    make_engine: Any,
+    engine: Any,
 ) -> None:
-    _fresh_gate()
-    engine = make_engine(wq_report, wq_step)
     engine.configure_queue("elsewhere", key_concurrency=1)
     with engine.running():
         one = engine.start_run(wq_report, ["k1", "k", True], concurrency_key="k", queue="elsewhere")
@@ -281,9 +276,7 @@ def test_a_signal_to_an_enqueued_run_waits_for_its_admission_and_definitions_que
         assert chase.result(timeout=30) == "yes"
 
 
-def test_a_start_on_a_queue_with_no_limits_runs_at_once(make_engine: Any) -> None:
-    _fresh_gate()
-    engine = make_engine(wq_report, wq_step)
+def test_a_start_on_a_queue_with_no_limits_runs_at_once(engine: Any) -> None:
     with engine.running():
         runs = [engine.start(wq_report, [i, "", False]) for i in range(3)]
         assert [r.result(timeout=30) for r in runs] == [0, 1, 2]
@@ -365,11 +358,7 @@ def test_a_workflows_queue_name_is_checked_when_it_is_declared() -> None:
         async def bad(ctx: wp.WorkflowContext) -> None: ...
 
 
-def test_workflow_queues_over_http_and_other_tenants_see_nothing(
-    make_engine: Any, serve: Any
-) -> None:
-    _fresh_gate()
-    engine = make_engine(wq_report, wq_step)
+def test_workflow_queues_over_http_and_other_tenants_see_nothing(engine: Any, serve: Any) -> None:
     base = serve(engine)
     admin = Api(base, make_key(engine, "acme", "ada", "admin"))
     other = Api(base, make_key(engine, "globex", "gus", "admin"))
@@ -410,19 +399,12 @@ def test_workflow_queues_over_http_and_other_tenants_see_nothing(
 def test_metrics_and_the_console_count_enqueued_runs(make_engine: Any, serve: Any) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from waypost.observability import Metrics
-
     _fresh_gate()
-    metrics = Metrics()
-    engine = make_engine(wq_report, wq_step, observer=metrics)
-    metrics.watch_store(engine.aio.store, engine.aio.clock)
-    # With the metrics token: the series by tenant, workflow and queue.
-    base = serve(engine, metrics=metrics, metrics_token="scrape-secret")
+    engine, base = serve_metered(make_engine, serve, wq_report, wq_step)
     engine.configure_queue("reports", concurrency=1)
 
     def enqueued() -> float | None:
-        with Api(base, None) as anyone:
-            text = anyone.get("/metrics", headers={"Authorization": "Bearer scrape-secret"}).text
+        text = metrics_text(base)
         for family in text_string_to_metric_families(text):
             for s in family.samples:
                 if s.name == "waypost_runs" and s.labels.get("status") == "enqueued":
