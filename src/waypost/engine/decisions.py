@@ -94,19 +94,7 @@ def decision_commit(
     )
     new_approvals, close_approvals, escalations = _approval_changes(commands)
     new_correlations, withdraw_correlations = _correlation_changes(commands, finished)
-    children = [
-        # Started even by a run that ends in this activation (a detached child).
-        child_run(
-            tenant,
-            run_id,
-            ChildStarted.parse(ev),
-            now,
-            start_quotas,
-            inst.started.get("started_by"),
-        )
-        for ev in commands
-        if ev.type == _E.CHILD_STARTED
-    ]
+    children = _children(inst, commands, tenant, run_id, now, start_quotas)
     snapshot, workflow_op, continuation = _snapshot_after(inst, processed_seq)
     return RunCommit(
         tenant=tenant,
@@ -121,12 +109,7 @@ def decision_commit(
         activity=activity,
         new_activities=new_activities,
         cancel_activities=_steps(commands, ActivityCancelRequested),
-        new_timers=[
-            NewTimer(t.step, float(t.fire_at))
-            for ev in commands
-            if ev.type == _E.TIMER_STARTED
-            for t in (TimerStarted.parse(ev),)
-        ],
+        new_timers=_new_timers(commands),
         cancel_timers=_steps(commands, TimerCancelled),
         new_approvals=new_approvals,
         close_approvals=close_approvals,
@@ -140,6 +123,33 @@ def decision_commit(
         owner=owner if continuation is not None else None,
         lease=lease,
     )
+
+
+def _children(
+    inst: WorkflowInstance,
+    commands: Sequence[NewEvent],
+    tenant: str,
+    run_id: str,
+    now: float,
+    start_quotas: Quotas | None,
+) -> list[NewRun]:
+    """The child runs the commands start: even by a run that ends in this activation (a
+    detached child)."""
+    starter = inst.started.get("started_by")
+    return [
+        child_run(tenant, run_id, ChildStarted.parse(ev), now, start_quotas, starter)
+        for ev in commands
+        if ev.type == _E.CHILD_STARTED
+    ]
+
+
+def _new_timers(commands: Sequence[NewEvent]) -> list[NewTimer]:
+    return [
+        NewTimer(t.step, float(t.fire_at))
+        for ev in commands
+        if ev.type == _E.TIMER_STARTED
+        for t in (TimerStarted.parse(ev),)
+    ]
 
 
 def _steps(
