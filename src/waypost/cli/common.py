@@ -1,4 +1,5 @@
-"""What the `waypost` commands share: the database and tenant options, opening an engine."""
+"""What the `waypost` commands share: the database and tenant options, opening an engine,
+loading the `--app` modules."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import click
 from waypost.client.sync import Engine
 from waypost.errors import WaypostError
 from waypost.model.logs import LOG_FORMATS
+from waypost.runtime.registry import items_in_modules
 from waypost.store import DEFAULT_URL
 from waypost.store.sqlite import parse_sqlite_url
 
@@ -201,3 +203,11 @@ def worker_options(command: F) -> F:
     ):
         command = option(command)
     return command
+
+
+def load_apps(apps: tuple[str, ...]) -> list[Any]:
+    """The workflows and activities of the `--app` modules."""
+    try:
+        return items_in_modules(apps)
+    except WaypostError as exc:
+        raise click.ClickException(str(exc).replace("app module", "--app")) from exc

@@ -5,15 +5,22 @@ from __future__ import annotations
 from .encryption import EncryptionCalls
 from .fork import ForkCalls
 from .operator import OperatorCalls
-from .platform import PlatformCalls
+from .queues import QueueCalls
 from .repairs import RepairCalls
+from .retention import RetentionCalls
+from .runs import RunQueryCalls
 from .schedules import ScheduleCalls
+from .tenants import TenantCalls
 from .updates import UpdateCalls
-from .users import RunQueryCalls, UserCalls
+from .users import UserCalls
+from .webhooks import WebhookCalls
 
 
 class Calls(
-    PlatformCalls,
+    TenantCalls,
+    WebhookCalls,
+    QueueCalls,
+    RetentionCalls,
     OperatorCalls,
     ForkCalls,
     EncryptionCalls,

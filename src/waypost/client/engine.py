@@ -33,6 +33,7 @@ from waypost.features.outbox import Outbox
 from waypost.features.repairs import Repairs
 from waypost.features.retention import Retention
 from waypost.features.runs import Runs
+from waypost.features.schedules import Schedules
 from waypost.features.sealing import Sealing
 from waypost.features.senders import Sender
 from waypost.features.updates import Updates
@@ -67,7 +68,6 @@ from .calls import Calls
 from .door import Door, Handler, handlers_of
 from .handles import AsyncRunHandle as AsyncRunHandle
 from .local import os_user, seconds
-from .schedules import schedules_of
 
 T = TypeVar("T")
 
@@ -207,7 +207,9 @@ class AsyncEngine(Calls):
         self._encryption = Encryption(self._runner)
         self._sealing = Sealing(self._runner)
         self._repairs = Repairs(self._runner, self._definitions)
-        self._schedules = schedules_of(self._runner, self._runs)
+        self._schedules = Schedules(self._runner, self._runs)
+        self._runner.scheduler.add_loop("schedules", self._schedules.fire_forever)
+        self._runner.scheduler.on_nudge(self._schedules.wake)
         self._runner.add_source(self._definitions)
         self._runner.on_approvals(self._outbox.wake)
         self._approvals.on_change(self._outbox.wake)

@@ -1,5 +1,4 @@
-"""`AsyncRunHandle`: a started run, for `AsyncEngine` (kept apart from `engine.py` for its
-size)."""
+"""`AsyncRunHandle`: a started run of `AsyncEngine`, to read, wait for, signal and cancel."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 For an application in another process or on another host: the same calls as the
 embedded engine's (`start`, `signal`, `signal_with_start`, `get`, `result`,
-`history`, `cancel`, and the operator calls of `remote_operations`), the same
+`history`, `cancel`, and the calls of `remote_runs`, `remote_queues`, ...), the same
 records (`RunInfo`, `Event`, `Started`, `Forked`, `PurgeReport`, ...) and the same
 errors (`RunNotFound`, `PermissionDenied`, `InvalidState`, `WorkflowFailed`, ...),
 rebuilt from the API's error codes.
@@ -33,10 +33,12 @@ from waypost.model.requests import Http
 from waypost.model.status import RunStatus
 
 from .operator import OperatorRemote, OperatorRemoteBlocking
-from .remote_operations import OperatorRequests, checked_here, run_path, segment
+from .remote_queues import QueueRequests
+from .remote_runs import RunRequests
 from .remote_schedules import ScheduleRequests
 from .remote_updates import UpdateRequests
 from .remote_users import UserRequests
+from .remote_wire import checked_here, run_path, segment
 from .repairs import RepairRemote, RepairRemoteBlocking
 from .sync import Blocking, LoopThread, blocking
 
@@ -170,7 +172,13 @@ T = TypeVar("T")
 
 
 class AsyncClient(
-    OperatorRemote, RepairRemote, OperatorRequests, ScheduleRequests, UpdateRequests, UserRequests
+    OperatorRemote,
+    RepairRemote,
+    RunRequests,
+    QueueRequests,
+    ScheduleRequests,
+    UpdateRequests,
+    UserRequests,
 ):
     """Runs on a `waypost server`, as the API key's principal sees them.
 

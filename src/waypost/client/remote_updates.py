@@ -1,7 +1,7 @@
 """The `query` and `update` calls of `AsyncClient`, over the server's routes.
 
 The same names, parameters and answers as the embedded engine's calls, without
-`tenant=` (the API key decides it). A mixin, kept apart from `remote.py` for its size.
+`tenant=` (the API key decides it).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from .door import Sends
-from .remote_operations import run_path, segment
+from .remote_wire import run_path, segment
 
 _SLACK = 10.0  # seconds the HTTP request waits beyond the update's own timeout
 

@@ -1,5 +1,5 @@
 """The repair commands of `AsyncEngine`: retry, skip, update-input (a mixin of thin
-methods over the one door, kept apart for its size)."""
+methods over the one door), and their blocking and remote twins."""
 
 from __future__ import annotations
 

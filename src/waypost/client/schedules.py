@@ -1,26 +1,15 @@
 """Schedules of `AsyncEngine` (create, list, show, pause, resume, delete, backfill): a
-mixin of thin methods over the one door, and the wiring of the firing loop."""
+mixin of thin methods over the one door."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
 
-from waypost.engine.runner import Runner
-from waypost.features.runs import Runs
-from waypost.features.schedules import Schedules
 from waypost.model import schedules as sch
 from waypost.model.schedules import Backfilled, ScheduleInfo
 
 from .door import LocalDoor
-
-
-def schedules_of(runner: Runner, runs: Runs) -> Schedules:
-    """The schedules room of an engine, its loop added to the engine's scheduler."""
-    room = Schedules(runner, runs)
-    runner.scheduler.add_loop("schedules", room.fire_forever)
-    runner.scheduler.on_nudge(room.wake)
-    return room
 
 
 class ScheduleCalls:

@@ -1,0 +1,194 @@
+"""The approvals commands: `waypost approvals` (list, show), `approve` and `reject` with
+an approver's credential, and `groups` of approvers in the built-in directory."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+import click
+
+from waypost.errors import DecisionRefused, InvalidCredential
+
+from .common import db_option, dump, open_engine, tenant_option
+from .output import cell, facts_grid, show
+
+
+@click.group()
+def approvals() -> None:
+    """Human approvals: list them, decide them."""
+
+
+def _approval_json(info: Any) -> dict[str, Any]:
+    return {
+        "approval_id": info.approval_id,
+        "tenant": info.tenant,
+        "run_id": info.run_id,
+        "step": info.step,
+        "name": info.name,
+        "status": info.status,
+        "policy": info.policy,
+        "started_by": info.started_by,
+        "data": info.data,
+        "expires_at": info.expires_at.isoformat() if info.expires_at else None,
+        "created_at": info.created_at.isoformat(),
+        "votes": info.votes,
+        "refusals": info.refusals,
+    }
+
+
+@approvals.command("list")
+@click.option("--as", "principal", default=None, help="Only those this user may decide now.")
+@click.option(
+    "--status", default="pending", show_default=True, help="pending, approved, ... or all"
+)
+@click.option("--run", "run_id", default=None, help="Only this run's.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+@tenant_option
+def approvals_list(
+    principal: str | None, status: str, run_id: str | None, as_json: bool, db: str, tenant: str
+) -> None:
+    """List approvals."""
+    with open_engine(db, must_exist=True) as engine:
+        found = engine.approvals(
+            principal, None if status == "all" else status, tenant=tenant, run_id=run_id
+        )
+    if as_json:
+        click.echo(dump([_approval_json(a) for a in found]))
+        return
+    for a in found:
+        votes = ", ".join(f"{v['principal']}:{v['decision']}" for v in a.votes) or "-"
+        expires = a.expires_at.isoformat(timespec="seconds") if a.expires_at else "never"
+        click.echo(
+            f"{a.approval_id}  {a.status:<9} {a.name:<16} run {a.run_id}  "
+            f"expires {expires}  votes {votes}"
+        )
+    if not found:
+        click.echo("no approvals", err=True)
+
+
+@approvals.command("show")
+@click.argument("approval_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+@tenant_option
+def approvals_show(approval_id: str, as_json: bool, db: str, tenant: str) -> None:
+    """Show one approval: its status, policy, votes and refusals."""
+    with open_engine(db, must_exist=True) as engine:
+        try:
+            info = engine.approval(approval_id, tenant=tenant)
+        except LookupError as exc:
+            raise click.ClickException(str(exc)) from exc
+    shown = _approval_json(info)
+    if as_json:
+        click.echo(dump(shown))
+        return
+    facts = facts_grid()
+    for name in ("approval_id", "tenant", "run_id", "step", "name", "status", "started_by"):
+        facts.add_row(name, cell(shown[name]))
+    facts.add_row("policy", cell(json.dumps(shown["policy"], sort_keys=True), 400))
+    facts.add_row("expires_at", shown["expires_at"] or "never")
+    facts.add_row("created_at", shown["created_at"])
+    votes = ", ".join(f"{v.get('principal')}:{v.get('decision')}" for v in info.votes)
+    facts.add_row("votes", cell(votes or "-", 400))
+    facts.add_row("refusals", str(sum(int(r.get("count", 1)) for r in info.refusals)))
+    show(facts)
+
+
+def _decide(
+    db: str, tenant: str, approval_id: str, token: str, principal: str, decision: str, comment: str
+) -> None:
+    # The caller gets the API's answer and nothing else: the audit log says why a
+    # credential was refused, which is for the operator's log, not for whoever typed
+    # the command (without a handler, Python would print warnings to stderr).
+    logging.getLogger("waypost").addHandler(logging.NullHandler())
+    with open_engine(db, must_exist=True) as engine:
+        try:
+            receipt = engine.decide(
+                approval_id, token, principal, decision, comment, tenant=tenant, auth="cli"
+            )
+        except (InvalidCredential, DecisionRefused) as exc:
+            click.echo(f"refused: {exc}", err=True)
+            sys.exit(1)
+    if receipt.outcome == "pending":
+        click.echo(f"{decision} by {principal} counted; the approval waits for more decisions")
+    else:
+        click.echo(f"{decision} by {principal} counted; the approval is {receipt.outcome}")
+
+
+@click.command()
+@click.argument("approval_id")
+@click.option("--token", required=True, help="The credential from the notification.")
+@click.option("--as", "principal", required=True, help="Who you are (the approver).")
+@click.option("--comment", default="", help="Recorded with the decision.")
+@db_option
+@tenant_option
+def approve(
+    approval_id: str, token: str, principal: str, comment: str, db: str, tenant: str
+) -> None:
+    """Approve APPROVAL_ID with your credential."""
+    _decide(db, tenant, approval_id, token, principal, "approve", comment)
+
+
+@click.command()
+@click.argument("approval_id")
+@click.option("--token", required=True, help="The credential from the notification.")
+@click.option("--as", "principal", required=True, help="Who you are (the approver).")
+@click.option("--comment", required=True, help="Why (recorded with the decision).")
+@db_option
+@tenant_option
+def reject(
+    approval_id: str, token: str, principal: str, comment: str, db: str, tenant: str
+) -> None:
+    """Reject APPROVAL_ID with your credential."""
+    _decide(db, tenant, approval_id, token, principal, "reject", comment)
+
+
+# == the built-in directory ==========================================================
+@click.group()
+def groups() -> None:
+    """Groups of approvers in the built-in directory."""
+
+
+@groups.command("add")
+@click.argument("group")
+@click.argument("users", nargs=-1, required=True)
+@db_option
+@tenant_option
+def groups_add(group: str, users: tuple[str, ...], db: str, tenant: str) -> None:
+    """Add USERS to GROUP (they are asked on its pending approvals)."""
+    with open_engine(db) as engine:
+        added = engine.add_to_group(group, list(users), tenant=tenant)
+    click.echo(f"{added} added to {group} (tenant {tenant})")
+
+
+@groups.command("remove")
+@click.argument("group")
+@click.argument("users", nargs=-1, required=True)
+@db_option
+@tenant_option
+def groups_remove(group: str, users: tuple[str, ...], db: str, tenant: str) -> None:
+    """Remove USERS from GROUP (their credentials on its pending approvals stop working)."""
+    with open_engine(db, must_exist=True) as engine:
+        removed = engine.remove_from_group(group, list(users), tenant=tenant)
+    click.echo(f"{removed} removed from {group} (tenant {tenant})")
+
+
+@groups.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@db_option
+@tenant_option
+def groups_list(as_json: bool, db: str, tenant: str) -> None:
+    """List groups and their members."""
+    with open_engine(db, must_exist=True) as engine:
+        found = engine.groups(tenant=tenant)
+    if as_json:
+        click.echo(dump(found))
+        return
+    for group, members in found.items():
+        click.echo(f"{group}: {', '.join(members)}")
+    if not found:
+        click.echo("no groups", err=True)
