@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 import waypost as wp
-from tests.conftest import _admin, postgres_url
+from tests.conftest import scratch_postgres
 from tests.helpers import pg_connect
 from tests.helpers.threads import in_threads
 from waypost.errors import ConfigurationError, SchemaError, StoreError
@@ -26,14 +26,8 @@ from waypost.store.sqlite import migrate_connection as sqlite_migrate
 @pytest.fixture
 def empty_database() -> Any:
     """An empty database (no schema), dropped afterwards."""
-    import uuid
-
-    name = f"waypost_empty_{uuid.uuid4().hex[:12]}"
-    with _admin() as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield postgres_url(name)
-    with _admin() as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_postgres("waypost_empty") as url:
+        yield url
 
 
 def _all_null(sql: str, placeholder: str) -> dict[str, Any]:

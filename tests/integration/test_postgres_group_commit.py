@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 import waypost as wp
+from tests.helpers.flows import sum_of_steps
 from waypost.errors import ConfigurationError, StoreError
 from waypost.model.chain import verify_chain
 from waypost.model.events import EventType, NewEvent
@@ -236,10 +237,7 @@ async def noop(ctx: wp.ActivityContext, i: int) -> int:
 
 @wp.workflow(name="grouped_steps")
 async def steps(ctx: wp.WorkflowContext, n: int) -> int:
-    total = 0
-    for i in range(n):
-        total += await ctx.run(noop, i)
-    return total
+    return await sum_of_steps(ctx, noop, n)
 
 
 @pytest.mark.parametrize("group_commit", ["on", "off"])

@@ -19,6 +19,7 @@ import pytest
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
 from tests.helpers.clocks import FrozenClock
+from tests.helpers.flows import sum_of_steps
 from tests.helpers.gates import Gate
 from tests.helpers.tenants import NO_USAGE
 from waypost.model import operations as ops
@@ -44,10 +45,7 @@ async def q_noop(ctx: wp.ActivityContext, n: int) -> int:
 
 @wp.workflow(name="q_steps")
 async def q_steps(ctx: wp.WorkflowContext, steps: int) -> int:
-    total = 0
-    for i in range(steps):
-        total += await ctx.run(q_noop, i)
-    return total
+    return await sum_of_steps(ctx, q_noop, steps)
 
 
 @wp.workflow(name="q_one")
