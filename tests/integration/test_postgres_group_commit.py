@@ -17,6 +17,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers.flows import sum_of_steps
+from tests.helpers.store_calls import signal_commit
 from waypost.errors import ConfigurationError, StoreError
 from waypost.model.chain import verify_chain
 from waypost.model.events import EventType, NewEvent
@@ -27,7 +28,6 @@ from waypost.store.base import (
     NewActivityTask,
     NewRun,
     RunCommit,
-    Snapshot,
     WorkflowTaskOp,
 )
 from waypost.store.postgres import PostgresStore
@@ -79,18 +79,7 @@ async def grouped(
         assert groups is not None
 
         def signal(run_id: str) -> RunCommit:
-            seq, hash_ = heads[run_id]
-            return RunCommit(
-                TENANT,
-                run_id,
-                [NewEvent(E.SIGNAL_RECEIVED, {"name": run_id}, T0 + 1)],
-                T0 + 1,
-                expect_seq=seq,
-                expect_hash=hash_,
-                snapshot=Snapshot("waiting", [], 1),
-                workflow_fence=1,
-                workflow_op=WorkflowTaskOp.IDLE,
-            )
+            return signal_commit(run_id, heads[run_id])
 
         before = dict(store.stats)
         with psycopg.connect(url, options="-c search_path=waypost") as holder:
