@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import waypost as wp
@@ -14,3 +15,8 @@ async def sum_of_steps(ctx: wp.WorkflowContext, activity: Any, n: int) -> int:
     for i in range(n):
         total += await ctx.run(activity, i)
     return total
+
+
+async def each_in_turn(ctx: wp.WorkflowContext, activities: Sequence[Any], arg: Any) -> list[Any]:
+    """Runs each of `activities` with `arg`, one after another; their results, in order."""
+    return [await ctx.run(activity, arg) for activity in activities]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type
+from tests.helpers import of_type, until_event
 from tests.helpers.approvals import pending_approval
 from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
@@ -179,7 +179,7 @@ def test_a_principal_acts_only_as_itself_unless_local(engine: Any, mailbox: Mail
     engine.execute(
         ops.Revoke(approval_id=approval.approval_id, approver="bob", reason="on leave"), olga
     )
-    changed = eventually(lambda: of_type(engine.history(run.run_id), "ApproversChanged"), "it")
+    changed = until_event(engine, run.run_id, "ApproversChanged", "it")
     assert changed[0].data["by"] == "olga"
     with pytest.raises(wp.PermissionDenied, match="embedded API"):
         engine.execute(ops.Publish(definition={}, limits=wp.Limits()), olga)

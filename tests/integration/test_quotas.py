@@ -21,7 +21,7 @@ from tests.helpers import db_query, eventually, of_type
 from tests.helpers.clocks import FrozenClock
 from tests.helpers.flows import sum_of_steps
 from tests.helpers.gates import Gate
-from tests.helpers.tenants import NO_USAGE
+from tests.helpers.tenants import NO_USAGE, with_acme_quotas
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 
@@ -163,9 +163,7 @@ def test_any_role_reads_its_own_tenant_and_only_the_platform_sets_quotas(
 def test_a_start_over_max_concurrent_runs_is_refused_and_writes_nothing(
     make_engine: Any, db_url: str
 ) -> None:
-    engine = make_engine(q_wait)
-    engine.create_tenant("acme")
-    engine.set_quotas("acme", {"max_concurrent_runs": 2})
+    engine = with_acme_quotas(make_engine(q_wait), {"max_concurrent_runs": 2})
     with engine.running():
         first = engine.start(q_wait, tenant="acme", run_id="r1")
         engine.start(q_wait, tenant="acme", run_id="r2")
