@@ -8,6 +8,7 @@ as CI provides).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -57,16 +58,24 @@ def postgres_template() -> Iterator[str]:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture
-def fresh_postgres(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The URL of a new, empty PostgreSQL database with the schema; dropped afterwards."""
-    template = request.getfixturevalue("postgres_template")
-    name = f"waypost_test_{uuid.uuid4().hex[:12]}"
+@contextlib.contextmanager
+def scratch_postgres(prefix: str, template: str | None = None) -> Iterator[str]:
+    """The URL of a new PostgreSQL database named `prefix` and a random suffix, a copy of
+    `template` or else empty; dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    copy = f' TEMPLATE "{template}"' if template is not None else ""
     with _admin() as admin:
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        admin.execute(f'CREATE DATABASE "{name}"{copy}')
     yield postgres_url(name)
     with _admin() as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def fresh_postgres(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The URL of a new, empty PostgreSQL database with the schema; dropped afterwards."""
+    with scratch_postgres("waypost_test", request.getfixturevalue("postgres_template")) as url:
+        yield url
 
 
 @pytest.fixture

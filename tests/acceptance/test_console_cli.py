@@ -4,7 +4,6 @@ console sessions work whichever process answers."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -12,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers.servers import WAYPOST, server
+from tests.helpers.cli import waypost
+from tests.helpers.servers import server
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -20,49 +20,31 @@ pytestmark = pytest.mark.timeout(180)
 def users(
     tmp_path: Path, *args: str, stdin: str = "", db: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(WAYPOST), *args, "--db", db or f"sqlite:///{tmp_path / 'waypost.db'}"],
-        cwd=tmp_path,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={k: v for k, v in os.environ.items() if k not in ("WAYPOST_DB", "WAYPOST_DEBUG")},
-        check=False,
-    )
+    return waypost(tmp_path, *args, url=db, stdin=stdin)
+
+
+def create_user(
+    tmp_path: Path, name: str, roles: str, *more: str, stdin: str = "", db: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`waypost users create` of `name` in tenant acme with `roles` (and `more` options)."""
+    who = ("--tenant", "acme", "--name", name, "--roles", roles)
+    return users(tmp_path, "users", "create", *who, *more, stdin=stdin, db=db)
 
 
 def test_users_are_made_listed_and_disabled_without_a_password_in_argv(tmp_path: Path) -> None:
     assert users(tmp_path, "tenants", "create", "acme").returncode == 0
-    made = users(
-        tmp_path,
-        *("users", "create", "--tenant", "acme", "--name", "Rita", "--roles", "operator,viewer"),
-        "--password-stdin",
-        stdin="a long password\n",
+    made = create_user(
+        tmp_path, "Rita", "operator,viewer", "--password-stdin", stdin="a long password\n"
     )
     assert made.returncode == 0, made.stderr
     assert "user rita in tenant acme (operator, viewer)" in made.stdout
-    again = users(
-        tmp_path,
-        *("users", "create", "--tenant", "acme", "--name", "rita", "--roles", "viewer"),
-        "--password-stdin",
-        stdin="another password\n",
-    )
+    again = create_user(tmp_path, "rita", "viewer", "--password-stdin", stdin="another password\n")
     assert again.returncode == 1
     assert "exists in this tenant already" in again.stderr
-    short = users(
-        tmp_path,
-        *("users", "create", "--tenant", "acme", "--name", "sam", "--roles", "viewer"),
-        "--password-stdin",
-        stdin="short\n",
-    )
+    short = create_user(tmp_path, "sam", "viewer", "--password-stdin", stdin="short\n")
     assert short.returncode == 1
     assert "a password has 8 to 512 characters" in short.stderr
-    as_arg = users(
-        tmp_path,
-        *("users", "create", "--tenant", "acme", "--name", "sam", "--roles", "viewer"),
-        *("--password", "in argv"),
-    )
+    as_arg = create_user(tmp_path, "sam", "viewer", *("--password", "in argv"))
     assert as_arg.returncode == 2  # there is no such option
     [rita] = json.loads(users(tmp_path, "users", "list", "--tenant", "acme", "--json").stdout)
     assert rita["name"] == "rita" and rita["roles"] == ["operator", "viewer"]
@@ -76,13 +58,7 @@ def test_users_are_made_listed_and_disabled_without_a_password_in_argv(tmp_path:
 def test_a_session_works_on_every_process_of_a_server(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'waypost.db'}"
     users(tmp_path, "tenants", "create", "acme", db=db)
-    users(
-        tmp_path,
-        *("users", "create", "--tenant", "acme", "--name", "rita", "--roles", "viewer"),
-        "--password-stdin",
-        stdin="a long password\n",
-        db=db,
-    )
+    create_user(tmp_path, "rita", "viewer", "--password-stdin", stdin="a long password\n", db=db)
     with server(tmp_path, db, "--workers", "2") as base:
         with httpx.Client(base_url=base) as http:
             form = http.get("/sign-in")

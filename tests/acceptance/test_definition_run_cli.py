@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import eventually
+from tests.helpers.definitions import waits_then_succeeds
 from tests.helpers.servers import stopped_cleanly
 
 WAYPOST = Path(sys.executable).with_name("waypost")
@@ -41,13 +42,7 @@ input:
     qty: {type: integer, minimum: 1}
 start: hold
 steps:
-  hold:
-    type: wait
-    signal: go
-    next: done
-  done:
-    type: succeed
-"""
+""" + waits_then_succeeds(("hold", "go"))
 V2 = """
 name: purchase
 input:
@@ -58,17 +53,7 @@ input:
     qty: {type: integer, minimum: 1}
 start: hold
 steps:
-  hold:
-    type: wait
-    signal: go
-    next: confirm
-  confirm:
-    type: wait
-    signal: confirmed
-    next: done
-  done:
-    type: succeed
-"""
+""" + waits_then_succeeds(("hold", "go"), ("confirm", "confirmed"))
 
 
 class Cli:

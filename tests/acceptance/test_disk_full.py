@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import waypost as wp
+from tests.helpers.flows import sum_of_steps
 from waypost.testing import check_invariants
 
 pytestmark = pytest.mark.timeout(180)
@@ -67,10 +68,7 @@ async def tick(ctx: wp.ActivityContext, i: int) -> int:
 
 @wp.workflow(name="ticks")
 async def ticks(ctx: wp.WorkflowContext, n: int) -> int:
-    total = 0
-    for i in range(n):
-        total += await ctx.run(tick, i)
-    return total
+    return await sum_of_steps(ctx, tick, n)
 
 
 def test_a_full_disk_stops_writes_cleanly_and_the_engine_recovers_on_its_own(

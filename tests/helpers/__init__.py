@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .db import db_query, db_write, db_write_all, pg_connect, write_lock
 from .history import of_type
-from .polling import eventually, eventually_async, run_reaches
+from .polling import eventually, eventually_async, run_reaches, until_event
 
 __all__ = [
     "db_query",
@@ -19,5 +19,6 @@ __all__ = [
     "of_type",
     "pg_connect",
     "run_reaches",
+    "until_event",
     "write_lock",
 ]

@@ -9,7 +9,7 @@ from typing import Any
 
 import waypost as wp
 from waypost.features.senders import FileSender
-from waypost.model import approvals as ap_model
+from waypost.model import approvals as ap_model, operations as ops
 from waypost.store.base import NewCredential
 
 from .db import db_query
@@ -107,3 +107,13 @@ def issue_credential(engine: Any, approval_id: str, who: str) -> str:
     )
     token: str = issued.token
     return token
+
+
+def approve_as_itself(approval_id: str, token: str) -> ops.Decide:
+    """An approval by whoever executes it (no approver named), with `token`."""
+    return ops.Decide(
+        approval_id=approval_id,
+        token=token,
+        approver=None,  # type: ignore[arg-type]
+        decision="approve",
+    )

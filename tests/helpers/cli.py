@@ -10,12 +10,20 @@ from pathlib import Path
 from .servers import EXAMPLES, WAYPOST
 
 
-def waypost(tmp_path: Path, *args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """A `waypost` command on a SQLite file (`db`, default `waypost.db` in `tmp_path`)."""
+def waypost(
+    tmp_path: Path,
+    *args: str,
+    db: Path | None = None,
+    url: str | None = None,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """A `waypost` command on a SQLite file (`db`, default `waypost.db` in `tmp_path`) or
+    on the database at `url`, reading `stdin` if given."""
     database = db if db is not None else tmp_path / "waypost.db"
     return subprocess.run(
-        [str(WAYPOST), *args, "--db", f"sqlite:///{database}"],
+        [str(WAYPOST), *args, "--db", url or f"sqlite:///{database}"],
         cwd=tmp_path,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=120,

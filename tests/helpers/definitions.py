@@ -39,3 +39,39 @@ steps:
 def ask_ann(name: str) -> str:
     """Definition `name`: one approval by user `ann`, then the run succeeds."""
     return _ASK_ANN.format(name=name)
+
+
+def waits_then_succeeds(*waits: tuple[str, str]) -> str:
+    """The YAML of steps (indented as under `steps:`) that wait, in turn, for each
+    `(step, signal)` of `waits`, then a step `done` that succeeds."""
+    steps = [step for step, _ in waits] + ["done"]
+    return (
+        "".join(
+            f"  {step}:\n    type: wait\n    signal: {signal}\n    next: {after}\n"
+            for (step, signal), after in zip(waits, steps[1:], strict=True)
+        )
+        + "  done:\n    type: succeed\n"
+    )
+
+
+# Step `reserve` of the purchase definitions (indented as under `steps:`): it reserves
+# the order's amount; RELEASED_ON_UNDO, its compensation, follows it where it has one.
+RESERVE_STEP = """  reserve:
+    type: activity
+    activity: budget.reserve
+    input: {order_id: order_id, amount: amount}
+    output: $.reservation
+"""
+RELEASED_ON_UNDO = """    compensate:
+      activity: budget.release
+      input: {reservation_id: reservation.id}
+"""
+
+
+def big_orders_approved(otherwise: str) -> str:
+    """Step `route` (indented as under `steps:`): an amount over 1000 goes on to step
+    `approve`, any other to step `otherwise`."""
+    return (
+        "  route:\n    type: choice\n    choices:\n      - when: amount > `1000`\n"
+        f"        next: approve\n    default: {otherwise}\n"
+    )

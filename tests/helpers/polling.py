@@ -10,6 +10,8 @@ from typing import TypeVar
 
 import waypost as wp
 
+from .history import of_type
+
 T = TypeVar("T")
 
 
@@ -65,3 +67,11 @@ async def run_reaches(
     except AssertionError:
         info = seen[-1]
         raise AssertionError(f"run {run.run_id} is {info.status}: {info.waiting_for}") from None
+
+
+def until_event(
+    engine: wp.Engine, run_id: str, type_: str, what: str, timeout: float = 10.0
+) -> list[wp.Event]:
+    """Poll the run's history until it holds events of `type_` (which it returns); fail
+    after `timeout` seconds, saying it waited for `what`."""
+    return eventually(lambda: of_type(engine.history(run_id), type_), what, timeout)

@@ -115,3 +115,20 @@ async def finish_run(store: Store, run_id: str) -> None:
         )
     )
     assert res.ok, res
+
+
+def signal_commit(run_id: str, head: tuple[int, str]) -> RunCommit:
+    """A commit of one SignalReceived (named after the run) to a run whose last event is
+    `head` (its seq and hash): the run waits on, its workflow task idle."""
+    seq, hash_ = head
+    return RunCommit(
+        TENANT,
+        run_id,
+        [ev(E.SIGNAL_RECEIVED, T0 + 1, name=run_id)],
+        T0 + 1,
+        expect_seq=seq,
+        expect_hash=hash_,
+        snapshot=Snapshot("waiting", [], 1),
+        workflow_fence=1,
+        workflow_op=WorkflowTaskOp.IDLE,
+    )

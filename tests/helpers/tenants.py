@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 # The usage of a tenant with nothing running, stored or configured.
 NO_USAGE = {
     "running_runs": 0,
@@ -14,3 +16,10 @@ NO_USAGE = {
     "users": 0,
     "api_keys": 0,
 }
+
+
+def with_acme_quotas(engine: Any, quotas: dict[str, Any]) -> Any:
+    """`engine`, once it has made tenant acme and set `quotas` for it."""
+    engine.create_tenant("acme")
+    engine.set_quotas("acme", quotas)
+    return engine

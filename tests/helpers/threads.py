@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterable
+from typing import Any
 
 
 def in_threads(calls: Iterable[Callable[[], object]], timeout: float | None = None) -> None:
@@ -13,3 +15,22 @@ def in_threads(calls: Iterable[Callable[[], object]], timeout: float | None = No
         t.start()
     for t in threads:
         t.join(timeout)
+
+
+def open_and_close_at_once(make_store: Callable[[], Any], n: int, timeout: float) -> None:
+    """`n` threads each make a store, wait for the others, then open and close it; none
+    of them fails."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n)
+
+    def open_close() -> None:
+        try:
+            store = make_store()
+            barrier.wait(timeout)
+            asyncio.run(store.open())
+            asyncio.run(store.close())
+        except BaseException as exc:
+            errors.append(exc)
+
+    in_threads([open_close] * n, timeout=timeout)
+    assert errors == []

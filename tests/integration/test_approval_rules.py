@@ -18,7 +18,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import approvals, db_query, eventually, of_type
-from tests.helpers.approvals import pending_approval, purchase, refusals
+from tests.helpers.approvals import approve_as_itself, pending_approval, purchase, refusals
 from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender, LogSender
 from waypost.model import approvals as ap_model, operations as ops
@@ -536,12 +536,7 @@ def test_segregation_of_duties_compares_the_callers_identity(
     # Even holding a credential of her own, eve (however she spells herself) may not decide.
     token = approvals.issue_credential(engine, approval.approval_id, "eve")
     approver = Principal("default", "\uff25\uff36\uff25", frozenset({Role.APPROVER}))
-    decide = ops.Decide(
-        approval_id=approval.approval_id,
-        token=token,
-        approver=None,  # type: ignore[arg-type]
-        decision="approve",
-    )
+    decide = approve_as_itself(approval.approval_id, token)
     with pytest.raises(wp.DecisionRefused, match="segregation of duties"):
         engine.execute(decide, approver)
     assert engine.approval(approval.approval_id).votes == []
@@ -549,12 +544,7 @@ def test_segregation_of_duties_compares_the_callers_identity(
     ann = mailbox.wait(approval.approval_id, "ann")
     ann_principal = Principal("default", "Ann", frozenset({Role.APPROVER}))
     receipt = engine.execute(
-        ops.Decide(
-            approval_id=approval.approval_id,
-            token=ann["approve_token"],
-            approver=None,  # type: ignore[arg-type]
-            decision="approve",
-        ),
+        approve_as_itself(approval.approval_id, ann["approve_token"]),
         ann_principal,
     )
     assert receipt.principal == "ann"

@@ -12,6 +12,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
+from tests.helpers.tenants import with_acme_quotas
 from tests.helpers.webhooks import webhook_headers
 from tests.integration.server_fixtures import Api, make_key, serve  # noqa: F401
 
@@ -78,9 +79,7 @@ def test_a_runs_history_bytes_are_counted_as_it_grows(make_engine: Any, db_url: 
 def test_a_signal_past_the_runs_bytes_is_refused_and_nothing_is_written(
     make_engine: Any, db_url: str
 ) -> None:
-    engine = make_engine(bq_listener)
-    engine.create_tenant("acme")
-    engine.set_quotas("acme", {"max_run_bytes": 5000})
+    engine = with_acme_quotas(make_engine(bq_listener), {"max_run_bytes": 5000})
     run = engine.start(bq_listener, 10, tenant="acme")  # nobody serves it: signals pile up
     for _ in range(4):
         engine.signal(run.run_id, "item", KB, tenant="acme")
@@ -100,9 +99,7 @@ def test_a_signal_past_the_runs_bytes_is_refused_and_nothing_is_written(
 def test_a_run_whose_own_decision_would_pass_its_bytes_is_suspended(
     make_engine: Any, db_url: str
 ) -> None:
-    engine = make_engine(bq_grower, bq_blob)
-    engine.create_tenant("acme")
-    engine.set_quotas("acme", {"max_run_bytes": 12_000})
+    engine = with_acme_quotas(make_engine(bq_grower, bq_blob), {"max_run_bytes": 12_000})
     with engine.running():
         run = engine.start(bq_grower, 10, tenant="acme")
         eventually(lambda: engine.get(run.run_id, tenant="acme").status == "suspended", timeout=30)
@@ -120,9 +117,7 @@ def test_a_run_whose_own_decision_would_pass_its_bytes_is_suspended(
 
 
 def test_the_tenants_live_runs_bytes_bound_starts_and_signals(make_engine: Any) -> None:
-    engine = make_engine(bq_listener)
-    engine.create_tenant("acme")
-    engine.set_quotas("acme", {"max_live_run_bytes": 6000})
+    engine = with_acme_quotas(make_engine(bq_listener), {"max_live_run_bytes": 6000})
     first = engine.start(bq_listener, 10, tenant="acme")
     for _ in range(3):
         engine.signal(first.run_id, "item", KB, tenant="acme")
@@ -147,9 +142,7 @@ def test_the_tenants_live_runs_bytes_bound_starts_and_signals(make_engine: Any) 
 
 
 def test_a_run_whose_first_events_pass_its_bytes_is_not_started(make_engine: Any) -> None:
-    engine = make_engine(bq_listener)
-    engine.create_tenant("acme")
-    engine.set_quotas("acme", {"max_run_bytes": 2000})
+    engine = with_acme_quotas(make_engine(bq_listener), {"max_run_bytes": 2000})
     with pytest.raises(wp.QuotaExceeded) as refused:
         engine.start(bq_listener, [KB, KB, KB], tenant="acme", run_id="big")
     assert refused.value.quota == "max_run_bytes"
@@ -183,9 +176,7 @@ async def bq_hooked(ctx: wp.WorkflowContext, order_id: str) -> int:
 def test_a_webhook_past_the_runs_bytes_is_refused_and_not_kept(make_engine: Any) -> None:
     import json
 
-    engine = make_engine(bq_hooked)
-    engine.create_tenant("acme")
-    engine.set_quotas("acme", {"max_run_bytes": 4000})
+    engine = with_acme_quotas(make_engine(bq_hooked), {"max_run_bytes": 4000})
     made = engine.create_webhook_source("pay", signal="paid", key="order", path="id", tenant="acme")
 
     def deliver(delivery_id: str) -> Any:

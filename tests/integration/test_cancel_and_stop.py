@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type
+from tests.helpers import eventually, of_type, until_event
 from tests.helpers.gates import gate
 from tests.helpers.store import fire_far_in_the_future, open_tasks
 from tests.helpers.workers import signalled_at_the_end, worker_process
@@ -132,10 +132,7 @@ def test_cancel_drops_work_not_started_and_tells_running_activities(
             handle.result(timeout=10)
         (end,) = eventually(lambda: calls_of(label, "long_job_end"), "long_job to stop")
         # The late report of the cancelled attempt is only an audit fact.
-        eventually(
-            lambda: of_type(engine.history(handle.run_id), "LateResultIgnored"),
-            "the cancelled attempt's report",
-        )
+        until_event(engine, handle.run_id, "LateResultIgnored", "the cancelled attempt's report")
     assert end["saw_cancelled"] is True
     assert isinstance(end["raised"], wp.ActivityCancelled)
     assert calls_of(label, "never_started") == []
@@ -177,9 +174,8 @@ def test_a_running_activity_is_asked_to_stop_while_the_run_cleans_up(
         assert all(t.cancel_requested for t in tasks if t.kind == "activity")
         # ... and its attempt hears of it (heartbeat raises) and ends.
         (end,) = eventually(lambda: calls_of(label, "long_job_end"), "long_job to stop")
-        failed = eventually(
-            lambda: of_type(engine.history(handle.run_id), "ActivityFailed"),
-            "the stopped attempt's failure",
+        failed = until_event(
+            engine, handle.run_id, "ActivityFailed", "the stopped attempt's failure"
         )
         assert [t.kind for t in open_tasks(db_url, handle.run_id)] == ["workflow"]
         handle.signal("ack")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type
+from tests.helpers import eventually, of_type, until_event
 from tests.helpers.trips import CALLS, LOCK, TRIP, book, unbook, waiting_for_signal
 from waypost.model.chain import verify_chain
 
@@ -111,9 +111,7 @@ def test_a_run_cancelled_before_any_step_completed_has_nothing_to_compensate(
             engine.result(run.run_id, timeout=20)
         gate.set()
         # The booking that was still running reports into an ended run: an audit fact.
-        eventually(
-            lambda: of_type(engine.history(run.run_id), "LateResultIgnored"), "the late result"
-        )
+        until_event(engine, run.run_id, "LateResultIgnored", "the late result")
     assert ended.value.error["details"] == {"compensated": [], "compensation_failed": []}
     history = engine.history(run.run_id)
     assert [e for e in of_type(history, "ActivityScheduled") if "compensates" in e.data] == []

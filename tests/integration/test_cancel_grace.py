@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 import waypost as wp
-from tests.helpers import eventually, of_type
+from tests.helpers import eventually, of_type, until_event
 from tests.helpers.gates import gate
 from tests.helpers.store import fire_far_in_the_future, open_tasks, violations
 from waypost.cli.main import main
@@ -94,9 +94,8 @@ def test_a_run_whose_clean_up_hangs_ends_cancelled_after_the_grace(
             assert open_tasks(db_url, run.run_id) == []
             assert fire_far_in_the_future(db_url) == []
             gate(label).set()
-            late = eventually(
-                lambda: of_type(engine.history(run.run_id), "LateResultIgnored"),
-                "the late result of the clean-up",
+            late = until_event(
+                engine, run.run_id, "LateResultIgnored", "the late result of the clean-up"
             )
     finally:
         gate(label).set()
@@ -141,10 +140,7 @@ def test_code_that_awaits_a_hung_activity_ends_at_once_and_keeps_its_late_result
             with pytest.raises(wp.WorkflowCancelled) as ended:
                 engine.result(run.run_id, timeout=10)
             gate(label).set()
-            eventually(
-                lambda: of_type(engine.history(run.run_id), "LateResultIgnored"),
-                "the late result",
-            )
+            until_event(engine, run.run_id, "LateResultIgnored", "the late result")
     finally:
         gate(label).set()
     # The await is where the code is cancelled: no clean-up, no grace needed.

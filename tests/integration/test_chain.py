@@ -41,6 +41,14 @@ def signalled_a(engine: Any, payload: str) -> Any:
     return run
 
 
+def keyed_and_left(make_engine: Any, payload: str) -> Any:
+    """`signalled_a` on an engine with the KEYED chain, closed after."""
+    engine = make_engine(chained, chain=KEYED)
+    run = signalled_a(engine, payload)
+    engine.close()
+    return run
+
+
 def forge(db_url: str, engine: Any, run_id: str, chain: Chain) -> None:
     """Change the first signal's payload and rehash from there on with `chain`."""
     events = engine.history(run_id)
@@ -111,9 +119,7 @@ def test_a_plain_chain_cannot_tell_a_recomputed_edit(make_engine: Any, db_url: s
 def test_stored_data_that_is_not_json_is_reported_and_suspends_the_run(
     make_engine: Any, db_url: str
 ) -> None:
-    first = make_engine(chained, chain=KEYED)
-    run = signalled_a(first, "mallory")
-    first.close()
+    run = keyed_and_left(make_engine, "mallory")
     db_write(
         db_url,
         "UPDATE events SET data = ? WHERE tenant = ? AND run_id = ? AND seq = ?",
@@ -137,9 +143,7 @@ def test_stored_data_that_is_not_json_is_reported_and_suspends_the_run(
 def test_an_engine_without_the_key_suspends_a_keyed_run_instead_of_trusting_it(
     make_engine: Any, db_url: str
 ) -> None:
-    keyed = make_engine(chained, chain=KEYED)
-    run = signalled_a(keyed, "x")
-    keyed.close()
+    run = keyed_and_left(make_engine, "x")
     k2 = ChainKey("k2", b"z" * 32)
     other = make_engine(chained, chain=Chain([k2]))
     with other.running():

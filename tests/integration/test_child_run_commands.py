@@ -11,6 +11,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually
+from tests.helpers.definitions import waits_then_succeeds
 from waypost.model.events import EventType
 
 pytestmark = pytest.mark.timeout(120)
@@ -39,13 +40,7 @@ steps:
     input: {amount: amount}
     output: $.price
     next: confirm
-  confirm:
-    type: wait
-    signal: confirmed
-    next: done
-  done:
-    type: succeed
-"""
+""" + waits_then_succeeds(("confirm", "confirmed"))
 
 
 def test_a_run_waiting_at_a_call_step_is_not_migrated_and_says_why(make_engine: Any) -> None:

@@ -90,6 +90,13 @@ def run_links(html: str) -> list[str]:
     return re.findall(r'<a href="/runs/([^"/?]+)">', html)
 
 
+def waiting_run(engine: Any, amount: int, run_id: str, version: str) -> None:
+    """Starts run `run_id` of `waits_runs` (its `version`) in tenant acme, and waits
+    until it waits."""
+    engine.start("waits_runs", amount, tenant="acme", run_id=run_id, version=version)
+    eventually(lambda: engine.get(run_id, tenant="acme").status.value == "waiting")
+
+
 def test_filters_counts_and_search(site: dict[str, Any]) -> None:
     engine = site["engine"]
     for n in range(3):
@@ -195,8 +202,7 @@ def test_replay_steps_through_the_history(site: dict[str, Any]) -> None:
 
 def test_commands_show_their_outcome_refusals_included(site: dict[str, Any]) -> None:
     engine = site["engine"]
-    engine.start("waits_runs", 5, tenant="acme", run_id="c-1", version="1")
-    eventually(lambda: engine.get("c-1", tenant="acme").status.value == "waiting")
+    waiting_run(engine, 5, "c-1", "1")
     b = signed_in(site)
     token = b.csrf("/runs/c-1")
 
@@ -256,8 +262,7 @@ def test_hostile_reasons_are_refused_and_nothing_is_done(
     site: dict[str, Any], reason: str, status: int
 ) -> None:
     engine = site["engine"]
-    engine.start("waits_runs", 1, tenant="acme", run_id="h-1", version="2")
-    eventually(lambda: engine.get("h-1", tenant="acme").status.value == "waiting")
+    waiting_run(engine, 1, "h-1", "2")
     before = len(engine.history("h-1", tenant="acme"))
     b = signed_in(site)
     answer = b.post(
@@ -286,8 +291,7 @@ def test_hostile_command_fields_are_refused_and_nothing_is_done(
     site: dict[str, Any], path: str, fields: dict[str, str], status: int
 ) -> None:
     engine = site["engine"]
-    engine.start("waits_runs", 1, tenant="acme", run_id="h-2", version="2")
-    eventually(lambda: engine.get("h-2", tenant="acme").status.value == "waiting")
+    waiting_run(engine, 1, "h-2", "2")
     before = len(engine.history("h-2", tenant="acme"))
     b = signed_in(site)
     answer = b.post(path, data={"csrf": b.csrf("/runs"), **fields})
@@ -297,8 +301,7 @@ def test_hostile_command_fields_are_refused_and_nothing_is_done(
 
 def test_bytes_that_are_not_utf8_in_a_command_form_do_nothing(site: dict[str, Any]) -> None:
     engine = site["engine"]
-    engine.start("waits_runs", 1, tenant="acme", run_id="h-3", version="2")
-    eventually(lambda: engine.get("h-3", tenant="acme").status.value == "waiting")
+    waiting_run(engine, 1, "h-3", "2")
     b = signed_in(site)
     token = b.csrf("/runs")
     body = b"csrf=" + token.encode() + b"&reason=%FF%FE" + b"\xff\xfe" * 10

@@ -10,6 +10,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
+from tests.helpers.definitions import RELEASED_ON_UNDO, RESERVE_STEP, big_orders_approved
 from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
 
@@ -57,7 +58,8 @@ def pay(ctx: wp.ActivityContext, order_id: str, amount: float) -> dict[str, Any]
 
 ACTIVITIES = (reserve, release, place_order, cancel_order, pay)
 
-PURCHASE_V1 = """
+PURCHASE_V1 = (
+    """
 name: purchase
 input:
   type: object
@@ -68,22 +70,13 @@ input:
     currency: {type: string, default: EUR}
 start: reserve
 steps:
-  reserve:
-    type: activity
-    activity: budget.reserve
-    input: {order_id: order_id, amount: amount}
-    output: $.reservation
-    compensate:
-      activity: budget.release
-      input: {reservation_id: reservation.id}
-    next: route
-  route:
-    type: choice
-    choices:
-      - when: amount > `1000`
-        next: approve
-    default: order
-  approve:
+"""
+    + RESERVE_STEP
+    + RELEASED_ON_UNDO
+    + """    next: route
+"""
+    + big_orders_approved("order")
+    + """  approve:
     type: approval
     approvers: {groups: [managers]}
     input: {amount: amount, currency: currency}
@@ -121,6 +114,7 @@ steps:
     error: rejected
     message: The order was rejected.
 """
+)
 
 
 def v2_of(text: str) -> str:

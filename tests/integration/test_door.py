@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type
-from tests.helpers.approvals import pending_approval
+from tests.helpers import of_type, until_event
+from tests.helpers.approvals import approve_as_itself, pending_approval
 from tests.helpers.mail import Mailbox
 from waypost.features.senders import FileSender
 from waypost.model import operations as ops
@@ -164,12 +164,7 @@ def test_a_principal_acts_only_as_itself_unless_local(engine: Any, mailbox: Mail
     # Without naming anyone, an approver decides as itself (and Bob holds no token of Ann's).
     with pytest.raises(wp.InvalidCredential):
         engine.execute(
-            ops.Decide(
-                approval_id=approval.approval_id,
-                token=ann_note["approve_token"],
-                approver=None,  # type: ignore[arg-type]
-                decision="approve",
-            ),
+            approve_as_itself(approval.approval_id, ann_note["approve_token"]),
             bob,
         )
     refused = of_type(engine.history(run.run_id), "ApprovalRefused")
@@ -179,7 +174,7 @@ def test_a_principal_acts_only_as_itself_unless_local(engine: Any, mailbox: Mail
     engine.execute(
         ops.Revoke(approval_id=approval.approval_id, approver="bob", reason="on leave"), olga
     )
-    changed = eventually(lambda: of_type(engine.history(run.run_id), "ApproversChanged"), "it")
+    changed = until_event(engine, run.run_id, "ApproversChanged", "it")
     assert changed[0].data["by"] == "olga"
     with pytest.raises(wp.PermissionDenied, match="embedded API"):
         engine.execute(ops.Publish(definition={}, limits=wp.Limits()), olga)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type
+from tests.helpers import eventually, of_type, until_event
 from tests.helpers.cli import waypost_on
 from tests.helpers.gates import gate
 from waypost.features.senders import FileSender
@@ -358,9 +358,8 @@ def test_fork_refusals_write_nothing(make_engine: Any, label: str) -> None:
         engine.pause(running.run_id, "to fork it")
         refused(wp.InvalidState, "has not finished", run_id=running.run_id)
         gate(f"{label}-busy").set()
-        eventually(
-            lambda: of_type(engine.history(running.run_id), "ActivityCompleted"),
-            "the result to be recorded while paused",
+        until_event(
+            engine, running.run_id, "ActivityCompleted", "the result to be recorded while paused"
         )
         paused_fork = engine.fork(running.run_id, reason="paused first")
         assert paused_fork.forked_from["copied"] == 2

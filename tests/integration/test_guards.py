@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import db_write, eventually, of_type
+from tests.helpers import db_write, eventually, of_type, until_event
 from waypost.model.definitions import parse_definition
 from waypost.model.events import canonical_json
 
@@ -138,9 +138,7 @@ def test_a_stale_attempt_reporting_while_the_new_one_holds_the_lease_changes_not
         assert first_running.wait(10)
         assert second_holding.wait(20)  # attempt 2 holds the lease now
         let_first_return.set()  # attempt 1's thread returns and reports
-        late = eventually(
-            lambda: of_type(engine.history(run.run_id), "LateResultIgnored"), "the late report"
-        )
+        late = until_event(engine, run.run_id, "LateResultIgnored", "the late report")
         assert late[0].data["attempt"] == 1 and late[0].data["result"] == "first"
         let_second_finish.set()
         assert engine.result(run.run_id, timeout=20) == "second"

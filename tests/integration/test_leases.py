@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, of_type, write_lock
+from tests.helpers import db_query, eventually, of_type, until_event, write_lock
+from tests.helpers.flows import each_in_turn
 from tests.helpers.gates import gate
 from tests.helpers.workers import signalled_at_the_end, worker_process
 from waypost.model.chain import verify_chain
@@ -153,10 +154,7 @@ def test_a_sync_attempt_that_outlives_its_timeout_is_recorded_as_late(
     try:
         with engine.running():
             handle = engine.start(late_sync_flow, label)
-            eventually(
-                lambda: of_type(engine.history(handle.run_id), "ActivityCompleted"),
-                "attempt 2 to complete",
-            )
+            until_event(engine, handle.run_id, "ActivityCompleted", "attempt 2 to complete")
             assert attempts_of(label) == [1, 2]
             gate(label).set()  # now attempt 1 returns, long after it lost the task
             eventually(lambda: len(calls[label]) == 3, "attempt 1 to return")
@@ -212,17 +210,11 @@ def test_an_attempt_that_stops_heartbeating_is_timed_out(make_engine: Any, label
     engine = make_engine(heartbeat_flow, goes_quiet)
     with engine.running():
         handle = engine.start(heartbeat_flow, label)
-        eventually(
-            lambda: of_type(engine.history(handle.run_id), "ActivityCompleted"),
-            "attempt 2 to complete",
-        )
+        until_event(engine, handle.run_id, "ActivityCompleted", "attempt 2 to complete")
         # Attempt 1 learns (through its lease) that it no longer holds the task ...
         eventually(lambda: len(calls[label]) == 3, "attempt 1 to notice it lost the task")
         # ... and what it returns then is kept as an audit fact only.
-        eventually(
-            lambda: of_type(engine.history(handle.run_id), "LateResultIgnored"),
-            "the late result of attempt 1",
-        )
+        until_event(engine, handle.run_id, "LateResultIgnored", "the late result of attempt 1")
         handle.signal("finish")
         assert handle.result(timeout=10) == {"attempt": 2}
     assert attempts_of(label) == [1, 2, 1]
@@ -445,10 +437,7 @@ def test_an_expired_attempt_is_reported_once_while_the_database_is_busy(
                 # while holding the run, as the expiry of attempt 1 comes due.
                 gate(f"{label}-companion").set()
                 eventually(lambda: time.time() > hb_deadline + 0.5, "the deadline to pass")
-            eventually(
-                lambda: of_type(engine.history(handle.run_id), "LateResultIgnored"),
-                "attempt 1 to report late",
-            )
+            until_event(engine, handle.run_id, "LateResultIgnored", "attempt 1 to report late")
             assert handle.result(timeout=10) == [2, "companion"]
     finally:
         gate(f"{label}-companion").set()
@@ -499,9 +488,7 @@ def after_lost(ctx: wp.ActivityContext, label: str) -> str:
 
 @wp.workflow(name="lease_commit_fails")
 async def commit_fails_flow(ctx: wp.WorkflowContext, label: str) -> list[str]:
-    a = await ctx.run(result_lost_once, label)
-    b = await ctx.run(after_lost, label)
-    return [a, b]
+    return await each_in_turn(ctx, (result_lost_once, after_lost), label)
 
 
 def assert_recorded_once(engine: Any, run_id: str, label: str, result: Any) -> list[Any]:

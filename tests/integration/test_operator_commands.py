@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type
+from tests.helpers import eventually, of_type, until_event
 from tests.helpers.approvals import credential_statuses
 from tests.helpers.calls import calls_of, record
 from tests.helpers.cli import waypost_on
@@ -174,9 +174,8 @@ def test_a_paused_run_records_a_running_attempt_but_starts_nothing_new(
     with inside_the_first_step(make_engine, label) as (engine, run):
         engine.pause(run.run_id, "hold on")
         gate(label).set()
-        eventually(
-            lambda: of_type(engine.history(run.run_id), "ActivityCompleted"),
-            "the running attempt's result to be recorded",
+        until_event(
+            engine, run.run_id, "ActivityCompleted", "the running attempt's result to be recorded"
         )
         # The result is recorded but not acted on: no next step is scheduled.
         assert status_of(engine, run.run_id) == "paused"
@@ -202,10 +201,7 @@ def test_terminate_ends_at_once_without_compensation_and_keeps_a_late_result(
         with pytest.raises(wp.WorkflowTerminated, match="runaway"):
             engine.result(run.run_id, timeout=5)
         gate(label).set()
-        late = eventually(
-            lambda: of_type(engine.history(run.run_id), "LateResultIgnored"),
-            "the late result to be kept",
-        )
+        late = until_event(engine, run.run_id, "LateResultIgnored", "the late result to be kept")
         assert late[0].data["outcome"] == "completed"
         with pytest.raises(wp.RunNotActive):
             engine.terminate(run.run_id, "twice")

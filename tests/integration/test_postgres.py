@@ -13,9 +13,9 @@ import psycopg
 import pytest
 
 import waypost as wp
-from tests.conftest import _admin, postgres_url
+from tests.conftest import scratch_postgres
 from tests.helpers import pg_connect
-from tests.helpers.threads import in_threads
+from tests.helpers.threads import open_and_close_at_once
 from waypost.errors import ConfigurationError, SchemaError, StoreError
 from waypost.store import open_store
 from waypost.store.postgres import PostgresStore, parse_postgres_url
@@ -26,14 +26,8 @@ from waypost.store.sqlite import migrate_connection as sqlite_migrate
 @pytest.fixture
 def empty_database() -> Any:
     """An empty database (no schema), dropped afterwards."""
-    import uuid
-
-    name = f"waypost_empty_{uuid.uuid4().hex[:12]}"
-    with _admin() as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield postgres_url(name)
-    with _admin() as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_postgres("waypost_empty") as url:
+        yield url
 
 
 def _all_null(sql: str, placeholder: str) -> dict[str, Any]:
@@ -76,20 +70,7 @@ def test_every_query_returns_the_columns_its_sqlite_twin_does(
 
 
 def test_concurrent_first_opens_apply_migrations_once(empty_database: str) -> None:
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(4)
-
-    def open_close() -> None:
-        try:
-            store = PostgresStore(empty_database)
-            barrier.wait(10)
-            asyncio.run(store.open())
-            asyncio.run(store.close())
-        except BaseException as exc:
-            errors.append(exc)
-
-    in_threads([open_close] * 4, timeout=60)
-    assert errors == []
+    open_and_close_at_once(lambda: PostgresStore(empty_database), 4, timeout=60)
     with pg_connect(empty_database) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM waypost_migrations ORDER BY 1")]
     assert versions == [m.version for m in load_migrations("postgres")]

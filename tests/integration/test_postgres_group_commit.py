@@ -16,6 +16,8 @@ import psycopg
 import pytest
 
 import waypost as wp
+from tests.helpers.flows import sum_of_steps
+from tests.helpers.store_calls import signal_commit
 from waypost.errors import ConfigurationError, StoreError
 from waypost.model.chain import verify_chain
 from waypost.model.events import EventType, NewEvent
@@ -26,7 +28,6 @@ from waypost.store.base import (
     NewActivityTask,
     NewRun,
     RunCommit,
-    Snapshot,
     WorkflowTaskOp,
 )
 from waypost.store.postgres import PostgresStore
@@ -78,18 +79,7 @@ async def grouped(
         assert groups is not None
 
         def signal(run_id: str) -> RunCommit:
-            seq, hash_ = heads[run_id]
-            return RunCommit(
-                TENANT,
-                run_id,
-                [NewEvent(E.SIGNAL_RECEIVED, {"name": run_id}, T0 + 1)],
-                T0 + 1,
-                expect_seq=seq,
-                expect_hash=hash_,
-                snapshot=Snapshot("waiting", [], 1),
-                workflow_fence=1,
-                workflow_op=WorkflowTaskOp.IDLE,
-            )
+            return signal_commit(run_id, heads[run_id])
 
         before = dict(store.stats)
         with psycopg.connect(url, options="-c search_path=waypost") as holder:
@@ -236,10 +226,7 @@ async def noop(ctx: wp.ActivityContext, i: int) -> int:
 
 @wp.workflow(name="grouped_steps")
 async def steps(ctx: wp.WorkflowContext, n: int) -> int:
-    total = 0
-    for i in range(n):
-        total += await ctx.run(noop, i)
-    return total
+    return await sum_of_steps(ctx, noop, n)
 
 
 @pytest.mark.parametrize("group_commit", ["on", "off"])

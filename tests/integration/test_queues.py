@@ -378,12 +378,7 @@ KEYS = Gate()
 
 @wp.activity(queue="per-customer")
 def qq_keyed(ctx: wp.ActivityContext, key: str) -> str:
-    KEYS.enter(key, key)
-    try:
-        KEYS.open.wait(30)
-        return key
-    finally:
-        KEYS.leave(key)
+    return KEYS.hold(key, key)
 
 
 @wp.workflow(name="qq_keyed_run")

@@ -19,8 +19,9 @@ import pytest
 import waypost as wp
 from tests.helpers import db_query, eventually, of_type
 from tests.helpers.clocks import FrozenClock
+from tests.helpers.flows import sum_of_steps
 from tests.helpers.gates import Gate
-from tests.helpers.tenants import NO_USAGE
+from tests.helpers.tenants import NO_USAGE, with_acme_quotas
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 
@@ -44,10 +45,7 @@ async def q_noop(ctx: wp.ActivityContext, n: int) -> int:
 
 @wp.workflow(name="q_steps")
 async def q_steps(ctx: wp.WorkflowContext, steps: int) -> int:
-    total = 0
-    for i in range(steps):
-        total += await ctx.run(q_noop, i)
-    return total
+    return await sum_of_steps(ctx, q_noop, steps)
 
 
 @wp.workflow(name="q_one")
@@ -165,9 +163,7 @@ def test_any_role_reads_its_own_tenant_and_only_the_platform_sets_quotas(
 def test_a_start_over_max_concurrent_runs_is_refused_and_writes_nothing(
     make_engine: Any, db_url: str
 ) -> None:
-    engine = make_engine(q_wait)
-    engine.create_tenant("acme")
-    engine.set_quotas("acme", {"max_concurrent_runs": 2})
+    engine = with_acme_quotas(make_engine(q_wait), {"max_concurrent_runs": 2})
     with engine.running():
         first = engine.start(q_wait, tenant="acme", run_id="r1")
         engine.start(q_wait, tenant="acme", run_id="r2")

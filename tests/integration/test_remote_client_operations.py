@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
-import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -21,7 +19,9 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type, pg_connect
+from tests.helpers.breakage import break_label, broken_label, is_broken, mend
 from tests.helpers.definitions import amount_hold
+from tests.helpers.flows import each_in_turn
 from tests.helpers.gates import gate, pass_gate
 from waypost.model.definitions import InputError
 from waypost.model.records import PurgedRun, PurgeReport
@@ -32,21 +32,11 @@ __all__ = ["serve"]  # the fixture, used by name
 
 pytestmark = pytest.mark.timeout(120)
 
-_lock = threading.Lock()
-broken: set[str] = set()  # labels whose `rc_flaky` activity fails
-
 
 @pytest.fixture
 def label() -> str:
-    name = uuid.uuid4().hex[:12]
-    with _lock:
-        broken.add(name)
-    return name
-
-
-def mend(label: str) -> None:
-    with _lock:
-        broken.discard(label)
+    """A label whose `rc_flaky` activity fails until the test mends it."""
+    return broken_label()
 
 
 @wp.activity(name="rc_first", retry=wp.Retry(max_attempts=1))
@@ -56,9 +46,7 @@ def first(ctx: wp.ActivityContext, label: str) -> str:
 
 @wp.activity(name="rc_flaky", retry=wp.Retry(max_attempts=1))
 def flaky(ctx: wp.ActivityContext, label: str) -> dict[str, Any]:
-    with _lock:
-        fails = label in broken
-    if fails:
+    if is_broken(label):
         raise RuntimeError("downstream is down")
     return {"attempt": ctx.attempt}
 
@@ -71,9 +59,7 @@ def gated(ctx: wp.ActivityContext, label: str) -> str:
 
 @wp.workflow(name="rc_two_steps")
 async def two_steps(ctx: wp.WorkflowContext, label: str) -> list[Any]:
-    one = await ctx.run(first, label)
-    two = await ctx.run(flaky, label)
-    return [one, two]
+    return await each_in_turn(ctx, (first, flaky), label)
 
 
 @wp.workflow(name="rc_gated_flow")
@@ -203,8 +189,7 @@ def test_retry_and_skip_as_embedded(sides: Sides, label: str) -> None:
     assert sides.operator.result(run_id, timeout=20) == ["one", {"attempt": 2}]
     sides.same_refusal("retry", run_id, "again", expected=wp.RunNotActive)
 
-    with _lock:
-        broken.add(label)
+    break_label(label)
     skipped = sides.start(two_steps, label)
     with pytest.raises(wp.WorkflowFailed):
         sides.operator.result(skipped, timeout=20)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import threading
-import uuid
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -18,9 +17,11 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type
+from tests.helpers import eventually, of_type, until_event
+from tests.helpers.breakage import broken_label, is_broken, mend
 from tests.helpers.calls import calls_of, record
 from tests.helpers.cli import waypost_on
+from tests.helpers.flows import each_in_turn
 from tests.helpers.gates import gate, pass_gate
 from tests.helpers.store import open_tasks, violations
 from tests.helpers.threads import in_threads
@@ -35,22 +36,13 @@ __all__ = ["serve"]  # the fixture, used by name
 
 pytestmark = pytest.mark.timeout(120)
 
-_lock = threading.Lock()
-broken: set[str] = set()  # labels whose `flaky` activity fails
 FAST = timedelta(milliseconds=10)
 
 
 @pytest.fixture
 def label() -> str:
-    name = uuid.uuid4().hex[:12]
-    with _lock:
-        broken.add(name)
-    return name
-
-
-def mend(label: str) -> None:
-    with _lock:
-        broken.discard(label)
+    """A label whose `flaky` activity fails until the test mends it."""
+    return broken_label()
 
 
 @wp.activity(retry=wp.Retry(max_attempts=1))
@@ -62,9 +54,7 @@ def first(ctx: wp.ActivityContext, label: str) -> str:
 @wp.activity(retry=wp.Retry(max_attempts=2, initial_interval=FAST))
 def flaky(ctx: wp.ActivityContext, label: str) -> dict[str, Any]:
     record(label, f"flaky {ctx.attempt}")
-    with _lock:
-        fails = label in broken
-    if fails:
+    if is_broken(label):
         raise RuntimeError("downstream is down")
     return {"attempt": ctx.attempt}
 
@@ -84,9 +74,7 @@ def undo(ctx: wp.ActivityContext, label: str) -> str:
 
 @wp.workflow(name="rp_two_steps")
 async def two_steps(ctx: wp.WorkflowContext, label: str) -> list[Any]:
-    one = await ctx.run(first, label)
-    two = await ctx.run(flaky, label)
-    return [one, two]
+    return await each_in_turn(ctx, (first, flaky), label)
 
 
 @wp.workflow(name="rp_compensating")
@@ -101,9 +89,7 @@ async def compensating(ctx: wp.WorkflowContext, label: str) -> Any:
 
 @wp.workflow(name="rp_gated")
 async def gated_flow(ctx: wp.WorkflowContext, label: str) -> list[Any]:
-    got = await ctx.run(gated, label)
-    after = await ctx.run(first, label)
-    return [got, after]
+    return await each_in_turn(ctx, (gated, first), label)
 
 
 @wp.workflow(name="rp_waiter")
@@ -461,9 +447,7 @@ def test_skip_a_running_step_keeps_its_late_result_as_audit(
         engine.skip(run.run_id, "1", "the attempt hangs", output="given")
         assert engine.result(run.run_id, timeout=20) == ["given", "one"]
         gate(label).set()
-        eventually(
-            lambda: of_type(engine.history(run.run_id), "LateResultIgnored"), "the late result"
-        )
+        until_event(engine, run.run_id, "LateResultIgnored", "the late result")
     history = engine.history(run.run_id)
     (skipped,) = of_type(history, "StepSkipped")
     assert (skipped.data["status_before"], skipped.data["status_after"]) == ("running", "running")

@@ -14,6 +14,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import db_query
+from tests.helpers.definitions import waits_then_succeeds
 from tests.integration.server_fixtures import Api, make_key, serve  # noqa: F401
 from waypost.model.operations_runs import RUN_PAGE_BYTES
 from waypost.store import open_store
@@ -287,13 +288,7 @@ input:
     blob: {type: string}
 start: hold
 steps:
-  hold:
-    type: wait
-    signal: go
-    next: done
-  done:
-    type: succeed
-"""
+""" + waits_then_succeeds(("hold", "go"))
 
 
 def test_a_batch_migration_reads_the_runs_a_page_at_a_time(

@@ -96,20 +96,41 @@ AUTUMN = (
 )
 
 
+def half_hours_in_madrid(
+    make_engine: Any,
+    serving: contextlib.ExitStack,
+    fires: tuple[str, ...],
+    prefix: str,
+    **options: Any,
+) -> tuple[list[float], TestClock, list[wp.Engine], str, Any]:
+    """Three engines on one clock, a minute before the first of `fires`, and a schedule
+    (id `prefix`-random) of `noop` every half hour in Madrid, made by the first before
+    they all serve; the fire times, the clock, the engines, the id and what `schedule`
+    answered."""
+    times = [at(f) for f in fires]
+    clock = TestClock(start=times[0] - 60)
+    engines = [make_engine(noop, clock=clock) for _ in range(3)]
+    sid = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    info = engines[0].schedule(
+        noop,
+        id=sid,
+        cron="*/30 * * * *",
+        tz="Europe/Madrid",
+        input="tick",
+        overlap="allow_all",
+        **options,
+    )
+    for engine in engines:
+        serving.enter_context(engine.running())
+    return times, clock, engines, sid, info
+
+
 @pytest.mark.parametrize("fires", [SPRING, AUTUMN], ids=["spring", "autumn"])
 def test_three_engines_fire_each_tick_once_through_a_dst_change(
     make_engine: Any, serving: contextlib.ExitStack, fires: tuple[str, ...]
 ) -> None:
-    times = [at(f) for f in fires]
-    clock = TestClock(start=times[0] - 60)
-    engines = [make_engine(noop, clock=clock) for _ in range(3)]
-    sid = f"dst-{uuid.uuid4().hex[:6]}"
-    info = engines[0].schedule(
-        noop, id=sid, cron="*/30 * * * *", tz="Europe/Madrid", input="tick", overlap="allow_all"
-    )
+    times, clock, engines, sid, info = half_hours_in_madrid(make_engine, serving, fires, "dst")
     assert info.next_fire_at == times[0]
-    for engine in engines:
-        serving.enter_context(engine.running())
     # walk the clock through every half hour, the repeated one included
     step = times[0]
     while step <= times[-1]:
@@ -134,21 +155,9 @@ def test_three_engines_catching_up_across_a_dst_change_at_once(
     make_engine: Any, serving: contextlib.ExitStack, fires: tuple[str, ...]
 ) -> None:
     """The clock jumps over the whole change: the three engines race on every fire."""
-    times = [at(f) for f in fires]
-    clock = TestClock(start=times[0] - 60)
-    engines = [make_engine(noop, clock=clock) for _ in range(3)]
-    sid = f"dst-all-{uuid.uuid4().hex[:6]}"
-    engines[0].schedule(
-        noop,
-        id=sid,
-        cron="*/30 * * * *",
-        tz="Europe/Madrid",
-        input="tick",
-        overlap="allow_all",
-        catchup="all",
+    times, clock, engines, sid, _ = half_hours_in_madrid(
+        make_engine, serving, fires, "dst-all", catchup="all"
     )
-    for engine in engines:
-        serving.enter_context(engine.running())
     set_clock(clock, times[-1] + 1)
     expected = sorted(fire_run_id(sid, t) for t in times)
     eventually(lambda: sched_runs(engines[1], sid) == expected, "every fire, once")
@@ -159,13 +168,17 @@ def test_three_engines_catching_up_across_a_dst_change_at_once(
 
 
 # -- overlap policies -------------------------------------------------------------------
+def gated_at(make_engine: Any, start: str) -> tuple[TestClock, wp.Engine, str]:
+    """A clock at `start`, an engine of `sched_gated` on it, and a new label."""
+    clock = TestClock(start=at(start))
+    return clock, make_engine(gated, clock=clock), uuid.uuid4().hex[:8]
+
+
 def fire_twice(
     make_engine: Any, serving: contextlib.ExitStack, overlap: str
 ) -> tuple[wp.Engine, str, str, TestClock]:
     """A schedule of `sched_gated` every hour whose first run is held while it fires again."""
-    clock = TestClock(start=at("2026-06-01T09:59:00"))
-    engine = make_engine(gated, clock=clock)
-    label = uuid.uuid4().hex[:8]
+    clock, engine, label = gated_at(make_engine, "2026-06-01T09:59:00")
     sid = f"ov-{label}"
     engine.schedule(gated, id=sid, every=timedelta(hours=1), input=label, overlap=overlap)
     serving.enter_context(engine.running())
@@ -432,9 +445,7 @@ def test_a_process_killed_between_start_and_advance(
 def test_a_backfill_with_the_schedules_overlap_policy(
     make_engine: Any, serving: contextlib.ExitStack
 ) -> None:
-    clock = TestClock(start=at("2026-06-10T12:00:00"))
-    engine = make_engine(gated, clock=clock)
-    label = uuid.uuid4().hex[:8]
+    clock, engine, label = gated_at(make_engine, "2026-06-10T12:00:00")
     sid = f"bfs-{label}"
     engine.schedule(gated, id=sid, every=timedelta(hours=1), input=label, overlap="skip")
     serving.enter_context(engine.running())
@@ -456,9 +467,7 @@ def test_a_backfill_with_the_schedules_overlap_policy(
 def test_a_backfill_and_the_regular_fires_do_not_see_each_others_runs(
     make_engine: Any, serving: contextlib.ExitStack
 ) -> None:
-    clock = TestClock(start=at("2026-06-10T11:59:00"))
-    engine = make_engine(gated, clock=clock)
-    label = uuid.uuid4().hex[:8]
+    clock, engine, label = gated_at(make_engine, "2026-06-10T11:59:00")
     skip, cancel = f"bo-skip-{label}", f"bo-cancel-{label}"
     for sid, policy in ((skip, "skip"), (cancel, "cancel_previous")):
         engine.schedule(gated, id=sid, every=timedelta(hours=1), input=label, overlap=policy)

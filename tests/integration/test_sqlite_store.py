@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-import threading
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,10 @@ from tests.helpers.store_calls import (
     ev,
     make_run,
     schedule_activities,
+    signal_commit,
     state,
 )
-from tests.helpers.threads import in_threads
+from tests.helpers.threads import open_and_close_at_once
 from waypost.errors import ConfigurationError, SchemaError, StoreError
 from waypost.model.events import EventType
 from waypost.store import open_store
@@ -32,7 +32,6 @@ from waypost.store.base import (
     ActivityUpdate,
     Conflict,
     RunCommit,
-    Snapshot,
     WorkflowTaskOp,
 )
 from waypost.store.sqlfile import load_migrations
@@ -83,23 +82,8 @@ def test_migrations_build_the_schema_and_record_every_version(tmp_path: Path) ->
 
 def test_reopening_and_concurrent_first_opens_apply_migrations_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'shared.db'}"
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(4)
-
-    def open_close(together: bool = True) -> None:
-        try:
-            store = SqliteStore(url)
-            if together:
-                barrier.wait(5)
-            asyncio.run(store.open())
-            asyncio.run(store.close())
-        except BaseException as exc:
-            errors.append(exc)
-
-    in_threads([open_close] * 4, timeout=30)
-    assert errors == []
-    open_close(together=False)
-    assert errors == []
+    open_and_close_at_once(lambda: SqliteStore(url), 4, timeout=30)
+    open_and_close_at_once(lambda: SqliteStore(url), 1, timeout=30)  # and once more, alone
     conn = sqlite3.connect(tmp_path / "shared.db")
     try:
         rows = conn.execute("SELECT version FROM waypost_migrations ORDER BY version").fetchall()
@@ -209,18 +193,7 @@ def test_requests_queued_together_commit_as_one_batch_and_a_conflict_rolls_back_
             assert writer is not None
 
             def commit(run_id: str) -> RunCommit:
-                seq, hash_ = heads[run_id]
-                return RunCommit(
-                    TENANT,
-                    run_id,
-                    [ev(E.SIGNAL_RECEIVED, T0 + 1, name=run_id)],
-                    T0 + 1,
-                    expect_seq=seq,
-                    expect_hash=hash_,
-                    snapshot=Snapshot("waiting", [], 1),
-                    workflow_fence=1,
-                    workflow_op=WorkflowTaskOp.IDLE,
-                )
+                return signal_commit(run_id, heads[run_id])
 
             # Writes its activity update (deletes the task) and fails later, on the
             # workflow fence: the savepoint must undo the deletion.

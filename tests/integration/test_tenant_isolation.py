@@ -64,6 +64,13 @@ async def waiting(engine: wp.AsyncEngine, run_id: str, tenant: str) -> None:
         await asyncio.sleep(0.05)
 
 
+def taking_engine(db_url: str, **options: Any) -> wp.AsyncEngine:
+    """An engine that polls often, leases briefly and serves `iso.take`."""
+    engine = wp.AsyncEngine(db_url, poll_interval=0.05, lease=2.0, **options)
+    engine.register(take)
+    return engine
+
+
 def test_a_runs_expressions_together_are_bounded_and_every_replay_stops_where_it_did(
     make_engine: Any,
 ) -> None:
@@ -94,8 +101,7 @@ def test_a_runs_expressions_together_are_bounded_and_every_replay_stops_where_it
 
 def test_a_tenants_queries_replay_off_the_loop_that_serves_everyone_else(db_url: str) -> None:
     async def main() -> None:
-        engine = wp.AsyncEngine(db_url, poll_interval=0.05, lease=2.0)
-        engine.register(take)
+        engine = taking_engine(db_url)
         async with engine:
             await engine.publish(HEAVY, tenant="a")
             await engine.publish(LIGHT, tenant="b")
@@ -151,8 +157,7 @@ def test_a_flood_of_one_tenants_queries_is_refused_past_its_bound_and_another_is
     db_url: str,
 ) -> None:
     async def main() -> None:
-        engine = wp.AsyncEngine(db_url, poll_interval=0.05, lease=2.0, max_compute_waiting=2)
-        engine.register(take)
+        engine = taking_engine(db_url, max_compute_waiting=2)
         async with engine:
             await engine.publish(HEAVY, tenant="a")
             await engine.publish(HEAVY, tenant="b")

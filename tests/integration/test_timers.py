@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import pytest
 
 import waypost as wp
-from tests.helpers import eventually, of_type
+from tests.helpers import eventually, of_type, until_event
 from tests.helpers.store import fire_far_in_the_future
 from waypost.model.chain import verify_chain
 from waypost.model.events import EventType, NewEvent
@@ -173,9 +173,7 @@ def test_a_signal_wait_times_out_once(make_engine: Any) -> None:
     engine = make_engine(signal_or_timeout)
     with engine.running():
         handle = engine.start(signal_or_timeout, 0.3)
-        eventually(
-            lambda: of_type(engine.history(handle.run_id), "TimerFired"), "the timeout to fire"
-        )
+        until_event(engine, handle.run_id, "TimerFired", "the timeout to fire")
         handle.signal("finish")
         got = handle.result(timeout=10)
     assert got.startswith("timed out: no signal 'go'")
@@ -194,10 +192,7 @@ def test_a_cancelled_timer_does_not_fire(make_engine: Any, db_url: str) -> None:
             "the run to wait for the signal",
         )
         handle.signal("go", "in time")
-        eventually(
-            lambda: of_type(engine.history(handle.run_id), "TimerCancelled"),
-            "the timeout timer to be cancelled",
-        )
+        until_event(engine, handle.run_id, "TimerCancelled", "the timeout timer to be cancelled")
         # Even a scheduler an hour ahead finds nothing to fire.
         assert fire_far_in_the_future(db_url) == []
         assert of_type(engine.history(handle.run_id), "TimerFired") == []
@@ -214,9 +209,7 @@ def test_a_timer_started_under_one_engine_fires_under_another(make_engine: Any) 
     first = make_engine(napper)
     with first.running():
         handle = first.start(napper, 1.0)
-        eventually(
-            lambda: of_type(first.history(handle.run_id), "TimerStarted"), "the timer to start"
-        )
+        until_event(first, handle.run_id, "TimerStarted", "the timer to start")
     info = first.get(handle.run_id)
     assert info.status == wp.RunStatus.WAITING
     assert [w["kind"] for w in info.waiting_for] == ["timer"]

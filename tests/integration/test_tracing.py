@@ -106,12 +106,37 @@ def engine_for(
     return make
 
 
+Shop = tuple[wp.Engine, str, Callable[[], str]]
+
+
+@pytest.fixture
+def shop(engine_for: Callable[..., wp.Engine], serve: Callable[..., str]) -> Shop:
+    """An engine of `engine_for`, the API key of its starter `shop`, and what serves the
+    engine over HTTP (its base URL)."""
+    engine = engine_for()
+    return engine, make_key(engine, "default", "shop", "starter"), lambda: serve(engine)
+
+
 def named(found: list[ReadableSpan], name: str) -> list[ReadableSpan]:
     return [s for s in found if s.name == name]
 
 
+def one_post_ended(spans: InMemorySpanExporter) -> None:
+    """Waits until the span of one POST has ended."""
+    eventually(lambda: len(named(list(spans.get_finished_spans()), "POST")) == 1, "spans")
+
+
 def attrs(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
+
+
+def check_caller_s_trace(
+    spans: InMemorySpanExporter, parent: Any, run_id: str, supplier: Supplier
+) -> None:
+    """`check_one_trace` of every ended span, for a run started under the span `parent`."""
+    context = parent.get_span_context()
+    found = list(spans.get_finished_spans())
+    check_one_trace(found, context.trace_id, context.span_id, run_id, supplier)
 
 
 def check_one_trace(
@@ -176,14 +201,7 @@ def test_a_run_started_in_a_span_is_one_trace_down_to_its_http_request(
         with caller.start_as_current_span("checkout") as parent:
             run = engine.start("traced_order", {"order_id": "A-1"})
         assert run.result(timeout=30) == "packed A-1"
-    context = parent.get_span_context()
-    check_one_trace(
-        list(spans.get_finished_spans()),
-        context.trace_id,
-        context.span_id,
-        run.run_id,
-        supplier,
-    )
+    check_caller_s_trace(spans, parent, run.run_id, supplier)
     # The trace is kept with the run: the start span's context, in RunStarted.
     first = engine.history(run.run_id)[0]
     (start,) = named(list(spans.get_finished_spans()), "waypost start")
@@ -233,14 +251,7 @@ def test_another_engine_continues_the_trace_from_the_store(
     second = engine_for()
     with second.running():
         assert second.result(run.run_id, timeout=30) == "packed B-2"
-    context = parent.get_span_context()
-    check_one_trace(
-        list(spans.get_finished_spans()),
-        context.trace_id,
-        context.span_id,
-        run.run_id,
-        supplier,
-    )
+    check_caller_s_trace(spans, parent, run.run_id, supplier)
 
 
 def test_a_run_started_outside_any_span_is_a_trace_of_its_own(
@@ -257,15 +268,11 @@ def test_a_run_started_outside_any_span_is_a_trace_of_its_own(
 
 
 def test_an_http_caller_s_traceparent_makes_the_run_part_of_its_trace(
-    engine_for: Callable[..., wp.Engine],
-    supplier: Supplier,
-    spans: InMemorySpanExporter,
-    serve: Callable[..., str],
+    shop: Shop, supplier: Supplier, spans: InMemorySpanExporter
 ) -> None:
-    engine = engine_for()
-    key = make_key(engine, "default", "shop", "starter")
+    engine, key, serve_shop = shop
     trace_id, parent_id = 0x4BF92F3577B34DA6A3CE929D0E0E4736, 0x00F067AA0BA902B7
-    with engine.running(), Api(serve(engine), key) as api:
+    with engine.running(), Api(serve_shop(), key) as api:
         answer = api.post(
             "/v1/runs",
             json={"workflow": "traced_order", "input": {"order_id": "D-4"}},
@@ -274,29 +281,23 @@ def test_an_http_caller_s_traceparent_makes_the_run_part_of_its_trace(
         assert answer.status_code == 201, answer.text
         run_id = answer.json()["run_id"]
         assert engine.result(run_id, timeout=30) == "packed D-4"
-        eventually(lambda: len(named(list(spans.get_finished_spans()), "POST")) == 1, "spans")
+        one_post_ended(spans)
     # Checked once the engine has stopped: the last decision's span ends after the commit
     # that ended the run, which is what `result` saw, so it may still be open above.
     check_one_trace(list(spans.get_finished_spans()), trace_id, parent_id, run_id, supplier)
 
 
 def test_the_http_client_sends_its_caller_s_context(
-    engine_for: Callable[..., wp.Engine],
-    supplier: Supplier,
-    spans: InMemorySpanExporter,
-    serve: Callable[..., str],
+    shop: Shop, supplier: Supplier, spans: InMemorySpanExporter
 ) -> None:
-    engine = engine_for()
-    key = make_key(engine, "default", "shop", "starter")
+    engine, key, serve_shop = shop
     caller = TracerProvider().get_tracer("the caller")
-    with engine.running(), wp.Client(serve(engine), key) as client:
+    with engine.running(), wp.Client(serve_shop(), key) as client:
         with caller.start_as_current_span("checkout") as parent:
             run_id = client.start("traced_order", {"order_id": "F-6"})
         assert client.result(run_id, timeout=30) == "packed F-6"
-        eventually(lambda: len(named(list(spans.get_finished_spans()), "POST")) == 1, "spans")
-    context = parent.get_span_context()
-    found = list(spans.get_finished_spans())
-    check_one_trace(found, context.trace_id, context.span_id, run_id, supplier)
+        one_post_ended(spans)
+    check_caller_s_trace(spans, parent, run_id, supplier)
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, of_type
+from tests.helpers import db_query, eventually, of_type, until_event
 from tests.helpers.cli import waypost_on
 from waypost.testing import Crash, NoFaults, TestClock
 
@@ -280,7 +280,7 @@ def test_a_workflow_task_whose_lease_keeps_lapsing_is_suspended_as_poison(
         assert history[-1].data["error"]["lapses"] == 3
         faults.armed = False  # the cause is found and removed
         engine.resume(run.run_id, "the worker's memory limit is raised")
-        eventually(lambda: of_type(engine.history(run.run_id), "TimerStarted"), "the timer")
+        until_event(engine, run.run_id, "TimerStarted", "the timer")
         clock.advance(2)
         assert engine.result(run.run_id, timeout=10) == "survived"
 

@@ -31,6 +31,14 @@ def invariants(run: RunRecord, events: list[Event], open_task: bool = False) -> 
     return {v.invariant for v in check_run(run, events, has_open_task=open_task)}
 
 
+def decided_by_ann(
+    step: str, approval_id: str, credential_id: str, outcome: str
+) -> tuple[EventType, dict[str, Any]]:
+    """An ApprovalDecided of user ann, with her credential `credential_id`."""
+    data = {"step": step, "approval_id": approval_id, "principal": "ann"}
+    return E.APPROVAL_DECIDED, {**data, "credential_id": credential_id, "outcome": outcome}
+
+
 def test_a_sound_history_has_no_violations() -> None:
     events = history(*GOOD)
     assert check_run(record(events), events, has_open_task=False) == []
@@ -123,16 +131,7 @@ def test_the_ledger_applies_an_effect_once_per_key() -> None:
 
 def test_an_approval_credential_counted_twice() -> None:
     asked = (E.APPROVAL_REQUESTED, {"step": "1", "approval_id": "ap1", "kind": "approval:x"})
-    vote = (
-        E.APPROVAL_DECIDED,
-        {
-            "step": "1",
-            "approval_id": "ap1",
-            "principal": "ann",
-            "credential_id": "c1",
-            "outcome": "pending",
-        },
-    )
+    vote = decided_by_ann("1", "ap1", "c1", "pending")
     events = history(GOOD[0], asked, vote)
     assert invariants(record(events, status="waiting", waiting_for=[{"k": 1}]), events) == set()
     events = history(GOOD[0], asked, vote, vote)
@@ -147,16 +146,7 @@ STARTED = (
 ASKED = (E.APPROVAL_REQUESTED, {"step": "1", "approval_id": "ap1", "kind": "approval:ok"})
 REVOKED = (E.APPROVAL_CLOSED, {"step": "1", "approval_id": "ap1", "status": "revoked"})
 ASKED_AGAIN = (E.APPROVAL_REQUESTED, {"step": "2", "approval_id": "ap2", "kind": "approval:ok"})
-APPROVED = (
-    E.APPROVAL_DECIDED,
-    {
-        "step": "2",
-        "approval_id": "ap2",
-        "principal": "ann",
-        "credential_id": "c2",
-        "outcome": "approved",
-    },
-)
+APPROVED = decided_by_ann("2", "ap2", "c2", "approved")
 DONE = (E.RUN_COMPLETED, {"result": 1})
 STORED = {"ap1": "revoked", "ap2": "approved"}
 

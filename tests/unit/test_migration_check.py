@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.helpers.definitions import RELEASED_ON_UNDO, RESERVE_STEP, big_orders_approved
 from waypost.model.definitions import Definition, ExpressionError, parse_definition
 from waypost.model.definitions.migration import (
     MigrationCheck,
@@ -20,38 +21,9 @@ from waypost.model.definitions.migration import (
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
 
-# Version 1: reserve, approve, wait for the goods, pay.
-V1 = """
-name: purchase_order
-input:
-  type: object
-  required: [order_id, amount]
-  properties:
-    order_id: {type: string}
-    amount: {type: number, exclusiveMinimum: 0}
-start: reserve
-steps:
-  reserve:
-    type: activity
-    activity: budget.reserve
-    input: {order_id: order_id, amount: amount}
-    output: $.reservation
-    compensate:
-      activity: budget.release
-      input: {reservation_id: reservation.id}
-    next: approve
-  approve:
-    type: approval
-    approvers: {users: [dana, lee, sam], quorum: 2}
-    input:
-      order_id: order_id
-      summary: "join(' ', [order_id, to_string(amount)])"
-    output: $.approval
-    expires_in: P5D
-    on_reject: rejected
-    on_expiry: rejected
-    next: await_goods
-  await_goods:
+# The steps both versions share, word for word (indented as under `steps:`): the wait
+# for the goods and the start of the payment; the end and the two failures.
+AWAIT_GOODS_THEN_PAY = """  await_goods:
     type: wait
     signal: goods_received
     output: $.delivery
@@ -65,20 +37,55 @@ steps:
       order_id: order_id
       amount: amount
       delivery_note: delivery.note
-      currency: {literal: EUR}
-    output: $.payment
-    next: done
-  done:
+"""
+DONE_OR_FAILED = """  done:
     type: succeed
     output: "{order_id: order_id, payment: payment.id}"
   rejected: {type: fail, error: rejected}
   not_delivered: {type: fail, error: not_delivered}
 """
 
+# Version 1: reserve, approve, wait for the goods, pay.
+V1 = (
+    """
+name: purchase_order
+input:
+  type: object
+  required: [order_id, amount]
+  properties:
+    order_id: {type: string}
+    amount: {type: number, exclusiveMinimum: 0}
+start: reserve
+steps:
+"""
+    + RESERVE_STEP
+    + RELEASED_ON_UNDO
+    + """    next: approve
+  approve:
+    type: approval
+    approvers: {users: [dana, lee, sam], quorum: 2}
+    input:
+      order_id: order_id
+      summary: "join(' ', [order_id, to_string(amount)])"
+    output: $.approval
+    expires_in: P5D
+    on_reject: rejected
+    on_expiry: rejected
+    next: await_goods
+"""
+    + AWAIT_GOODS_THEN_PAY
+    + """      currency: {literal: EUR}
+    output: $.payment
+    next: done
+"""
+    + DONE_OR_FAILED
+)
+
 # Version 2: a cost center in the input, small orders skip the approval, the
 # invoice is fetched before the goods arrive and paid with, and the payment is
 # announced while the order is held for a week.
-V2 = """
+V2 = (
+    """
 name: purchase_order
 input:
   type: object
@@ -90,19 +97,12 @@ input:
     priority: {type: string}
 start: reserve
 steps:
-  reserve:
-    type: activity
-    activity: budget.reserve
-    input: {order_id: order_id, amount: amount}
-    output: $.reservation
-    next: route
-  route:
-    type: choice
-    choices:
-      - when: amount > `1000`
-        next: approve
-    default: fetch_invoice
-  approve:
+"""
+    + RESERVE_STEP
+    + """    next: route
+"""
+    + big_orders_approved("fetch_invoice")
+    + """  approve:
     type: approval
     approvers: {groups: [purchasing-managers], quorum: 1}
     input:
@@ -120,21 +120,9 @@ steps:
     input: {order_id: order_id}
     output: $.invoice
     next: await_goods
-  await_goods:
-    type: wait
-    signal: goods_received
-    output: $.delivery
-    timeout: P14D
-    on_timeout: not_delivered
-    next: pay
-  pay:
-    type: activity
-    activity: payments.pay_invoice
-    input:
-      order_id: order_id
-      amount: amount
-      delivery_note: delivery.note
-      invoice_no: invoice.number
+"""
+    + AWAIT_GOODS_THEN_PAY
+    + """      invoice_no: invoice.number
     output: $.payment
     next: archive
   archive:
@@ -150,12 +138,9 @@ steps:
         steps:
           hold: {type: wait, signal: released, timeout: P7D}
     next: done
-  done:
-    type: succeed
-    output: "{order_id: order_id, payment: payment.id}"
-  rejected: {type: fail, error: rejected}
-  not_delivered: {type: fail, error: not_delivered}
 """
+    + DONE_OR_FAILED
+)
 
 RUN_INPUT = {"order_id": "PO-7", "amount": 2500, "cost_center": "ops"}
 # The run's data while it waits at `approve`, and at `await_goods`, of version 1.

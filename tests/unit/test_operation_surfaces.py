@@ -57,6 +57,17 @@ def _reason(surface: object) -> bool:
     return isinstance(surface, NotOffered) and len(surface.why) > 10
 
 
+def _offered(kind: type[Request[Any]], surface: str) -> Any:
+    """The declared `surface` of `kind`, or None where it is `NotOffered` with a reason;
+    a surface left undeclared fails."""
+    declared = getattr(kind, surface)
+    assert declared is not None, f"{kind.__name__} declares no {surface}"
+    if isinstance(declared, NotOffered):
+        assert _reason(declared)
+        return None
+    return declared
+
+
 def test_every_operation_the_engine_serves_is_listed(tmp_path: pathlib.Path) -> None:
     door = AsyncEngine(f"sqlite:///{tmp_path}/surfaces.db")._door
     assert set(door.operations()) == set(OPERATIONS)
@@ -64,21 +75,19 @@ def test_every_operation_the_engine_serves_is_listed(tmp_path: pathlib.Path) -> 
 
 @pytest.mark.parametrize("kind", OPERATIONS, ids=_id)
 def test_an_operation_has_an_engine_method_and_its_blocking_twin(kind: type[Request[Any]]) -> None:
-    assert kind.call is not None, f"{kind.__name__} declares no call"
-    if isinstance(kind.call, NotOffered):
-        assert _reason(kind.call)
+    call = _offered(kind, "call")
+    if call is None:
         return
-    assert callable(getattr(AsyncEngine, kind.call, None)), f"AsyncEngine.{kind.call} is missing"
-    assert callable(getattr(Engine, kind.call, None)), f"Engine.{kind.call} is missing"
+    assert callable(getattr(AsyncEngine, call, None)), f"AsyncEngine.{call} is missing"
+    assert callable(getattr(Engine, call, None)), f"Engine.{call} is missing"
 
 
 @pytest.mark.parametrize("kind", OPERATIONS, ids=_id)
 def test_an_operation_has_a_route(kind: type[Request[Any]]) -> None:
-    assert kind.http is not None, f"{kind.__name__} declares no http"
-    if isinstance(kind.http, NotOffered):
-        assert _reason(kind.http)
+    http = _offered(kind, "http")
+    if http is None:
         return
-    assert (kind.http.method, kind.http.path) in _routes(), f"no route {kind.http}"
+    assert (http.method, http.path) in _routes(), f"no route {http}"
 
 
 @pytest.mark.parametrize("kind", OPERATIONS, ids=_id)
@@ -96,9 +105,7 @@ def test_an_operation_with_a_route_has_a_remote_method(kind: type[Request[Any]])
 
 @pytest.mark.parametrize("kind", OPERATIONS, ids=_id)
 def test_an_operation_has_a_cli_command(kind: type[Request[Any]]) -> None:
-    assert kind.cli is not None, f"{kind.__name__} declares no cli"
-    if isinstance(kind.cli, NotOffered):
-        assert _reason(kind.cli)
+    if _offered(kind, "cli") is None:
         return
     assert isinstance(kind.cli, Cli)
     assert _command(kind.cli.command) is not None, f"no command `waypost {kind.cli.command}`"

@@ -6,24 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from waypost.client.door import Door
-from waypost.client.engine import AsyncEngine
+from tests.helpers.doors import door_serving
 from waypost.errors import InvalidRequest
-from waypost.model import operations as ops, operations_queues as oq
+from waypost.model import operations_queues as oq
 from waypost.model.identity import Principal, Role
 
 
 def test_every_queue_operation_has_a_handler(tmp_path: Path) -> None:
-    engine = AsyncEngine(f"sqlite:///{tmp_path / 'never-opened.db'}")
-    door = engine._door  # the test looks at the wiring itself
-    assert isinstance(door, Door)
-    assert [op.__name__ for op in oq.QUEUE_OPERATIONS if not door.serves(op)] == []
-    declared = {
-        obj
-        for obj in vars(oq).values()
-        if isinstance(obj, type) and issubclass(obj, ops.Request) and obj is not ops.Request
-    }
-    assert declared == set(oq.QUEUE_OPERATIONS)
+    door_serving(oq, oq.QUEUE_OPERATIONS, tmp_path)
     assert oq.ConfigureQueue.roles == frozenset({Role.OPERATOR})
 
 

@@ -7,24 +7,14 @@ from pathlib import Path
 import pytest
 
 import waypost as wp
-from waypost.client.door import Door
-from waypost.client.engine import AsyncEngine
+from tests.helpers.doors import door_serving
 from waypost.errors import InvalidRequest, WebhookRefused
 from waypost.model import operations as ops, webhooks as wh
 from waypost.model.identity import Principal
 
 
 def test_every_webhook_operation_has_a_handler_and_only_delivery_is_open(tmp_path: Path) -> None:
-    engine = AsyncEngine(f"sqlite:///{tmp_path / 'never-opened.db'}")
-    door = engine._door  # the test looks at the wiring itself
-    assert isinstance(door, Door)
-    assert [op.__name__ for op in wh.WEBHOOK_OPERATIONS if not door.serves(op)] == []
-    declared = {
-        obj
-        for obj in vars(wh).values()
-        if isinstance(obj, type) and issubclass(obj, ops.Request) and obj is not ops.Request
-    }
-    assert declared == set(wh.WEBHOOK_OPERATIONS)
+    door = door_serving(wh, wh.WEBHOOK_OPERATIONS, tmp_path)
     assert [op for op in wh.WEBHOOK_OPERATIONS if op.open_to_anonymous] == [wh.DeliverWebhook]
     assert ops.SignalWithStart in ops.OPERATIONS and door.serves(ops.SignalWithStart)
 
