@@ -16,7 +16,7 @@ field was given another value since (`dataclasses.replace`). Optional keys
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
 from typing import Any, ClassVar, Final, Self, TypeVar, cast, dataclass_transform
 
@@ -53,17 +53,16 @@ class EventData:
     def as_data(self) -> dict[str, Any]:
         """The event's data, as stored."""
         out: dict[str, Any] = {}
-        for f in fields(self):
-            name = f.name
-            if name in _OWN:
-                continue
+        omit_none, absent = self.OMIT_NONE, self.absent
+        for name, default, factory in _spec_of(type(self)):
             value = getattr(self, name)
-            if value is UNSET or (value is None and name in self.OMIT_NONE):
+            if value is UNSET or (value is None and name in omit_none):
                 continue
-            if name in self.absent and value == _default(f):
+            if absent and name in absent and value == (factory() if factory else default):
                 continue  # still as read from data that lacked it
             out[name] = value
-        out.update(self.extra)
+        if self.extra:
+            out.update(self.extra)
         return out
 
     def at(self, ts: float) -> NewEvent:
@@ -76,28 +75,18 @@ class EventData:
         data = source if isinstance(source, Mapping) else source.data
         kwargs: dict[str, Any] = {}
         absent: set[str] = set()
-        extra = {k: v for k, v in data.items() if k not in _FIELD_NAMES.get(cls, ())}
-        for f in fields(cls):
-            name = f.name
-            if name in _OWN:
-                continue
+        names = _FIELD_NAMES.get(cls) or frozenset(n for n, _, _ in _spec_of(cls))
+        extra = {k: v for k, v in data.items() if k not in names}
+        omit_none = cls.OMIT_NONE
+        for name, default, factory in _spec_of(cls):
             if name in data:
-                kwargs[name] = data[name]
-                if data[name] is None and name in cls.OMIT_NONE:
+                value = kwargs[name] = data[name]
+                if value is None and name in omit_none:
                     extra[name] = None  # an old writer wrote the null: keep it
             else:
                 absent.add(name)
-                kwargs[name] = _default(f)
+                kwargs[name] = factory() if factory else default
         return cls(**kwargs, extra=extra, absent=frozenset(absent))
-
-
-def _default(f: Field[Any]) -> Any:
-    """What a field reads as when the data lacks its key: its default, else None."""
-    if f.default is not MISSING:
-        return f.default
-    if f.default_factory is not MISSING:
-        return f.default_factory()
-    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +98,27 @@ class Command(EventData):
 
 
 _FIELD_NAMES: dict[type[EventData], frozenset[str]] = {}
+# Each class's fields as `as_data` and `parse` walk them: name, default, default factory
+# (a field without either reads as None), worked out once, when the class is registered.
+_SPECS: dict[type[EventData], tuple[tuple[str, Any, Any], ...]] = {}
+
+
+def _spec_of(cls: type[EventData]) -> tuple[tuple[str, Any, Any], ...]:
+    found = _SPECS.get(cls)
+    if found is None:
+        found = _SPECS[cls] = _spec(cls)
+    return found
+
+
+def _spec(made: type[EventData]) -> tuple[tuple[str, Any, Any], ...]:
+    spec = []
+    for f in fields(made):
+        if f.name in _OWN:
+            continue
+        default = None if f.default is MISSING else f.default
+        factory = None if f.default_factory is MISSING else f.default_factory
+        spec.append((f.name, default, factory))
+    return tuple(spec)
 
 
 _C = TypeVar("_C", bound=type[EventData])
@@ -120,6 +130,7 @@ def register(cls: _C) -> _C:
     of its event type."""
     made = cast(_C, dataclass(frozen=True, slots=True, kw_only=True)(cls))
     _FIELD_NAMES[made] = frozenset(f.name for f in fields(made)) - _OWN
+    _SPECS[made] = _spec(made)
     if made.TYPE in CLASSES:
         raise TypeError(f"two classes for {made.TYPE}")
     CLASSES[made.TYPE] = made
