@@ -211,3 +211,16 @@ def load_apps(apps: tuple[str, ...]) -> list[Any]:
         return items_in_modules(apps)
     except WaypostError as exc:
         raise click.ClickException(str(exc).replace("app module", "--app")) from exc
+
+
+def json_value(text: str | None, name: str) -> Any:
+    """`text` read as JSON for the option or argument `name` (None stays None); a clear
+    usage error, not a traceback, for text that is not JSON or is nested too deeply."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise click.BadParameter("not JSON: nested too deeply", param_hint=name) from None
+    except ValueError as exc:  # not JSON, or a number Python will not read
+        raise click.BadParameter(f"not JSON: {exc}", param_hint=name) from None

@@ -8,7 +8,6 @@ engine's one door as the local principal and prints its declaration's `done` lin
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -16,7 +15,7 @@ import click
 from waypost.model import surfaces
 from waypost.model.requests import Cli, Request as Operation
 
-from .common import db_option, open_engine, tenant_option
+from .common import db_option, json_value, open_engine, tenant_option
 
 
 def add_derived_commands(root: click.Group) -> None:
@@ -72,12 +71,7 @@ def _option(field: str) -> str:
 
 
 def _json(text: str, name: str, *, object: bool) -> Any:
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise click.BadParameter("not JSON: nested too deeply", param_hint=name) from None
-    except ValueError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint=name) from None
+    value = json_value(text, name)
     if object and not isinstance(value, dict):
         raise click.BadParameter("a JSON object", param_hint=name)
     return value

@@ -13,7 +13,15 @@ import click
 from waypost.errors import InvalidRequest
 from waypost.model.operations_runs import MAX_HISTORY_PAGE
 
-from .common import check_cancel_grace, db_option, dump, load_apps, open_engine, tenant_option
+from .common import (
+    check_cancel_grace,
+    db_option,
+    dump,
+    json_value,
+    load_apps,
+    open_engine,
+    tenant_option,
+)
 from .output import run_words, runs_table, show
 
 
@@ -78,7 +86,7 @@ def start(
     """
     from waypost.model.definitions import InputError
 
-    value = _json_arg(payload, "PAYLOAD")
+    value = json_value(payload, "PAYLOAD")
     with open_engine(db) as engine:
         engine.register(*load_apps(apps))
         try:
@@ -106,17 +114,6 @@ def start(
         except InvalidRequest as exc:  # a malformed version, run id, tenant or principal
             raise click.UsageError(str(exc)) from exc
         click.echo(handle.run_id)
-
-
-def _json_arg(text: str | None, name: str) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise click.BadParameter("not JSON: nested too deeply", param_hint=name) from None
-    except ValueError as exc:  # not JSON, or a number Python will not read
-        raise click.BadParameter(f"not JSON: {exc}", param_hint=name) from None
 
 
 @runs.command("list")
@@ -242,7 +239,7 @@ def runs_verify(run_id: str, db: str, tenant: str) -> None:
 @tenant_option
 def signal(run_id: str, name: str, payload: str | None, db: str, tenant: str) -> None:
     """Send signal NAME to a run, with an optional JSON PAYLOAD."""
-    value = _json_arg(payload, "PAYLOAD")
+    value = json_value(payload, "PAYLOAD")
     with open_engine(db, must_exist=True) as engine:
         engine.signal(run_id, name, value, tenant=tenant)
     click.echo(f"signal {name!r} sent to {run_id}")

@@ -6,14 +6,13 @@ Both replay the run's code here, so they need the modules that define it
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from waypost.runtime.registry import items_in_modules
 
-from .common import db_option, dump, open_engine, tenant_option
+from .common import db_option, dump, json_value, open_engine, tenant_option
 
 _app_option = click.option(
     "--app",
@@ -30,17 +29,7 @@ _arg_option = click.option(
 
 
 def _json_args(texts: tuple[str, ...]) -> list[Any]:
-    values = []
-    for i, text in enumerate(texts, 1):
-        try:
-            values.append(json.loads(text))
-        except RecursionError:
-            raise click.BadParameter(
-                "not JSON: nested too deeply", param_hint=f"--arg #{i}"
-            ) from None
-        except ValueError as exc:
-            raise click.BadParameter(f"not JSON: {exc}", param_hint=f"--arg #{i}") from None
-    return values
+    return [json_value(text, f"--arg #{i}") for i, text in enumerate(texts, 1)]
 
 
 @click.command("query")

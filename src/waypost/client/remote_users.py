@@ -5,19 +5,14 @@ Admin only."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 from urllib.parse import quote
 
 from waypost.model import operations as ops
-from waypost.model.identity import Principal, Role
+from waypost.model.identity import Role
 from waypost.model.users import UserInfo
 
 from .door import Sends
-
-
-def _checked(request: ops.Request[Any]) -> Any:
-    """The request as the door will check it: a bad value is refused before it is sent."""
-    return request.checked(Principal.anonymous())
+from .remote_wire import checked_here
 
 
 def _path(user: str, tail: str) -> str:
@@ -32,7 +27,7 @@ class UserRequests:
     async def create_user(self, user: str, roles: Sequence[Role | str], password: str) -> UserInfo:
         """Make a console user with `roles` and a password (8 to 512 characters; only
         its argon2id hash is kept). `UserExists` if the name is taken."""
-        asked = _checked(ops.CreateUser(user=user, roles=roles, password=password))
+        asked = checked_here(ops.CreateUser(user=user, roles=roles, password=password))
         body = {
             "name": asked.user,
             "roles": [Role(r).value for r in asked.roles],
@@ -47,10 +42,10 @@ class UserRequests:
 
     async def disable_user(self, user: str, reason: str = "") -> None:
         """Disable a console user: it cannot sign in, its sessions end (`UserNotFound`)."""
-        asked = _checked(ops.DisableUser(user=user, reason=reason))
+        asked = checked_here(ops.DisableUser(user=user, reason=reason))
         await self._send("POST", _path(asked.user, "/disable"), json={"reason": asked.reason})
 
     async def set_password(self, user: str, password: str) -> None:
         """Replace a console user's password; its sessions end (`UserNotFound`)."""
-        asked = _checked(ops.SetPassword(user=user, password=password))
+        asked = checked_here(ops.SetPassword(user=user, password=password))
         await self._send("PUT", _path(asked.user, "/password"), json={"password": password})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from waypost.errors import InvalidRequest, PermissionDenied
 from waypost.model.identity import (
@@ -14,26 +14,16 @@ from waypost.model.identity import (
     preview,
 )
 from waypost.model.requests import (
-    APPROVAL_READERS as APPROVAL_READERS,
-    MAX_LIMIT as MAX_LIMIT,
-    MAX_MAPPING as MAX_MAPPING,
-    MAX_MEMBERS as MAX_MEMBERS,
-    MAX_TOKEN as MAX_TOKEN,
-    MAX_VERSION as MAX_VERSION,
-    READERS as READERS,
+    APPROVAL_READERS,
     REMOTE_LATER,
-    TOKENLESS_AUTH as TOKENLESS_AUTH,
-    Check as Check,
+    TOKENLESS_AUTH,
+    Check,
     Cli,
     Http,
     NotOffered,
-    Request as Request,
-    acting as acting,
-    check_roles as check_roles,
-    checked as checked,
+    Request,
+    checked,
 )
-
-T = TypeVar("T")
 
 
 # == approvals =========================================================================
