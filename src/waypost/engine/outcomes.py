@@ -47,6 +47,8 @@ class Outcomes:
         self.serving = tasks.serving
         self.wakeups = tasks.wakeups
         self.worker = tasks.worker
+        # Reports (by their outcome's id) that came late while being recorded: not counted.
+        self._went_late: set[int] = set()
 
     async def report(self, a: Attempt, outcome: Outcome) -> None:
         """Record an attempt's outcome; if final, let the workflow decide in the same commit.
@@ -59,7 +61,10 @@ class Outcomes:
         write the database refuses as it is suspends the run (`Refusals`).
         """
         with log_context(run_id=a.run_id, step=a.step, attempt=a.attempt, tenant=a.tenant):
-            await self._report(a, outcome)
+            try:
+                await self._report(a, outcome)
+            finally:
+                self._went_late.discard(id(outcome))
 
     async def _report(self, a: Attempt, outcome: Outcome) -> None:
         key = (a.tenant, a.run_id)
@@ -69,9 +74,11 @@ class Outcomes:
         while True:
             await self.locks.acquire(key)
             try:
+                self._went_late.discard(id(outcome))
                 await self._report_locked(key, a, outcome)
                 log_attempt_outcome(a, outcome)
-                self.committer.watch.attempt(a.activity, outcome)
+                if id(outcome) not in self._went_late:  # counted once, when it was recorded
+                    self.committer.watch.attempt(a.activity, outcome)
                 return
             except StoreError as exc:
                 failures += 1
@@ -216,6 +223,7 @@ class Outcomes:
 
     async def _late(self, a: Attempt, outcome: Outcome) -> None:
         """An outcome from an attempt that no longer holds its task: audit it, change nothing."""
+        self._went_late.add(id(outcome))
         if outcome.synthetic:
             return  # a timeout another scheduler (or the attempt itself) already settled
         now = self.settings.clock()
