@@ -592,8 +592,11 @@ class WorkflowInstance:
             )
 
     def command(self, command: Command) -> NewEvent:
+        return self._issue(self._event(command))
+
+    def _issue(self, event: NewEvent) -> NewEvent:
+        """Record a command's event, caused by the event the code is handling."""
         self.handlers.refuse_commands()
-        event = self._event(command)
         event.data["cause"] = self.current_seq  # as `replace(command, cause=...)`, cheaper
         self._commands.append(event)
         return event
@@ -641,7 +644,7 @@ class WorkflowInstance:
             )
             if kwargs:
                 data["kwargs"] = self.codec.encode(kwargs)
-            self.command(ActivityScheduled.parse(data))
+            self._issue(ActivityScheduled.of_data(data, self._clock()))
         hint = found.result_hint if found is not None else Any
         self._activities[step] = Pending(fut, name, hint, site)
         return fut
