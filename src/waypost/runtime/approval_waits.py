@@ -66,7 +66,7 @@ class ApprovalWaits:
         if ev is not None:
             # Replay: the id is the one recorded (random since ids are unguessable; a
             # history recorded before then derived it from tenant, run and step).
-            recorded = ev.data.get("approval_id")
+            recorded = ApprovalRequested.parse(ev).approval_id
             approval_id = (
                 recorded
                 if isinstance(recorded, str) and recorded

@@ -100,7 +100,7 @@ class CancelGrace:
                 )
             )
         else:
-            fire_at = float(ev.data["fire_at"])
+            fire_at = TimerStarted.parse(ev).fire_at
         self.grace_until = fire_at
 
     def grace_over(self) -> None:

@@ -135,11 +135,11 @@ class ChildRuns:
                 definition=definition,
             )
             self._port.command(started)
-        elif (ev.data.get("workflow"), ev.data.get("run_id")) != (name, child_id):
+        elif ((was := ChildStarted.parse(ev)).workflow, was.run_id) != (name, child_id):
             raise self._port.nondeterministic(
                 f"history {describe(ev)} does not match the code: the code called {op} at "
                 f"{site} (step {step}) for run {child_id!r}, the history started workflow "
-                f"{ev.data.get('workflow')!r} as run {ev.data.get('run_id')!r}",
+                f"{was.workflow!r} as run {was.run_id!r}",
                 expected=ev,
                 code_did=op,
                 site=site,

@@ -700,7 +700,7 @@ class WorkflowInstance:
                 TimerStarted(step=step, kind="timer", fire_at=fire_at, duration=duration, site=site)
             )
         else:
-            fire_at = float(ev.data["fire_at"])
+            fire_at = TimerStarted.parse(ev).fire_at
         until = datetime.fromtimestamp(fire_at, UTC).isoformat()
         self._timers[step] = Pending(fut, until, None, site, internal)
         self._fire_at[step] = fire_at

@@ -35,7 +35,7 @@ class Markers:
         step = self._port.next_step()
         ev = self._port.match(step, _E.MARKER_RECORDED, kind, f"ctx.{kind}()", site)
         if ev is not None:
-            return ev.data["value"]
+            return MarkerRecorded.parse(ev).value
         value = make()
         self._port.command(MarkerRecorded(step=step, kind=kind, value=value, site=site))
         return value

@@ -175,7 +175,7 @@ class SignalWaits:
                     step=step, kind="correlation", signal=name, key=key, value=value, site=site
                 )
             )
-        elif (ev.data.get("signal"), ev.data.get("key"), ev.data.get("value")) != (
+        elif ((was := CorrelationRegistered.parse(ev)).signal, was.key, was.value) != (
             name,
             key,
             value,
@@ -183,8 +183,7 @@ class SignalWaits:
             raise self._port.nondeterministic(
                 f"history {describe(ev)} does not match the code: the code called {op} at "
                 f"{site} (step {step}), the history waited for signal "
-                f"{ev.data.get('signal')!r} correlated by "
-                f"({ev.data.get('key')!r}, {ev.data.get('value')!r})",
+                f"{was.signal!r} correlated by ({was.key!r}, {was.value!r})",
                 expected=ev,
                 code_did=op,
                 site=site,

@@ -28,7 +28,7 @@ from typing import Any
 
 from waypost.errors import QueryFailed, UpdateRejected, WorkflowError
 from waypost.model.codec import error_to_json
-from waypost.model.events import Event, EventType, UpdateCompleted
+from waypost.model.events import Event, EventType, UpdateAccepted, UpdateCompleted
 from waypost.model.identity import check_id, preview
 
 from .bugs import MAX_MESSAGE, bounded
@@ -151,14 +151,15 @@ class Handlers:
     # == an accepted update, in the workflow ====================================
     def accept_update(self, ev: Event) -> None:
         """Run the handler of the update `ev` (UpdateAccepted) in a task of its own."""
-        data = ev.data
-        name = str(data.get("name"))
+        accepted = UpdateAccepted.parse(ev)
+        name = str(accepted.name)
         step = f"{step_prefix(self._port.generation)}u{ev.seq}"
         found = self._updates.get(name)
-        args = self._port.decode(data.get("args") or [], Any)
+        args = self._port.decode(accepted.args or [], Any)
         if found is None:
             # Validated against the same code, so only a changed workflow gets here.
-            self._update_ended(step, data, error=WorkflowError(f"the run has no update {name!r}"))
+            missing = WorkflowError(f"the run has no update {name!r}")
+            self._update_ended(step, accepted, error=missing)
             return
 
         async def run() -> Any:
@@ -175,26 +176,26 @@ class Handlers:
                 return  # the run ended first: the update has no result
             exc = t.exception()
             if exc is not None:
-                self._update_ended(step, data, error=exc)
+                self._update_ended(step, accepted, error=exc)
             else:
-                self._update_ended(step, data, result=t.result())
+                self._update_ended(step, accepted, result=t.result())
 
         task.add_done_callback(done)
 
     def _update_ended(
         self,
         step: str,
-        accepted: dict[str, Any],
+        accepted: UpdateAccepted,
         *,
         result: Any = None,
         error: BaseException | None = None,
     ) -> None:
-        name = str(accepted.get("name"))
+        name = str(accepted.name)
         op = f"update {name!r} ended"
         if self._port.match(step, _E.UPDATE_COMPLETED, "update", op, f"update {name}") is not None:
             return
         completed = UpdateCompleted(
-            step=step, kind="update", update_id=accepted.get("update_id"), name=name
+            step=step, kind="update", update_id=accepted.update_id, name=name
         )
         if error is None:
             try:
