@@ -111,6 +111,79 @@ def test_on_signal_handlers_fold_every_signal_including_earlier_ones() -> None:
     assert d.result() == {"total": 12, "seen": [4, 5, 3], "timed_out": False}
 
 
+@wp.workflow(name="async-handler")
+async def async_handler(ctx: wp.WorkflowContext) -> dict[str, Any]:
+    seen: list[Any] = []
+
+    async def on_item(item: str) -> None:
+        checked = await ctx.run(echo, f"checked {item}")  # a step of the handler's own
+        seen.append(checked)
+
+    ctx.on_signal("item", on_item)
+    await ctx.wait_condition(lambda: len(seen) >= 2)
+    return {"seen": seen}
+
+
+def test_an_async_signal_handler_runs_to_its_end_and_replays_the_same() -> None:
+    d = Driver(async_handler, echo)
+    d.start()
+    (first,) = d.signal("item", "a")
+    assert kinds([first]) == [("ActivityScheduled", "h1.1")]
+    (second,) = d.signal("item", "b")
+    assert kinds([second]) == [("ActivityScheduled", "h2.1")]
+    both_asked = list(d.history)
+    assert d.complete("h2.1", "checked b") == []
+    (done,) = d.complete("h1.1", "checked a")
+    assert done.type == E.RUN_COMPLETED
+    assert d.result() == {"seen": ["checked b", "checked a"]}
+    again = Driver.replayed(async_handler, echo, history=both_asked)
+    assert again.new_commands == []  # the handlers' steps are numbered the same
+    assert again.complete("h2.1", "checked b") == []
+    again.complete("h1.1", "checked a")
+    assert again.result() == {"seen": ["checked b", "checked a"]}
+
+
+@wp.workflow(name="async-handler-fails")
+async def async_handler_fails(ctx: wp.WorkflowContext) -> None:
+    async def on_item(item: str) -> None:
+        await ctx.sleep(1)
+        raise KeyError(item)
+
+    ctx.on_signal("item", on_item)
+    await ctx.wait_signal("never")
+
+
+def test_what_an_async_signal_handler_raises_suspends_the_run_at_its_line() -> None:
+    d = Driver(async_handler_fails, echo)
+    d.start()
+    (timer,) = d.signal("item", "x")
+    assert kinds([timer]) == [("TimerStarted", "h1.1")]
+    with pytest.raises(wp.WorkflowBug) as info:
+        d.fire("h1.1")
+    assert info.value.error_type == "KeyError"
+    assert info.value.site == site(async_handler_fails, "raise KeyError")
+
+
+@wp.workflow(name="handler-arity")
+async def handler_arity(ctx: wp.WorkflowContext) -> None:
+    def on_item() -> None:
+        pass
+
+    ctx.on_signal("item", on_item)  # type: ignore[arg-type]
+    await ctx.wait_signal("never")
+
+
+def test_a_signal_handler_that_cannot_take_the_payload_is_named_where_it_is_registered() -> None:
+    d = Driver(handler_arity, echo)
+    with pytest.raises(wp.WorkflowBug) as info:
+        d.start()
+    bug = info.value
+    assert bug.site == site(handler_arity, "ctx.on_signal")
+    assert "handler_arity.<locals>.on_item" in bug.error_message
+    assert site(handler_arity, "def on_item") in bug.error_message
+    assert "must take one argument" in bug.error_message
+
+
 def test_wait_condition_returns_true_on_timeout() -> None:
     d = Driver(counter, echo)
     d.start(10)

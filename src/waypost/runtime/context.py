@@ -162,7 +162,8 @@ class WorkflowContext:
         )
 
     def on_signal(self, name: str, handler: Callable[[Any], Any]) -> None:
-        """Call `handler(payload)` for every signal `name`, including earlier ones."""
+        """Call `handler(payload)` for every signal `name`, including earlier ones; an
+        `async def` handler runs to its end as a task of the run."""
         self._instance.signals.on_signal(name, handler)
 
     def set_query(self, name: str, handler: Callable[..., Any]) -> None:

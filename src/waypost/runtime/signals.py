@@ -13,6 +13,7 @@ pairs, by which a webhook finds the runs waiting for it.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
@@ -27,6 +28,7 @@ from waypost.errors import (
 from waypost.model.events import CorrelationRegistered, CorrelationWithdrawn, EventType
 from waypost.model.identity import check_id, preview
 
+from .continuation import step_prefix
 from .loop import Pending, as_seconds, call_site
 from .port import InstancePort
 from .recorded import describe
@@ -61,6 +63,7 @@ class SignalWaits:
         self._handlers: dict[str, tuple[Callable[[Any], Any], Any]] = {}
         # Open correlated waits: step -> (signal name, key, value).
         self._correlations: dict[str, tuple[str, str, str]] = {}
+        self._handler_tasks = 0  # `async def` handlers started: each runs as a task
 
     def waits(self) -> list[dict[str, Any]]:
         """What the run waits for in signals, for its snapshot."""
@@ -111,9 +114,36 @@ class SignalWaits:
     def _call_handler(self, handler: tuple[Callable[[Any], Any], Any], payload: Any) -> None:
         fn, hint = handler
         try:
-            fn(self._port.decode(payload, hint))
+            value = fn(self._port.decode(payload, hint))
         except BaseException as exc:
             self._port.fail_from_callback(exc)
+            return
+        if inspect.isawaitable(value):
+            self._run_handler(value)
+
+    def _run_handler(self, awaitable: Any) -> None:
+        """Run an `async def` handler's call to its end in a task of the run, as the
+        workflow's own code runs: its steps are numbered under a path of their own
+        (the handlers started before it count, the same on replay), and what it
+        raises suspends the run as a bug of the code would."""
+        self._handler_tasks += 1
+        path = f"{step_prefix(self._port.generation)}h{self._handler_tasks}."
+
+        async def run() -> None:
+            await awaitable
+
+        loop = self._port.loop
+        task: asyncio.Task[None] = asyncio.Task(run(), loop=loop, name=f"signal-handler:{path}")
+        loop.set_task_path(task, path)
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._port.closed or t.cancelled():
+                return  # the run ended first
+            exc = t.exception()
+            if exc is not None:
+                self._port.fail_from_callback(exc)
+
+        task.add_done_callback(done)
 
     def wait_signal(
         self,
@@ -211,6 +241,8 @@ class SignalWaits:
         self._port.check_usable()
         import typing
 
+        _check_handler(name, handler)
+
         try:
             hints = typing.get_type_hints(handler)
             params = [p for p in hints if p != "return"]
@@ -221,3 +253,21 @@ class SignalWaits:
         buffered = self._signal_buffer.pop(name, None)
         while buffered:
             self._call_handler((handler, hint), buffered.popleft())
+
+
+def _check_handler(name: str, handler: Callable[[Any], Any]) -> None:
+    """Refuse, where the code registers it, a handler that cannot take the payload."""
+    if not callable(handler):
+        raise WorkflowError(f"the handler of signal {name!r} is not callable: {preview(handler)}")
+    try:
+        inspect.signature(handler).bind(None)
+    except TypeError:
+        code = getattr(handler, "__code__", None)
+        where = f" ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})" if code else ""
+        label = getattr(handler, "__qualname__", None) or preview(handler)
+        raise WorkflowError(
+            f"the handler of signal {name!r}, {label}{where}, must take one argument "
+            "(the signal's payload)"
+        ) from None
+    except ValueError:
+        return  # no signature to read (some builtins): called as it is
