@@ -106,6 +106,10 @@ def test_delay_is_within_the_jitter_band_below_the_capped_backoff(
     [
         ({"max_attempts": 0}, "max_attempts must be at least 1, got 0"),
         ({"max_attempts": -3}, "max_attempts must be at least 1, got -3"),
+        ({"max_attempts": math.inf}, "must be a whole number, or None for no limit, got inf"),
+        ({"max_attempts": 2.5}, "must be a whole number, or None for no limit, got 2.5"),
+        ({"max_attempts": True}, "must be a whole number, or None for no limit, got True"),
+        ({"max_attempts": "3"}, "must be a whole number, or None for no limit, got '3'"),
         ({"backoff": 0.5}, "backoff must be at least 1.0, got 0.5"),
         ({"backoff": math.nan}, "backoff must be at least 1.0, got nan"),
         ({"jitter": -0.1}, "jitter must be between 0 and 1, got -0.1"),
@@ -123,6 +127,14 @@ def test_boundary_values_are_accepted() -> None:
     r = Retry(max_attempts=1, backoff=1.0, jitter=0.0, initial_interval=timedelta(0))
     assert r.delay(1, 0.5) == 0.0
     assert Retry(jitter=1.0).delay(1, 0.5) == pytest.approx(0.5)
+
+
+def test_no_limit_retries_for_as_long_as_errors_are_retryable() -> None:
+    r = Retry(max_attempts=None)
+    assert r.allows(1) and r.allows(10**9)
+    assert Retry.from_json(r.to_json()) == r
+    assert r.to_json()["max_attempts"] is None
+    assert Retry(max_attempts=3).allows(2) and not Retry(max_attempts=3).allows(3)
 
 
 class Boom(Exception):

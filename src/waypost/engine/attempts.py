@@ -111,7 +111,7 @@ def failure(
     a: Attempt, error: dict[str, Any], now: float, *, retryable: bool, details: str | None = None
 ) -> Outcome:
     policy = Retry.from_json(a.spec["retry"]) if "retry" in a.spec else Retry()
-    retrying = retryable and a.attempt < policy.max_attempts
+    retrying = retryable and policy.allows(a.attempt)
     retry_at = now + policy.delay(a.attempt, random.random()) if retrying else None
     return Outcome(
         False, error=error, retrying=retrying, retry_at=retry_at, heartbeat_details=details

@@ -328,7 +328,8 @@ class Repairs:
                 attempts = found.attempts
                 policy = dict(spec.get("retry") or Retry().to_json())
                 # A fresh round of the step's policy; the attempt numbers go on.
-                policy["max_attempts"] = int(policy.get("max_attempts", 1)) + attempts
+                if policy.get("max_attempts", 1) is not None:  # a policy without a limit keeps none
+                    policy["max_attempts"] = int(policy.get("max_attempts", 1)) + attempts
                 spec["retry"] = policy
             tasks.append(
                 NewActivityTask(

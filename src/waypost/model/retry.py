@@ -16,10 +16,11 @@ class Retry:
     `max_interval`, less a random share of up to `jitter` of it so that
     many failing steps do not retry in lockstep. Errors whose type is in
     `non_retryable` (or that subclass `waypost.NonRetryableError`) fail the
-    activity at once.
+    activity at once. `max_attempts=None` retries for as long as the errors are
+    retryable (Temporal's default; waypost's is 3 attempts).
     """
 
-    max_attempts: int = 3
+    max_attempts: int | None = 3
     initial_interval: timedelta = timedelta(seconds=1)
     backoff: float = 2.0
     max_interval: timedelta = timedelta(minutes=5)
@@ -27,14 +28,23 @@ class Retry:
     jitter: float = 0.2
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError(f"Retry.max_attempts must be at least 1, got {self.max_attempts}")
+        attempts = self.max_attempts
+        if attempts is not None and (isinstance(attempts, bool) or not isinstance(attempts, int)):
+            raise ValueError(
+                f"Retry.max_attempts must be a whole number, or None for no limit, got {attempts!r}"
+            )
+        if attempts is not None and attempts < 1:
+            raise ValueError(f"Retry.max_attempts must be at least 1, got {attempts}")
         if not (math.isfinite(self.backoff) and self.backoff >= 1):
             raise ValueError(f"Retry.backoff must be at least 1.0, got {self.backoff}")
         if not 0 <= self.jitter <= 1:
             raise ValueError(f"Retry.jitter must be between 0 and 1, got {self.jitter}")
         if self.initial_interval < timedelta(0) or self.max_interval < timedelta(0):
             raise ValueError("Retry intervals must not be negative")
+
+    def allows(self, attempt: int) -> bool:
+        """Whether another attempt may follow attempt number `attempt` (if it failed)."""
+        return self.max_attempts is None or attempt < self.max_attempts
 
     def delay(self, failed_attempt: int, rand: float) -> float:
         """Seconds to wait after attempt `failed_attempt` failed (`rand` in [0, 1))."""
@@ -66,7 +76,7 @@ class Retry:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Retry:
         return cls(
-            max_attempts=int(data["max_attempts"]),
+            max_attempts=None if data["max_attempts"] is None else int(data["max_attempts"]),
             initial_interval=timedelta(seconds=float(data["initial_interval"])),
             backoff=float(data["backoff"]),
             max_interval=timedelta(seconds=float(data["max_interval"])),
