@@ -342,7 +342,8 @@ def test_heartbeat_details_flushed_by_a_renewal_still_reach_the_next_attempt(
 # == a worker that dies: its lease lapses and another engine takes over ========
 
 
-@wp.activity(timeout=timedelta(seconds=60), retry=FAST_RETRY)
+# A failure would wait 30 s before its retry; an attempt whose worker died is retried at once.
+@wp.activity(timeout=timedelta(seconds=60), retry=wp.Retry(initial_interval=timedelta(seconds=30)))
 def crash_prone(ctx: wp.ActivityContext, folder: str) -> dict[str, Any]:
     marker = Path(folder) / f"attempt-{ctx.attempt}-pid-{os.getpid()}"
     marker.write_text(ctx.idempotency_key)
@@ -380,6 +381,7 @@ def test_a_killed_workers_attempt_is_taken_over_after_its_lease(
     assert failed.data["attempt"] == 1
     assert failed.data["error"]["type"] == "ActivityTimeout"
     assert "lost its worker" in failed.data["error"]["message"]
+    assert failed.data["retry_at"] <= failed.ts
     markers = sorted(p.name for p in folder.iterdir())
     assert markers == [f"attempt-1-pid-{worker.pid}", f"attempt-2-pid-{os.getpid()}"]
     keys = {p.read_text() for p in folder.iterdir()}

@@ -368,11 +368,12 @@ class Scheduler:
             lapses = task.lapses + 1
         if attempt.ref in self._expiring:
             return  # reported already; its commit has not landed yet
-        outcome = dataclasses.replace(
-            failure(attempt, {"type": "ActivityTimeout", "message": reason}, now, retryable=True),
-            synthetic=True,
-            lapses=lapses,
-        )
+        error = {"type": "ActivityTimeout", "message": reason}
+        failed = failure(attempt, error, now, retryable=True)
+        # An attempt that lost its engine did not fail: its retry is due at once, not
+        # after the policy's backoff.
+        retry_at = now if lapses and failed.retrying else failed.retry_at
+        outcome = dataclasses.replace(failed, synthetic=True, lapses=lapses, retry_at=retry_at)
         self._expiring.add(attempt.ref)
         report = self.background.spawn(self.report(attempt, outcome))
         report.add_done_callback(lambda _: self._expiring.discard(attempt.ref))
