@@ -159,3 +159,43 @@ def test_fast_forward_says_when_nothing_will_ever_wake_the_run() -> None:
                 await env.fast_forward(run)
 
     asyncio.run(scenario())
+
+
+@wp.activity(retry=wp.Retry(max_attempts=5, initial_interval=60, jitter=0))
+def polls_a_slow_service(ctx: wp.ActivityContext) -> int:
+    if ctx.attempt < 4:
+        raise ConnectionError("not ready yet")
+    return ctx.attempt
+
+
+@wp.workflow(name="poller")
+async def poller(ctx: wp.WorkflowContext) -> int:
+    return int(await ctx.run(polls_a_slow_service))
+
+
+def test_fast_forward_skips_the_backoff_of_retries() -> None:
+    async def scenario() -> None:
+        async with TestEnv(poller, polls_a_slow_service) as env:
+            started = env.clock()
+            run = await env.engine.start(poller)
+            assert await env.fast_forward(run, timeout=30) == 4
+            assert env.clock() - started >= 60 + 120 + 240  # the backoff, skipped
+            assert len(events_of(await run.history(), "ActivityFailed")) == 3
+
+    asyncio.run(scenario())
+
+
+def test_settle_returns_and_fast_forward_says_so_when_a_run_is_suspended() -> None:
+    @wp.workflow(name="has_a_bug")
+    async def has_a_bug(ctx: wp.WorkflowContext) -> None:
+        raise KeyError("no such field")
+
+    async def scenario() -> None:
+        async with TestEnv(has_a_bug) as env:
+            run = await env.engine.start(has_a_bug)
+            await env.settle(timeout=10)  # a suspended run waits for an operator
+            assert (await run.get()).status == "suspended"
+            with pytest.raises(wp.InvalidState, match=r"is suspended .*no such field"):
+                await env.fast_forward(run, timeout=10)
+
+    asyncio.run(scenario())

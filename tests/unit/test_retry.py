@@ -110,6 +110,12 @@ def test_delay_is_within_the_jitter_band_below_the_capped_backoff(
         ({"max_attempts": 2.5}, "must be a whole number, or None for no limit, got 2.5"),
         ({"max_attempts": True}, "must be a whole number, or None for no limit, got True"),
         ({"max_attempts": "3"}, "must be a whole number, or None for no limit, got '3'"),
+        ({"initial_interval": math.inf}, "initial_interval must be a finite number of seconds"),
+        ({"max_interval": 1e300}, "max_interval must be a finite number of seconds"),
+        ({"initial_interval": "1s"}, "initial_interval must be a timedelta or a number of"),
+        ({"initial_interval": -1}, "intervals must not be negative"),
+        ({"backoff": "2"}, "backoff must be a number, got '2'"),
+        ({"jitter": None}, "jitter must be a number, got None"),
         ({"backoff": 0.5}, "backoff must be at least 1.0, got 0.5"),
         ({"backoff": math.nan}, "backoff must be at least 1.0, got nan"),
         ({"jitter": -0.1}, "jitter must be between 0 and 1, got -0.1"),
@@ -127,6 +133,12 @@ def test_boundary_values_are_accepted() -> None:
     r = Retry(max_attempts=1, backoff=1.0, jitter=0.0, initial_interval=timedelta(0))
     assert r.delay(1, 0.5) == 0.0
     assert Retry(jitter=1.0).delay(1, 0.5) == pytest.approx(0.5)
+
+
+def test_intervals_may_be_given_in_seconds() -> None:
+    r = Retry(initial_interval=0.5, max_interval=60)
+    assert r == Retry(initial_interval=timedelta(seconds=0.5), max_interval=timedelta(minutes=1))
+    assert r.delay(1, 0.0) == 0.5
 
 
 def test_no_limit_retries_for_as_long_as_errors_are_retryable() -> None:

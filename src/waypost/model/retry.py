@@ -21,13 +21,26 @@ class Retry:
     """
 
     max_attempts: int | None = 3
-    initial_interval: timedelta = timedelta(seconds=1)
+    initial_interval: timedelta | float = timedelta(seconds=1)  # a number: seconds
     backoff: float = 2.0
-    max_interval: timedelta = timedelta(minutes=5)
+    max_interval: timedelta | float = timedelta(minutes=5)
     non_retryable: tuple[type[BaseException] | str, ...] = field(default_factory=tuple)
     jitter: float = 0.2
 
     def __post_init__(self) -> None:
+        for name in ("initial_interval", "max_interval"):
+            value = getattr(self, name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                try:
+                    object.__setattr__(self, name, timedelta(seconds=value))  # seconds, as given
+                except (OverflowError, ValueError):
+                    raise ValueError(
+                        f"Retry.{name} must be a finite number of seconds, got {value!r}"
+                    ) from None
+            elif not isinstance(value, timedelta):
+                raise ValueError(
+                    f"Retry.{name} must be a timedelta or a number of seconds, got {value!r}"
+                )
         attempts = self.max_attempts
         if attempts is not None and (isinstance(attempts, bool) or not isinstance(attempts, int)):
             raise ValueError(
@@ -35,11 +48,15 @@ class Retry:
             )
         if attempts is not None and attempts < 1:
             raise ValueError(f"Retry.max_attempts must be at least 1, got {attempts}")
+        for name in ("backoff", "jitter"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"Retry.{name} must be a number, got {value!r}")
         if not (math.isfinite(self.backoff) and self.backoff >= 1):
             raise ValueError(f"Retry.backoff must be at least 1.0, got {self.backoff}")
         if not 0 <= self.jitter <= 1:
             raise ValueError(f"Retry.jitter must be between 0 and 1, got {self.jitter}")
-        if self.initial_interval < timedelta(0) or self.max_interval < timedelta(0):
+        if _seconds(self.initial_interval) < 0 or _seconds(self.max_interval) < 0:
             raise ValueError("Retry intervals must not be negative")
 
     def allows(self, attempt: int) -> bool:
@@ -52,8 +69,8 @@ class Retry:
             growth = self.backoff ** max(0, failed_attempt - 1)
         except OverflowError:
             growth = math.inf
-        interval = self.initial_interval.total_seconds()
-        base = min(interval * growth, self.max_interval.total_seconds()) if interval else 0.0
+        interval = _seconds(self.initial_interval)
+        base = min(interval * growth, _seconds(self.max_interval)) if interval else 0.0
         return base * (1 - self.jitter * rand)
 
     def non_retryable_names(self) -> list[str]:
@@ -66,9 +83,9 @@ class Retry:
     def to_json(self) -> dict[str, Any]:
         return {
             "max_attempts": self.max_attempts,
-            "initial_interval": self.initial_interval.total_seconds(),
+            "initial_interval": _seconds(self.initial_interval),
             "backoff": self.backoff,
-            "max_interval": self.max_interval.total_seconds(),
+            "max_interval": _seconds(self.max_interval),
             "non_retryable": self.non_retryable_names(),
             "jitter": self.jitter,
         }
@@ -83,3 +100,7 @@ class Retry:
             non_retryable=tuple(data.get("non_retryable", ())),
             jitter=float(data.get("jitter", 0.2)),
         )
+
+
+def _seconds(interval: timedelta | float) -> float:
+    return interval.total_seconds() if isinstance(interval, timedelta) else float(interval)

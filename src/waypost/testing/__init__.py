@@ -26,7 +26,8 @@ from typing import Any
 
 from waypost.client.engine import AsyncEngine, AsyncRunHandle
 from waypost.engine.faults import Crash, FaultPlan, NoFaults
-from waypost.model.events import Event, feeds_code
+from waypost.errors import InvalidState
+from waypost.model.events import ActivityFailed, Event, EventType, feeds_code
 from waypost.model.status import RunStatus
 from waypost.store import open_store
 
@@ -58,6 +59,11 @@ def faulty_engine(url: str, injector: FaultInjector, **options: Any) -> AsyncEng
     options.setdefault("max_lapses", 1_000_000)
     store = FaultyStore(open_store(url), injector)
     return AsyncEngine(store=store, faults=injector, **options)
+
+
+def _retrying(ev: Event) -> bool:
+    """A failed attempt that is tried again: the code sees only the step's outcome."""
+    return ev.type == EventType.ACTIVITY_FAILED and bool(ActivityFailed.parse(ev).retrying)
 
 
 class TestEnv:
@@ -105,29 +111,50 @@ class TestEnv:
         self.clock.advance(delta)
 
     async def settle(self, timeout: float = 30.0) -> None:
-        """Wait until no run is running: each waits for something or has finished."""
+        """Wait until no run is running: each waits for something (a timer, a signal,
+        an attempt's retry, an operator if it is suspended) or has finished."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while not await self._settled():
+        while not (await self._waiting())[0]:
             if loop.time() > deadline:
                 raise TimeoutError(f"runs still running after {timeout}s")
             await asyncio.sleep(0.01)
 
-    async def _settled(self) -> bool:
+    async def _waiting(self) -> tuple[bool, float | None]:
+        """Whether every run waits for something or has finished; and when the first of
+        the attempts waiting out their retry backoff is due (None: there is none)."""
         store = self.engine.store
+        retry_due: float | None = None
         for run in await store.list_runs(tenant=None, limit=2**62):
             status = RunStatus(run.status)
-            if status.finished:
-                continue
-            if status is RunStatus.RUNNING:
-                return False
+            if status.finished or status is RunStatus.SUSPENDED:
+                continue  # a suspended run waits for an operator
             if run.processed_seq < run.last_seq:
                 # Something happened (a timer fired, a signal came) that the code
                 # has not seen yet; its own commands and audit facts do not count.
                 new = await store.load_history(run.tenant, run.run_id, run.processed_seq)
-                if any(feeds_code(e) for e in new):
-                    return False
-        return True
+                if any(feeds_code(e) and not _retrying(e) for e in new):
+                    return False, None
+            if status is RunStatus.RUNNING:
+                due = await self._retry_due(run.tenant, run.run_id)
+                if due is None:
+                    return False, None
+                retry_due = due if retry_due is None else min(retry_due, due)
+        return True, retry_due
+
+    async def _retry_due(self, tenant: str, run_id: str) -> float | None:
+        """When the first retry of a running run is due, if all its open attempts wait
+        out their retry backoff (nothing else to do until then); else None."""
+        now = self.clock()
+        attempts = [
+            t for t in await self.engine.store.run_tasks(tenant, run_id) if t.kind == "activity"
+        ]
+        due = [
+            t.visible_at
+            for t in attempts
+            if t.owner is None and t.visible_at is not None and t.visible_at > now
+        ]
+        return min(due) if due and len(due) == len(attempts) else None
 
     async def fast_forward(
         self,
@@ -136,20 +163,35 @@ class TestEnv:
         limit: timedelta = timedelta(days=3650),
         timeout: float = 60.0,
     ) -> Any:
-        """Run `run` to its end, moving the clock to the next timer whenever all runs wait.
+        """Run `run` to its end, moving the clock to the next timer (or retry of a failed
+        attempt) whenever all runs wait.
 
         Returns the run's result (or raises what `result()` raises). Raises
-        `TimeoutError` if the run waits for something no timer will end (a
-        signal nobody sends) or would need more than `limit` of skipped time.
+        `InvalidState` at once if the run is suspended (it waits for an operator), and
+        `TimeoutError` if it waits for something no timer will end (a signal nobody
+        sends) or would need more than `limit` of skipped time.
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         start = self.clock()
         while True:
-            await self.settle(timeout)
+            await self.settle(max(0.0, deadline - loop.time()))
             info = await run.get()
-            if RunStatus(info.status).finished:
-                return await run.result(timeout=timeout)
-            due = await self.engine.store.next_timer_at()
+            status = RunStatus(info.status)
+            if status.finished:
+                return await run.result(timeout=max(0.1, deadline - loop.time()))
+            if status is RunStatus.SUSPENDED:
+                error = info.error or {}
+                raise InvalidState(
+                    f"run {run.run_id} is suspended (it waits for an operator): "
+                    f"{error.get('message', '')}"
+                )
+            timer = await self.engine.store.next_timer_at()
+            retry = (await self._waiting())[1]
+            due = min((t for t in (timer, retry) if t is not None), default=None)
             if due is None:
+                if status is RunStatus.RUNNING and loop.time() < deadline:
+                    continue  # between two steps (a new generation): settle again
                 raise TimeoutError(
                     f"run {run.run_id} is {info.status} on {info.waiting_for} and no timer is set"
                 )
@@ -157,7 +199,8 @@ class TestEnv:
                 raise TimeoutError(f"run {run.run_id} needs more than {limit} of skipped time")
             self.clock.advance(max(0.0, due - self.clock()))
             await asyncio.sleep(0)
-            await self._fired(due)
+            if due == timer:
+                await self._fired(due)
 
     async def _fired(self, due: float) -> None:
         """Wait until the timer due at `due` has fired (the next one is later)."""
