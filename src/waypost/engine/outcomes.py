@@ -54,7 +54,7 @@ class Outcomes:
         """Record an attempt's outcome; if final, let the workflow decide in the same commit.
 
         A store error (a full disk, a database restart) is retried, backing off to
-        every 5 s, for as long as this engine serves: the attempt stays in flight, so
+        every second, for as long as this engine serves: the attempt stays in flight, so
         its lease is renewed as soon as the store answers again, and the outcome is
         recorded then. A stopping engine tries a few times; then, or if the store is
         damaged, the outcome is lost, the lease lapses and the step runs again. A
@@ -68,7 +68,7 @@ class Outcomes:
 
     async def _report(self, a: Attempt, outcome: Outcome) -> None:
         key = (a.tenant, a.run_id)
-        delays = itertools.chain((0.1, 0.5, 1.0, 2.0, 4.0), itertools.repeat(5.0))
+        delays = itertools.chain((0.1, 0.25, 0.5), itertools.repeat(1.0))
         failures = 0
         refusals = Refusals(f"recording step {a.step}", *key)
         while True:

@@ -26,6 +26,7 @@ from waypost.model.queues import WORKER_TTL as QUEUES_WORKER_TTL, serves_entry
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE
 from waypost.runtime.registry import Registry
 from waypost.store.base import ClaimedTask, LeaseRenewal, Store, TaskRef, WorkerRecord
+from waypost.store.reach import warn_unless_away
 
 from . import liveness
 from .attempts import Attempt, Report, failure
@@ -218,7 +219,7 @@ class Scheduler:
                     lapsed=lapsed,
                 )
             except StoreError as exc:
-                log.warning("claiming tasks failed (will retry): %s", exc)
+                warn_unless_away(log, self.store, "claiming tasks failed (will retry): %s", exc)
                 await self._sleep(self.wakeups.work, settings.poll_interval)
                 continue
             except Crash:
@@ -287,7 +288,7 @@ class Scheduler:
                     continue
                 next_at = await self.store.next_timer_at()
             except StoreError as exc:
-                log.warning("the timer loop failed (will retry): %s", exc)
+                warn_unless_away(log, self.store, "the timer loop failed (will retry): %s", exc)
                 next_at = None
             except Crash:
                 raise  # a fault plan's crash ends the loop, as a dead process would
@@ -412,7 +413,7 @@ class Scheduler:
                             )
             except StoreError as exc:
                 self._beating_since = None
-                log.warning("renewing leases failed (will retry): %s", exc)
+                warn_unless_away(log, self.store, "renewing leases failed (will retry): %s", exc)
             except Crash:
                 raise  # a fault plan's crash ends the loop, as a dead process would
             except Exception:  # a bug here must not stop this engine's renewals for good

@@ -76,16 +76,17 @@ class _Next(enum.Enum):
 class StoreTrouble:
     """Warns that writing to the store fails: one line per 30 s, not one per run or attempt."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: Store) -> None:
+        self.store = store
         self._next_warning = 0.0
 
     def __call__(self, exc: StoreError) -> None:
         now = time.monotonic()
-        if now >= self._next_warning:
+        if now >= self._next_warning and getattr(self.store, "reachable", True):  # else said
             self._next_warning = now + 30.0
             log.warning(
                 "writing to the store fails (%s); each step is retried, backing off to "
-                "every 5 s, until it is recorded",
+                "every second, until it is recorded",
                 exc,
             )
 
@@ -113,7 +114,7 @@ class WorkflowTasks:
         self.locks = RunLocks()
         self.ends = RunEnds()  # who waits for runs to end
         self.sources: list[WorkflowSource] = []
-        self.store_trouble = StoreTrouble()
+        self.store_trouble = StoreTrouble(self.store)
         self._on_approvals: list[Callable[[], None]] = []
 
     async def commit(self, commit: RunCommit) -> CommitResult:
@@ -163,12 +164,12 @@ class WorkflowTasks:
         """Process a run whose workflow task this engine holds under `fence`.
 
         A store error (a full disk, a database restart) is retried, backing off to every
-        5 s, while this engine serves: the run moves on as soon as the store answers,
+        second, while this engine serves: the run moves on as soon as the store answers,
         not when the task's lease lapses. A failure that would come again as it is (a
         write the database refuses, a fault in the engine) suspends the run (`Refusals`).
         """
         key = (tenant, run_id)
-        delays = itertools.chain((0.1, 0.5, 1.0, 2.0, 4.0), itertools.repeat(5.0))
+        delays = itertools.chain((0.1, 0.25, 0.5), itertools.repeat(1.0))
         span = tracing.workflow_task(tenant, run_id, fence)
         refusals = Refusals("processing the run", tenant, run_id)
         with log_context(run_id=run_id, tenant=tenant, step=None, attempt=None), span:

@@ -24,6 +24,7 @@ from waypost.errors import ConfigurationError, StoreError
 from waypost.model import approvals as ap
 from waypost.model.logs import logger
 from waypost.store.base import NewCredential, OutboxItem, Store
+from waypost.store.reach import warn_unless_away
 
 from .approvals import Approvals
 from .outbound import scrub
@@ -82,7 +83,9 @@ class Outbox:
                     settings.owner, settings.clock(), 32, 2 * settings.lease
                 )
             except StoreError as exc:
-                log.warning("claiming notifications failed (will retry): %s", exc)
+                warn_unless_away(
+                    log, self.store, "claiming notifications failed (will retry): %s", exc
+                )
                 items = []
             for item in items:
                 await self._deliver(item)

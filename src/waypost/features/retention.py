@@ -30,6 +30,7 @@ from waypost.model.records import PurgedRun, PurgeReport
 from waypost.model.requests import handles
 from waypost.model.status import RunStatus
 from waypost.store.base import PurgeCounts, PurgedRunRecord
+from waypost.store.reach import warn_unless_away
 
 log = logger("waypost.retention")
 
@@ -88,7 +89,8 @@ class Retention:
             try:
                 await self.retain()
             except StoreError as exc:
-                log.warning("retention put off by a database error (will retry): %s", exc)
+                store, why = self.machinery.store, "retention put off by a database error"
+                warn_unless_away(log, store, "%s (will retry): %s", why, exc)
             await asyncio.sleep(every)
 
     async def retain(self) -> int:

@@ -45,6 +45,7 @@ from waypost.model.logs import logger
 from waypost.model.requests import handles
 from waypost.model.schedules import CatchUp, Overlap, ScheduleInfo, Timing
 from waypost.model.status import RunStatus
+from waypost.store.reach import warn_unless_away
 from waypost.store.schedules import ScheduleAdvance, ScheduleRecord
 
 from .runs import Runs
@@ -275,7 +276,8 @@ class Schedules:
             try:
                 await self.tick()
             except StoreError as exc:
-                log.warning("schedules: the store failed (%s); trying again", exc)
+                store = self.machinery.store
+                warn_unless_away(log, store, "schedules: the store failed (%s); trying again", exc)
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the
             # cancellation of a stop that arrives as the event is set, and the stop hangs.
             with contextlib.suppress(TimeoutError):

@@ -47,6 +47,8 @@ from waypost.model.logs import logger
 from . import transactions as txn
 from .base import RunCommit
 from .postgres_group import CommitGroups, Dirty, Outcome, run_requests
+from .postgres_reach import RECONNECT_AFTER, STANDBY_HINT, read_only, revive, unreachable
+from .reach import Reach
 from .sqlfile import load_migrations, load_queries
 from .sqlstore import SqlStore
 from .transactions.step import commit_step, finish_shaped, step_shaped
@@ -309,6 +311,7 @@ class PostgresStore(SqlStore):
         self._requests = 0  # write requests they carried
         self._redone = 0  # groups rolled back and run request by request
         self._stepped = 0  # steps made in one statement
+        self._reach = Reach(self._where())
 
     # -- lifecycle ----------------------------------------------------------
     async def open(self) -> None:
@@ -347,7 +350,10 @@ class PostgresStore(SqlStore):
             check=idle.check,
             reset=idle.mark_used,
             name=f"waypost-{name}",
-            reconnect_timeout=24 * 3600,
+            # A connection lost is tried again after about a second, then the pool
+            # stops trying and grows again when a caller asks: never the doubling
+            # backoff of a long `reconnect_timeout` (a minute's wait after a minute away).
+            reconnect_timeout=RECONNECT_AFTER,
             kwargs=self._connect_options,
         )
 
@@ -392,6 +398,11 @@ class PostgresStore(SqlStore):
                 raise StoreError(
                     f"cannot connect to PostgreSQL at {self._where()}: {self._safe(exc)}".strip()
                 ) from exc
+            except psycopg.errors.ReadOnlySqlTransaction as exc:  # a standby
+                raise StoreError(
+                    f"PostgreSQL at {self._where()} is a standby (read-only), so waypost cannot "
+                    f"set up its schema there: {self._safe(exc)}. {STANDBY_HINT}"
+                ) from exc
             except psycopg.Error as exc:
                 raise StoreError(f"PostgreSQL schema migration failed: {self._safe(exc)}") from exc
         raise StoreError("PostgreSQL schema migration kept colliding with another process")
@@ -423,15 +434,18 @@ class PostgresStore(SqlStore):
                     with conn.transaction():
                         if read:
                             tx.begin_read()
-                        return fn(tx, *args)
+                        result = fn(tx, *args)
                 except Abort as abort:
-                    return cast(T, abort.result)
+                    result = cast(T, abort.result)
                 finally:
                     self._count(0 if read else 1, 0 if read else 1, tx.stepped)
         except (psycopg.Error, PoolTimeout) as exc:
             raise self._store_error(exc) from exc
+        self._reach.back(wrote=not read)
+        return result
 
     def _store_error(self, exc: psycopg.Error | PoolTimeout) -> StoreError:
+        self._note_unreachable(exc)
         if isinstance(exc, PoolTimeout):
             return StoreError(f"no PostgreSQL connection available: {self._safe(exc)}")
         if refused(exc):
@@ -489,6 +503,7 @@ class PostgresStore(SqlStore):
                     outcomes = run_requests(tx, requests)
                     landed = True  # from here on, only the COMMIT can fail
             self._count(1, len(requests), tx.stepped)
+            self._reach.back()
             return outcomes
         except PoolTimeout as exc:
             return [(None, self._store_error(exc))] * len(requests)
@@ -534,6 +549,7 @@ class PostgresStore(SqlStore):
             self._count(0, 0)
             return None
         self._count(1, 1, tx.stepped)
+        self._reach.back()
         return result, None
 
     def _alone(
@@ -581,15 +597,44 @@ class PostgresStore(SqlStore):
                 async with conn:
                     await conn.execute(f"LISTEN {self.channel}")
                     delay = 0.1
+                    self._reach.back(wrote=False)
                     on_notify("reconnected")
                     async for note in conn.notifies():
                         on_notify(note.payload)
             except (psycopg.Error, OSError) as exc:
-                log.warning(
-                    "listening for notifications failed (retrying in %.1fs): %s", delay, exc
-                )
+                if self._note_unreachable(exc):  # said once, by the store
+                    log.debug("listening for notifications failed (retrying): %s", exc)
+                else:
+                    log.warning(
+                        "listening for notifications failed (retrying in %.1fs): %s", delay, exc
+                    )
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            delay = min(delay * 2, RECONNECT_AFTER)
+
+    @property
+    def reachable(self) -> bool:
+        return self._reach.reachable
+
+    def _note_unreachable(self, exc: BaseException) -> bool:
+        """Tell `Reach` if `exc` says the server cannot be reached (or takes no writes),
+        and revive the pools meanwhile; False for other errors."""
+        if read_only(exc):
+            why = "the server is a standby: it takes no writes"
+            self._reach.lost(why, STANDBY_HINT, writes_only=True)
+            return True
+        if not unreachable(exc):
+            return False
+        first = self._reach.reachable
+        self._reach.lost(self._safe(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        if first:
+            for name, lane in self._lanes.items():
+                threading.Thread(
+                    target=revive,
+                    args=(lane.pool, self._reach),
+                    name=f"waypost-revive-{name}",
+                    daemon=True,
+                ).start()
+        return True
 
 
 # A run's step as one statement (transactions/step.py).

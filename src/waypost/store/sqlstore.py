@@ -63,6 +63,11 @@ class SqlStore(ABC):
     inline_probe: Callable[[], bool] | None = None
 
     @property
+    def reachable(self) -> bool:
+        """A file on this machine is always reachable; a server's store says otherwise."""
+        return True
+
+    @property
     @abstractmethod
     def opened(self) -> bool:
         """Whether the store is open."""
