@@ -148,6 +148,28 @@ def test_a_session_frozen_inside_a_transaction_is_ended_by_the_server(
     assert asyncio.run(setting()) == ("30s",)
 
 
+def test_connections_give_up_on_a_silent_peer_unless_the_url_says_otherwise(
+    fresh_postgres: str,
+) -> None:
+    """TCP liveness on by default: a blackholed server is left after about 20 s."""
+
+    async def parameters(url: str) -> dict[str, str]:
+        store = PostgresStore(url)
+        await store.open()
+        try:
+            with store._lanes["main"].pool.connection() as conn:
+                return conn.info.get_parameters()
+        finally:
+            await store.close()
+
+    given = asyncio.run(parameters(fresh_postgres))
+    assert given["keepalives_idle"] == "10"
+    assert given["tcp_user_timeout"] == "20000"
+    own = asyncio.run(parameters(f"{fresh_postgres}?tcp_user_timeout=5000&keepalives_idle=30"))
+    assert (own["tcp_user_timeout"], own["keepalives_idle"]) == ("5000", "30")
+    assert own["keepalives_count"] == "2"
+
+
 def _tables(url: str, schema: str) -> set[str]:
     with psycopg.connect(url) as conn:
         rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))

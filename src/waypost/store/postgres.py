@@ -166,17 +166,30 @@ _IDLE_CHECK = 2.0  # seconds a pooled connection may sit idle before it is pinge
 # locks and block the takeover of its work; the server ends such a session instead.
 # The engine's transactions last milliseconds.
 _STUCK_TRANSACTION = "-c idle_in_transaction_session_timeout=30000"
+# A connection whose peer went silent (a host cut off, a port blackholed) is given up
+# after about 20 s, not the operating system's two hours: keepalives from 10 s idle,
+# and unacknowledged data given up after 20 s. A URL that sets any of them keeps its own.
+TCP_LIVENESS = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "2",
+    "tcp_user_timeout": "20000",
+}
 
 
 def _session_options(conninfo: str, schema: str) -> dict[str, Any]:
-    """Connection settings the store adds to the URL's own `options`: waypost's schema
-    first on the search path, and (unless the URL sets one) the stuck-transaction limit."""
-    given = conninfo_to_dict(conninfo).get("options") or ""
+    """Connection settings the store adds to the URL's own: in `options`, waypost's
+    schema first on the search path and (unless the URL sets one) the stuck-transaction
+    limit; and TCP liveness (`TCP_LIVENESS`), each unless the URL sets it."""
+    url = conninfo_to_dict(conninfo)
+    given = url.get("options") or ""
     options = [str(given)] if given else []
     if "idle_in_transaction_session_timeout" not in str(given):
         options.append(_STUCK_TRANSACTION)
     options.append(f"-c search_path={schema}")
-    return {"options": " ".join(options)}
+    liveness = {k: v for k, v in TCP_LIVENESS.items() if k not in url}
+    return {"options": " ".join(options), **liveness}
 
 
 class _IdleCheck:
