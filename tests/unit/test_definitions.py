@@ -192,6 +192,12 @@ def test_a_next_pointing_nowhere() -> None:
     assert message_at(data, "start") == "no step 'begin'"
 
 
+def test_a_misspelt_step_name_gets_the_closest_one_suggested() -> None:
+    data = chain(3)
+    data["steps"]["s1"]["next"] = "s2x"
+    assert message_at(data, "steps.s1.next") == "no step 's2x' (did you mean 's2'?)"
+
+
 def test_unreachable_steps() -> None:
     data = chain(3)
     data["steps"]["lonely"] = {"type": "succeed"}

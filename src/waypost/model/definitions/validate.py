@@ -270,19 +270,21 @@ class _Checker:
                 if isinstance(scope, Mapping):
                     self.collect_ids(scope.get("steps"), f"{path}.{within}.")
 
-    def unknown_target(self, target: str) -> str:
+    def unknown_target(self, target: str, steps: Mapping[str, Any]) -> str:
         if target in self.where:
             return (
                 f"step {target!r} is in another scope (at {self.where[target]}): "
                 "a step can only go to steps of its own branch, iterator or level"
             )
-        return f"no step {target!r}"
+        names = [name for name in steps if isinstance(name, str)]
+        close = difflib.get_close_matches(target, names, n=1)
+        return f"no step {target!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
 
     def scope(self, steps: Any, start: Any, prefix: str, depth: int) -> None:
         if not isinstance(steps, Mapping):
             return
         if isinstance(start, str) and start not in steps:
-            self.add(f"{prefix}start", self.unknown_target(start))
+            self.add(f"{prefix}start", self.unknown_target(start, steps))
         graph: dict[str, list[str]] = {step_id: [] for step_id in steps}
         for step_id, step in steps.items():
             self.step_count += 1
@@ -295,7 +297,7 @@ class _Checker:
                 if target in steps:
                     graph[step_id].append(target)
                 else:
-                    self.add(f"{path}.{name}", self.unknown_target(target))
+                    self.add(f"{path}.{name}", self.unknown_target(target, steps))
             self.step(step, path, depth)
         if len(graph) > _GRAPH_CHECK_MAX_STEPS:
             return
