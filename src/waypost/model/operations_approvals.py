@@ -15,6 +15,7 @@ from waypost.model.identity import (
 )
 from waypost.model.requests import (
     APPROVAL_READERS,
+    GROUPS_ONLY,
     REMOTE_LATER,
     TOKENLESS_AUTH,
     Check,
@@ -160,9 +161,7 @@ class AddToGroup(Request[int]):
     roles = frozenset({Role.ADMIN})
     name = "add to group"
     call = "add_to_group"
-    http = NotOffered(
-        "approver groups are kept with access to the database: the CLI or the embedded API"
-    )
+    http = GROUPS_ONLY
     cli = Cli("groups add")
     group: str = checked(Check.ID, what="group")
     members: list[str] = checked(Check.IDENTITIES, what="principal")
@@ -175,9 +174,7 @@ class RemoveFromGroup(Request[int]):
     roles = frozenset({Role.ADMIN})
     name = "remove from group"
     call = "remove_from_group"
-    http = NotOffered(
-        "approver groups are kept with access to the database: the CLI or the embedded API"
-    )
+    http = GROUPS_ONLY
     cli = Cli("groups remove")
     group: str = checked(Check.ID, what="group")
     members: list[str] = checked(Check.IDENTITIES, what="principal")
@@ -190,7 +187,5 @@ class ListGroups(Request[dict[str, list[str]]]):
     roles = frozenset({Role.OPERATOR, Role.AUDITOR, Role.VIEWER})
     name = "groups"
     call = "groups"
-    http = NotOffered(
-        "approver groups are kept with access to the database: the CLI or the embedded API"
-    )
+    http = GROUPS_ONLY
     cli = Cli("groups list")

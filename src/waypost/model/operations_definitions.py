@@ -12,12 +12,12 @@ from waypost.model.identity import (
     Role,
 )
 from waypost.model.requests import (
+    MIGRATION_ONLY,
     READERS,
     REMOTE_LATER,
     Check,
     Cli,
     Http,
-    NotOffered,
     Request,
     checked,
 )
@@ -82,9 +82,7 @@ class Migrate(Request[Any]):
     roles = frozenset({Role.OPERATOR})
     name = "migrate"
     call = "migrate"
-    http = NotOffered(
-        "migrating runs to a new version is checked by an operator with the CLI or the embedded API"
-    )
+    http = MIGRATION_ONLY
     cli = Cli("runs migrate")
     run_id: str = checked(Check.ID, what="run_id")
     to_version: int | str = checked(Check.VERSION, what="to_version")
@@ -108,9 +106,7 @@ class MigrateAll(Request[Any]):
     roles = frozenset({Role.OPERATOR})
     name = "migrate all"
     call = "migrate_all"
-    http = NotOffered(
-        "migrating runs to a new version is checked by an operator with the CLI or the embedded API"
-    )
+    http = MIGRATION_ONLY
     cli = Cli("runs migrate")
     definition: str = checked(Check.ID, what="definition name")
     from_version: int | str = checked(Check.VERSION, what="from_version")

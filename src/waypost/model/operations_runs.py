@@ -13,6 +13,7 @@ from typing import Any
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, check_text, preview
+from waypost.model.numbers import whole_number
 from waypost.model.records import HistoryPage, RunInfo, RunPage
 from waypost.model.requests import (
     READERS,
@@ -22,6 +23,7 @@ from waypost.model.requests import (
     Http,
     NotOffered,
     Request,
+    check_page_limit,
     checked,
 )
 from waypost.model.status import RunStatus
@@ -121,11 +123,7 @@ class RunDataAt(Request[Any]):
     seq: int = 1
 
     def checked(self, principal: Principal) -> Request[Any]:
-        seq = self.seq
-        if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= MAX_SEQ:
-            raise InvalidRequest(
-                f"seq must be a whole number from 1 to {MAX_SEQ}, not {preview(seq)}", field="seq"
-            )
+        whole_number(self.seq, "seq", 1, MAX_SEQ)
         return super().checked(principal)
 
 
@@ -151,21 +149,8 @@ class PageHistory(Request[HistoryPage]):
     limit: int = DEFAULT_HISTORY_PAGE
 
     def checked(self, principal: Principal) -> Request[HistoryPage]:
-        after = self.after_seq
-        if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= MAX_SEQ:
-            raise InvalidRequest(
-                f"after_seq must be a whole number from 0 to {MAX_SEQ}, not {preview(after)}",
-                field="after_seq",
-            )
-        limit = self.limit
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise InvalidRequest(
-                f"limit must be a whole number, not {preview(limit)}", field="limit"
-            )
-        if not 1 <= limit <= MAX_HISTORY_PAGE:
-            raise InvalidRequest(
-                f"limit must be from 1 to {MAX_HISTORY_PAGE} events, not {limit}", field="limit"
-            )
+        whole_number(self.after_seq, "after_seq", 0, MAX_SEQ)
+        check_page_limit(self.limit, MAX_HISTORY_PAGE, unit=" events")
         return super().checked(principal)
 
 
