@@ -120,6 +120,7 @@ from waypost.model.requests import (
     NotOffered,
     Request as Request,
     RunCommand,
+    RunRequest,
     acting as acting,
     check_flag,
     check_roles as check_roles,
@@ -159,7 +160,7 @@ class Start(StartFields, Request[str]):
 
 
 @dataclass(frozen=True)
-class Signal(Request[None]):
+class Signal(RunRequest[None]):
     """Deliver a signal to a run."""
 
     roles = frozenset({Role.STARTER, Role.OPERATOR})
@@ -167,7 +168,6 @@ class Signal(Request[None]):
     call = "signal"
     http = Http("POST", "/v1/runs/{run_id:id}/signals/{name:id}", status=202)
     cli = Cli("signal")
-    run_id: str = checked(Check.ID, what="run_id")
     signal: str = checked(Check.ID, what="signal name")
     payload: Any = None
 
@@ -183,7 +183,7 @@ class Cancel(RunCommand):
 
 
 @dataclass(frozen=True)
-class GetRun(Request[Any]):
+class GetRun(RunRequest[Any]):
     """One run as it stands (`RunInfo`)."""
 
     roles = READERS
@@ -191,7 +191,6 @@ class GetRun(Request[Any]):
     call = "get"
     http = Http("GET", "/v1/runs/{run_id:id}")
     cli = Cli("runs show")
-    run_id: str = checked(Check.ID, what="run_id")
 
 
 @dataclass(frozen=True)
@@ -221,7 +220,7 @@ class ListRuns(Request[Any]):
 
 
 @dataclass(frozen=True)
-class GetHistory(Request[Any]):
+class GetHistory(RunRequest[Any]):
     """A run's history (`list[Event]`)."""
 
     roles = READERS
@@ -229,11 +228,10 @@ class GetHistory(Request[Any]):
     call = "history"
     http = NotOffered("over HTTP a history is read in pages: PageHistory")
     cli = Cli("runs show")
-    run_id: str = checked(Check.ID, what="run_id")
 
 
 @dataclass(frozen=True)
-class Verify(Request[Any]):
+class Verify(RunRequest[Any]):
     """Problems in a run's hash chain (`list[ChainProblem]`, empty when intact)."""
 
     roles = frozenset({Role.AUDITOR, Role.OPERATOR, Role.VIEWER})
@@ -241,11 +239,10 @@ class Verify(Request[Any]):
     call = "verify"
     http = Http("GET", "/v1/runs/{run_id:id}/verify")
     cli = Cli("runs verify")
-    run_id: str = checked(Check.ID, what="run_id")
 
 
 @dataclass(frozen=True)
-class AwaitResult(Request[Any]):
+class AwaitResult(RunRequest[Any]):
     """Wait for a run to end; answer its result or raise its error."""
 
     roles = READERS
@@ -255,7 +252,6 @@ class AwaitResult(Request[Any]):
     cli = NotOffered(
         "waiting for a result is a program's; `waypost runs show` prints a finished run's"
     )
-    run_id: str = checked(Check.ID, what="run_id")
     timeout: float | None = None
 
     def checked(self, principal: Principal) -> Request[Any]:
@@ -524,7 +520,7 @@ class PurgeRuns(Request[Any]):
 
 
 @dataclass(frozen=True)
-class GetPurged(Request[Any]):
+class GetPurged(RunRequest[Any]):
     """The summary a purged run of the tenant left (`PurgedRun`); `RunNotFound` if none."""
 
     roles = READERS
@@ -532,7 +528,6 @@ class GetPurged(Request[Any]):
     call = "purged_run"
     http = Http("GET", "/v1/purged-runs/{run_id:id}")
     cli = Cli("runs purged")
-    run_id: str = checked(Check.ID, what="run_id")
 
 
 @dataclass(frozen=True)

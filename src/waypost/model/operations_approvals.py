@@ -130,8 +130,7 @@ class Revoke(Request[None]):
     roles = frozenset({Role.OPERATOR})
     name = "revoke"
     call = "revoke"
-    http = NotOffered("revoking an approval link is an operator's call from the embedded API")
-    cli = NotOffered("revoking an approval link is an operator's call from the embedded API")
+    http = cli = NotOffered("revoking an approval link is an operator's call from the embedded API")
     approval_id: str = checked(Check.ID, what="approval_id")
     approver: str = checked(Check.IDENTITY, what="principal")
     by: str | None = checked(Check.ACTOR, what="by", default=None)
@@ -145,8 +144,7 @@ class Reassign(Request[None]):
     roles = frozenset({Role.OPERATOR})
     name = "reassign"
     call = "reassign"
-    http = NotOffered("reassigning an approval is an operator's call from the embedded API")
-    cli = NotOffered("reassigning an approval is an operator's call from the embedded API")
+    http = cli = NotOffered("reassigning an approval is an operator's call from the embedded API")
     approval_id: str = checked(Check.ID, what="approval_id")
     from_approver: str = checked(Check.IDENTITY, what="from_principal")
     to_approver: str = checked(Check.IDENTITY, what="to_principal")

@@ -19,8 +19,17 @@ from waypost.model.requests import (
     Cli,
     Http,
     Request,
+    RunRequest,
     checked,
 )
+
+
+def check_migration_reason(dry_run: bool, reason: str | None) -> None:
+    """A migration that moves runs needs a reason: it is recorded in their histories."""
+    if not dry_run and not str(reason or "").strip():
+        raise InvalidRequest(
+            "migrate needs a reason (it is recorded in the run's history)", field="reason"
+        )
 
 
 # == definitions =======================================================================
@@ -76,7 +85,7 @@ class GetDefinition(Request[Any]):
 
 
 @dataclass(frozen=True)
-class Migrate(Request[Any]):
+class Migrate(RunRequest[Any]):
     """Check, and unless `dry_run` move, a waiting definition run (`MigrationReport`)."""
 
     roles = frozenset({Role.OPERATOR})
@@ -84,7 +93,6 @@ class Migrate(Request[Any]):
     call = "migrate"
     http = MIGRATION_ONLY
     cli = Cli("runs migrate")
-    run_id: str = checked(Check.ID, what="run_id")
     to_version: int | str = checked(Check.VERSION, what="to_version")
     mapping: Mapping[str, str] = checked(Check.MAPPING, default=None)
     reason: str = checked(Check.OPTIONAL_REASON, what="migrate's reason", default="")
@@ -92,10 +100,7 @@ class Migrate(Request[Any]):
     by: str | None = checked(Check.ACTOR, what="by", default=None)
 
     def checked(self, principal: Principal) -> Request[Any]:
-        if not self.dry_run and not str(self.reason or "").strip():
-            raise InvalidRequest(
-                "migrate needs a reason (it is recorded in the run's history)", field="reason"
-            )
+        check_migration_reason(self.dry_run, self.reason)
         return super().checked(principal)
 
 
@@ -117,8 +122,5 @@ class MigrateAll(Request[Any]):
     by: str | None = checked(Check.ACTOR, what="by", default=None)
 
     def checked(self, principal: Principal) -> Request[Any]:
-        if not self.dry_run and not str(self.reason or "").strip():
-            raise InvalidRequest(
-                "migrate needs a reason (it is recorded in the run's history)", field="reason"
-            )
+        check_migration_reason(self.dry_run, self.reason)
         return super().checked(principal)

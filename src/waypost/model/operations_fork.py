@@ -8,13 +8,20 @@ from waypost.errors import InvalidRequest
 from waypost.model.fork import Forked
 from waypost.model.identity import Principal, Role
 from waypost.model.numbers import whole_number
-from waypost.model.requests import Check, Cli, Http, Request, checked
+from waypost.model.requests import (
+    Check,
+    Cli,
+    Http,
+    Request,
+    RunRequest,
+    checked,
+)
 
 MAX_SEQ = 2**31 - 1  # an event number any store keeps as an integer
 
 
 @dataclass(frozen=True)
-class Fork(Request[Forked]):
+class Fork(RunRequest[Forked]):
     """Start a new run from a run's history up to a step (`Forked`): the copied steps'
     results are reused, not executed again; the cut step and what follows run anew.
 
@@ -28,7 +35,6 @@ class Fork(Request[Forked]):
     call = "fork"
     http = Http("POST", "/v1/runs/{run_id:id}/fork", status=201)
     cli = Cli("runs fork")
-    run_id: str = checked(Check.ID, what="run_id")
     reason: str = checked(Check.REASON, what="fork's reason")
     at_step: str | None = checked(Check.OPTIONAL_ID, what="step", default=None)
     up_to_seq: int | None = None

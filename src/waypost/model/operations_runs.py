@@ -23,6 +23,7 @@ from waypost.model.requests import (
     Http,
     NotOffered,
     Request,
+    RunRequest,
     check_page_limit,
     checked,
 )
@@ -82,8 +83,7 @@ class SearchRuns(Request[list[RunInfo]]):
     roles = READERS
     name = "search runs"
     call = "search_runs"
-    http = NotOffered("the console's search box")
-    cli = NotOffered("the console's search box")
+    http = cli = NotOffered("the console's search box")
     text: str = ""
     limit: int = checked(Check.LIMIT, default=50)
 
@@ -109,7 +109,7 @@ MAX_SEQ = 2**31 - 1
 
 
 @dataclass(frozen=True)
-class RunDataAt(Request[Any]):
+class RunDataAt(RunRequest[Any]):
     """A definition run's data and position after its event `seq` (a dict with `data`,
     the step `position` and `waiting`), rebuilt by replaying its history up to there;
     None for a run of workflow code (its data lives in its code)."""
@@ -119,7 +119,6 @@ class RunDataAt(Request[Any]):
     call = "data_at"
     http = NotOffered("the console's replay view")
     cli = NotOffered("the console's replay view; `waypost replay` replays a history")
-    run_id: str = checked(Check.ID, what="run_id")
     seq: int = 1
 
     def checked(self, principal: Principal) -> Request[Any]:
@@ -133,7 +132,7 @@ HISTORY_PAGE_BYTES = 4 * 1024 * 1024  # bytes of events' data a page stops befor
 
 
 @dataclass(frozen=True)
-class PageHistory(Request[HistoryPage]):
+class PageHistory(RunRequest[HistoryPage]):
     """Part of a run's history (`HistoryPage`): the events after `after_seq`, oldest first,
     at most `limit` (1 to `MAX_HISTORY_PAGE`) and at most `HISTORY_PAGE_BYTES` of their
     data (a page holds one event at least, whatever its size). Its `next_after` asks for
@@ -144,7 +143,6 @@ class PageHistory(Request[HistoryPage]):
     call = "history_page"
     http = Http("GET", "/v1/runs/{run_id:id}/history")
     cli = Cli("runs history")
-    run_id: str = checked(Check.ID, what="run_id")
     after_seq: int = 0
     limit: int = DEFAULT_HISTORY_PAGE
 

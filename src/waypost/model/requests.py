@@ -205,12 +205,18 @@ class Request(Generic[T]):
 
 
 @dataclass(frozen=True)
-class RunCommand(Request[None]):
+class RunRequest(Request[T]):
+    """A request about one run of the caller's tenant, named by its first field."""
+
+    run_id: str = checked(Check.ID, what="run_id")
+
+
+@dataclass(frozen=True)
+class RunCommand(RunRequest[None]):
     """An operator's command on a run, its reason recorded in the run's history. Its
     route, CLI command and run-page form are derived (`command_route`, `command_cli`)."""
 
     roles = frozenset({Role.OPERATOR})
-    run_id: str = checked(Check.ID, what="run_id")
     reason: str = checked(Check.REASON, what="{name}'s reason", doc=WHY)
 
 
