@@ -12,12 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from waypost.model.identity import Role
-from waypost.model.requests import (
-    REMOTE_LATER,
-    Cli,
-    Http,
-    RunBatch,
-)
+from waypost.model.requests import REMOTE_LATER, Cli, Http, RunBatch
 
 MAX_REENCRYPT_BATCH = 1_000  # runs per request (each in its own transaction)
 

@@ -8,14 +8,7 @@ from waypost.errors import InvalidRequest
 from waypost.model.fork import Forked
 from waypost.model.identity import Principal, Role
 from waypost.model.numbers import whole_number
-from waypost.model.requests import (
-    Check,
-    Cli,
-    Http,
-    Request,
-    RunRequest,
-    checked,
-)
+from waypost.model.requests import Check, Cli, Http, Request, RunRequest, checked
 
 MAX_SEQ = 2**31 - 1  # an event number any store keeps as an integer
 

@@ -14,11 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from waypost.model.identity import Role
-from waypost.model.requests import (
-    PLATFORM_ONLY,
-    Cli,
-    RunBatch,
-)
+from waypost.model.requests import PLATFORM_ONLY, Cli, RunBatch
 
 MAX_SEAL_BATCH = 1_000  # runs per request (each in its own transaction)
 

@@ -7,15 +7,7 @@ from typing import Any
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role, preview
-from waypost.model.requests import (
-    READERS,
-    Check,
-    Cli,
-    Http,
-    Request,
-    RunRequest,
-    checked,
-)
+from waypost.model.requests import READERS, Check, Cli, Http, Request, RunRequest, checked
 
 MAX_ARGS = 20  # arguments of one query or update
 MAX_UPDATE_WAIT = 3600.0  # seconds a caller may wait for an update's result
