@@ -167,15 +167,8 @@ def AnyOf(
     allow_unknown_starter: bool = False,
 ) -> Policy:
     """One approval from any listed user or any member of a listed group."""
-    all_groups = (*groups, *([group] if group else []))
-    return Policy(
-        "any",
-        tuple(users),
-        tuple(all_groups),
-        1,
-        True,
-        segregation_of_duties,
-        allow_unknown_starter=allow_unknown_starter,
+    return _among(
+        "any", users, groups, group, 1, True, segregation_of_duties, allow_unknown_starter
     )
 
 
@@ -190,11 +183,26 @@ def Quorum(
     allow_unknown_starter: bool = False,
 ) -> Policy:
     """`count` approvals from distinct approvers among the users and groups named."""
-    all_groups = (*groups, *([group] if group else []))
+    return _among(
+        "quorum", users, groups, group, count, veto, segregation_of_duties, allow_unknown_starter
+    )
+
+
+def _among(
+    kind: str,
+    users: Iterable[str],
+    groups: Iterable[str],
+    group: str | None,
+    count: int,
+    veto: bool,
+    segregation_of_duties: bool,
+    allow_unknown_starter: bool,
+) -> Policy:
+    """A policy of `kind` over the users and groups named (`group`: one more group)."""
     return Policy(
-        "quorum",
+        kind,
         tuple(users),
-        tuple(all_groups),
+        (*groups, *([group] if group else [])),
         count,
         veto,
         segregation_of_duties,

@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["finite"]
+from waypost.errors import InvalidRequest
+from waypost.model.identity import preview
+
+__all__ = ["finite", "whole_number"]
 
 
 def finite(value: Any) -> float | None:
@@ -18,3 +21,14 @@ def finite(value: Any) -> float | None:
     except OverflowError:
         return None
     return number if math.isfinite(number) else None
+
+
+def whole_number(value: Any, what: str, low: int, high: int, *, field: str | None = None) -> int:
+    """`value` if it is a whole number from `low` to `high` (not a bool), else
+    `InvalidRequest` on `field` (by default `what`)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidRequest(
+            f"{what} must be a whole number from {low} to {high}, not {preview(value)}",
+            field=what if field is None else field,
+        )
+    return value

@@ -29,6 +29,7 @@ from waypost.model.identity import (
     check_id,
     preview,
 )
+from waypost.model.numbers import whole_number
 from waypost.model.operations_approvals import (
     AddToGroup as AddToGroup,
     Decide as Decide,
@@ -80,7 +81,8 @@ from waypost.model.operations_tenants import (
     DeleteTenant as DeleteTenant,
     DisableTenant as DisableTenant,
     EnableTenant as EnableTenant,
-    platform_only,
+    PlatformCommand,
+    TenantCommand,
 )
 from waypost.model.operations_updates import (
     UPDATE_OPERATIONS,
@@ -107,6 +109,7 @@ from waypost.model.requests import (
     MAX_MEMBERS as MAX_MEMBERS,
     MAX_TOKEN as MAX_TOKEN,
     MAX_VERSION as MAX_VERSION,
+    PLATFORM_ONLY,
     READERS as READERS,
     REMOTE_LATER,
     TOKENLESS_AUTH as TOKENLESS_AUTH,
@@ -117,7 +120,9 @@ from waypost.model.requests import (
     NotOffered,
     Request as Request,
     RunCommand,
+    RunRequest,
     acting as acting,
+    check_flag,
     check_roles as check_roles,
     checked as checked,
     command_cli,
@@ -155,7 +160,7 @@ class Start(StartFields, Request[str]):
 
 
 @dataclass(frozen=True)
-class Signal(Request[None]):
+class Signal(RunRequest[None]):
     """Deliver a signal to a run."""
 
     roles = frozenset({Role.STARTER, Role.OPERATOR})
@@ -163,7 +168,6 @@ class Signal(Request[None]):
     call = "signal"
     http = Http("POST", "/v1/runs/{run_id:id}/signals/{name:id}", status=202)
     cli = Cli("signal")
-    run_id: str = checked(Check.ID, what="run_id")
     signal: str = checked(Check.ID, what="signal name")
     payload: Any = None
 
@@ -179,7 +183,7 @@ class Cancel(RunCommand):
 
 
 @dataclass(frozen=True)
-class GetRun(Request[Any]):
+class GetRun(RunRequest[Any]):
     """One run as it stands (`RunInfo`)."""
 
     roles = READERS
@@ -187,7 +191,6 @@ class GetRun(Request[Any]):
     call = "get"
     http = Http("GET", "/v1/runs/{run_id:id}")
     cli = Cli("runs show")
-    run_id: str = checked(Check.ID, what="run_id")
 
 
 @dataclass(frozen=True)
@@ -217,7 +220,7 @@ class ListRuns(Request[Any]):
 
 
 @dataclass(frozen=True)
-class GetHistory(Request[Any]):
+class GetHistory(RunRequest[Any]):
     """A run's history (`list[Event]`)."""
 
     roles = READERS
@@ -225,11 +228,10 @@ class GetHistory(Request[Any]):
     call = "history"
     http = NotOffered("over HTTP a history is read in pages: PageHistory")
     cli = Cli("runs show")
-    run_id: str = checked(Check.ID, what="run_id")
 
 
 @dataclass(frozen=True)
-class Verify(Request[Any]):
+class Verify(RunRequest[Any]):
     """Problems in a run's hash chain (`list[ChainProblem]`, empty when intact)."""
 
     roles = frozenset({Role.AUDITOR, Role.OPERATOR, Role.VIEWER})
@@ -237,11 +239,10 @@ class Verify(Request[Any]):
     call = "verify"
     http = Http("GET", "/v1/runs/{run_id:id}/verify")
     cli = Cli("runs verify")
-    run_id: str = checked(Check.ID, what="run_id")
 
 
 @dataclass(frozen=True)
-class AwaitResult(Request[Any]):
+class AwaitResult(RunRequest[Any]):
     """Wait for a run to end; answer its result or raise its error."""
 
     roles = READERS
@@ -251,7 +252,6 @@ class AwaitResult(Request[Any]):
     cli = NotOffered(
         "waiting for a result is a program's; `waypost runs show` prints a finished run's"
     )
-    run_id: str = checked(Check.ID, what="run_id")
     timeout: float | None = None
 
     def checked(self, principal: Principal) -> Request[Any]:
@@ -288,40 +288,28 @@ def _check_quotas(value: Any) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
-class CreateTenant(Request[Any]):
+class CreateTenant(TenantCommand[Any]):
     """Create a tenant, so that API keys can be made for it (`TenantInfo`); platform only."""
 
-    roles = frozenset({Role.ADMIN})
     name = "create tenant"
     call = "create_tenant"
-    http = NotOffered(
-        "a platform operator's command, with access to the database: the CLI or the embedded API"
-    )
     cli = Cli("tenants create")
-    tenant: str = checked(Check.ID, what="tenant")
+    refused = "create tenants"
     quotas: Mapping[str, int] | None = None
 
     def checked(self, principal: Principal) -> Request[Any]:
-        platform_only(principal, "create tenants")
         done = super().checked(principal)
         return dataclasses.replace(done, quotas=_check_quotas(self.quotas))  # type: ignore[type-var]
 
 
 @dataclass(frozen=True)
-class ListTenants(Request[Any]):
+class ListTenants(PlatformCommand[Any]):
     """Every tenant (`list[TenantInfo]`); platform only."""
 
-    roles = frozenset({Role.ADMIN})
     name = "list tenants"
     call = "list_tenants"
-    http = NotOffered(
-        "a platform operator's command, with access to the database: the CLI or the embedded API"
-    )
     cli = Cli("tenants list")
-
-    def checked(self, principal: Principal) -> Request[Any]:
-        platform_only(principal, "list tenants")
-        return super().checked(principal)
+    refused = "list tenants"
 
 
 @dataclass(frozen=True)
@@ -338,9 +326,7 @@ class CreateKey(Request[Any]):
     # default there (no role listed: admin only).
     name = "create key"
     call = "create_key"
-    http = NotOffered(
-        "a platform operator's command, with access to the database: the CLI or the embedded API"
-    )
+    http = PLATFORM_ONLY
     cli = Cli("keys create")
     principal: str = checked(Check.IDENTITY, what="principal")
     roles: Sequence[Role | str] = checked(Check.ROLES)  # type: ignore[assignment,misc]
@@ -364,9 +350,7 @@ class ListKeys(Request[Any]):
     roles = frozenset({Role.ADMIN})
     name = "list keys"
     call = "list_keys"
-    http = NotOffered(
-        "a platform operator's command, with access to the database: the CLI or the embedded API"
-    )
+    http = PLATFORM_ONLY
     cli = Cli("keys list")
 
 
@@ -377,9 +361,7 @@ class RevokeKey(Request[None]):
     roles = frozenset({Role.ADMIN})
     name = "revoke key"
     call = "revoke_key"
-    http = NotOffered(
-        "a platform operator's command, with access to the database: the CLI or the embedded API"
-    )
+    http = PLATFORM_ONLY
     cli = Cli("keys revoke")
     key_id: str = checked(Check.ID, what="key_id")
 
@@ -464,7 +446,7 @@ class GetTenant(Request[Any]):
 
 
 @dataclass(frozen=True)
-class SetQuotas(Request[Any]):
+class SetQuotas(TenantCommand[Any]):
     """Change a tenant's quota overrides (`TenantInfo` as `GetTenant` answers); platform only.
 
     `quotas` maps quota names (`waypost.model.quotas.Quotas`) to a number, None (or
@@ -472,18 +454,13 @@ class SetQuotas(Request[Any]):
     names not given keep their override.
     """
 
-    roles = frozenset({Role.ADMIN})
     name = "set quotas"
     call = "set_quotas"
-    http = NotOffered(
-        "a platform operator's command, with access to the database: the CLI or the embedded API"
-    )
     cli = Cli("tenants set-quota")
-    tenant: str = checked(Check.ID, what="tenant")
+    refused = "change quotas"
     quotas: Mapping[str, Any] | None = None
 
     def checked(self, principal: Principal) -> Request[Any]:
-        platform_only(principal, "change quotas")
         done = super().checked(principal)
         changes = check_overrides(self.quotas)
         if not changes:
@@ -534,22 +511,16 @@ class PurgeRuns(Request[Any]):
 
     def checked(self, principal: Principal) -> Request[Any]:
         seconds = check_seconds(self.older_than_seconds, "older_than_seconds")
-        for what, value, top in (("limit", self.limit, MAX_PURGE), ("batch", self.batch, 5_000)):
-            if value is None and what == "limit":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-                raise InvalidRequest(
-                    f"{what} must be a whole number from 1 to {top}, not {preview(value)}",
-                    field=what,
-                )
-        if not isinstance(self.dry_run, bool):
-            raise InvalidRequest("dry_run must be true or false", field="dry_run")
+        if self.limit is not None:
+            whole_number(self.limit, "limit", 1, MAX_PURGE)
+        whole_number(self.batch, "batch", 1, 5_000)
+        check_flag(self.dry_run, "dry_run")
         done = super().checked(principal)
         return dataclasses.replace(done, older_than_seconds=seconds)  # type: ignore[type-var]
 
 
 @dataclass(frozen=True)
-class GetPurged(Request[Any]):
+class GetPurged(RunRequest[Any]):
     """The summary a purged run of the tenant left (`PurgedRun`); `RunNotFound` if none."""
 
     roles = READERS
@@ -557,7 +528,6 @@ class GetPurged(Request[Any]):
     call = "purged_run"
     http = Http("GET", "/v1/purged-runs/{run_id:id}")
     cli = Cli("runs purged")
-    run_id: str = checked(Check.ID, what="run_id")
 
 
 @dataclass(frozen=True)

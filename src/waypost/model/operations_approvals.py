@@ -15,6 +15,7 @@ from waypost.model.identity import (
 )
 from waypost.model.requests import (
     APPROVAL_READERS,
+    GROUPS_ONLY,
     REMOTE_LATER,
     TOKENLESS_AUTH,
     Check,
@@ -129,8 +130,7 @@ class Revoke(Request[None]):
     roles = frozenset({Role.OPERATOR})
     name = "revoke"
     call = "revoke"
-    http = NotOffered("revoking an approval link is an operator's call from the embedded API")
-    cli = NotOffered("revoking an approval link is an operator's call from the embedded API")
+    http = cli = NotOffered("revoking an approval link is an operator's call from the embedded API")
     approval_id: str = checked(Check.ID, what="approval_id")
     approver: str = checked(Check.IDENTITY, what="principal")
     by: str | None = checked(Check.ACTOR, what="by", default=None)
@@ -144,8 +144,7 @@ class Reassign(Request[None]):
     roles = frozenset({Role.OPERATOR})
     name = "reassign"
     call = "reassign"
-    http = NotOffered("reassigning an approval is an operator's call from the embedded API")
-    cli = NotOffered("reassigning an approval is an operator's call from the embedded API")
+    http = cli = NotOffered("reassigning an approval is an operator's call from the embedded API")
     approval_id: str = checked(Check.ID, what="approval_id")
     from_approver: str = checked(Check.IDENTITY, what="from_principal")
     to_approver: str = checked(Check.IDENTITY, what="to_principal")
@@ -160,9 +159,7 @@ class AddToGroup(Request[int]):
     roles = frozenset({Role.ADMIN})
     name = "add to group"
     call = "add_to_group"
-    http = NotOffered(
-        "approver groups are kept with access to the database: the CLI or the embedded API"
-    )
+    http = GROUPS_ONLY
     cli = Cli("groups add")
     group: str = checked(Check.ID, what="group")
     members: list[str] = checked(Check.IDENTITIES, what="principal")
@@ -175,9 +172,7 @@ class RemoveFromGroup(Request[int]):
     roles = frozenset({Role.ADMIN})
     name = "remove from group"
     call = "remove_from_group"
-    http = NotOffered(
-        "approver groups are kept with access to the database: the CLI or the embedded API"
-    )
+    http = GROUPS_ONLY
     cli = Cli("groups remove")
     group: str = checked(Check.ID, what="group")
     members: list[str] = checked(Check.IDENTITIES, what="principal")
@@ -190,7 +185,5 @@ class ListGroups(Request[dict[str, list[str]]]):
     roles = frozenset({Role.OPERATOR, Role.AUDITOR, Role.VIEWER})
     name = "groups"
     call = "groups"
-    http = NotOffered(
-        "approver groups are kept with access to the database: the CLI or the embedded API"
-    )
+    http = GROUPS_ONLY
     cli = Cli("groups list")

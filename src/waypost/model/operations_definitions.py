@@ -12,15 +12,24 @@ from waypost.model.identity import (
     Role,
 )
 from waypost.model.requests import (
+    MIGRATION_ONLY,
     READERS,
     REMOTE_LATER,
     Check,
     Cli,
     Http,
-    NotOffered,
     Request,
+    RunRequest,
     checked,
 )
+
+
+def check_migration_reason(dry_run: bool, reason: str | None) -> None:
+    """A migration that moves runs needs a reason: it is recorded in their histories."""
+    if not dry_run and not str(reason or "").strip():
+        raise InvalidRequest(
+            "migrate needs a reason (it is recorded in the run's history)", field="reason"
+        )
 
 
 # == definitions =======================================================================
@@ -76,17 +85,14 @@ class GetDefinition(Request[Any]):
 
 
 @dataclass(frozen=True)
-class Migrate(Request[Any]):
+class Migrate(RunRequest[Any]):
     """Check, and unless `dry_run` move, a waiting definition run (`MigrationReport`)."""
 
     roles = frozenset({Role.OPERATOR})
     name = "migrate"
     call = "migrate"
-    http = NotOffered(
-        "migrating runs to a new version is checked by an operator with the CLI or the embedded API"
-    )
+    http = MIGRATION_ONLY
     cli = Cli("runs migrate")
-    run_id: str = checked(Check.ID, what="run_id")
     to_version: int | str = checked(Check.VERSION, what="to_version")
     mapping: Mapping[str, str] = checked(Check.MAPPING, default=None)
     reason: str = checked(Check.OPTIONAL_REASON, what="migrate's reason", default="")
@@ -94,10 +100,7 @@ class Migrate(Request[Any]):
     by: str | None = checked(Check.ACTOR, what="by", default=None)
 
     def checked(self, principal: Principal) -> Request[Any]:
-        if not self.dry_run and not str(self.reason or "").strip():
-            raise InvalidRequest(
-                "migrate needs a reason (it is recorded in the run's history)", field="reason"
-            )
+        check_migration_reason(self.dry_run, self.reason)
         return super().checked(principal)
 
 
@@ -108,9 +111,7 @@ class MigrateAll(Request[Any]):
     roles = frozenset({Role.OPERATOR})
     name = "migrate all"
     call = "migrate_all"
-    http = NotOffered(
-        "migrating runs to a new version is checked by an operator with the CLI or the embedded API"
-    )
+    http = MIGRATION_ONLY
     cli = Cli("runs migrate")
     definition: str = checked(Check.ID, what="definition name")
     from_version: int | str = checked(Check.VERSION, what="from_version")
@@ -121,8 +122,5 @@ class MigrateAll(Request[Any]):
     by: str | None = checked(Check.ACTOR, what="by", default=None)
 
     def checked(self, principal: Principal) -> Request[Any]:
-        if not self.dry_run and not str(self.reason or "").strip():
-            raise InvalidRequest(
-                "migrate needs a reason (it is recorded in the run's history)", field="reason"
-            )
+        check_migration_reason(self.dry_run, self.reason)
         return super().checked(principal)

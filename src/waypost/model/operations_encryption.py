@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from waypost.errors import InvalidRequest
-from waypost.model.identity import Principal, Role, preview
-from waypost.model.requests import REMOTE_LATER, Check, Cli, Http, Request, checked
+from waypost.model.identity import Role
+from waypost.model.requests import REMOTE_LATER, Cli, Http, RunBatch
 
 MAX_REENCRYPT_BATCH = 1_000  # runs per request (each in its own transaction)
 
@@ -45,7 +44,7 @@ class ReEncryptReport:
 
 
 @dataclass(frozen=True)
-class ReEncrypt(Request[ReEncryptReport]):
+class ReEncrypt(RunBatch[ReEncryptReport]):
     """Re-encrypt stored payloads under the current encryption key (`ReEncryptReport`).
 
     With `run_id`: that run (`RunNotFound` if the tenant has none). Without: up to
@@ -61,23 +60,4 @@ class ReEncrypt(Request[ReEncryptReport]):
     remote = REMOTE_LATER
     http = Http("POST", "/v1/encryption/re-encrypt")
     cli = Cli("runs re-encrypt")
-    run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
-    after: str | None = checked(Check.OPTIONAL_ID, what="after", default=None)
-    limit: int = 100
-    dry_run: bool = False
-
-    def checked(self, principal: Principal) -> Request[ReEncryptReport]:
-        limit = self.limit
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise InvalidRequest(
-                f"limit must be a whole number, not {preview(limit)}", field="limit"
-            )
-        if not 1 <= limit <= MAX_REENCRYPT_BATCH:
-            raise InvalidRequest(
-                f"limit must be from 1 to {MAX_REENCRYPT_BATCH}, not {limit}", field="limit"
-            )
-        if not isinstance(self.dry_run, bool):
-            raise InvalidRequest("dry_run must be true or false", field="dry_run")
-        if self.run_id is not None and self.after is not None:
-            raise InvalidRequest("give run_id or after, not both", field="after")
-        return super().checked(principal)
+    most = MAX_REENCRYPT_BATCH

@@ -6,14 +6,15 @@ from dataclasses import dataclass
 
 from waypost.errors import InvalidRequest
 from waypost.model.fork import Forked
-from waypost.model.identity import Principal, Role, preview
-from waypost.model.requests import Check, Cli, Http, Request, checked
+from waypost.model.identity import Principal, Role
+from waypost.model.numbers import whole_number
+from waypost.model.requests import Check, Cli, Http, Request, RunRequest, checked
 
 MAX_SEQ = 2**31 - 1  # an event number any store keeps as an integer
 
 
 @dataclass(frozen=True)
-class Fork(Request[Forked]):
+class Fork(RunRequest[Forked]):
     """Start a new run from a run's history up to a step (`Forked`): the copied steps'
     results are reused, not executed again; the cut step and what follows run anew.
 
@@ -27,7 +28,6 @@ class Fork(Request[Forked]):
     call = "fork"
     http = Http("POST", "/v1/runs/{run_id:id}/fork", status=201)
     cli = Cli("runs fork")
-    run_id: str = checked(Check.ID, what="run_id")
     reason: str = checked(Check.REASON, what="fork's reason")
     at_step: str | None = checked(Check.OPTIONAL_ID, what="step", default=None)
     up_to_seq: int | None = None
@@ -36,11 +36,6 @@ class Fork(Request[Forked]):
     def checked(self, principal: Principal) -> Request[Forked]:
         if self.at_step is not None and self.up_to_seq is not None:
             raise InvalidRequest("give a step or an event number to fork at, not both")
-        seq = self.up_to_seq
-        if seq is not None and (
-            isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= MAX_SEQ
-        ):
-            raise InvalidRequest(
-                f"seq must be a whole number from 1 to {MAX_SEQ}, not {preview(seq)}", field="seq"
-            )
+        if self.up_to_seq is not None:
+            whole_number(self.up_to_seq, "seq", 1, MAX_SEQ)
         return super().checked(principal)

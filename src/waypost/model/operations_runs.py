@@ -13,6 +13,7 @@ from typing import Any
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, check_text, preview
+from waypost.model.numbers import whole_number
 from waypost.model.records import HistoryPage, RunInfo, RunPage
 from waypost.model.requests import (
     READERS,
@@ -22,6 +23,8 @@ from waypost.model.requests import (
     Http,
     NotOffered,
     Request,
+    RunRequest,
+    check_page_limit,
     checked,
 )
 from waypost.model.status import RunStatus
@@ -80,8 +83,7 @@ class SearchRuns(Request[list[RunInfo]]):
     roles = READERS
     name = "search runs"
     call = "search_runs"
-    http = NotOffered("the console's search box")
-    cli = NotOffered("the console's search box")
+    http = cli = NotOffered("the console's search box")
     text: str = ""
     limit: int = checked(Check.LIMIT, default=50)
 
@@ -107,7 +109,7 @@ MAX_SEQ = 2**31 - 1
 
 
 @dataclass(frozen=True)
-class RunDataAt(Request[Any]):
+class RunDataAt(RunRequest[Any]):
     """A definition run's data and position after its event `seq` (a dict with `data`,
     the step `position` and `waiting`), rebuilt by replaying its history up to there;
     None for a run of workflow code (its data lives in its code)."""
@@ -117,15 +119,10 @@ class RunDataAt(Request[Any]):
     call = "data_at"
     http = NotOffered("the console's replay view")
     cli = NotOffered("the console's replay view; `waypost replay` replays a history")
-    run_id: str = checked(Check.ID, what="run_id")
     seq: int = 1
 
     def checked(self, principal: Principal) -> Request[Any]:
-        seq = self.seq
-        if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= MAX_SEQ:
-            raise InvalidRequest(
-                f"seq must be a whole number from 1 to {MAX_SEQ}, not {preview(seq)}", field="seq"
-            )
+        whole_number(self.seq, "seq", 1, MAX_SEQ)
         return super().checked(principal)
 
 
@@ -135,7 +132,7 @@ HISTORY_PAGE_BYTES = 4 * 1024 * 1024  # bytes of events' data a page stops befor
 
 
 @dataclass(frozen=True)
-class PageHistory(Request[HistoryPage]):
+class PageHistory(RunRequest[HistoryPage]):
     """Part of a run's history (`HistoryPage`): the events after `after_seq`, oldest first,
     at most `limit` (1 to `MAX_HISTORY_PAGE`) and at most `HISTORY_PAGE_BYTES` of their
     data (a page holds one event at least, whatever its size). Its `next_after` asks for
@@ -146,26 +143,12 @@ class PageHistory(Request[HistoryPage]):
     call = "history_page"
     http = Http("GET", "/v1/runs/{run_id:id}/history")
     cli = Cli("runs history")
-    run_id: str = checked(Check.ID, what="run_id")
     after_seq: int = 0
     limit: int = DEFAULT_HISTORY_PAGE
 
     def checked(self, principal: Principal) -> Request[HistoryPage]:
-        after = self.after_seq
-        if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= MAX_SEQ:
-            raise InvalidRequest(
-                f"after_seq must be a whole number from 0 to {MAX_SEQ}, not {preview(after)}",
-                field="after_seq",
-            )
-        limit = self.limit
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise InvalidRequest(
-                f"limit must be a whole number, not {preview(limit)}", field="limit"
-            )
-        if not 1 <= limit <= MAX_HISTORY_PAGE:
-            raise InvalidRequest(
-                f"limit must be from 1 to {MAX_HISTORY_PAGE} events, not {limit}", field="limit"
-            )
+        whole_number(self.after_seq, "after_seq", 0, MAX_SEQ)
+        check_page_limit(self.limit, MAX_HISTORY_PAGE, unit=" events")
         return super().checked(principal)
 
 

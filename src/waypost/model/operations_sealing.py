@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from waypost.errors import InvalidRequest
-from waypost.model.identity import Principal, Role, preview
-from waypost.model.requests import Check, Cli, NotOffered, Request, checked
+from waypost.model.identity import Role
+from waypost.model.requests import PLATFORM_ONLY, Cli, RunBatch
 
 MAX_SEAL_BATCH = 1_000  # runs per request (each in its own transaction)
 
@@ -41,7 +40,7 @@ class SealLegacyReport:
 
 
 @dataclass(frozen=True)
-class SealLegacy(Request[SealLegacyReport]):
+class SealLegacy(RunBatch[SealLegacyReport]):
     """Bind runs written before histories and rows were bound to their run
     (`SealLegacyReport`). Admin, on an engine given the chain key.
 
@@ -54,27 +53,6 @@ class SealLegacy(Request[SealLegacyReport]):
     roles = frozenset({Role.ADMIN})
     name = "seal-legacy"
     call = "seal_legacy"
-    http = NotOffered(
-        "a platform operator's command, with access to the database: the CLI or the embedded API"
-    )
+    http = PLATFORM_ONLY
     cli = Cli("runs seal-legacy")
-    run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
-    after: str | None = checked(Check.OPTIONAL_ID, what="after", default=None)
-    limit: int = 100
-    dry_run: bool = False
-
-    def checked(self, principal: Principal) -> Request[SealLegacyReport]:
-        limit = self.limit
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise InvalidRequest(
-                f"limit must be a whole number, not {preview(limit)}", field="limit"
-            )
-        if not 1 <= limit <= MAX_SEAL_BATCH:
-            raise InvalidRequest(
-                f"limit must be from 1 to {MAX_SEAL_BATCH}, not {limit}", field="limit"
-            )
-        if not isinstance(self.dry_run, bool):
-            raise InvalidRequest("dry_run must be true or false", field="dry_run")
-        if self.run_id is not None and self.after is not None:
-            raise InvalidRequest("give run_id or after, not both", field="after")
-        return super().checked(principal)
+    most = MAX_SEAL_BATCH

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from waypost.errors import InvalidRequest
-from waypost.model.identity import check_id, preview
+from waypost.model.identity import check_id
+from waypost.model.numbers import whole_number
 from waypost.model.queues import check_queue_name
 from waypost.model.requests import Check, checked
 
@@ -16,16 +16,7 @@ MAX_PRIORITY = 1_000
 
 def check_priority(priority: Any) -> None:
     """A run's priority: a whole number from -MAX_PRIORITY to MAX_PRIORITY (higher first)."""
-    if (
-        isinstance(priority, bool)
-        or not isinstance(priority, int)
-        or not -MAX_PRIORITY <= priority <= MAX_PRIORITY
-    ):
-        raise InvalidRequest(
-            f"priority must be a whole number from {-MAX_PRIORITY} to {MAX_PRIORITY}, "
-            f"not {preview(priority)}",
-            field="priority",
-        )
+    whole_number(priority, "priority", -MAX_PRIORITY, MAX_PRIORITY)
 
 
 @dataclass(frozen=True)

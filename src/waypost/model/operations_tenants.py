@@ -18,11 +18,13 @@ embedded API, never an API key, whatever its roles.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from waypost.errors import PermissionDenied
 from waypost.model.identity import Principal, Role
-from waypost.model.requests import Check, Cli, NotOffered, Request, checked
+from waypost.model.requests import PLATFORM_ONLY, Check, Cli, Request, checked
+
+T = TypeVar("T")
 
 DELETE_BATCH = 1000  # rows a delete request removes by default
 
@@ -36,61 +38,59 @@ def platform_only(principal: Principal, what: str) -> None:
 
 
 @dataclass(frozen=True)
-class DisableTenant(Request[Any]):
+class PlatformCommand(Request[T]):
+    """A command of the platform operator's (`platform_only`): an admin's, and then only
+    from the CLI or the embedded API, never over HTTP. `refused` is what the refusal of
+    any other caller says it may not do."""
+
+    roles = frozenset({Role.ADMIN})
+    http = PLATFORM_ONLY
+    refused: ClassVar[str] = ""
+
+    def checked(self, principal: Principal) -> Request[T]:
+        platform_only(principal, self.refused)
+        return super().checked(principal)
+
+
+@dataclass(frozen=True)
+class TenantCommand(PlatformCommand[T]):
+    """A platform operator's command on one tenant."""
+
+    tenant: str = checked(Check.ID, what="tenant")
+
+
+@dataclass(frozen=True)
+class DisableTenant(TenantCommand[Any]):
     """Disable a tenant (`TenantInfo`); platform only. Disabling a disabled tenant keeps
     when and by whom it was first disabled."""
 
-    roles = frozenset({Role.ADMIN})
     name = "disable tenant"
     call = "disable_tenant"
-    http = NotOffered(
-        "a platform operator's command, with access to the database: the CLI or the embedded API"
-    )
     cli = Cli("tenants disable")
-    tenant: str = checked(Check.ID, what="tenant")
+    refused = "disable tenants"
     reason: str = checked(Check.OPTIONAL_REASON, what="reason", default="")
 
-    def checked(self, principal: Principal) -> Request[Any]:
-        platform_only(principal, "disable tenants")
-        return super().checked(principal)
-
 
 @dataclass(frozen=True)
-class EnableTenant(Request[Any]):
+class EnableTenant(TenantCommand[Any]):
     """Enable a disabled tenant again (`TenantInfo`); platform only."""
 
-    roles = frozenset({Role.ADMIN})
     name = "enable tenant"
     call = "enable_tenant"
-    http = NotOffered(
-        "a platform operator's command, with access to the database: the CLI or the embedded API"
-    )
     cli = Cli("tenants enable")
-    tenant: str = checked(Check.ID, what="tenant")
-
-    def checked(self, principal: Principal) -> Request[Any]:
-        platform_only(principal, "enable tenants")
-        return super().checked(principal)
+    refused = "enable tenants"
 
 
 @dataclass(frozen=True)
-class DeleteTenant(Request[Any]):
+class DeleteTenant(TenantCommand[Any]):
     """Delete up to `batch` rows of a disabled tenant (`TenantDeletion`); platform only.
     Send it again until the answer is `done`: the tenant's own row goes last."""
 
-    roles = frozenset({Role.ADMIN})
     name = "delete tenant"
     call = "delete_tenant"
-    http = NotOffered(
-        "a platform operator's command, with access to the database: the CLI or the embedded API"
-    )
     cli = Cli("tenants delete")
-    tenant: str = checked(Check.ID, what="tenant")
+    refused = "delete tenants"
     batch: int = checked(Check.LIMIT, what="batch", default=DELETE_BATCH)
-
-    def checked(self, principal: Principal) -> Request[Any]:
-        platform_only(principal, "delete tenants")
-        return super().checked(principal)
 
 
 TENANT_OPERATIONS: tuple[type[Request[Any]], ...] = (DisableTenant, EnableTenant, DeleteTenant)

@@ -7,7 +7,7 @@ from typing import Any
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role, preview
-from waypost.model.requests import READERS, Check, Cli, Http, Request, checked
+from waypost.model.requests import READERS, Check, Cli, Http, Request, RunRequest, checked
 
 MAX_ARGS = 20  # arguments of one query or update
 MAX_UPDATE_WAIT = 3600.0  # seconds a caller may wait for an update's result
@@ -31,7 +31,7 @@ def _check_args(args: Any) -> None:
 
 
 @dataclass(frozen=True)
-class Query(Request[Any]):
+class Query(RunRequest[Any]):
     """Ask a run's code what query `query` answers (its handler's value); read-only, never
     recorded. Answered from the run's history replayed, finished runs included."""
 
@@ -40,7 +40,6 @@ class Query(Request[Any]):
     call = "query"
     http = Http("POST", "/v1/runs/{run_id:id}/queries/{name:id}")
     cli = Cli("runs query")
-    run_id: str = checked(Check.ID, what="run_id")
     query: str = checked(Check.ID, what="query name")
     args: tuple[Any, ...] = ()
 
@@ -50,7 +49,7 @@ class Query(Request[Any]):
 
 
 @dataclass(frozen=True)
-class Update(Request[UpdateAnswer]):
+class Update(RunRequest[UpdateAnswer]):
     """Send update `update` to a run and wait (at most `timeout` seconds) for its result.
 
     Its validator runs first against the run's current state: a refusal is
@@ -63,7 +62,6 @@ class Update(Request[UpdateAnswer]):
     call = "update"
     http = Http("POST", "/v1/runs/{run_id:id}/updates/{name:id}")
     cli = Cli("runs update")
-    run_id: str = checked(Check.ID, what="run_id")
     update: str = checked(Check.ID, what="update name")
     args: tuple[Any, ...] = ()
     update_id: str | None = checked(Check.OPTIONAL_ID, what="update_id", default=None)

@@ -103,9 +103,7 @@ class SignIn(Request[NewSession]):
 
     open_to_anonymous = True
     name = "sign in"
-    call = NotOffered("the console's sign-in form")
-    http = NotOffered("the console's sign-in form")
-    cli = NotOffered("the console's sign-in form")
+    call = http = cli = NotOffered("the console's sign-in form")
     tenant: str | None = checked(Check.OPTIONAL_ID, what="tenant", default=None)
     user: str | None = checked(Check.OPTIONAL_IDENTITY, what="user", default=None)
     password: str | None = checked(Check.OPTIONAL_TOKEN, what="password", default=None)
@@ -136,9 +134,7 @@ class ResolveSession(Request[SessionView]):
 
     open_to_anonymous = True
     name = "resolve session"
-    call = NotOffered("the console resolves its sign-in cookie")
-    http = NotOffered("the console resolves its sign-in cookie")
-    cli = NotOffered("the console resolves its sign-in cookie")
+    call = http = cli = NotOffered("the console resolves its sign-in cookie")
     token: str = checked(Check.TOKEN)
 
 
@@ -148,9 +144,7 @@ class SignOut(Request[None]):
 
     open_to_anonymous = True
     name = "sign out"
-    call = NotOffered("the console's sign-out button")
-    http = NotOffered("the console's sign-out button")
-    cli = NotOffered("the console's sign-out button")
+    call = http = cli = NotOffered("the console's sign-out button")
     token: str = checked(Check.TOKEN)
 
 

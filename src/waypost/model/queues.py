@@ -19,7 +19,7 @@ from typing import Any
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import preview
-from waypost.model.numbers import finite
+from waypost.model.numbers import finite, whole_number
 
 DEFAULT_QUEUE = "default"
 MAX_CONCURRENCY = 1_000_000
@@ -74,11 +74,7 @@ def check_rate(value: Any) -> tuple[int, float] | None:
             f"rate must be a pair (N, period in seconds), not {preview(value)}", field="rate"
         )
     count, period = value
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_RATE_COUNT:
-        raise InvalidRequest(
-            f"rate's N must be a whole number from 1 to {MAX_RATE_COUNT}, not {preview(count)}",
-            field="rate",
-        )
+    whole_number(count, "rate's N", 1, MAX_RATE_COUNT, field="rate")
     if (
         isinstance(period, bool)
         or not isinstance(period, int | float)

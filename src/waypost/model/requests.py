@@ -27,6 +27,7 @@ from waypost.model.identity import (
     check_text,
     preview,
 )
+from waypost.model.numbers import whole_number
 from waypost.model.paging import decode_cursor
 
 T = TypeVar("T")
@@ -204,13 +205,39 @@ class Request(Generic[T]):
 
 
 @dataclass(frozen=True)
-class RunCommand(Request[None]):
+class RunRequest(Request[T]):
+    """A request about one run of the caller's tenant, named by its first field."""
+
+    run_id: str = checked(Check.ID, what="run_id")
+
+
+@dataclass(frozen=True)
+class RunCommand(RunRequest[None]):
     """An operator's command on a run, its reason recorded in the run's history. Its
     route, CLI command and run-page form are derived (`command_route`, `command_cli`)."""
 
     roles = frozenset({Role.OPERATOR})
-    run_id: str = checked(Check.ID, what="run_id")
     reason: str = checked(Check.REASON, what="{name}'s reason", doc=WHY)
+
+
+@dataclass(frozen=True)
+class RunBatch(Request[T]):
+    """A request over the tenant's runs a batch at a time: with `run_id`, that run;
+    without, up to `limit` (1 to `most`) of the runs whose ids sort after `after` (None:
+    from the first). `dry_run` counts and writes nothing."""
+
+    most: ClassVar[int] = MAX_LIMIT
+    run_id: str | None = checked(Check.OPTIONAL_ID, what="run_id", default=None)
+    after: str | None = checked(Check.OPTIONAL_ID, what="after", default=None)
+    limit: int = 100
+    dry_run: bool = False
+
+    def checked(self, principal: Principal) -> Request[T]:
+        check_page_limit(self.limit, self.most)
+        check_flag(self.dry_run, "dry_run")
+        if self.run_id is not None and self.after is not None:
+            raise InvalidRequest("give run_id or after, not both", field="after")
+        return super().checked(principal)
 
 
 def command_route(command: str, summary: str) -> Http:
@@ -261,12 +288,7 @@ def _check(kind: Check, value: Any, what: str, principal: Principal) -> Any:
     if kind is Check.COMMENT:
         return check_text(value, what, limit=MAX_COMMENT)
     if kind is Check.LIMIT:
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
-            raise InvalidRequest(
-                f"{what} must be a whole number from 1 to {MAX_LIMIT}, not {preview(value)}",
-                field=what,
-            )
-        return value
+        return whole_number(value, what, 1, MAX_LIMIT)
     if kind is Check.OPTIONAL_TOKEN and value is None:
         return None
     if kind in (Check.TOKEN, Check.OPTIONAL_TOKEN):
@@ -303,6 +325,22 @@ def _check(kind: Check, value: Any, what: str, principal: Principal) -> Any:
             raise PermissionDenied(f"only the embedded API may set {what}")
         return value
     raise AssertionError(kind)  # pragma: no cover - every Check is handled above
+
+
+def check_page_limit(limit: Any, top: int, *, unit: str = "") -> int:
+    """A page's or a batch's `limit`: a whole number from 1 to `top` (of `unit`)."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidRequest(f"limit must be a whole number, not {preview(limit)}", field="limit")
+    if not 1 <= limit <= top:
+        raise InvalidRequest(f"limit must be from 1 to {top}{unit}, not {limit}", field="limit")
+    return limit
+
+
+def check_flag(value: Any, what: str) -> bool:
+    """A yes-or-no field: a bool, nothing else."""
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"{what} must be true or false", field=what)
+    return value
 
 
 def acting(identity: str, what: str, principal: Principal) -> str:

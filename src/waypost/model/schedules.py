@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter  # type: ignore[import-untyped]
@@ -36,6 +36,8 @@ from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role, check_id, preview
 from waypost.model.numbers import finite
 from waypost.model.requests import READERS, Check, Cli, Http, Request, checked
+
+T = TypeVar("T")
 
 MAX_SCHEDULE_ID = 120  # the run ids made from it stay within an id's 200 characters
 MAX_CRON = 200
@@ -348,6 +350,13 @@ class Backfilled:
 
 # == operations =========================================================================
 @dataclass(frozen=True)
+class ScheduleRequest(Request[T]):
+    """A request about one schedule of the caller's tenant, named by its first field."""
+
+    schedule_id: str = checked(Check.ID, what="schedule_id")
+
+
+@dataclass(frozen=True)
 class CreateSchedule(Request[ScheduleInfo]):
     """Make a schedule of the caller's tenant (operators and admins)."""
 
@@ -389,7 +398,7 @@ class ListSchedules(Request[list[ScheduleInfo]]):
 
 
 @dataclass(frozen=True)
-class GetSchedule(Request[ScheduleInfo]):
+class GetSchedule(ScheduleRequest[ScheduleInfo]):
     """One schedule of the caller's tenant (`ScheduleNotFound`)."""
 
     roles = READERS
@@ -397,11 +406,10 @@ class GetSchedule(Request[ScheduleInfo]):
     call = "describe_schedule"
     http = Http("GET", "/v1/schedules/{schedule_id:id}", tag="schedules")
     cli = Cli("schedules show")
-    schedule_id: str = checked(Check.ID, what="schedule_id")
 
 
 @dataclass(frozen=True)
-class PauseSchedule(Request[ScheduleInfo]):
+class PauseSchedule(ScheduleRequest[ScheduleInfo]):
     """Stop a schedule firing until it is resumed (its runs go on)."""
 
     roles = CHANGERS
@@ -409,11 +417,10 @@ class PauseSchedule(Request[ScheduleInfo]):
     call = "pause_schedule"
     http = Http("POST", "/v1/schedules/{schedule_id:id}/pause", tag="schedules")
     cli = Cli("schedules pause")
-    schedule_id: str = checked(Check.ID, what="schedule_id")
 
 
 @dataclass(frozen=True)
-class ResumeSchedule(Request[ScheduleInfo]):
+class ResumeSchedule(ScheduleRequest[ScheduleInfo]):
     """Fire again, from now on: fires that fell while it was paused are not caught up."""
 
     roles = CHANGERS
@@ -421,11 +428,10 @@ class ResumeSchedule(Request[ScheduleInfo]):
     call = "resume_schedule"
     http = Http("POST", "/v1/schedules/{schedule_id:id}/resume", tag="schedules")
     cli = Cli("schedules resume")
-    schedule_id: str = checked(Check.ID, what="schedule_id")
 
 
 @dataclass(frozen=True)
-class DeleteSchedule(Request[None]):
+class DeleteSchedule(ScheduleRequest[None]):
     """Delete a schedule; the runs it started go on."""
 
     roles = CHANGERS
@@ -433,11 +439,10 @@ class DeleteSchedule(Request[None]):
     call = "delete_schedule"
     http = Http("DELETE", "/v1/schedules/{schedule_id:id}", tag="schedules")
     cli = Cli("schedules delete")
-    schedule_id: str = checked(Check.ID, what="schedule_id")
 
 
 @dataclass(frozen=True)
-class BackfillSchedule(Request[Backfilled]):
+class BackfillSchedule(ScheduleRequest[Backfilled]):
     """Start the runs of a schedule's fire times in [start, end] (at most `MAX_FIRES`).
 
     A backfill has its own overlap policy, applied between its own runs only (decision
@@ -452,7 +457,6 @@ class BackfillSchedule(Request[Backfilled]):
     call = "backfill_schedule"
     http = Http("POST", "/v1/schedules/{schedule_id:id}/backfill", tag="schedules")
     cli = Cli("schedules backfill")
-    schedule_id: str = checked(Check.ID, what="schedule_id")
     start: Any = None
     end: Any = None
     overlap: str = "allow_all"

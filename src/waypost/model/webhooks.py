@@ -29,6 +29,7 @@ from typing import Any
 from waypost.errors import InvalidRequest, WebhookRefused
 from waypost.model.definitions.format import MAX_NESTING, too_deep_at, unstorable_problem
 from waypost.model.identity import Principal, check_id, preview
+from waypost.model.numbers import whole_number
 from waypost.model.operations import Check, Request, checked
 from waypost.model.requests import REMOTE_LATER, Cli, Http, NotOffered
 
@@ -73,13 +74,7 @@ def parse_path(value: Any) -> tuple[str, ...]:
 
 
 def check_tolerance(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOLERANCE:
-        raise InvalidRequest(
-            f"tolerance_seconds must be a whole number from 1 to {MAX_TOLERANCE}, "
-            f"not {preview(value)}",
-            field="tolerance_seconds",
-        )
-    return value
+    return whole_number(value, "tolerance_seconds", 1, MAX_TOLERANCE)
 
 
 def nested_deeper_than(text: str, limit: int) -> bool:

@@ -400,13 +400,18 @@ class _Checker:
                     f"is never used: rule {index} catches every error ('*') before it",
                 )
 
-    def map(self, step: Mapping[str, Any], path: str, depth: int) -> None:
+    def nested(self, path: str, depth: int) -> int:
+        """The depth of a parallel or map step inside `depth` of them, checked."""
         depth += 1
         if depth > self.limits.max_depth:
             self.add(
                 path,
                 f"parallel and map steps nest at most {self.limits.max_depth} deep (found {depth})",
             )
+        return depth
+
+    def map(self, step: Mapping[str, Any], path: str, depth: int) -> None:
+        depth = self.nested(path, depth)
         self.map_depth += 1
         if self.map_depth > self.limits.max_map_depth:
             self.add(
@@ -493,12 +498,7 @@ class _Checker:
             self.add(f"{path}.quorum", f"{quorum} cannot be reached by {len(users)} listed users")
 
     def parallel(self, step: Mapping[str, Any], path: str, depth: int) -> None:
-        depth += 1
-        if depth > self.limits.max_depth:
-            self.add(
-                path,
-                f"parallel and map steps nest at most {self.limits.max_depth} deep (found {depth})",
-            )
+        depth = self.nested(path, depth)
         branches = step.get("branches")
         if not isinstance(branches, list):
             return
