@@ -7,6 +7,8 @@
 -- here replaces this one for that dialect: PostgreSQL's locks the rows a transaction
 -- reads and then changes (FOR UPDATE), SQLite's names the index its planner would miss
 -- (INDEXED BY).
+-- A `{x}` in a query is the part x (a section "-- part: x"): written here, or in each
+-- dialect's file where it differs (store/sqlfile.py puts it in as the file is loaded).
 
 -- name: get_run
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
@@ -18,12 +20,64 @@ FROM runs WHERE tenant = :tenant AND run_id = :run_id;
 SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
        input_mac, state_mac, history_bytes
+{listed_runs};
+
+-- name: list_run_sizes
+-- `list_runs` bounded in bytes: the keys and payload sizes first (see page_run_sizes).
+SELECT tenant, run_id, created_at, {run_size} AS size
+{listed_runs};
+
+-- part: listed_runs
+-- The runs `list_runs` reads: of a tenant, a status, a workflow (each unless NULL).
 FROM runs
 WHERE (CAST(:tenant AS TEXT) IS NULL OR tenant = CAST(:tenant AS TEXT))
   AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
   AND (CAST(:workflow AS TEXT) IS NULL OR workflow = CAST(:workflow AS TEXT))
 ORDER BY created_at DESC, run_id
-LIMIT :limit;
+LIMIT :limit
+
+-- name: page_run_sizes
+-- Pages of one tenant's runs, newest first, after a position (created_at, run_id):
+-- a keyset on an index, so a page reads its rows only. The first page starts after
+-- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
+-- The keys and the stored size of the runs' payloads (input, result, error) are read
+-- first: a page stops before its bytes pass a bound, and `runs_by_ids` reads the rows
+-- that fit, so what a page leaves out is never read.
+SELECT run_id, created_at, {run_size} AS size FROM runs
+WHERE tenant = :tenant
+{page_after};
+
+-- name: page_run_sizes_by_status
+SELECT run_id, created_at, {run_size} AS size FROM runs
+WHERE tenant = :tenant AND status = :status
+{page_after};
+
+-- name: page_run_sizes_by_workflow
+SELECT run_id, created_at, {run_size} AS size FROM runs
+WHERE tenant = :tenant AND workflow = :workflow
+{page_after};
+
+-- name: page_run_sizes_by_status_workflow
+SELECT run_id, created_at, {run_size} AS size FROM runs
+WHERE tenant = :tenant AND status = :status AND workflow = :workflow
+{page_after};
+
+-- name: page_run_sizes_by_workflow_version
+-- A version is of a workflow: the workflow's index is read, its other versions skipped.
+SELECT run_id, created_at, {run_size} AS size FROM runs
+WHERE tenant = :tenant AND workflow = :workflow AND version = :version
+{page_after};
+
+-- name: page_run_sizes_by_status_workflow_version
+SELECT run_id, created_at, {run_size} AS size FROM runs
+WHERE tenant = :tenant AND status = :status AND workflow = :workflow AND version = :version
+{page_after};
+
+-- part: page_after
+-- The rest of a page: after the position (created_at, run_id), newest first.
+  AND (created_at, run_id) < (:after_at, :after_id)
+ORDER BY created_at DESC, run_id DESC
+LIMIT :limit
 
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
@@ -152,6 +206,49 @@ DELETE FROM tasks
 WHERE tenant = :tenant AND run_id = :run_id AND kind = 'activity' AND step = :step
   AND state = 'ready';
 
+-- name: claim_activity_tasks_by_key
+-- From one limited queue whose attempts are bounded per concurrency key: the n-th ready
+-- attempt of a key is taken only if n more than the key's leased ones stays within
+-- :per_key. (The queue's row, locked first, orders these claims; a window function
+-- allows no row locks here, so the outer update checks the state again.)
+UPDATE tasks SET {lease_attempt}
+WHERE (tenant, run_id, kind, step) IN (
+    SELECT tenant, run_id, kind, step FROM (
+        SELECT t.tenant, t.run_id, t.kind, t.step, t.priority, t.visible_at, t.concurrency_key,
+               row_number() OVER (PARTITION BY t.concurrency_key
+                                  ORDER BY t.priority DESC, t.visible_at) AS nth
+        FROM tasks t
+        WHERE t.kind = 'activity' AND t.tenant = :tenant AND t.state = 'ready'
+          AND t.visible_at <= :now AND t.named_queue = :named_queue
+          AND t.queue {in_queues}
+          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.tenant = t.tenant
+                            AND r.run_id = t.run_id
+                            AND r.status IN ('paused', 'suspended'))) ranked
+    WHERE concurrency_key IS NULL
+       OR nth + (SELECT count(*) FROM tasks h
+                 WHERE h.tenant = :tenant AND h.kind = 'activity'
+                   AND h.named_queue = :named_queue AND h.state = 'leased'
+                   AND h.concurrency_key = ranked.concurrency_key) <= :per_key
+    ORDER BY priority DESC, visible_at
+    LIMIT :limit)
+  AND state = 'ready'
+RETURNING {claimed_task};
+
+-- part: lease_attempt
+-- An activity task leased for a new attempt: fenced, with its deadlines from now.
+state = 'leased', owner = :owner, fence = fence + 1, attempt = attempt + 1,
+                 started_at = :now,
+                 deadline = :now + timeout,
+                 heartbeat_deadline = :now + heartbeat_timeout,
+                 visible_at = {least}(:lease_until, :now + timeout,
+                                      coalesce(:now + heartbeat_timeout, :lease_until))
+
+-- part: claimed_task
+-- The columns of a claimed task (`ClaimedTask`).
+kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
+          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
+          lapses
+
 -- name: delete_activity_task
 -- A skipped step's task, whatever its state: a late result of its attempt is audit.
 DELETE FROM tasks
@@ -209,16 +306,14 @@ WHERE tenant = :tenant AND run_id = :run_id AND kind = :kind AND step = :step
   AND fence = :fence AND owner = :owner AND state = 'leased';
 
 -- name: expired_activities
-SELECT kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-       heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested, lapses
+SELECT {claimed_task}
 FROM tasks
 WHERE kind = 'activity' AND state = 'leased' AND visible_at <= :now
 ORDER BY visible_at
 LIMIT :limit;
 
 -- name: run_tasks
-SELECT kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-       heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested, lapses
+SELECT {claimed_task}
 FROM tasks WHERE tenant = :tenant AND run_id = :run_id ORDER BY kind DESC, created_at, step;
 
 -- name: beat_worker
@@ -1028,6 +1123,22 @@ DELETE FROM tenant_admission WHERE tenant = :tenant;
 -- name: count_runs
 -- The tenant's runs by status, read from the status index alone.
 SELECT status, count(*) AS runs FROM runs WHERE tenant = :tenant GROUP BY status;
+
+-- name: search_run_size_by_id
+SELECT run_id, created_at, {run_size} AS size
+FROM runs WHERE tenant = :tenant AND run_id = :text;
+
+-- name: search_run_sizes_by_correlation
+-- Runs waiting with the text as a correlation value, or as `key=value`.
+SELECT run_id, created_at, {run_size} AS size
+FROM runs
+WHERE tenant = :tenant AND run_id IN (
+    SELECT c.run_id FROM correlations c
+    WHERE c.tenant = :tenant
+      AND (c.corr_value = :text OR c.corr_key || '=' || c.corr_value = :text)
+)
+ORDER BY created_at DESC, run_id DESC
+LIMIT :limit;
 
 -- name: set_run_parent
 -- A child run's link to the run that started it (and the step), and its close policy.

@@ -1,20 +1,24 @@
 -- Queries of the PostgreSQL store that differ from the shared ones (../queries.sql), and
--- shared ones it replaces. Each section starts with "-- name: <name>".
+-- shared ones it replaces. Each query starts with "-- name: <name>".
+-- Its parts ("-- part: <name>") are what the shared queries name as {name} and write
+-- differently for this dialect.
 -- Parameters are named as psycopg names them (%(name)s): this file is read as written.
 -- Rows a transaction reads and then changes are locked (FOR UPDATE); claims skip
 -- rows other transactions hold (SKIP LOCKED).
 
--- name: list_run_sizes
--- `list_runs` bounded in bytes: the keys and payload sizes first (see page_run_sizes).
-SELECT tenant, run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
-  AND (%(status)s::text IS NULL OR status = %(status)s::text)
-  AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s::text)
-ORDER BY created_at DESC, run_id
-LIMIT %(limit)s;
+-- part: run_size
+-- The bytes of a run's stored payloads (input, result, error): a value kept out of line
+-- is measured, not fetched.
+octet_length(input) + coalesce(octet_length(result), 0)
+       + coalesce(octet_length(error), 0)
+
+-- part: least
+-- The least of its arguments.
+LEAST
+
+-- part: in_queues
+-- Is one of `queues` (a JSON array of names).
+IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
 
 -- name: runs_by_ids
 -- Some of a tenant's runs (`run_ids`: a JSON array), on the primary key: the rows of a
@@ -23,52 +27,6 @@ SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
        input_mac, state_mac, history_bytes
 FROM runs WHERE tenant = %(tenant)s AND run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb));
-
--- name: page_run_sizes
--- Pages of one tenant's runs, newest first, after a position (created_at, run_id):
--- a keyset on an index, so a page reads its rows only. The first page starts after
--- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
--- The keys and the stored size of the runs' payloads (input, result, error) are read
--- first: a page stops before its bytes pass a bound, and `runs_by_ids` reads the rows
--- that fit, so what a page leaves out is never read.
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE tenant = %(tenant)s
-  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
-
--- name: page_run_sizes_by_status
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE tenant = %(tenant)s AND status = %(status)s
-  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
-
--- name: page_run_sizes_by_workflow
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE tenant = %(tenant)s AND workflow = %(workflow)s
-  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
-
--- name: page_run_sizes_by_status_workflow
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE tenant = %(tenant)s AND status = %(status)s AND workflow = %(workflow)s
-  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
 
 -- name: run_head
 SELECT last_seq, last_hash, status, processed_seq, named_queue, history_bytes, unread_signals,
@@ -109,13 +67,11 @@ UPDATE tasks SET state = 'leased', owner = %(owner)s, fence = fence + 1, visible
 WHERE (tenant, run_id, kind, step) IN (
     SELECT tenant, run_id, kind, step FROM tasks
     WHERE kind = 'workflow' AND tenant = %(tenant)s AND state = 'ready' AND visible_at <= %(now)s
-      AND queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
+      AND queue {in_queues}
     ORDER BY priority DESC, visible_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
-RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
-          lapses;
+RETURNING {claimed_task};
 
 -- name: claim_lapsed_workflow_tasks
 -- Workflow tasks whose holder stopped renewing its lease (a crashed engine's runs). Each
@@ -128,25 +84,18 @@ WHERE (tenant, run_id, kind, step) IN (
     WHERE kind = 'workflow' AND state = 'leased' AND visible_at <= %(now)s
       AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = tasks.tenant AND d.disabled_at IS NOT NULL)
       AND visible_at <= %(now)s - LEAST(%(backoff_most)s, %(backoff)s * lapses * lapses)
-      AND queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
+      AND queue {in_queues}
     ORDER BY visible_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
-RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
-          lapses;
+RETURNING {claimed_task};
 
 -- name: claim_activity_tasks_of_tenant
-UPDATE tasks SET state = 'leased', owner = %(owner)s, fence = fence + 1, attempt = attempt + 1,
-                 started_at = %(now)s,
-                 deadline = %(now)s + timeout,
-                 heartbeat_deadline = %(now)s + heartbeat_timeout,
-                 visible_at = LEAST(%(lease_until)s, %(now)s + timeout,
-                                  coalesce(%(now)s + heartbeat_timeout, %(lease_until)s))
+UPDATE tasks SET {lease_attempt}
 WHERE (tenant, run_id, kind, step) IN (
     SELECT tenant, run_id, kind, step FROM tasks
     WHERE kind = 'activity' AND tenant = %(tenant)s AND state = 'ready' AND visible_at <= %(now)s
-      AND queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
+      AND queue {in_queues}
       -- one named queue (a limited one, claimed under its row's lock), or all but those
       AND (%(named_queue)s::text IS NULL OR named_queue = %(named_queue)s::text)
       AND named_queue NOT IN (SELECT jsonb_array_elements_text(%(named_out)s::jsonb))
@@ -157,44 +106,7 @@ WHERE (tenant, run_id, kind, step) IN (
     ORDER BY priority DESC, visible_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
-RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
-          lapses;
-
--- name: claim_activity_tasks_by_key
--- From one limited queue whose attempts are bounded per concurrency key: the n-th ready
--- attempt of a key is taken only if n more than the key's leased ones stays within
--- :per_key. (The queue's row, locked first, orders these claims; a window function
--- allows no row locks here, so the outer update checks the state again.)
-UPDATE tasks SET state = 'leased', owner = %(owner)s, fence = fence + 1, attempt = attempt + 1,
-                 started_at = %(now)s,
-                 deadline = %(now)s + timeout,
-                 heartbeat_deadline = %(now)s + heartbeat_timeout,
-                 visible_at = LEAST(%(lease_until)s, %(now)s + timeout,
-                                  coalesce(%(now)s + heartbeat_timeout, %(lease_until)s))
-WHERE (tenant, run_id, kind, step) IN (
-    SELECT tenant, run_id, kind, step FROM (
-        SELECT t.tenant, t.run_id, t.kind, t.step, t.priority, t.visible_at, t.concurrency_key,
-               row_number() OVER (PARTITION BY t.concurrency_key
-                                  ORDER BY t.priority DESC, t.visible_at) AS nth
-        FROM tasks t
-        WHERE t.kind = 'activity' AND t.tenant = %(tenant)s AND t.state = 'ready'
-          AND t.visible_at <= %(now)s AND t.named_queue = %(named_queue)s
-          AND t.queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
-          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.tenant = t.tenant
-                            AND r.run_id = t.run_id
-                            AND r.status IN ('paused', 'suspended'))) ranked
-    WHERE concurrency_key IS NULL
-       OR nth + (SELECT count(*) FROM tasks h
-                 WHERE h.tenant = %(tenant)s AND h.kind = 'activity'
-                   AND h.named_queue = %(named_queue)s AND h.state = 'leased'
-                   AND h.concurrency_key = ranked.concurrency_key) <= %(per_key)s
-    ORDER BY priority DESC, visible_at
-    LIMIT %(limit)s)
-  AND state = 'ready'
-RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
-          lapses;
+RETURNING {claimed_task};
 
 -- name: renew_lease
 UPDATE tasks SET
@@ -289,58 +201,15 @@ FOR UPDATE;
 
 -- == pages of runs: versions, search, counts ===========================================
 
--- name: page_run_sizes_by_workflow_version
--- A version is of a workflow: the workflow's index is read, its other versions skipped.
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE tenant = %(tenant)s AND workflow = %(workflow)s AND version = %(version)s
-  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
-
--- name: page_run_sizes_by_status_workflow_version
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE tenant = %(tenant)s AND status = %(status)s AND workflow = %(workflow)s AND version = %(version)s
-  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
-
--- name: search_run_size_by_id
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs WHERE tenant = %(tenant)s AND run_id = %(text)s;
-
 -- name: search_run_sizes_by_prefix
 -- A range of run ids in code point order (COLLATE "C": right under any collation of
 -- the database, and read on the primary key where the database's collation is C);
 -- substr() decides.
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
+SELECT run_id, created_at, {run_size} AS size
 FROM runs
 WHERE tenant = %(tenant)s AND run_id COLLATE "C" >= %(text)s AND run_id COLLATE "C" < %(after_prefix)s
   AND substr(run_id, 1, %(length)s) = %(text)s
 ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
-
--- name: search_run_sizes_by_correlation
--- Runs waiting with the text as a correlation value, or as `key=value`.
-SELECT r.run_id, r.created_at,
-       octet_length(r.input) + coalesce(octet_length(r.result), 0)
-       + coalesce(octet_length(r.error), 0) AS size
-FROM runs r
-WHERE r.tenant = %(tenant)s AND r.run_id IN (
-    SELECT c.run_id FROM correlations c
-    WHERE c.tenant = %(tenant)s
-      AND (c.corr_value = %(text)s OR c.corr_key || '=' || c.corr_value = %(text)s)
-)
-ORDER BY r.created_at DESC, r.run_id DESC
 LIMIT %(limit)s;
 
 -- == named queues ======================================================================
