@@ -10,16 +10,18 @@
 -- A `{x}` in a query is the part x (a section "-- part: x"): written here, or in each
 -- dialect's file where it differs (store/sqlfile.py puts it in as the file is loaded).
 
--- name: get_run
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
+-- part: run_columns
+-- A run's row (`run_from_row`).
+tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
        input_mac, state_mac, history_bytes
+
+-- name: get_run
+SELECT {run_columns}
 FROM runs WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: list_runs
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+SELECT {run_columns}
 {listed_runs};
 
 -- name: list_run_sizes
@@ -35,6 +37,12 @@ WHERE (CAST(:tenant AS TEXT) IS NULL OR tenant = CAST(:tenant AS TEXT))
   AND (CAST(:workflow AS TEXT) IS NULL OR workflow = CAST(:workflow AS TEXT))
 ORDER BY created_at DESC, run_id
 LIMIT :limit
+
+-- name: runs_by_ids
+-- Some of a tenant's runs (`run_ids`: a JSON array), on the primary key: the rows of a
+-- page whose sizes were read first.
+SELECT {run_columns}
+FROM runs WHERE tenant = :tenant AND run_id {in_run_ids};
 
 -- name: page_run_sizes
 -- Pages of one tenant's runs, newest first, after a position (created_at, run_id):
@@ -341,19 +349,21 @@ VALUES (:tenant, :approval_id, :run_id, :step, :timer_step, :name, :policy, 'pen
         :started_by, :data, :expires_at, :now, :mac)
 ON CONFLICT DO NOTHING;
 
--- name: get_approval
-SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
+-- part: approval_columns
+-- An approval's row (`approval_from_row`).
+tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
        expires_at, created_at, closed_at, mac
+
+-- name: get_approval
+SELECT {approval_columns}
 FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id;
 
 -- name: lock_approval
-SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at, mac
+SELECT {approval_columns}
 FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id;
 
 -- name: list_approvals
-SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at, mac
+SELECT {approval_columns}
 FROM approvals
 WHERE (CAST(:tenant AS TEXT) IS NULL OR tenant = :tenant)
   AND (CAST(:status AS TEXT) IS NULL OR status = :status)
@@ -1119,6 +1129,16 @@ DELETE FROM sign_in_attempts WHERE tenant = :tenant AND (tenant, user_name, addr
 DELETE FROM tenant_admission WHERE tenant = :tenant;
 
 -- == pages of runs: versions, search, counts ===========================================
+
+-- name: outlook_tasks
+-- What is in motion for some runs of a tenant (`run_ids`: a JSON array): their tasks
+-- with their state, and their pending approvals.
+SELECT run_id, kind, step, queue, state, visible_at, owner, attempt, deadline
+FROM tasks WHERE tenant = :tenant AND run_id {in_run_ids};
+
+-- name: outlook_approvals
+SELECT {approval_columns}
+FROM approvals WHERE tenant = :tenant AND run_id {in_run_ids} AND status = 'pending';
 
 -- name: count_runs
 -- The tenant's runs by status, read from the status index alone.

@@ -16,17 +16,13 @@ octet_length(input) + coalesce(octet_length(result), 0)
 -- The least of its arguments.
 LEAST
 
+-- part: in_run_ids
+-- Is one of `run_ids` (a JSON array of run ids).
+IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb))
+
 -- part: in_queues
 -- Is one of `queues` (a JSON array of names).
 IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
-
--- name: runs_by_ids
--- Some of a tenant's runs (`run_ids`: a JSON array), on the primary key: the rows of a
--- page whose sizes were read first.
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
-FROM runs WHERE tenant = %(tenant)s AND run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb));
 
 -- name: run_head
 SELECT last_seq, last_hash, status, processed_seq, named_queue, history_bytes, unread_signals,
@@ -120,22 +116,10 @@ WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = %(kind)s AND step =
   AND fence = %(fence)s AND owner = %(owner)s AND state = 'leased'
 RETURNING cancel_requested;
 
--- name: outlook_tasks
--- What is in motion for some runs of a tenant (`run_ids`: a JSON array): their tasks
--- with their state, and their pending approvals.
-SELECT run_id, kind, step, queue, state, visible_at, owner, attempt, deadline
-FROM tasks WHERE tenant = %(tenant)s AND run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb));
-
--- name: outlook_approvals
-SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at, mac
-FROM approvals WHERE tenant = %(tenant)s AND run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb)) AND status = 'pending';
-
 -- == approvals ===================================================================
 
 -- name: lock_approval
-SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at, mac
+SELECT {approval_columns}
 FROM approvals WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s
 FOR UPDATE;
 

@@ -13,17 +13,13 @@ length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
 -- The least of its arguments.
 min
 
+-- part: in_run_ids
+-- Is one of `run_ids` (a JSON array of run ids).
+IN (SELECT value FROM json_each(:run_ids))
+
 -- part: in_queues
 -- Is one of `queues` (a JSON array of names).
 IN (SELECT value FROM json_each(:queues))
-
--- name: runs_by_ids
--- Some of a tenant's runs (`run_ids`: a JSON array), on the primary key: the rows of a
--- page whose sizes were read first.
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
-FROM runs WHERE tenant = :tenant AND run_id IN (SELECT value FROM json_each(:run_ids));
 
 -- name: history_sizes
 -- The sizes of a history page's events, read before the events themselves: a page stops
@@ -103,17 +99,6 @@ UPDATE tasks SET
 WHERE tenant = :tenant AND run_id = :run_id AND kind = :kind AND step = :step
   AND fence = :fence AND owner = :owner AND state = 'leased'
 RETURNING cancel_requested;
-
--- name: outlook_tasks
--- What is in motion for some runs of a tenant (`run_ids`: a JSON array): their tasks
--- with their state, and their pending approvals.
-SELECT run_id, kind, step, queue, state, visible_at, owner, attempt, deadline
-FROM tasks WHERE tenant = :tenant AND run_id IN (SELECT value FROM json_each(:run_ids));
-
--- name: outlook_approvals
-SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at, mac
-FROM approvals WHERE tenant = :tenant AND run_id IN (SELECT value FROM json_each(:run_ids)) AND status = 'pending';
 
 -- == approvals ===================================================================
 
