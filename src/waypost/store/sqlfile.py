@@ -111,7 +111,7 @@ def load_queries(dialect: str, file: str = "queries.sql") -> dict[str, str]:
     shared = read_sections("queries.sql")
     parts = {name: parameters(sql) for name, sql in shared["part"].items()} | own["part"]
     queries = {name: parameters(sql) for name, sql in shared["name"].items()} | own["name"]
-    return {name: with_parts(sql, parts) for name, sql in queries.items()}
+    return {name: with_parts(sql, parts).rstrip() for name, sql in queries.items()}
 
 
 @dataclass(frozen=True)

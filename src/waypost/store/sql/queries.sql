@@ -1,14 +1,14 @@
--- Queries of both stores, written once. Each section starts with "-- name: <name>".
+-- Queries of both stores, written once. Each query starts with "-- name: <name>".
 -- Parameters are named (:name); for PostgreSQL they become psycopg's %(name)s as the
 -- file is loaded (store/sqlfile.py). Rows are read by column name in transactions/:
 -- every selected expression has an alias, the same in every dialect.
--- The SQL here is what both dialects accept. A dialect's own file
+-- The SQL here is what both dialects accept. A `{x}` in a query is the part x (a
+-- section "-- part: x"): written here, or in each dialect's file where it differs
+-- (the row locks: {for_update} and {skip_locked} lock on PostgreSQL and are nothing on
+-- SQLite, whose one writer holds the database). A dialect's own file
 -- (<dialect>/queries.sql) holds the queries that differ; a query it names that is also
--- here replaces this one for that dialect: PostgreSQL's locks the rows a transaction
--- reads and then changes (FOR UPDATE), SQLite's names the index its planner would miss
--- (INDEXED BY).
--- A `{x}` in a query is the part x (a section "-- part: x"): written here, or in each
--- dialect's file where it differs (store/sqlfile.py puts it in as the file is loaded).
+-- here replaces this one for that dialect (SQLite's name the index its planner would
+-- miss: INDEXED BY).
 
 -- part: run_columns
 -- A run's row (`run_from_row`).
@@ -107,7 +107,8 @@ WHERE tenant = :tenant AND dedup_id = :dedup_id
 -- name: run_head
 SELECT last_seq, last_hash, status, processed_seq, named_queue, history_bytes, unread_signals,
        signal_names
-FROM runs WHERE tenant = :tenant AND run_id = :run_id;
+FROM runs WHERE tenant = :tenant AND run_id = :run_id
+{for_update};
 
 -- name: pending_signals
 SELECT count(*) AS pending FROM events
@@ -167,7 +168,8 @@ VALUES (:tenant, :run_id, 'workflow', '', :queue, :state, :visible_at, :owner, :
 
 -- name: workflow_task
 SELECT state, visible_at, owner, fence, queue, lapses FROM tasks
-WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
+WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = ''
+{for_update};
 
 -- name: workflow_task_state
 -- `workflow_task` for a read: the row not locked.
@@ -185,6 +187,36 @@ UPDATE tasks SET lapses = 0 WHERE tenant = :tenant AND run_id = :run_id AND laps
 
 -- name: delete_workflow_task
 DELETE FROM tasks WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
+
+-- name: claim_workflow_tasks_of_tenant
+-- One tenant's share of a claim: its highest priority first, then the oldest.
+UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, visible_at = :lease_until,
+                 started_at = :now
+WHERE (tenant, run_id, kind, step) IN (
+    SELECT tenant, run_id, kind, step FROM tasks
+    WHERE kind = 'workflow' AND tenant = :tenant AND state = 'ready' AND visible_at <= :now
+      AND queue {in_queues}
+    ORDER BY priority DESC, visible_at
+    LIMIT :limit
+    {skip_locked})
+RETURNING {claimed_task};
+
+-- name: claim_lapsed_workflow_tasks
+-- Workflow tasks whose holder stopped renewing its lease (a crashed engine's runs). Each
+-- such claim counts a lapse; a task that lapsed before waits longer (lapses squared times
+-- `backoff`, at most `backoff_most` seconds) after its lease ran out: a poison run backs off.
+UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, visible_at = :lease_until,
+                 started_at = :now, lapses = lapses + 1
+WHERE (tenant, run_id, kind, step) IN (
+    SELECT tenant, run_id, kind, step FROM tasks
+    WHERE kind = 'workflow' AND state = 'leased' AND visible_at <= :now
+      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = tasks.tenant AND d.disabled_at IS NOT NULL)
+      AND visible_at <= :now - {least}(:backoff_most, :backoff * lapses * lapses)
+      AND queue {in_queues}
+    ORDER BY visible_at
+    LIMIT :limit
+    {skip_locked})
+RETURNING {claimed_task};
 
 -- name: insert_activity_task
 INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence, attempt,
@@ -360,7 +392,8 @@ FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id;
 
 -- name: lock_approval
 SELECT {approval_columns}
-FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id;
+FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id
+{for_update};
 
 -- name: list_approvals
 SELECT {approval_columns}
@@ -459,7 +492,8 @@ WHERE tenant = :tenant AND approval_id = :approval_id
 ORDER BY principal = '', first_at, principal, reason;
 
 -- name: timer_status
-SELECT status FROM timers WHERE tenant = :tenant AND run_id = :run_id AND step = :step;
+SELECT status FROM timers WHERE tenant = :tenant AND run_id = :run_id AND step = :step
+{for_update};
 
 -- == the built-in directory =========================================================
 
@@ -485,6 +519,15 @@ SELECT group_name, principal FROM group_members WHERE tenant = :tenant
 ORDER BY group_name, principal;
 
 -- == the outbox =====================================================================
+
+-- name: claim_outbox
+UPDATE outbox SET owner = :owner, visible_at = :lease_until, attempts = attempts + 1
+WHERE id IN (
+    SELECT id FROM outbox WHERE status = 'pending' AND visible_at <= :now
+      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = outbox.tenant AND d.disabled_at IS NOT NULL)
+    ORDER BY visible_at LIMIT :limit
+    {skip_locked})
+RETURNING id, tenant, kind, payload, attempts;
 
 -- name: insert_outbox
 INSERT INTO outbox (id, tenant, kind, payload, status, attempts, visible_at, created_at)
@@ -665,7 +708,8 @@ WHERE tenant = :tenant;
 
 -- name: lock_tenant_row
 SELECT tenant, created_at, created_by, quotas, disabled_at, disabled_by FROM tenants
-WHERE tenant = :tenant;
+WHERE tenant = :tenant
+{for_update};
 
 -- name: set_tenant_quotas
 UPDATE tenants SET quotas = :quotas WHERE tenant = :tenant;
@@ -677,7 +721,8 @@ ON CONFLICT (tenant) DO NOTHING;
 -- name: lock_admission
 -- Every admission of a tenant (a start, a publish, a lease under a quota) takes this row
 -- first, so their counts see each other's writes.
-SELECT tokens, refilled_at FROM tenant_admission WHERE tenant = :tenant;
+SELECT tokens, refilled_at FROM tenant_admission WHERE tenant = :tenant
+{for_update};
 
 -- name: set_admission
 UPDATE tenant_admission SET tokens = :tokens, refilled_at = :refilled_at
@@ -743,7 +788,8 @@ FROM runs
 WHERE tenant = :tenant AND finished_at IS NOT NULL AND finished_at < :cutoff
   AND status IN ('completed', 'failed', 'cancelled', 'terminated')
 ORDER BY finished_at, run_id
-LIMIT :limit;
+LIMIT :limit
+{skip_locked};
 
 -- name: count_purgeable
 SELECT count(*) AS runs, coalesce(sum(last_seq), 0) AS events
@@ -1003,7 +1049,8 @@ ON CONFLICT DO NOTHING;
 
 -- name: lock_sign_in_attempt
 SELECT failures, window_start, held_until FROM sign_in_attempts
-WHERE tenant = :tenant AND user_name = :user_name AND address = :address;
+WHERE tenant = :tenant AND user_name = :user_name AND address = :address
+{for_update};
 
 -- name: update_sign_in_attempt
 UPDATE sign_in_attempts
@@ -1252,7 +1299,8 @@ WHERE tenant = :tenant AND schedule_id = :schedule_id AND paused = 0
 -- each other's leases and draw from one bucket.
 SELECT tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count, rate_period,
        tokens, refilled_at, updated_at, updated_by
-FROM queues WHERE tenant = :tenant AND name = :name;
+FROM queues WHERE tenant = :tenant AND name = :name
+{for_update};
 
 -- name: queue_row
 SELECT tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count, rate_period,

@@ -3,14 +3,22 @@
 -- Its parts ("-- part: <name>") are what the shared queries name as {name} and write
 -- differently for this dialect.
 -- Parameters are named as psycopg names them (%(name)s): this file is read as written.
--- Rows a transaction reads and then changes are locked (FOR UPDATE); claims skip
--- rows other transactions hold (SKIP LOCKED).
+-- Rows a transaction reads and then changes are locked (FOR UPDATE: the part for_update
+-- in shared queries); claims skip rows other transactions hold (SKIP LOCKED).
 
 -- part: run_size
 -- The bytes of a run's stored payloads (input, result, error): a value kept out of line
 -- is measured, not fetched.
 octet_length(input) + coalesce(octet_length(result), 0)
        + coalesce(octet_length(error), 0)
+
+-- part: for_update
+-- A row a transaction reads and then changes is locked until it ends.
+FOR UPDATE
+
+-- part: skip_locked
+-- Rows a claim takes are locked; rows another transaction holds are skipped, not waited for.
+FOR UPDATE SKIP LOCKED
 
 -- part: least
 -- The least of its arguments.
@@ -24,12 +32,6 @@ IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb))
 -- Is one of `queues` (a JSON array of names).
 IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
 
--- name: run_head
-SELECT last_seq, last_hash, status, processed_seq, named_queue, history_bytes, unread_signals,
-       signal_names
-FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s
-FOR UPDATE;
-
 -- name: history_sizes
 -- The sizes of a history page's events, read before the events themselves: a page stops
 -- before its bytes pass the bound, so a huge history is never read whole.
@@ -37,11 +39,6 @@ SELECT seq, octet_length(data) AS size FROM events
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq > %(after_seq)s
 ORDER BY seq
 LIMIT %(limit)s;
-
--- name: workflow_task
-SELECT state, visible_at, owner, fence, queue, lapses FROM tasks
-WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'workflow' AND step = ''
-FOR UPDATE;
 
 -- name: workflow_task_and_limits
 -- `workflow_task` (the row locked) and, in the same round trip, the names of the run's
@@ -55,36 +52,6 @@ SELECT state, visible_at, owner, fence, queue, lapses,
 FROM tasks
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'workflow' AND step = ''
 FOR UPDATE OF tasks;
-
--- name: claim_workflow_tasks_of_tenant
--- One tenant's share of a claim: its highest priority first, then the oldest.
-UPDATE tasks SET state = 'leased', owner = %(owner)s, fence = fence + 1, visible_at = %(lease_until)s,
-                 started_at = %(now)s
-WHERE (tenant, run_id, kind, step) IN (
-    SELECT tenant, run_id, kind, step FROM tasks
-    WHERE kind = 'workflow' AND tenant = %(tenant)s AND state = 'ready' AND visible_at <= %(now)s
-      AND queue {in_queues}
-    ORDER BY priority DESC, visible_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
-RETURNING {claimed_task};
-
--- name: claim_lapsed_workflow_tasks
--- Workflow tasks whose holder stopped renewing its lease (a crashed engine's runs). Each
--- such claim counts a lapse; a task that lapsed before waits longer (lapses squared times
--- `backoff`, at most `backoff_most` seconds) after its lease ran out: a poison run backs off.
-UPDATE tasks SET state = 'leased', owner = %(owner)s, fence = fence + 1, visible_at = %(lease_until)s,
-                 started_at = %(now)s, lapses = lapses + 1
-WHERE (tenant, run_id, kind, step) IN (
-    SELECT tenant, run_id, kind, step FROM tasks
-    WHERE kind = 'workflow' AND state = 'leased' AND visible_at <= %(now)s
-      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = tasks.tenant AND d.disabled_at IS NOT NULL)
-      AND visible_at <= %(now)s - LEAST(%(backoff_most)s, %(backoff)s * lapses * lapses)
-      AND queue {in_queues}
-    ORDER BY visible_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
-RETURNING {claimed_task};
 
 -- name: claim_activity_tasks_of_tenant
 UPDATE tasks SET {lease_attempt}
@@ -118,18 +85,9 @@ RETURNING cancel_requested;
 
 -- == approvals ===================================================================
 
--- name: lock_approval
-SELECT {approval_columns}
-FROM approvals WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s
-FOR UPDATE;
-
 -- name: clock
 -- The database's time, in seconds since the epoch: expiry is judged by it.
 SELECT extract(epoch FROM clock_timestamp())::double precision AS now;
-
--- name: timer_status
-SELECT status FROM timers WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND step = %(step)s
-FOR UPDATE;
 
 -- == the built-in directory =========================================================
 
@@ -138,49 +96,6 @@ SELECT approval_id, policy, started_by FROM approvals
 WHERE tenant = %(tenant)s AND status = 'pending'
   AND (policy::jsonb -> 'groups') @> jsonb_build_array(%(group_name)s::text)
 ORDER BY approval_id
-FOR UPDATE;
-
--- == the outbox =====================================================================
-
--- name: claim_outbox
-UPDATE outbox SET owner = %(owner)s, visible_at = %(lease_until)s, attempts = attempts + 1
-WHERE id IN (
-    SELECT id FROM outbox WHERE status = 'pending' AND visible_at <= %(now)s
-      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = outbox.tenant AND d.disabled_at IS NOT NULL)
-    ORDER BY visible_at LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
-RETURNING id, tenant, kind, payload, attempts;
-
--- == quotas ==============================================================================
-
--- name: lock_tenant_row
-SELECT tenant, created_at, created_by, quotas, disabled_at, disabled_by FROM tenants
-WHERE tenant = %(tenant)s FOR UPDATE;
-
--- name: lock_admission
--- Every admission of a tenant (a start, a publish, a lease under a quota) takes this row
--- first, so their counts see each other's writes.
-SELECT tokens, refilled_at FROM tenant_admission WHERE tenant = %(tenant)s FOR UPDATE;
-
--- == retention: purged runs =============================================================
-
--- name: purgeable_runs
--- The tenant's finished runs that finished before the cutoff, oldest first.
-SELECT run_id AS run_id, workflow AS workflow, version AS version, status AS status,
-       created_at AS created_at, finished_at AS finished_at, last_seq AS last_seq,
-       last_hash AS last_hash
-FROM runs
-WHERE tenant = %(tenant)s AND finished_at IS NOT NULL AND finished_at < %(cutoff)s
-  AND status IN ('completed', 'failed', 'cancelled', 'terminated')
-ORDER BY finished_at, run_id
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
-
--- == sign-in attempts (counted before a password is checked) ==========================
-
--- name: lock_sign_in_attempt
-SELECT failures, window_start, held_until FROM sign_in_attempts
-WHERE tenant = %(tenant)s AND user_name = %(user_name)s AND address = %(address)s
 FOR UPDATE;
 
 -- == pages of runs: versions, search, counts ===========================================
@@ -205,13 +120,6 @@ WHERE tenant IN (SELECT jsonb_array_elements_text(%(tenants)s::jsonb))
   AND (concurrency IS NOT NULL OR rate_count IS NOT NULL OR key_concurrency IS NOT NULL
        OR worker_concurrency IS NOT NULL)
 ORDER BY tenant, name;
-
--- name: lock_queue
--- A claim from a limited queue takes its row first, so the claims of every engine count
--- each other's leases and draw from one bucket.
-SELECT tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count, rate_period,
-       tokens, refilled_at, updated_at, updated_by
-FROM queues WHERE tenant = %(tenant)s AND name = %(name)s FOR UPDATE;
 
 -- == workflow queues ===================================================================
 

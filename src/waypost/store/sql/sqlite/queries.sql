@@ -9,6 +9,12 @@
 length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
        + coalesce(length(CAST(error AS BLOB)), 0)
 
+-- part: for_update
+-- Nothing: SQLite's one writer holds the database for the whole transaction.
+
+-- part: skip_locked
+-- Nothing: no other transaction writes while a claim runs (SQLite has one writer).
+
 -- part: least
 -- The least of its arguments.
 min
@@ -42,34 +48,6 @@ SELECT state, visible_at, owner, fence, queue, lapses,
            ORDER BY q.name)) AS limited_queues
 FROM tasks
 WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
-
--- name: claim_workflow_tasks_of_tenant
--- One tenant's share of a claim: its highest priority first, then the oldest.
-UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, visible_at = :lease_until,
-                 started_at = :now
-WHERE (tenant, run_id, kind, step) IN (
-    SELECT tenant, run_id, kind, step FROM tasks
-    WHERE kind = 'workflow' AND tenant = :tenant AND state = 'ready' AND visible_at <= :now
-      AND queue {in_queues}
-    ORDER BY priority DESC, visible_at
-    LIMIT :limit)
-RETURNING {claimed_task};
-
--- name: claim_lapsed_workflow_tasks
--- Workflow tasks whose holder stopped renewing its lease (a crashed engine's runs). Each
--- such claim counts a lapse; a task that lapsed before waits longer (lapses squared times
--- `backoff`, at most `backoff_most` seconds) after its lease ran out: a poison run backs off.
-UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, visible_at = :lease_until,
-                 started_at = :now, lapses = lapses + 1
-WHERE (tenant, run_id, kind, step) IN (
-    SELECT tenant, run_id, kind, step FROM tasks
-    WHERE kind = 'workflow' AND state = 'leased' AND visible_at <= :now
-      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = tasks.tenant AND d.disabled_at IS NOT NULL)
-      AND visible_at <= :now - min(:backoff_most, :backoff * lapses * lapses)
-      AND queue {in_queues}
-    ORDER BY visible_at
-    LIMIT :limit)
-RETURNING {claimed_task};
 
 -- name: claim_activity_tasks_of_tenant
 UPDATE tasks SET {lease_attempt}
@@ -134,16 +112,6 @@ WHERE tenant = :tenant AND status = 'pending'
   AND EXISTS (SELECT 1 FROM json_each(approvals.policy, '$.groups') AS g
               WHERE g.value = :group_name)
 ORDER BY approval_id;
-
--- == the outbox =====================================================================
-
--- name: claim_outbox
-UPDATE outbox SET owner = :owner, visible_at = :lease_until, attempts = attempts + 1
-WHERE id IN (
-    SELECT id FROM outbox WHERE status = 'pending' AND visible_at <= :now
-      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = outbox.tenant AND d.disabled_at IS NOT NULL)
-    ORDER BY visible_at LIMIT :limit)
-RETURNING id, tenant, kind, payload, attempts;
 
 -- == pages of runs: versions, search, counts ===========================================
 
