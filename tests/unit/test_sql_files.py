@@ -82,7 +82,7 @@ def test_parts_are_put_in_and_a_missing_one_is_refused() -> None:
     )
     with pytest.raises(ValueError, match="no part 'other'"):
         with_parts("SELECT {other}", parts)
-    with pytest.raises(ValueError, match="no part 'loop'"):
+    with pytest.raises(ValueError, match="part 'loop' holds itself"):
         with_parts("{loop}", {"loop": "x {loop}"})
 
 

@@ -10,9 +10,9 @@ replaces the shared text for that dialect only.
 A piece of SQL that many queries hold is written once as a part (a section headed
 `-- part: <name>`) and named in a query, or in another part, as `{name}`. A part is
 written where its text is the same for every dialect (the shared file) or in each
-dialect's file where it differs (the size of a run's payloads): a query of the shared
-file can so hold what differs by dialect. Parts are put in as a dialect's queries are
-loaded; a `{name}` that names no part is refused then.
+dialect's file where it differs (the size of a run's payloads, a row lock): a query
+of the shared file can so hold what differs by dialect. Parts are put in as a
+dialect's queries are loaded; a `{name}` that names no part is refused then.
 
 For PostgreSQL the shared file's parameters become psycopg's `%(name)s` as it is
 read. Only code is converted: string literals, quoted identifiers, comments and `::`
@@ -93,7 +93,9 @@ def with_parts(sql: str, parts: Mapping[str, str], within: tuple[str, ...] = ())
 
     def put(m: re.Match[str]) -> str:
         name = m.group(1)
-        if name not in parts or name in within:
+        if name in within:
+            raise ValueError(f"part {name!r} holds itself")
+        if name not in parts:
             raise ValueError(f"no part {name!r} to put in {sql!r}")
         return with_parts(parts[name], parts, (*within, name))
 
