@@ -2,14 +2,15 @@
 
 `sql/queries.sql` is read by every dialect, its `:name` parameters converted for
 PostgreSQL; `sql/<dialect>/queries.sql` overrides it. An override identical to the
-shared text is a copy that would drift, and the dialect files stay small.
+shared text is a copy that would drift, and the dialect files stay small. Parts
+(`-- part: x`, put in where a query names `{x}`) are merged the same way.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from waypost.store.sqlfile import load_queries, pyformat, read_queries
+from waypost.store.sqlfile import load_queries, pyformat, read_queries, read_sections, with_parts
 
 DIALECTS = ("sqlite", "postgres")
 # The queries a dialect writes itself (its own and its overrides), at most.
@@ -20,10 +21,10 @@ def _normal(sql: str) -> str:
     return " ".join(sql.split())
 
 
-def _shared(dialect: str) -> dict[str, str]:
-    """The shared queries in `dialect`'s parameters."""
+def _shared(dialect: str, kind: str = "name") -> dict[str, str]:
+    """The shared queries (or parts) in `dialect`'s parameters."""
     convert = pyformat if dialect == "postgres" else str
-    return {name: convert(sql) for name, sql in read_queries("queries.sql").items()}
+    return {name: convert(sql) for name, sql in read_sections("queries.sql")[kind].items()}
 
 
 @pytest.mark.parametrize(
@@ -69,7 +70,29 @@ def test_the_shared_file_is_written_with_colon_parameters() -> None:
 def test_a_dialects_own_queries_replace_the_shared_ones(dialect: str) -> None:
     shared = _shared(dialect)
     own = read_queries(f"{dialect}/queries.sql")
-    assert load_queries(dialect) == shared | own
+    parts = _shared(dialect, "part") | read_sections(f"{dialect}/queries.sql")["part"]
+    expected = {name: with_parts(sql, parts).rstrip() for name, sql in (shared | own).items()}
+    assert load_queries(dialect) == expected
+
+
+def test_parts_are_put_in_and_a_missing_one_is_refused() -> None:
+    parts = {"size": "length({col})", "col": "input"}
+    assert (
+        with_parts("SELECT {size} AS n FROM runs", parts) == "SELECT length(input) AS n FROM runs"
+    )
+    with pytest.raises(ValueError, match="no part 'other'"):
+        with_parts("SELECT {other}", parts)
+    with pytest.raises(ValueError, match="part 'loop' holds itself"):
+        with_parts("{loop}", {"loop": "x {loop}"})
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_part_is_put_in_somewhere(dialect: str) -> None:
+    sections = [read_sections("queries.sql"), read_sections(f"{dialect}/queries.sql")]
+    texts = [sql for found in sections for kind in found.values() for sql in kind.values()]
+    for found in sections:
+        for name in found["part"]:
+            assert any("{" + name + "}" in sql for sql in texts), name
 
 
 def test_both_dialects_have_the_same_queries() -> None:

@@ -28,28 +28,28 @@ T = TypeVar("T")
 Verb = Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]
 
 
-def write(fn: Callable[Concatenate[Tx, P], T]) -> Verb[P, T]:
-    """The store verb that runs the transaction function `fn` in a write transaction."""
+def _verb(fn: Callable[Concatenate[Tx, P], T], writes: bool) -> Verb[P, T]:
+    """The store verb that runs the transaction function `fn` in a write transaction
+    (`writes`) or in a read-only snapshot."""
 
     async def verb(self: SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        run = self._write if writes else self._read
         if kwargs:
-            return await self._write(functools.partial(fn, **kwargs), *args)
-        return await self._write(fn, *args)
+            return await run(functools.partial(fn, **kwargs), *args)
+        return await run(fn, *args)
 
     functools.update_wrapper(verb, fn)
     return verb
+
+
+def write(fn: Callable[Concatenate[Tx, P], T]) -> Verb[P, T]:
+    """The store verb that runs the transaction function `fn` in a write transaction."""
+    return _verb(fn, writes=True)
 
 
 def read(fn: Callable[Concatenate[Tx, P], T]) -> Verb[P, T]:
     """The store verb that runs the transaction function `fn` in a read-only snapshot."""
-
-    async def verb(self: SqlStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        if kwargs:
-            return await self._read(functools.partial(fn, **kwargs), *args)
-        return await self._read(fn, *args)
-
-    functools.update_wrapper(verb, fn)
-    return verb
+    return _verb(fn, writes=False)
 
 
 class SqlStore(ABC):

@@ -1,29 +1,91 @@
--- Queries of both stores, written once. Each section starts with "-- name: <name>".
+-- Queries of both stores, written once. Each query starts with "-- name: <name>".
 -- Parameters are named (:name); for PostgreSQL they become psycopg's %(name)s as the
 -- file is loaded (store/sqlfile.py). Rows are read by column name in transactions/:
 -- every selected expression has an alias, the same in every dialect.
--- The SQL here is what both dialects accept. A dialect's own file
+-- The SQL here is what both dialects accept. A `{x}` in a query is the part x (a
+-- section "-- part: x"): written here, or in each dialect's file where it differs
+-- (the row locks: {for_update} and {skip_locked} lock on PostgreSQL and are nothing on
+-- SQLite, whose one writer holds the database). A dialect's own file
 -- (<dialect>/queries.sql) holds the queries that differ; a query it names that is also
--- here replaces this one for that dialect: PostgreSQL's locks the rows a transaction
--- reads and then changes (FOR UPDATE), SQLite's names the index its planner would miss
--- (INDEXED BY).
+-- here replaces this one for that dialect (SQLite's name the index its planner would
+-- miss: INDEXED BY).
 
--- name: get_run
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
+-- part: run_columns
+-- A run's row (`run_from_row`).
+tenant, run_id, workflow, version, status, input, result, error, waiting_for,
        last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
        input_mac, state_mac, history_bytes
+
+-- name: get_run
+SELECT {run_columns}
 FROM runs WHERE tenant = :tenant AND run_id = :run_id;
 
 -- name: list_runs
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
+SELECT {run_columns}
+{listed_runs};
+
+-- name: list_run_sizes
+-- `list_runs` bounded in bytes: the keys and payload sizes first (see page_run_sizes).
+SELECT tenant, run_id, created_at, {run_size} AS size
+{listed_runs};
+
+-- part: listed_runs
+-- The runs `list_runs` reads: of a tenant, a status, a workflow (each unless NULL).
 FROM runs
 WHERE (CAST(:tenant AS TEXT) IS NULL OR tenant = CAST(:tenant AS TEXT))
   AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
   AND (CAST(:workflow AS TEXT) IS NULL OR workflow = CAST(:workflow AS TEXT))
 ORDER BY created_at DESC, run_id
-LIMIT :limit;
+LIMIT :limit
+
+-- name: runs_by_ids
+-- Some of a tenant's runs (`run_ids`: a JSON array), on the primary key: the rows of a
+-- page whose sizes were read first.
+SELECT {run_columns}
+FROM runs WHERE tenant = :tenant AND run_id {in_run_ids};
+
+-- name: page_run_sizes
+-- Pages of one tenant's runs, newest first, after a position (created_at, run_id):
+-- a keyset on an index, so a page reads its rows only. The first page starts after
+-- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
+-- The keys and the stored size of the runs' payloads (input, result, error) are read
+-- first: a page stops before its bytes pass a bound, and `runs_by_ids` reads the rows
+-- that fit, so what a page leaves out is never read.
+SELECT run_id, created_at, {run_size} AS size FROM runs
+WHERE tenant = :tenant
+{page_after};
+
+-- name: page_run_sizes_by_status
+SELECT run_id, created_at, {run_size} AS size FROM runs
+WHERE tenant = :tenant AND status = :status
+{page_after};
+
+-- name: page_run_sizes_by_workflow
+SELECT run_id, created_at, {run_size} AS size FROM runs
+WHERE tenant = :tenant AND workflow = :workflow
+{page_after};
+
+-- name: page_run_sizes_by_status_workflow
+SELECT run_id, created_at, {run_size} AS size FROM runs
+WHERE tenant = :tenant AND status = :status AND workflow = :workflow
+{page_after};
+
+-- name: page_run_sizes_by_workflow_version
+-- A version is of a workflow: the workflow's index is read, its other versions skipped.
+SELECT run_id, created_at, {run_size} AS size FROM runs
+WHERE tenant = :tenant AND workflow = :workflow AND version = :version
+{page_after};
+
+-- name: page_run_sizes_by_status_workflow_version
+SELECT run_id, created_at, {run_size} AS size FROM runs
+WHERE tenant = :tenant AND status = :status AND workflow = :workflow AND version = :version
+{page_after};
+
+-- part: page_after
+-- The rest of a page: after the position (created_at, run_id), newest first.
+  AND (created_at, run_id) < (:after_at, :after_id)
+ORDER BY created_at DESC, run_id DESC
+LIMIT :limit
 
 -- name: insert_run
 INSERT INTO runs (tenant, run_id, workflow, version, status, input, waiting_for,
@@ -45,7 +107,8 @@ WHERE tenant = :tenant AND dedup_id = :dedup_id
 -- name: run_head
 SELECT last_seq, last_hash, status, processed_seq, named_queue, history_bytes, unread_signals,
        signal_names
-FROM runs WHERE tenant = :tenant AND run_id = :run_id;
+FROM runs WHERE tenant = :tenant AND run_id = :run_id
+{for_update};
 
 -- name: pending_signals
 SELECT count(*) AS pending FROM events
@@ -105,7 +168,8 @@ VALUES (:tenant, :run_id, 'workflow', '', :queue, :state, :visible_at, :owner, :
 
 -- name: workflow_task
 SELECT state, visible_at, owner, fence, queue, lapses FROM tasks
-WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
+WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = ''
+{for_update};
 
 -- name: workflow_task_state
 -- `workflow_task` for a read: the row not locked.
@@ -123,6 +187,36 @@ UPDATE tasks SET lapses = 0 WHERE tenant = :tenant AND run_id = :run_id AND laps
 
 -- name: delete_workflow_task
 DELETE FROM tasks WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
+
+-- name: claim_workflow_tasks_of_tenant
+-- One tenant's share of a claim: its highest priority first, then the oldest.
+UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, visible_at = :lease_until,
+                 started_at = :now
+WHERE (tenant, run_id, kind, step) IN (
+    SELECT tenant, run_id, kind, step FROM tasks
+    WHERE kind = 'workflow' AND tenant = :tenant AND state = 'ready' AND visible_at <= :now
+      AND queue {in_queues}
+    ORDER BY priority DESC, visible_at
+    LIMIT :limit
+    {skip_locked})
+RETURNING {claimed_task};
+
+-- name: claim_lapsed_workflow_tasks
+-- Workflow tasks whose holder stopped renewing its lease (a crashed engine's runs). Each
+-- such claim counts a lapse; a task that lapsed before waits longer (lapses squared times
+-- `backoff`, at most `backoff_most` seconds) after its lease ran out: a poison run backs off.
+UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, visible_at = :lease_until,
+                 started_at = :now, lapses = lapses + 1
+WHERE (tenant, run_id, kind, step) IN (
+    SELECT tenant, run_id, kind, step FROM tasks
+    WHERE kind = 'workflow' AND state = 'leased' AND visible_at <= :now
+      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = tasks.tenant AND d.disabled_at IS NOT NULL)
+      AND visible_at <= :now - {least}(:backoff_most, :backoff * lapses * lapses)
+      AND queue {in_queues}
+    ORDER BY visible_at
+    LIMIT :limit
+    {skip_locked})
+RETURNING {claimed_task};
 
 -- name: insert_activity_task
 INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence, attempt,
@@ -151,6 +245,49 @@ WHERE tenant = :tenant AND run_id = :run_id AND kind = 'activity' AND step = :st
 DELETE FROM tasks
 WHERE tenant = :tenant AND run_id = :run_id AND kind = 'activity' AND step = :step
   AND state = 'ready';
+
+-- name: claim_activity_tasks_by_key
+-- From one limited queue whose attempts are bounded per concurrency key: the n-th ready
+-- attempt of a key is taken only if n more than the key's leased ones stays within
+-- :per_key. (The queue's row, locked first, orders these claims; a window function
+-- allows no row locks here, so the outer update checks the state again.)
+UPDATE tasks SET {lease_attempt}
+WHERE (tenant, run_id, kind, step) IN (
+    SELECT tenant, run_id, kind, step FROM (
+        SELECT t.tenant, t.run_id, t.kind, t.step, t.priority, t.visible_at, t.concurrency_key,
+               row_number() OVER (PARTITION BY t.concurrency_key
+                                  ORDER BY t.priority DESC, t.visible_at) AS nth
+        FROM tasks t
+        WHERE t.kind = 'activity' AND t.tenant = :tenant AND t.state = 'ready'
+          AND t.visible_at <= :now AND t.named_queue = :named_queue
+          AND t.queue {in_queues}
+          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.tenant = t.tenant
+                            AND r.run_id = t.run_id
+                            AND r.status IN ('paused', 'suspended'))) ranked
+    WHERE concurrency_key IS NULL
+       OR nth + (SELECT count(*) FROM tasks h
+                 WHERE h.tenant = :tenant AND h.kind = 'activity'
+                   AND h.named_queue = :named_queue AND h.state = 'leased'
+                   AND h.concurrency_key = ranked.concurrency_key) <= :per_key
+    ORDER BY priority DESC, visible_at
+    LIMIT :limit)
+  AND state = 'ready'
+RETURNING {claimed_task};
+
+-- part: lease_attempt
+-- An activity task leased for a new attempt: fenced, with its deadlines from now.
+state = 'leased', owner = :owner, fence = fence + 1, attempt = attempt + 1,
+                 started_at = :now,
+                 deadline = :now + timeout,
+                 heartbeat_deadline = :now + heartbeat_timeout,
+                 visible_at = {least}(:lease_until, :now + timeout,
+                                      coalesce(:now + heartbeat_timeout, :lease_until))
+
+-- part: claimed_task
+-- The columns of a claimed task (`ClaimedTask`).
+kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
+          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
+          lapses
 
 -- name: delete_activity_task
 -- A skipped step's task, whatever its state: a late result of its attempt is audit.
@@ -209,16 +346,14 @@ WHERE tenant = :tenant AND run_id = :run_id AND kind = :kind AND step = :step
   AND fence = :fence AND owner = :owner AND state = 'leased';
 
 -- name: expired_activities
-SELECT kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-       heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested, lapses
+SELECT {claimed_task}
 FROM tasks
 WHERE kind = 'activity' AND state = 'leased' AND visible_at <= :now
 ORDER BY visible_at
 LIMIT :limit;
 
 -- name: run_tasks
-SELECT kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-       heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested, lapses
+SELECT {claimed_task}
 FROM tasks WHERE tenant = :tenant AND run_id = :run_id ORDER BY kind DESC, created_at, step;
 
 -- name: beat_worker
@@ -246,19 +381,22 @@ VALUES (:tenant, :approval_id, :run_id, :step, :timer_step, :name, :policy, 'pen
         :started_by, :data, :expires_at, :now, :mac)
 ON CONFLICT DO NOTHING;
 
--- name: get_approval
-SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
+-- part: approval_columns
+-- An approval's row (`approval_from_row`).
+tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
        expires_at, created_at, closed_at, mac
+
+-- name: get_approval
+SELECT {approval_columns}
 FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id;
 
 -- name: lock_approval
-SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at, mac
-FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id;
+SELECT {approval_columns}
+FROM approvals WHERE tenant = :tenant AND approval_id = :approval_id
+{for_update};
 
 -- name: list_approvals
-SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at, mac
+SELECT {approval_columns}
 FROM approvals
 WHERE (CAST(:tenant AS TEXT) IS NULL OR tenant = :tenant)
   AND (CAST(:status AS TEXT) IS NULL OR status = :status)
@@ -354,7 +492,8 @@ WHERE tenant = :tenant AND approval_id = :approval_id
 ORDER BY principal = '', first_at, principal, reason;
 
 -- name: timer_status
-SELECT status FROM timers WHERE tenant = :tenant AND run_id = :run_id AND step = :step;
+SELECT status FROM timers WHERE tenant = :tenant AND run_id = :run_id AND step = :step
+{for_update};
 
 -- == the built-in directory =========================================================
 
@@ -380,6 +519,15 @@ SELECT group_name, principal FROM group_members WHERE tenant = :tenant
 ORDER BY group_name, principal;
 
 -- == the outbox =====================================================================
+
+-- name: claim_outbox
+UPDATE outbox SET owner = :owner, visible_at = :lease_until, attempts = attempts + 1
+WHERE id IN (
+    SELECT id FROM outbox WHERE status = 'pending' AND visible_at <= :now
+      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = outbox.tenant AND d.disabled_at IS NOT NULL)
+    ORDER BY visible_at LIMIT :limit
+    {skip_locked})
+RETURNING id, tenant, kind, payload, attempts;
 
 -- name: insert_outbox
 INSERT INTO outbox (id, tenant, kind, payload, status, attempts, visible_at, created_at)
@@ -560,7 +708,8 @@ WHERE tenant = :tenant;
 
 -- name: lock_tenant_row
 SELECT tenant, created_at, created_by, quotas, disabled_at, disabled_by FROM tenants
-WHERE tenant = :tenant;
+WHERE tenant = :tenant
+{for_update};
 
 -- name: set_tenant_quotas
 UPDATE tenants SET quotas = :quotas WHERE tenant = :tenant;
@@ -572,7 +721,8 @@ ON CONFLICT (tenant) DO NOTHING;
 -- name: lock_admission
 -- Every admission of a tenant (a start, a publish, a lease under a quota) takes this row
 -- first, so their counts see each other's writes.
-SELECT tokens, refilled_at FROM tenant_admission WHERE tenant = :tenant;
+SELECT tokens, refilled_at FROM tenant_admission WHERE tenant = :tenant
+{for_update};
 
 -- name: set_admission
 UPDATE tenant_admission SET tokens = :tokens, refilled_at = :refilled_at
@@ -638,7 +788,8 @@ FROM runs
 WHERE tenant = :tenant AND finished_at IS NOT NULL AND finished_at < :cutoff
   AND status IN ('completed', 'failed', 'cancelled', 'terminated')
 ORDER BY finished_at, run_id
-LIMIT :limit;
+LIMIT :limit
+{skip_locked};
 
 -- name: count_purgeable
 SELECT count(*) AS runs, coalesce(sum(last_seq), 0) AS events
@@ -898,7 +1049,8 @@ ON CONFLICT DO NOTHING;
 
 -- name: lock_sign_in_attempt
 SELECT failures, window_start, held_until FROM sign_in_attempts
-WHERE tenant = :tenant AND user_name = :user_name AND address = :address;
+WHERE tenant = :tenant AND user_name = :user_name AND address = :address
+{for_update};
 
 -- name: update_sign_in_attempt
 UPDATE sign_in_attempts
@@ -1025,9 +1177,35 @@ DELETE FROM tenant_admission WHERE tenant = :tenant;
 
 -- == pages of runs: versions, search, counts ===========================================
 
+-- name: outlook_tasks
+-- What is in motion for some runs of a tenant (`run_ids`: a JSON array): their tasks
+-- with their state, and their pending approvals.
+SELECT run_id, kind, step, queue, state, visible_at, owner, attempt, deadline
+FROM tasks WHERE tenant = :tenant AND run_id {in_run_ids};
+
+-- name: outlook_approvals
+SELECT {approval_columns}
+FROM approvals WHERE tenant = :tenant AND run_id {in_run_ids} AND status = 'pending';
+
 -- name: count_runs
 -- The tenant's runs by status, read from the status index alone.
 SELECT status, count(*) AS runs FROM runs WHERE tenant = :tenant GROUP BY status;
+
+-- name: search_run_size_by_id
+SELECT run_id, created_at, {run_size} AS size
+FROM runs WHERE tenant = :tenant AND run_id = :text;
+
+-- name: search_run_sizes_by_correlation
+-- Runs waiting with the text as a correlation value, or as `key=value`.
+SELECT run_id, created_at, {run_size} AS size
+FROM runs
+WHERE tenant = :tenant AND run_id IN (
+    SELECT c.run_id FROM correlations c
+    WHERE c.tenant = :tenant
+      AND (c.corr_value = :text OR c.corr_key || '=' || c.corr_value = :text)
+)
+ORDER BY created_at DESC, run_id DESC
+LIMIT :limit;
 
 -- name: set_run_parent
 -- A child run's link to the run that started it (and the step), and its close policy.
@@ -1121,7 +1299,8 @@ WHERE tenant = :tenant AND schedule_id = :schedule_id AND paused = 0
 -- each other's leases and draw from one bucket.
 SELECT tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count, rate_period,
        tokens, refilled_at, updated_at, updated_by
-FROM queues WHERE tenant = :tenant AND name = :name;
+FROM queues WHERE tenant = :tenant AND name = :name
+{for_update};
 
 -- name: queue_row
 SELECT tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count, rate_period,

@@ -1,80 +1,36 @@
 -- Queries of the PostgreSQL store that differ from the shared ones (../queries.sql), and
--- shared ones it replaces. Each section starts with "-- name: <name>".
+-- shared ones it replaces. Each query starts with "-- name: <name>".
+-- Its parts ("-- part: <name>") are what the shared queries name as {name} and write
+-- differently for this dialect.
 -- Parameters are named as psycopg names them (%(name)s): this file is read as written.
--- Rows a transaction reads and then changes are locked (FOR UPDATE); claims skip
--- rows other transactions hold (SKIP LOCKED).
+-- Rows a transaction reads and then changes are locked (FOR UPDATE: the part for_update
+-- in shared queries); claims skip rows other transactions hold (SKIP LOCKED).
 
--- name: list_run_sizes
--- `list_runs` bounded in bytes: the keys and payload sizes first (see page_run_sizes).
-SELECT tenant, run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
-  AND (%(status)s::text IS NULL OR status = %(status)s::text)
-  AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s::text)
-ORDER BY created_at DESC, run_id
-LIMIT %(limit)s;
+-- part: run_size
+-- The bytes of a run's stored payloads (input, result, error): a value kept out of line
+-- is measured, not fetched.
+octet_length(input) + coalesce(octet_length(result), 0)
+       + coalesce(octet_length(error), 0)
 
--- name: runs_by_ids
--- Some of a tenant's runs (`run_ids`: a JSON array), on the primary key: the rows of a
--- page whose sizes were read first.
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
-FROM runs WHERE tenant = %(tenant)s AND run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb));
+-- part: for_update
+-- A row a transaction reads and then changes is locked until it ends.
+FOR UPDATE
 
--- name: page_run_sizes
--- Pages of one tenant's runs, newest first, after a position (created_at, run_id):
--- a keyset on an index, so a page reads its rows only. The first page starts after
--- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
--- The keys and the stored size of the runs' payloads (input, result, error) are read
--- first: a page stops before its bytes pass a bound, and `runs_by_ids` reads the rows
--- that fit, so what a page leaves out is never read.
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE tenant = %(tenant)s
-  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
+-- part: skip_locked
+-- Rows a claim takes are locked; rows another transaction holds are skipped, not waited for.
+FOR UPDATE SKIP LOCKED
 
--- name: page_run_sizes_by_status
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE tenant = %(tenant)s AND status = %(status)s
-  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
+-- part: least
+-- The least of its arguments.
+LEAST
 
--- name: page_run_sizes_by_workflow
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE tenant = %(tenant)s AND workflow = %(workflow)s
-  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
+-- part: in_run_ids
+-- Is one of `run_ids` (a JSON array of run ids).
+IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb))
 
--- name: page_run_sizes_by_status_workflow
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE tenant = %(tenant)s AND status = %(status)s AND workflow = %(workflow)s
-  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
-
--- name: run_head
-SELECT last_seq, last_hash, status, processed_seq, named_queue, history_bytes, unread_signals,
-       signal_names
-FROM runs WHERE tenant = %(tenant)s AND run_id = %(run_id)s
-FOR UPDATE;
+-- part: in_queues
+-- Is one of `queues` (a JSON array of names).
+IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
 
 -- name: history_sizes
 -- The sizes of a history page's events, read before the events themselves: a page stops
@@ -83,11 +39,6 @@ SELECT seq, octet_length(data) AS size FROM events
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND seq > %(after_seq)s
 ORDER BY seq
 LIMIT %(limit)s;
-
--- name: workflow_task
-SELECT state, visible_at, owner, fence, queue, lapses FROM tasks
-WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'workflow' AND step = ''
-FOR UPDATE;
 
 -- name: workflow_task_and_limits
 -- `workflow_task` (the row locked) and, in the same round trip, the names of the run's
@@ -102,51 +53,12 @@ FROM tasks
 WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'workflow' AND step = ''
 FOR UPDATE OF tasks;
 
--- name: claim_workflow_tasks_of_tenant
--- One tenant's share of a claim: its highest priority first, then the oldest.
-UPDATE tasks SET state = 'leased', owner = %(owner)s, fence = fence + 1, visible_at = %(lease_until)s,
-                 started_at = %(now)s
-WHERE (tenant, run_id, kind, step) IN (
-    SELECT tenant, run_id, kind, step FROM tasks
-    WHERE kind = 'workflow' AND tenant = %(tenant)s AND state = 'ready' AND visible_at <= %(now)s
-      AND queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
-    ORDER BY priority DESC, visible_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
-RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
-          lapses;
-
--- name: claim_lapsed_workflow_tasks
--- Workflow tasks whose holder stopped renewing its lease (a crashed engine's runs). Each
--- such claim counts a lapse; a task that lapsed before waits longer (lapses squared times
--- `backoff`, at most `backoff_most` seconds) after its lease ran out: a poison run backs off.
-UPDATE tasks SET state = 'leased', owner = %(owner)s, fence = fence + 1, visible_at = %(lease_until)s,
-                 started_at = %(now)s, lapses = lapses + 1
-WHERE (tenant, run_id, kind, step) IN (
-    SELECT tenant, run_id, kind, step FROM tasks
-    WHERE kind = 'workflow' AND state = 'leased' AND visible_at <= %(now)s
-      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = tasks.tenant AND d.disabled_at IS NOT NULL)
-      AND visible_at <= %(now)s - LEAST(%(backoff_most)s, %(backoff)s * lapses * lapses)
-      AND queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
-    ORDER BY visible_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
-RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
-          lapses;
-
 -- name: claim_activity_tasks_of_tenant
-UPDATE tasks SET state = 'leased', owner = %(owner)s, fence = fence + 1, attempt = attempt + 1,
-                 started_at = %(now)s,
-                 deadline = %(now)s + timeout,
-                 heartbeat_deadline = %(now)s + heartbeat_timeout,
-                 visible_at = LEAST(%(lease_until)s, %(now)s + timeout,
-                                  coalesce(%(now)s + heartbeat_timeout, %(lease_until)s))
+UPDATE tasks SET {lease_attempt}
 WHERE (tenant, run_id, kind, step) IN (
     SELECT tenant, run_id, kind, step FROM tasks
     WHERE kind = 'activity' AND tenant = %(tenant)s AND state = 'ready' AND visible_at <= %(now)s
-      AND queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
+      AND queue {in_queues}
       -- one named queue (a limited one, claimed under its row's lock), or all but those
       AND (%(named_queue)s::text IS NULL OR named_queue = %(named_queue)s::text)
       AND named_queue NOT IN (SELECT jsonb_array_elements_text(%(named_out)s::jsonb))
@@ -157,44 +69,7 @@ WHERE (tenant, run_id, kind, step) IN (
     ORDER BY priority DESC, visible_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
-RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
-          lapses;
-
--- name: claim_activity_tasks_by_key
--- From one limited queue whose attempts are bounded per concurrency key: the n-th ready
--- attempt of a key is taken only if n more than the key's leased ones stays within
--- :per_key. (The queue's row, locked first, orders these claims; a window function
--- allows no row locks here, so the outer update checks the state again.)
-UPDATE tasks SET state = 'leased', owner = %(owner)s, fence = fence + 1, attempt = attempt + 1,
-                 started_at = %(now)s,
-                 deadline = %(now)s + timeout,
-                 heartbeat_deadline = %(now)s + heartbeat_timeout,
-                 visible_at = LEAST(%(lease_until)s, %(now)s + timeout,
-                                  coalesce(%(now)s + heartbeat_timeout, %(lease_until)s))
-WHERE (tenant, run_id, kind, step) IN (
-    SELECT tenant, run_id, kind, step FROM (
-        SELECT t.tenant, t.run_id, t.kind, t.step, t.priority, t.visible_at, t.concurrency_key,
-               row_number() OVER (PARTITION BY t.concurrency_key
-                                  ORDER BY t.priority DESC, t.visible_at) AS nth
-        FROM tasks t
-        WHERE t.kind = 'activity' AND t.tenant = %(tenant)s AND t.state = 'ready'
-          AND t.visible_at <= %(now)s AND t.named_queue = %(named_queue)s
-          AND t.queue IN (SELECT jsonb_array_elements_text(%(queues)s::jsonb))
-          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.tenant = t.tenant
-                            AND r.run_id = t.run_id
-                            AND r.status IN ('paused', 'suspended'))) ranked
-    WHERE concurrency_key IS NULL
-       OR nth + (SELECT count(*) FROM tasks h
-                 WHERE h.tenant = %(tenant)s AND h.kind = 'activity'
-                   AND h.named_queue = %(named_queue)s AND h.state = 'leased'
-                   AND h.concurrency_key = ranked.concurrency_key) <= %(per_key)s
-    ORDER BY priority DESC, visible_at
-    LIMIT %(limit)s)
-  AND state = 'ready'
-RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
-          lapses;
+RETURNING {claimed_task};
 
 -- name: renew_lease
 UPDATE tasks SET
@@ -208,32 +83,11 @@ WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = %(kind)s AND step =
   AND fence = %(fence)s AND owner = %(owner)s AND state = 'leased'
 RETURNING cancel_requested;
 
--- name: outlook_tasks
--- What is in motion for some runs of a tenant (`run_ids`: a JSON array): their tasks
--- with their state, and their pending approvals.
-SELECT run_id, kind, step, queue, state, visible_at, owner, attempt, deadline
-FROM tasks WHERE tenant = %(tenant)s AND run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb));
-
--- name: outlook_approvals
-SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at, mac
-FROM approvals WHERE tenant = %(tenant)s AND run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb)) AND status = 'pending';
-
 -- == approvals ===================================================================
-
--- name: lock_approval
-SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at, mac
-FROM approvals WHERE tenant = %(tenant)s AND approval_id = %(approval_id)s
-FOR UPDATE;
 
 -- name: clock
 -- The database's time, in seconds since the epoch: expiry is judged by it.
 SELECT extract(epoch FROM clock_timestamp())::double precision AS now;
-
--- name: timer_status
-SELECT status FROM timers WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND step = %(step)s
-FOR UPDATE;
 
 -- == the built-in directory =========================================================
 
@@ -244,103 +98,17 @@ WHERE tenant = %(tenant)s AND status = 'pending'
 ORDER BY approval_id
 FOR UPDATE;
 
--- == the outbox =====================================================================
-
--- name: claim_outbox
-UPDATE outbox SET owner = %(owner)s, visible_at = %(lease_until)s, attempts = attempts + 1
-WHERE id IN (
-    SELECT id FROM outbox WHERE status = 'pending' AND visible_at <= %(now)s
-      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = outbox.tenant AND d.disabled_at IS NOT NULL)
-    ORDER BY visible_at LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
-RETURNING id, tenant, kind, payload, attempts;
-
--- == quotas ==============================================================================
-
--- name: lock_tenant_row
-SELECT tenant, created_at, created_by, quotas, disabled_at, disabled_by FROM tenants
-WHERE tenant = %(tenant)s FOR UPDATE;
-
--- name: lock_admission
--- Every admission of a tenant (a start, a publish, a lease under a quota) takes this row
--- first, so their counts see each other's writes.
-SELECT tokens, refilled_at FROM tenant_admission WHERE tenant = %(tenant)s FOR UPDATE;
-
--- == retention: purged runs =============================================================
-
--- name: purgeable_runs
--- The tenant's finished runs that finished before the cutoff, oldest first.
-SELECT run_id AS run_id, workflow AS workflow, version AS version, status AS status,
-       created_at AS created_at, finished_at AS finished_at, last_seq AS last_seq,
-       last_hash AS last_hash
-FROM runs
-WHERE tenant = %(tenant)s AND finished_at IS NOT NULL AND finished_at < %(cutoff)s
-  AND status IN ('completed', 'failed', 'cancelled', 'terminated')
-ORDER BY finished_at, run_id
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
-
--- == sign-in attempts (counted before a password is checked) ==========================
-
--- name: lock_sign_in_attempt
-SELECT failures, window_start, held_until FROM sign_in_attempts
-WHERE tenant = %(tenant)s AND user_name = %(user_name)s AND address = %(address)s
-FOR UPDATE;
-
 -- == pages of runs: versions, search, counts ===========================================
-
--- name: page_run_sizes_by_workflow_version
--- A version is of a workflow: the workflow's index is read, its other versions skipped.
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE tenant = %(tenant)s AND workflow = %(workflow)s AND version = %(version)s
-  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
-
--- name: page_run_sizes_by_status_workflow_version
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs
-WHERE tenant = %(tenant)s AND status = %(status)s AND workflow = %(workflow)s AND version = %(version)s
-  AND (created_at, run_id) < (%(after_at)s, %(after_id)s)
-ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
-
--- name: search_run_size_by_id
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
-FROM runs WHERE tenant = %(tenant)s AND run_id = %(text)s;
 
 -- name: search_run_sizes_by_prefix
 -- A range of run ids in code point order (COLLATE "C": right under any collation of
 -- the database, and read on the primary key where the database's collation is C);
 -- substr() decides.
-SELECT run_id, created_at,
-       octet_length(input) + coalesce(octet_length(result), 0)
-       + coalesce(octet_length(error), 0) AS size
+SELECT run_id, created_at, {run_size} AS size
 FROM runs
 WHERE tenant = %(tenant)s AND run_id COLLATE "C" >= %(text)s AND run_id COLLATE "C" < %(after_prefix)s
   AND substr(run_id, 1, %(length)s) = %(text)s
 ORDER BY created_at DESC, run_id DESC
-LIMIT %(limit)s;
-
--- name: search_run_sizes_by_correlation
--- Runs waiting with the text as a correlation value, or as `key=value`.
-SELECT r.run_id, r.created_at,
-       octet_length(r.input) + coalesce(octet_length(r.result), 0)
-       + coalesce(octet_length(r.error), 0) AS size
-FROM runs r
-WHERE r.tenant = %(tenant)s AND r.run_id IN (
-    SELECT c.run_id FROM correlations c
-    WHERE c.tenant = %(tenant)s
-      AND (c.corr_value = %(text)s OR c.corr_key || '=' || c.corr_value = %(text)s)
-)
-ORDER BY r.created_at DESC, r.run_id DESC
 LIMIT %(limit)s;
 
 -- == named queues ======================================================================
@@ -352,13 +120,6 @@ WHERE tenant IN (SELECT jsonb_array_elements_text(%(tenants)s::jsonb))
   AND (concurrency IS NOT NULL OR rate_count IS NOT NULL OR key_concurrency IS NOT NULL
        OR worker_concurrency IS NOT NULL)
 ORDER BY tenant, name;
-
--- name: lock_queue
--- A claim from a limited queue takes its row first, so the claims of every engine count
--- each other's leases and draw from one bucket.
-SELECT tenant, name, concurrency, key_concurrency, worker_concurrency, rate_count, rate_period,
-       tokens, refilled_at, updated_at, updated_by
-FROM queues WHERE tenant = %(tenant)s AND name = %(name)s FOR UPDATE;
 
 -- == workflow queues ===================================================================
 

@@ -1,72 +1,31 @@
 -- Queries of the SQLite store that differ from the shared ones (../queries.sql), and
--- shared ones it replaces. Each section starts with "-- name: <name>".
+-- shared ones it replaces. Each query starts with "-- name: <name>".
+-- Its parts ("-- part: <name>") are what the shared queries name as {name} and write
+-- differently for this dialect.
 -- Parameters are named (:name).
 
--- name: list_run_sizes
--- `list_runs` bounded in bytes: the keys and payload sizes first (see page_run_sizes).
-SELECT tenant, run_id, created_at,
-       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
-       + coalesce(length(CAST(error AS BLOB)), 0) AS size
-FROM runs
-WHERE (:tenant IS NULL OR tenant = :tenant)
-  AND (:status IS NULL OR status = :status)
-  AND (:workflow IS NULL OR workflow = :workflow)
-ORDER BY created_at DESC, run_id
-LIMIT :limit;
+-- part: run_size
+-- The bytes of a run's stored payloads (input, result, error).
+length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
+       + coalesce(length(CAST(error AS BLOB)), 0)
 
--- name: runs_by_ids
--- Some of a tenant's runs (`run_ids`: a JSON array), on the primary key: the rows of a
--- page whose sizes were read first.
-SELECT tenant, run_id, workflow, version, status, input, result, error, waiting_for,
-       last_seq, last_hash, processed_seq, created_at, updated_at, finished_at, priority,
-       input_mac, state_mac, history_bytes
-FROM runs WHERE tenant = :tenant AND run_id IN (SELECT value FROM json_each(:run_ids));
+-- part: for_update
+-- Nothing: SQLite's one writer holds the database for the whole transaction.
 
--- name: page_run_sizes
--- Pages of one tenant's runs, newest first, after a position (created_at, run_id):
--- a keyset on an index, so a page reads its rows only. The first page starts after
--- (infinity, ''). Filtered by both, one of the two indexes is read (the planner picks).
--- The keys and the stored size of the runs' payloads (input, result, error) are read
--- first: a page stops before its bytes pass a bound, and `runs_by_ids` reads the rows
--- that fit, so what a page leaves out is never read.
-SELECT run_id, created_at,
-       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
-       + coalesce(length(CAST(error AS BLOB)), 0) AS size
-FROM runs
-WHERE tenant = :tenant
-  AND (created_at, run_id) < (:after_at, :after_id)
-ORDER BY created_at DESC, run_id DESC
-LIMIT :limit;
+-- part: skip_locked
+-- Nothing: no other transaction writes while a claim runs (SQLite has one writer).
 
--- name: page_run_sizes_by_status
-SELECT run_id, created_at,
-       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
-       + coalesce(length(CAST(error AS BLOB)), 0) AS size
-FROM runs
-WHERE tenant = :tenant AND status = :status
-  AND (created_at, run_id) < (:after_at, :after_id)
-ORDER BY created_at DESC, run_id DESC
-LIMIT :limit;
+-- part: least
+-- The least of its arguments.
+min
 
--- name: page_run_sizes_by_workflow
-SELECT run_id, created_at,
-       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
-       + coalesce(length(CAST(error AS BLOB)), 0) AS size
-FROM runs
-WHERE tenant = :tenant AND workflow = :workflow
-  AND (created_at, run_id) < (:after_at, :after_id)
-ORDER BY created_at DESC, run_id DESC
-LIMIT :limit;
+-- part: in_run_ids
+-- Is one of `run_ids` (a JSON array of run ids).
+IN (SELECT value FROM json_each(:run_ids))
 
--- name: page_run_sizes_by_status_workflow
-SELECT run_id, created_at,
-       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
-       + coalesce(length(CAST(error AS BLOB)), 0) AS size
-FROM runs
-WHERE tenant = :tenant AND status = :status AND workflow = :workflow
-  AND (created_at, run_id) < (:after_at, :after_id)
-ORDER BY created_at DESC, run_id DESC
-LIMIT :limit;
+-- part: in_queues
+-- Is one of `queues` (a JSON array of names).
+IN (SELECT value FROM json_each(:queues))
 
 -- name: history_sizes
 -- The sizes of a history page's events, read before the events themselves: a page stops
@@ -90,49 +49,12 @@ SELECT state, visible_at, owner, fence, queue, lapses,
 FROM tasks
 WHERE tenant = :tenant AND run_id = :run_id AND kind = 'workflow' AND step = '';
 
--- name: claim_workflow_tasks_of_tenant
--- One tenant's share of a claim: its highest priority first, then the oldest.
-UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, visible_at = :lease_until,
-                 started_at = :now
-WHERE (tenant, run_id, kind, step) IN (
-    SELECT tenant, run_id, kind, step FROM tasks
-    WHERE kind = 'workflow' AND tenant = :tenant AND state = 'ready' AND visible_at <= :now
-      AND queue IN (SELECT value FROM json_each(:queues))
-    ORDER BY priority DESC, visible_at
-    LIMIT :limit)
-RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
-          lapses;
-
--- name: claim_lapsed_workflow_tasks
--- Workflow tasks whose holder stopped renewing its lease (a crashed engine's runs). Each
--- such claim counts a lapse; a task that lapsed before waits longer (lapses squared times
--- `backoff`, at most `backoff_most` seconds) after its lease ran out: a poison run backs off.
-UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, visible_at = :lease_until,
-                 started_at = :now, lapses = lapses + 1
-WHERE (tenant, run_id, kind, step) IN (
-    SELECT tenant, run_id, kind, step FROM tasks
-    WHERE kind = 'workflow' AND state = 'leased' AND visible_at <= :now
-      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = tasks.tenant AND d.disabled_at IS NOT NULL)
-      AND visible_at <= :now - min(:backoff_most, :backoff * lapses * lapses)
-      AND queue IN (SELECT value FROM json_each(:queues))
-    ORDER BY visible_at
-    LIMIT :limit)
-RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
-          lapses;
-
 -- name: claim_activity_tasks_of_tenant
-UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, attempt = attempt + 1,
-                 started_at = :now,
-                 deadline = :now + timeout,
-                 heartbeat_deadline = :now + heartbeat_timeout,
-                 visible_at = min(:lease_until, :now + timeout,
-                                  coalesce(:now + heartbeat_timeout, :lease_until))
+UPDATE tasks SET {lease_attempt}
 WHERE (tenant, run_id, kind, step) IN (
     SELECT tenant, run_id, kind, step FROM tasks
     WHERE kind = 'activity' AND tenant = :tenant AND state = 'ready' AND visible_at <= :now
-      AND queue IN (SELECT value FROM json_each(:queues))
+      AND queue {in_queues}
       -- one named queue (a limited one, claimed under its row's lock), or all but those
       AND (:named_queue IS NULL OR named_queue = :named_queue)
       AND named_queue NOT IN (SELECT value FROM json_each(:named_out))
@@ -142,44 +64,7 @@ WHERE (tenant, run_id, kind, step) IN (
                         AND r.status IN ('paused', 'suspended'))
     ORDER BY priority DESC, visible_at
     LIMIT :limit)
-RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
-          lapses;
-
--- name: claim_activity_tasks_by_key
--- From one limited queue whose attempts are bounded per concurrency key: the n-th ready
--- attempt of a key is taken only if n more than the key's leased ones stays within
--- :per_key. (The queue's row, locked first, orders these claims; a window function
--- allows no row locks here, so the outer update checks the state again.)
-UPDATE tasks SET state = 'leased', owner = :owner, fence = fence + 1, attempt = attempt + 1,
-                 started_at = :now,
-                 deadline = :now + timeout,
-                 heartbeat_deadline = :now + heartbeat_timeout,
-                 visible_at = min(:lease_until, :now + timeout,
-                                  coalesce(:now + heartbeat_timeout, :lease_until))
-WHERE (tenant, run_id, kind, step) IN (
-    SELECT tenant, run_id, kind, step FROM (
-        SELECT t.tenant, t.run_id, t.kind, t.step, t.priority, t.visible_at, t.concurrency_key,
-               row_number() OVER (PARTITION BY t.concurrency_key
-                                  ORDER BY t.priority DESC, t.visible_at) AS nth
-        FROM tasks t
-        WHERE t.kind = 'activity' AND t.tenant = :tenant AND t.state = 'ready'
-          AND t.visible_at <= :now AND t.named_queue = :named_queue
-          AND t.queue IN (SELECT value FROM json_each(:queues))
-          AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.tenant = t.tenant
-                            AND r.run_id = t.run_id
-                            AND r.status IN ('paused', 'suspended'))) ranked
-    WHERE concurrency_key IS NULL
-       OR nth + (SELECT count(*) FROM tasks h
-                 WHERE h.tenant = :tenant AND h.kind = 'activity'
-                   AND h.named_queue = :named_queue AND h.state = 'leased'
-                   AND h.concurrency_key = ranked.concurrency_key) <= :per_key
-    ORDER BY priority DESC, visible_at
-    LIMIT :limit)
-  AND state = 'ready'
-RETURNING kind, tenant, run_id, step, queue, fence, attempt, spec, deadline,
-          heartbeat_deadline, visible_at, owner, heartbeat_details, cancel_requested,
-          lapses;
+RETURNING {claimed_task};
 
 -- name: renew_lease
 UPDATE tasks SET
@@ -192,17 +77,6 @@ UPDATE tasks SET
 WHERE tenant = :tenant AND run_id = :run_id AND kind = :kind AND step = :step
   AND fence = :fence AND owner = :owner AND state = 'leased'
 RETURNING cancel_requested;
-
--- name: outlook_tasks
--- What is in motion for some runs of a tenant (`run_ids`: a JSON array): their tasks
--- with their state, and their pending approvals.
-SELECT run_id, kind, step, queue, state, visible_at, owner, attempt, deadline
-FROM tasks WHERE tenant = :tenant AND run_id IN (SELECT value FROM json_each(:run_ids));
-
--- name: outlook_approvals
-SELECT tenant, approval_id, run_id, step, timer_step, name, policy, status, started_by, data,
-       expires_at, created_at, closed_at, mac
-FROM approvals WHERE tenant = :tenant AND run_id IN (SELECT value FROM json_each(:run_ids)) AND status = 'pending';
 
 -- == approvals ===================================================================
 
@@ -239,70 +113,17 @@ WHERE tenant = :tenant AND status = 'pending'
               WHERE g.value = :group_name)
 ORDER BY approval_id;
 
--- == the outbox =====================================================================
-
--- name: claim_outbox
-UPDATE outbox SET owner = :owner, visible_at = :lease_until, attempts = attempts + 1
-WHERE id IN (
-    SELECT id FROM outbox WHERE status = 'pending' AND visible_at <= :now
-      AND NOT EXISTS (SELECT 1 FROM tenants d WHERE d.tenant = outbox.tenant AND d.disabled_at IS NOT NULL)
-    ORDER BY visible_at LIMIT :limit)
-RETURNING id, tenant, kind, payload, attempts;
-
 -- == pages of runs: versions, search, counts ===========================================
-
--- name: page_run_sizes_by_workflow_version
--- A version is of a workflow: the workflow's index is read, its other versions skipped.
-SELECT run_id, created_at,
-       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
-       + coalesce(length(CAST(error AS BLOB)), 0) AS size
-FROM runs
-WHERE tenant = :tenant AND workflow = :workflow AND version = :version
-  AND (created_at, run_id) < (:after_at, :after_id)
-ORDER BY created_at DESC, run_id DESC
-LIMIT :limit;
-
--- name: page_run_sizes_by_status_workflow_version
-SELECT run_id, created_at,
-       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
-       + coalesce(length(CAST(error AS BLOB)), 0) AS size
-FROM runs
-WHERE tenant = :tenant AND status = :status AND workflow = :workflow AND version = :version
-  AND (created_at, run_id) < (:after_at, :after_id)
-ORDER BY created_at DESC, run_id DESC
-LIMIT :limit;
-
--- name: search_run_size_by_id
-SELECT run_id, created_at,
-       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
-       + coalesce(length(CAST(error AS BLOB)), 0) AS size
-FROM runs WHERE tenant = :tenant AND run_id = :text;
 
 -- name: search_run_sizes_by_prefix
 -- A range of the primary key (tenant, run_id): the ids from the prefix up to the first
 -- text after every id that starts with it (code point order, which SQLite's BINARY
 -- collation keeps); substr() decides.
-SELECT run_id, created_at,
-       length(CAST(input AS BLOB)) + coalesce(length(CAST(result AS BLOB)), 0)
-       + coalesce(length(CAST(error AS BLOB)), 0) AS size
+SELECT run_id, created_at, {run_size} AS size
 FROM runs
 WHERE tenant = :tenant AND run_id >= :text AND run_id < :after_prefix
   AND substr(run_id, 1, :length) = :text
 ORDER BY created_at DESC, run_id DESC
-LIMIT :limit;
-
--- name: search_run_sizes_by_correlation
--- Runs waiting with the text as a correlation value, or as `key=value`.
-SELECT r.run_id, r.created_at,
-       length(CAST(r.input AS BLOB)) + coalesce(length(CAST(r.result AS BLOB)), 0)
-       + coalesce(length(CAST(r.error AS BLOB)), 0) AS size
-FROM runs r
-WHERE r.tenant = :tenant AND r.run_id IN (
-    SELECT c.run_id FROM correlations c
-    WHERE c.tenant = :tenant
-      AND (c.corr_value = :text OR c.corr_key || '=' || c.corr_value = :text)
-)
-ORDER BY r.created_at DESC, r.run_id DESC
 LIMIT :limit;
 
 -- name: run_children
