@@ -4,16 +4,17 @@ backfill a tenant's schedules (the engines that serve fire them)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import click
 
+from waypost.client.sync import Engine
 from waypost.model.schedules import ScheduleInfo
 
-from .common import db_option, dump, open_engine
+from .common import db_option, dump, json_option, list_command, open_engine, stacked
 
 tenant_option = click.option("--tenant", default="default", show_default=True)
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
 def _line(info: ScheduleInfo) -> str:
@@ -90,21 +91,15 @@ def schedules_create(
     click.echo(dump(made.to_dict()) if as_json else _line(made))
 
 
-@schedules.command("list")
-@tenant_option
-@json_option
-@db_option
-def schedules_list(tenant: str, as_json: bool, db: str) -> None:
-    """List the schedules of a tenant."""
-    with open_engine(db, must_exist=True) as engine:
-        found = engine.schedules(tenant=tenant)
-    if as_json:
-        click.echo(dump([s.to_dict() for s in found]))
-        return
-    for info in found:
-        click.echo(_line(info))
-    if not found:
-        click.echo(f"no schedules in tenant {tenant}", err=True)
+list_command(
+    schedules,
+    "List the schedules of a tenant.",
+    Engine.schedules,
+    _line,
+    to_json=ScheduleInfo.to_dict,
+    none="no schedules in tenant {tenant}",
+    options=(tenant_option, json_option, db_option),
+)
 
 
 @schedules.command("show")
@@ -117,24 +112,19 @@ def schedules_show(schedule_id: str, tenant: str, db: str) -> None:
         click.echo(dump(engine.describe_schedule(schedule_id, tenant=tenant).to_dict()))
 
 
-@schedules.command("pause")
-@click.argument("schedule_id")
-@tenant_option
-@db_option
-def schedules_pause(schedule_id: str, tenant: str, db: str) -> None:
-    """Stop SCHEDULE_ID firing; its runs go on."""
-    with open_engine(db, must_exist=True) as engine:
-        click.echo(_line(engine.pause_schedule(schedule_id, tenant=tenant)))
+def _switch_command(name: str, switch: Callable[..., ScheduleInfo], doc: str) -> None:
+    """`schedules pause` or `schedules resume`: switch the schedule, print its line."""
+
+    def run(schedule_id: str, tenant: str, db: str) -> None:
+        with open_engine(db, must_exist=True) as engine:
+            click.echo(_line(switch(engine, schedule_id, tenant=tenant)))
+
+    run.__doc__ = doc
+    schedules.command(name)(stacked(run, click.argument("schedule_id"), tenant_option, db_option))
 
 
-@schedules.command("resume")
-@click.argument("schedule_id")
-@tenant_option
-@db_option
-def schedules_resume(schedule_id: str, tenant: str, db: str) -> None:
-    """Fire SCHEDULE_ID again, from now on."""
-    with open_engine(db, must_exist=True) as engine:
-        click.echo(_line(engine.resume_schedule(schedule_id, tenant=tenant)))
+_switch_command("pause", Engine.pause_schedule, "Stop SCHEDULE_ID firing; its runs go on.")
+_switch_command("resume", Engine.resume_schedule, "Fire SCHEDULE_ID again, from now on.")
 
 
 @schedules.command("delete")
