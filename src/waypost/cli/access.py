@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from waypost.client.sync import Engine
 from waypost.model.quotas import DEFAULT, UNLIMITED
 from waypost.model.records import KeyInfo, TenantInfo
 
@@ -22,6 +23,7 @@ from .common import (
     echo_found,
     json_option,
     open_engine,
+    record_commands,
     record_json,
     role_names,
     roles_option,
@@ -318,12 +320,13 @@ def keys_list(tenant: str, as_json: bool, db: str) -> None:
     )
 
 
-@keys.command("revoke")
-@click.argument("key_id")
-@key_tenant_option
-@db_option
-def keys_revoke(key_id: str, tenant: str, db: str) -> None:
-    """Revoke KEY_ID: it stops working at once."""
-    with open_engine(db, must_exist=True) as engine:
-        engine.revoke_key(key_id, tenant=tenant)
-    click.echo(f"key {key_id} revoked")
+def _revoked(key_id: str, _: None) -> str:
+    return f"key {key_id} revoked"
+
+
+record_commands(
+    keys,
+    "key_id",
+    key_tenant_option,
+    ("revoke", Engine.revoke_key, _revoked, "Revoke KEY_ID: it stops working at once."),
+)

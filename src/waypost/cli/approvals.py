@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
 
+from waypost.client.sync import Engine
 from waypost.errors import DecisionRefused, InvalidCredential
 from waypost.model.records import ApprovalInfo
 
@@ -168,28 +170,42 @@ def groups() -> None:
     """Groups of approvers in the built-in directory."""
 
 
-@groups.command("add")
-@click.argument("group")
-@click.argument("users", nargs=-1, required=True)
-@db_option
-@tenant_option
-def groups_add(group: str, users: tuple[str, ...], db: str, tenant: str) -> None:
-    """Add USERS to GROUP (they are asked on its pending approvals)."""
-    with open_engine(db) as engine:
-        added = engine.add_to_group(group, list(users), tenant=tenant)
-    click.echo(f"{added} added to {group} (tenant {tenant})")
+def _members_command(
+    name: str, change: Callable[..., Any], done: str, doc: str, *, must_exist: bool
+) -> None:
+    """`groups add` or `groups remove`: `change` GROUP's USERS, print how many changed and
+    what was `done`."""
+
+    def run(group: str, users: tuple[str, ...], db: str, tenant: str) -> None:
+        with open_engine(db, must_exist=must_exist) as engine:
+            changed = change(engine, group, list(users), tenant=tenant)
+        click.echo(f"{changed} {done} {group} (tenant {tenant})")
+
+    run.__doc__ = doc
+    command = stacked(
+        run,
+        click.argument("group"),
+        click.argument("users", nargs=-1, required=True),
+        db_option,
+        tenant_option,
+    )
+    groups.command(name)(command)
 
 
-@groups.command("remove")
-@click.argument("group")
-@click.argument("users", nargs=-1, required=True)
-@db_option
-@tenant_option
-def groups_remove(group: str, users: tuple[str, ...], db: str, tenant: str) -> None:
-    """Remove USERS from GROUP (their credentials on its pending approvals stop working)."""
-    with open_engine(db, must_exist=True) as engine:
-        removed = engine.remove_from_group(group, list(users), tenant=tenant)
-    click.echo(f"{removed} removed from {group} (tenant {tenant})")
+_members_command(
+    "add",
+    Engine.add_to_group,
+    "added to",
+    "Add USERS to GROUP (they are asked on its pending approvals).",
+    must_exist=False,
+)
+_members_command(
+    "remove",
+    Engine.remove_from_group,
+    "removed from",
+    "Remove USERS from GROUP (their credentials on its pending approvals stop working).",
+    must_exist=True,
+)
 
 
 @groups.command("list")

@@ -221,6 +221,36 @@ log_format_option = click.option(
 )
 
 
+def record_commands(
+    group: click.Group,
+    argument: str,
+    tenant: Callable[[Any], Any],
+    *commands: tuple[str, Callable[..., Any], Callable[[str, Any], str], str],
+) -> None:
+    """Add to `group` commands on one record of a tenant, named by the argument
+    `argument`: each (name, call, said, doc) calls `call(engine, record_id, tenant=...)`
+    and prints what `said(record_id, answer)` makes of it. `tenant` is their --tenant."""
+    for name, call, said, doc in commands:
+        group.command(name)(
+            stacked(_record_command(call, said, doc), click.argument(argument), tenant, db_option)
+        )
+
+
+def _record_command(
+    call: Callable[..., Any], said: Callable[[str, Any], str], doc: str
+) -> Callable[..., None]:
+    """The callback of one of `record_commands`: its one argument comes as `record`."""
+
+    def run(tenant: str, db: str, **record: str) -> None:
+        (record_id,) = record.values()
+        with open_engine(db, must_exist=True) as engine:
+            answer = call(engine, record_id, tenant=tenant)
+        click.echo(said(record_id, answer))
+
+    run.__doc__ = doc
+    return run
+
+
 def stacked(command: F, *options: Callable[[Any], Any]) -> F:
     """`command` with `options` (click decorators), which --help shows in this order: as
     if they were stacked above it."""

@@ -4,7 +4,6 @@ backfill a tenant's schedules (the engines that serve fire them)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import click
@@ -12,7 +11,7 @@ import click
 from waypost.client.sync import Engine
 from waypost.model.schedules import ScheduleInfo
 
-from .common import db_option, dump, json_option, list_command, open_engine, stacked
+from .common import db_option, dump, json_option, list_command, open_engine, record_commands
 
 tenant_option = click.option("--tenant", default="default", show_default=True)
 
@@ -102,40 +101,27 @@ list_command(
 )
 
 
-@schedules.command("show")
-@click.argument("schedule_id")
-@tenant_option
-@db_option
-def schedules_show(schedule_id: str, tenant: str, db: str) -> None:
-    """Show SCHEDULE_ID (JSON)."""
-    with open_engine(db, must_exist=True) as engine:
-        click.echo(dump(engine.describe_schedule(schedule_id, tenant=tenant).to_dict()))
+def _shown(_: str, info: ScheduleInfo) -> str:
+    return dump(info.to_dict())
 
 
-def _switch_command(name: str, switch: Callable[..., ScheduleInfo], doc: str) -> None:
-    """`schedules pause` or `schedules resume`: switch the schedule, print its line."""
-
-    def run(schedule_id: str, tenant: str, db: str) -> None:
-        with open_engine(db, must_exist=True) as engine:
-            click.echo(_line(switch(engine, schedule_id, tenant=tenant)))
-
-    run.__doc__ = doc
-    schedules.command(name)(stacked(run, click.argument("schedule_id"), tenant_option, db_option))
+def _its_line(_: str, info: ScheduleInfo) -> str:
+    return _line(info)
 
 
-_switch_command("pause", Engine.pause_schedule, "Stop SCHEDULE_ID firing; its runs go on.")
-_switch_command("resume", Engine.resume_schedule, "Fire SCHEDULE_ID again, from now on.")
+def _deleted(schedule_id: str, _: None) -> str:
+    return f"schedule {schedule_id} deleted"
 
 
-@schedules.command("delete")
-@click.argument("schedule_id")
-@tenant_option
-@db_option
-def schedules_delete(schedule_id: str, tenant: str, db: str) -> None:
-    """Delete SCHEDULE_ID; the runs it started go on."""
-    with open_engine(db, must_exist=True) as engine:
-        engine.delete_schedule(schedule_id, tenant=tenant)
-    click.echo(f"schedule {schedule_id} deleted")
+record_commands(
+    schedules,
+    "schedule_id",
+    tenant_option,
+    ("show", Engine.describe_schedule, _shown, "Show SCHEDULE_ID (JSON)."),
+    ("pause", Engine.pause_schedule, _its_line, "Stop SCHEDULE_ID firing; its runs go on."),
+    ("resume", Engine.resume_schedule, _its_line, "Fire SCHEDULE_ID again, from now on."),
+    ("delete", Engine.delete_schedule, _deleted, "Delete SCHEDULE_ID; the runs it started go on."),
+)
 
 
 @schedules.command("backfill")

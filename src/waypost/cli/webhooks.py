@@ -14,7 +14,14 @@ import click
 from waypost.client.sync import Engine
 from waypost.model.records import WebhookSourceInfo
 
-from .common import db_option, json_option, list_command, open_engine, record_json
+from .common import (
+    db_option,
+    json_option,
+    list_command,
+    open_engine,
+    record_commands,
+    record_json,
+)
 
 tenant_option = click.option("--tenant", required=True, help="The tenant of the sources.")
 
@@ -89,12 +96,18 @@ list_command(
 )
 
 
-@webhooks.command("delete")
-@click.argument("source")
-@tenant_option
-@db_option
-def webhooks_delete(source: str, tenant: str, db: str) -> None:
-    """Delete SOURCE: its deliveries are refused at once."""
-    with open_engine(db, must_exist=True) as engine:
-        engine.delete_webhook_source(source, tenant=tenant)
-    click.echo(f"webhook source {source} deleted")
+def _deleted(source: str, _: None) -> str:
+    return f"webhook source {source} deleted"
+
+
+record_commands(
+    webhooks,
+    "source",
+    tenant_option,
+    (
+        "delete",
+        Engine.delete_webhook_source,
+        _deleted,
+        "Delete SOURCE: its deliveries are refused at once.",
+    ),
+)
