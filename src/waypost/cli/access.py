@@ -320,13 +320,9 @@ def keys_list(tenant: str, as_json: bool, db: str) -> None:
     )
 
 
-def _revoked(key_id: str, _: None) -> str:
-    return f"key {key_id} revoked"
-
-
 record_commands(
     keys,
     "key_id",
     key_tenant_option,
-    ("revoke", Engine.revoke_key, _revoked, "Revoke KEY_ID: it stops working at once."),
+    ("revoke", Engine.revoke_key, "key {} revoked", "Revoke KEY_ID: it stops working at once."),
 )

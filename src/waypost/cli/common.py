@@ -225,11 +225,12 @@ def record_commands(
     group: click.Group,
     argument: str,
     tenant: Callable[[Any], Any],
-    *commands: tuple[str, Callable[..., Any], Callable[[str, Any], str], str],
+    *commands: tuple[str, Callable[..., Any], str | Callable[[str, Any], str], str],
 ) -> None:
     """Add to `group` commands on one record of a tenant, named by the argument
     `argument`: each (name, call, said, doc) calls `call(engine, record_id, tenant=...)`
-    and prints what `said(record_id, answer)` makes of it. `tenant` is their --tenant."""
+    and prints what `said(record_id, answer)` makes of it, or `said` with the record's id
+    in its {}. `tenant` is their --tenant."""
     for name, call, said, doc in commands:
         group.command(name)(
             stacked(_record_command(call, said, doc), click.argument(argument), tenant, db_option)
@@ -237,7 +238,7 @@ def record_commands(
 
 
 def _record_command(
-    call: Callable[..., Any], said: Callable[[str, Any], str], doc: str
+    call: Callable[..., Any], said: str | Callable[[str, Any], str], doc: str
 ) -> Callable[..., None]:
     """The callback of one of `record_commands`: its one argument comes as `record`."""
 
@@ -245,7 +246,7 @@ def _record_command(
         (record_id,) = record.values()
         with open_engine(db, must_exist=True) as engine:
             answer = call(engine, record_id, tenant=tenant)
-        click.echo(said(record_id, answer))
+        click.echo(said.format(record_id) if isinstance(said, str) else said(record_id, answer))
 
     run.__doc__ = doc
     return run
@@ -333,6 +334,12 @@ def worker_options(command: F) -> F:
             "these; without the option this process runs no `http` step.",
         ),
     )
+
+
+def app_option(help: str, *, required: bool = False) -> Callable[[F], F]:
+    """--app (repeatable, as `apps`): the modules whose workflows and activities a command
+    loads; `help` says what for."""
+    return click.option("--app", "apps", multiple=True, required=required, help=help)
 
 
 def load_apps(apps: tuple[str, ...]) -> list[Any]:

@@ -15,6 +15,7 @@ from waypost.model.operations_runs import MAX_HISTORY_PAGE
 from waypost.model.records import RunInfo
 
 from .common import (
+    app_option,
     check_cancel_grace,
     db_option,
     dump,
@@ -35,12 +36,7 @@ def runs() -> None:
 @click.command()
 @click.argument("workflow")
 @click.argument("payload", required=False)
-@click.option(
-    "--app",
-    "apps",
-    multiple=True,
-    help="Module defining the workflow (not needed for a published definition).",
-)
+@app_option("Module defining the workflow (not needed for a published definition).")
 @click.option(
     "--version",
     "version",

@@ -109,10 +109,6 @@ def _its_line(_: str, info: ScheduleInfo) -> str:
     return _line(info)
 
 
-def _deleted(schedule_id: str, _: None) -> str:
-    return f"schedule {schedule_id} deleted"
-
-
 record_commands(
     schedules,
     "schedule_id",
@@ -120,7 +116,12 @@ record_commands(
     ("show", Engine.describe_schedule, _shown, "Show SCHEDULE_ID (JSON)."),
     ("pause", Engine.pause_schedule, _its_line, "Stop SCHEDULE_ID firing; its runs go on."),
     ("resume", Engine.resume_schedule, _its_line, "Fire SCHEDULE_ID again, from now on."),
-    ("delete", Engine.delete_schedule, _deleted, "Delete SCHEDULE_ID; the runs it started go on."),
+    (
+        "delete",
+        Engine.delete_schedule,
+        "schedule {} deleted",
+        "Delete SCHEDULE_ID; the runs it started go on.",
+    ),
 )
 
 

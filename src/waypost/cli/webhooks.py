@@ -96,10 +96,6 @@ list_command(
 )
 
 
-def _deleted(source: str, _: None) -> str:
-    return f"webhook source {source} deleted"
-
-
 record_commands(
     webhooks,
     "source",
@@ -107,7 +103,7 @@ record_commands(
     (
         "delete",
         Engine.delete_webhook_source,
-        _deleted,
+        "webhook source {} deleted",
         "Delete SOURCE: its deliveries are refused at once.",
     ),
 )
