@@ -1,5 +1,6 @@
-"""What the `waypost` commands share: the database, tenant and --json options, opening an
-engine, loading the `--app` modules, and printing a tenant's records as JSON or lines."""
+"""What the `waypost` commands share: the database, tenant, --json and --app options,
+opening an engine, loading the `--app` modules, printing a tenant's records as JSON or
+lines, and building the commands that list a tenant's records or act on one of them."""
 
 from __future__ import annotations
 
@@ -149,29 +150,6 @@ def echo_found(
         click.echo(none, err=True)
 
 
-def list_command(
-    group: click.Group,
-    doc: str,
-    fetch: Callable[..., Sequence[T]],
-    line: Callable[[T], str],
-    *,
-    to_json: Callable[[T], Any],
-    none: str,
-    options: Sequence[Callable[[Any], Any]],
-) -> None:
-    """Add `list` to `group`: the tenant's records `fetch(engine, tenant=...)` reads,
-    printed by `echo_found` (`none` may name {tenant}). `options` are its --tenant,
-    --json and --db options in the order --help shows them."""
-
-    def run(tenant: str, as_json: bool, db: str) -> None:
-        with open_engine(db, must_exist=True) as engine:
-            found = fetch(engine, tenant=tenant)
-        echo_found(found, as_json, to_json, line, none.format(tenant=tenant))
-
-    run.__doc__ = doc
-    group.command("list")(stacked(run, *options))
-
-
 def check_http_allow(
     ctx: click.Context, param: click.Parameter, hosts: tuple[str, ...]
 ) -> tuple[str, ...]:
@@ -219,6 +197,29 @@ log_format_option = click.option(
     help="Log lines on stderr: text, or one JSON object per line with run_id, step, "
     "attempt and tenant on each line about a run (env WAYPOST_LOG_FORMAT).",
 )
+
+
+def list_command(
+    group: click.Group,
+    doc: str,
+    fetch: Callable[..., Sequence[T]],
+    line: Callable[[T], str],
+    *,
+    to_json: Callable[[T], Any],
+    none: str,
+    options: Sequence[Callable[[Any], Any]],
+) -> None:
+    """Add `list` to `group`: the tenant's records `fetch(engine, tenant=...)` reads,
+    printed by `echo_found` (`none` may name {tenant}). `options` are its --tenant,
+    --json and --db options in the order --help shows them."""
+
+    def run(tenant: str, as_json: bool, db: str) -> None:
+        with open_engine(db, must_exist=True) as engine:
+            found = fetch(engine, tenant=tenant)
+        echo_found(found, as_json, to_json, line, none.format(tenant=tenant))
+
+    run.__doc__ = doc
+    group.command("list")(stacked(run, *options))
 
 
 def record_commands(
