@@ -130,7 +130,7 @@ def _decide(
         click.echo(f"{decision} by {principal} counted; the approval is {receipt.outcome}")
 
 
-def _decision_command(decision: str, doc: str, comment: Any) -> click.Command:
+def _decision_command(decision: str, doc: str, comment: Callable[[Any], Any]) -> click.Command:
     """`waypost approve` or `waypost reject`: the same but for the decision and how
     --comment is asked for (`comment`, the option)."""
 
