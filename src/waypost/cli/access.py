@@ -13,10 +13,21 @@ from typing import Any
 
 import click
 
+from waypost.client.sync import Engine
 from waypost.model.quotas import DEFAULT, UNLIMITED
 from waypost.model.records import KeyInfo, TenantInfo
 
-from .common import db_option, dump, open_engine
+from .common import (
+    db_option,
+    dump,
+    echo_found,
+    json_option,
+    open_engine,
+    record_commands,
+    record_json,
+    role_names,
+    roles_option,
+)
 
 _DURATION = re.compile(r"([0-9]{1,6})([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -45,10 +56,6 @@ def parse_expiry(text: str, now: datetime) -> datetime:
     return when
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
 def _status(key: KeyInfo, now: datetime) -> str:
     if key.revoked_at is not None:
         return "revoked"
@@ -58,30 +65,42 @@ def _status(key: KeyInfo, now: datetime) -> str:
 
 
 def _key_json(key: KeyInfo, now: datetime) -> dict[str, Any]:
-    return {
-        "key_id": key.key_id,
-        "tenant": key.tenant,
-        "principal": key.principal,
-        "roles": [r.value for r in key.roles],
-        "status": _status(key, now),
-        "created_at": _iso(key.created_at),
-        "created_by": key.created_by,
-        "expires_at": _iso(key.expires_at),
-        "revoked_at": _iso(key.revoked_at),
-        "revoked_by": key.revoked_by,
-        "last_used_at": _iso(key.last_used_at),
-    }
+    return record_json(
+        key,
+        "key_id",
+        "tenant",
+        "principal",
+        "created_at",
+        "created_by",
+        "expires_at",
+        "revoked_at",
+        "revoked_by",
+        "last_used_at",
+        roles=[r.value for r in key.roles],
+        status=_status(key, now),
+    )
+
+
+def _key_line(key: KeyInfo, now: datetime) -> str:
+    expires = key.expires_at.isoformat(timespec="seconds") if key.expires_at else "never"
+    roles = ",".join(r.value for r in key.roles)
+    return f"{key.key_id}  {_status(key, now):<8} {key.principal}  {roles}  expires {expires}"
 
 
 def _tenant_json(tenant: TenantInfo) -> dict[str, Any]:
-    return {
-        "tenant": tenant.tenant,
-        "created_at": _iso(tenant.created_at),
-        "created_by": tenant.created_by,
-        "quotas": tenant.quotas,
-        "disabled_at": _iso(tenant.disabled_at),
-        "disabled_by": tenant.disabled_by,
-    }
+    return record_json(
+        tenant, "tenant", "created_at", "created_by", "quotas", "disabled_at", "disabled_by"
+    )
+
+
+def _tenant_line(t: TenantInfo) -> str:
+    created = t.created_at.isoformat(timespec="seconds") if t.created_at else "never"
+    disabled = (
+        f"  DISABLED {t.disabled_at.isoformat(timespec='seconds')} by {t.disabled_by}"
+        if t.disabled_at
+        else ""
+    )
+    return f"{t.tenant}  created {created} by {t.created_by}{disabled}"
 
 
 def _quotas(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, int]:
@@ -119,30 +138,18 @@ def tenants_create(tenant: str, quotas: dict[str, int], db: str) -> None:
 
 
 @tenants.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @db_option
 def tenants_list(as_json: bool, db: str) -> None:
     """List tenants."""
     with open_engine(db, must_exist=True) as engine:
         found = engine.list_tenants()
-    if as_json:
-        click.echo(dump([_tenant_json(t) for t in found]))
-        return
-    for t in found:
-        created = t.created_at.isoformat(timespec="seconds") if t.created_at else "never"
-        disabled = (
-            f"  DISABLED {t.disabled_at.isoformat(timespec='seconds')} by {t.disabled_by}"
-            if t.disabled_at
-            else ""
-        )
-        click.echo(f"{t.tenant}  created {created} by {t.created_by}{disabled}")
-    if not found:
-        click.echo("no tenants", err=True)
+    echo_found(found, as_json, _tenant_json, _tenant_line, "no tenants")
 
 
 @tenants.command("show")
 @click.argument("tenant")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @db_option
 def tenants_show(tenant: str, as_json: bool, db: str) -> None:
     """Show TENANT's quotas (the engine's defaults with its overrides) and what it holds."""
@@ -272,11 +279,7 @@ def keys() -> None:
 @keys.command("create")
 @key_tenant_option
 @click.option("--principal", required=True, help="Who the key acts as (a person or a service).")
-@click.option(
-    "--roles",
-    required=True,
-    help="Comma-separated: admin, operator, starter, approver, auditor, viewer.",
-)
+@roles_option
 @click.option(
     "--expires",
     default=None,
@@ -287,9 +290,8 @@ def keys() -> None:
 def keys_create(tenant: str, principal: str, roles: str, expires: str | None, db: str) -> None:
     """Make an API key; prints it once, alone on stdout (only its hash is kept)."""
     expires_at = parse_expiry(expires, datetime.now(UTC)) if expires is not None else None
-    names = [r.strip() for r in roles.split(",") if r.strip()]
     with open_engine(db, must_exist=True) as engine:
-        made = engine.create_key(principal, names, expires_at=expires_at, tenant=tenant)
+        made = engine.create_key(principal, role_names(roles), expires_at=expires_at, tenant=tenant)
     until = f", expires {made.expires_at.isoformat(timespec='seconds')}" if made.expires_at else ""
     click.echo(
         f"key {made.key_id} for {made.principal} in tenant {made.tenant} "
@@ -302,30 +304,25 @@ def keys_create(tenant: str, principal: str, roles: str, expires: str | None, db
 
 @keys.command("list")
 @key_tenant_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @db_option
 def keys_list(tenant: str, as_json: bool, db: str) -> None:
     """List the keys of a tenant (never their secrets)."""
     with open_engine(db, must_exist=True) as engine:
         found = engine.list_keys(tenant=tenant)
     now = datetime.now(UTC)
-    if as_json:
-        click.echo(dump([_key_json(k, now) for k in found]))
-        return
-    for k in found:
-        expires = k.expires_at.isoformat(timespec="seconds") if k.expires_at else "never"
-        roles = ",".join(r.value for r in k.roles)
-        click.echo(f"{k.key_id}  {_status(k, now):<8} {k.principal}  {roles}  expires {expires}")
-    if not found:
-        click.echo(f"no keys in tenant {tenant}", err=True)
+    echo_found(
+        found,
+        as_json,
+        lambda k: _key_json(k, now),
+        lambda k: _key_line(k, now),
+        f"no keys in tenant {tenant}",
+    )
 
 
-@keys.command("revoke")
-@click.argument("key_id")
-@key_tenant_option
-@db_option
-def keys_revoke(key_id: str, tenant: str, db: str) -> None:
-    """Revoke KEY_ID: it stops working at once."""
-    with open_engine(db, must_exist=True) as engine:
-        engine.revoke_key(key_id, tenant=tenant)
-    click.echo(f"key {key_id} revoked")
+record_commands(
+    keys,
+    "key_id",
+    key_tenant_option,
+    ("revoke", Engine.revoke_key, "key {} revoked", "Revoke KEY_ID: it stops working at once."),
+)

@@ -6,13 +6,25 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
 
+from waypost.client.sync import Engine
 from waypost.errors import DecisionRefused, InvalidCredential
+from waypost.model.records import ApprovalInfo
 
-from .common import db_option, dump, open_engine, tenant_option
+from .common import (
+    db_option,
+    dump,
+    echo_found,
+    json_option,
+    open_engine,
+    record_json,
+    stacked,
+    tenant_option,
+)
 from .output import cell, facts_grid, show
 
 
@@ -21,22 +33,32 @@ def approvals() -> None:
     """Human approvals: list them, decide them."""
 
 
-def _approval_json(info: Any) -> dict[str, Any]:
-    return {
-        "approval_id": info.approval_id,
-        "tenant": info.tenant,
-        "run_id": info.run_id,
-        "step": info.step,
-        "name": info.name,
-        "status": info.status,
-        "policy": info.policy,
-        "started_by": info.started_by,
-        "data": info.data,
-        "expires_at": info.expires_at.isoformat() if info.expires_at else None,
-        "created_at": info.created_at.isoformat(),
-        "votes": info.votes,
-        "refusals": info.refusals,
-    }
+def _approval_json(info: ApprovalInfo) -> dict[str, Any]:
+    return record_json(
+        info,
+        "approval_id",
+        "tenant",
+        "run_id",
+        "step",
+        "name",
+        "status",
+        "policy",
+        "started_by",
+        "expires_at",
+        "created_at",
+        "votes",
+        "refusals",
+        data=info.data,  # the workflow's value, as it is
+    )
+
+
+def _line(a: ApprovalInfo) -> str:
+    votes = ", ".join(f"{v['principal']}:{v['decision']}" for v in a.votes) or "-"
+    expires = a.expires_at.isoformat(timespec="seconds") if a.expires_at else "never"
+    return (
+        f"{a.approval_id}  {a.status:<9} {a.name:<16} run {a.run_id}  "
+        f"expires {expires}  votes {votes}"
+    )
 
 
 @approvals.command("list")
@@ -45,7 +67,7 @@ def _approval_json(info: Any) -> dict[str, Any]:
     "--status", default="pending", show_default=True, help="pending, approved, ... or all"
 )
 @click.option("--run", "run_id", default=None, help="Only this run's.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @db_option
 @tenant_option
 def approvals_list(
@@ -56,23 +78,12 @@ def approvals_list(
         found = engine.approvals(
             principal, None if status == "all" else status, tenant=tenant, run_id=run_id
         )
-    if as_json:
-        click.echo(dump([_approval_json(a) for a in found]))
-        return
-    for a in found:
-        votes = ", ".join(f"{v['principal']}:{v['decision']}" for v in a.votes) or "-"
-        expires = a.expires_at.isoformat(timespec="seconds") if a.expires_at else "never"
-        click.echo(
-            f"{a.approval_id}  {a.status:<9} {a.name:<16} run {a.run_id}  "
-            f"expires {expires}  votes {votes}"
-        )
-    if not found:
-        click.echo("no approvals", err=True)
+    echo_found(found, as_json, _approval_json, _line, "no approvals")
 
 
 @approvals.command("show")
 @click.argument("approval_id")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @db_option
 @tenant_option
 def approvals_show(approval_id: str, as_json: bool, db: str, tenant: str) -> None:
@@ -119,32 +130,38 @@ def _decide(
         click.echo(f"{decision} by {principal} counted; the approval is {receipt.outcome}")
 
 
-@click.command()
-@click.argument("approval_id")
-@click.option("--token", required=True, help="The credential from the notification.")
-@click.option("--as", "principal", required=True, help="Who you are (the approver).")
-@click.option("--comment", default="", help="Recorded with the decision.")
-@db_option
-@tenant_option
-def approve(
-    approval_id: str, token: str, principal: str, comment: str, db: str, tenant: str
-) -> None:
-    """Approve APPROVAL_ID with your credential."""
-    _decide(db, tenant, approval_id, token, principal, "approve", comment)
+def _decision_command(decision: str, doc: str, comment: Callable[[Any], Any]) -> click.Command:
+    """`waypost approve` or `waypost reject`: the same but for the decision and how
+    --comment is asked for (`comment`, the option)."""
+
+    def run(
+        approval_id: str, token: str, principal: str, comment: str, db: str, tenant: str
+    ) -> None:
+        _decide(db, tenant, approval_id, token, principal, decision, comment)
+
+    run.__doc__ = doc
+    command = stacked(
+        run,
+        click.argument("approval_id"),
+        click.option("--token", required=True, help="The credential from the notification."),
+        click.option("--as", "principal", required=True, help="Who you are (the approver)."),
+        comment,
+        db_option,
+        tenant_option,
+    )
+    return click.command(decision)(command)
 
 
-@click.command()
-@click.argument("approval_id")
-@click.option("--token", required=True, help="The credential from the notification.")
-@click.option("--as", "principal", required=True, help="Who you are (the approver).")
-@click.option("--comment", required=True, help="Why (recorded with the decision).")
-@db_option
-@tenant_option
-def reject(
-    approval_id: str, token: str, principal: str, comment: str, db: str, tenant: str
-) -> None:
-    """Reject APPROVAL_ID with your credential."""
-    _decide(db, tenant, approval_id, token, principal, "reject", comment)
+approve = _decision_command(
+    "approve",
+    "Approve APPROVAL_ID with your credential.",
+    click.option("--comment", default="", help="Recorded with the decision."),
+)
+reject = _decision_command(
+    "reject",
+    "Reject APPROVAL_ID with your credential.",
+    click.option("--comment", required=True, help="Why (recorded with the decision)."),
+)
 
 
 # == the built-in directory ==========================================================
@@ -153,32 +170,46 @@ def groups() -> None:
     """Groups of approvers in the built-in directory."""
 
 
-@groups.command("add")
-@click.argument("group")
-@click.argument("users", nargs=-1, required=True)
-@db_option
-@tenant_option
-def groups_add(group: str, users: tuple[str, ...], db: str, tenant: str) -> None:
-    """Add USERS to GROUP (they are asked on its pending approvals)."""
-    with open_engine(db) as engine:
-        added = engine.add_to_group(group, list(users), tenant=tenant)
-    click.echo(f"{added} added to {group} (tenant {tenant})")
+def _members_command(
+    name: str, change: Callable[..., Any], done: str, doc: str, *, must_exist: bool
+) -> None:
+    """`groups add` or `groups remove`: `change` GROUP's USERS, print how many changed and
+    what was `done`."""
+
+    def run(group: str, users: tuple[str, ...], db: str, tenant: str) -> None:
+        with open_engine(db, must_exist=must_exist) as engine:
+            changed = change(engine, group, list(users), tenant=tenant)
+        click.echo(f"{changed} {done} {group} (tenant {tenant})")
+
+    run.__doc__ = doc
+    command = stacked(
+        run,
+        click.argument("group"),
+        click.argument("users", nargs=-1, required=True),
+        db_option,
+        tenant_option,
+    )
+    groups.command(name)(command)
 
 
-@groups.command("remove")
-@click.argument("group")
-@click.argument("users", nargs=-1, required=True)
-@db_option
-@tenant_option
-def groups_remove(group: str, users: tuple[str, ...], db: str, tenant: str) -> None:
-    """Remove USERS from GROUP (their credentials on its pending approvals stop working)."""
-    with open_engine(db, must_exist=True) as engine:
-        removed = engine.remove_from_group(group, list(users), tenant=tenant)
-    click.echo(f"{removed} removed from {group} (tenant {tenant})")
+_members_command(
+    "add",
+    Engine.add_to_group,
+    "added to",
+    "Add USERS to GROUP (they are asked on its pending approvals).",
+    must_exist=False,
+)
+_members_command(
+    "remove",
+    Engine.remove_from_group,
+    "removed from",
+    "Remove USERS from GROUP (their credentials on its pending approvals stop working).",
+    must_exist=True,
+)
 
 
 @groups.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @db_option
 @tenant_option
 def groups_list(as_json: bool, db: str, tenant: str) -> None:

@@ -1,12 +1,15 @@
-"""What the `waypost` commands share: the database and tenant options, opening an engine,
-loading the `--app` modules."""
+"""What the `waypost` commands share: the database, tenant, --json and --app options,
+opening an engine, loading the `--app` modules, printing a tenant's records as JSON or
+lines, and building the commands that list a tenant's records or act on one of them."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
+from enum import Enum
 from typing import Any, TypeVar
 
 import click
@@ -19,6 +22,7 @@ from waypost.store import DEFAULT_URL
 from waypost.store.sqlite import parse_sqlite_url
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 db_option = click.option(
     "--db",
@@ -31,6 +35,17 @@ db_option = click.option(
 tenant_option = click.option(
     "--tenant", default="default", show_default=True, help="Tenant of the run."
 )
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+roles_option = click.option(
+    "--roles",
+    required=True,
+    help="Comma-separated: admin, operator, starter, approver, auditor, viewer.",
+)
+
+
+def role_names(roles: str) -> list[str]:
+    """The names `--roles` gives, comma-separated."""
+    return [r.strip() for r in roles.split(",") if r.strip()]
 
 
 class Cli(click.Group):
@@ -103,6 +118,38 @@ def dump(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
+def record_json(record: Any, *names: str, **more: Any) -> dict[str, Any]:
+    """The attributes `names` of `record` for --json (a time in ISO 8601, an enum as its
+    value), and `more` as they are given."""
+    out: dict[str, Any] = {}
+    for name in names:
+        value = getattr(record, name)
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif isinstance(value, Enum):
+            value = value.value
+        out[name] = value
+    return {**out, **more}
+
+
+def echo_found(
+    found: Sequence[T],
+    as_json: bool,
+    to_json: Callable[[T], Any],
+    line: Callable[[T], str],
+    none: str,
+) -> None:
+    """Records a list command found: with --json one JSON list, else a line each, and
+    `none` on stderr when there are none."""
+    if as_json:
+        click.echo(dump([to_json(r) for r in found]))
+        return
+    for r in found:
+        click.echo(line(r))
+    if not found:
+        click.echo(none, err=True)
+
+
 def check_http_allow(
     ctx: click.Context, param: click.Parameter, hosts: tuple[str, ...]
 ) -> tuple[str, ...]:
@@ -152,57 +199,148 @@ log_format_option = click.option(
 )
 
 
-def worker_options(command: F) -> F:
-    """The options of a process that serves work: `waypost worker` and `waypost server`."""
-    for option in reversed(
-        [
-            click.option(
-                "--lease", type=float, default=30.0, show_default=True, help="Task lease (s)."
-            ),
-            click.option(
-                "--grace", type=float, default=30.0, show_default=True, help="Shutdown grace (s)."
-            ),
-            click.option(
-                "--cancel-grace",
-                "cancel_grace",
-                default="30",
-                show_default=True,
-                callback=check_cancel_grace,
-                help="Seconds a cancelled run's clean-up may take before the run ends "
-                "cancelled anyway, or 'none' for no limit.",
-            ),
-            click.option("--max-activities", type=int, default=100, show_default=True),
-            click.option(
-                "--notify",
-                default="log",
-                show_default=True,
-                envvar="WAYPOST_NOTIFY",
-                help="Where approval notifications go: log, file:PATH, "
-                "smtp://host:port?sender=..., webhook+https://host/path?secret=... (or set "
-                "WAYPOST_NOTIFY, which keeps a password or secret out of the process list).",
-            ),
-            click.option(
-                "--approval-url",
-                default=None,
-                help="Base URL of the approval pages that notification links open (the "
-                "address of `waypost server` as approvers reach it).",
-            ),
-            click.option(
-                "--http-allow",
-                "http_allow",
-                multiple=True,
-                metavar="HOST",
-                callback=check_http_allow,
-                help="A host that `http` steps of tenant-defined workflows may call "
-                "(repeatable): 'api.example.com', '*.example.com' for its subdomains, "
-                "'host:port', '*' for any public address, or an address or network "
-                "('10.1.2.3', '10.0.0.0/8') to allow loopback or private addresses. Only "
-                "these; without the option this process runs no `http` step.",
-            ),
-        ]
-    ):
+def list_command(
+    group: click.Group,
+    doc: str,
+    fetch: Callable[..., Sequence[T]],
+    line: Callable[[T], str],
+    *,
+    to_json: Callable[[T], Any],
+    none: str,
+    options: Sequence[Callable[[Any], Any]],
+) -> None:
+    """Add `list` to `group`: the tenant's records `fetch(engine, tenant=...)` reads,
+    printed by `echo_found` (`none` may name {tenant}). `options` are its --tenant,
+    --json and --db options in the order --help shows them."""
+
+    def run(tenant: str, as_json: bool, db: str) -> None:
+        with open_engine(db, must_exist=True) as engine:
+            found = fetch(engine, tenant=tenant)
+        echo_found(found, as_json, to_json, line, none.format(tenant=tenant))
+
+    run.__doc__ = doc
+    group.command("list")(stacked(run, *options))
+
+
+def record_commands(
+    group: click.Group,
+    argument: str,
+    tenant: Callable[[Any], Any],
+    *commands: tuple[str, Callable[..., Any], str | Callable[[str, Any], str], str],
+) -> None:
+    """Add to `group` commands on one record of a tenant, named by the argument
+    `argument`: each (name, call, said, doc) calls `call(engine, record_id, tenant=...)`
+    and prints what `said(record_id, answer)` makes of it, or `said` with the record's id
+    in its {}. `tenant` is their --tenant."""
+    for name, call, said, doc in commands:
+        group.command(name)(
+            stacked(_record_command(call, said, doc), click.argument(argument), tenant, db_option)
+        )
+
+
+def _record_command(
+    call: Callable[..., Any], said: str | Callable[[str, Any], str], doc: str
+) -> Callable[..., None]:
+    """The callback of one of `record_commands`: its one argument comes as `record`."""
+
+    def run(tenant: str, db: str, **record: str) -> None:
+        (record_id,) = record.values()
+        with open_engine(db, must_exist=True) as engine:
+            answer = call(engine, record_id, tenant=tenant)
+        click.echo(said.format(record_id) if isinstance(said, str) else said(record_id, answer))
+
+    run.__doc__ = doc
+    return run
+
+
+def stacked(command: F, *options: Callable[[Any], Any]) -> F:
+    """`command` with `options` (click decorators), which --help shows in this order: as
+    if they were stacked above it."""
+    for option in reversed(options):
         command = option(command)
     return command
+
+
+def run_or_all_options(counted: str) -> Callable[[F], F]:
+    """The options of a command on one run (--run) or on every run of the tenant (--all)
+    in batches, with --dry-run (which counts what would be `counted`) and --json totals."""
+
+    def options(command: F) -> F:
+        return stacked(
+            command,
+            click.option("--run", "run_id", default=None, metavar="RUN_ID", help="Only this run."),
+            click.option("--all", "all_runs", is_flag=True, help="Every run of the tenant."),
+            click.option(
+                "--dry-run", is_flag=True, help=f"Count what would be {counted}; write nothing."
+            ),
+            click.option("--json", "as_json", is_flag=True, help="Print the totals as JSON."),
+            db_option,
+            tenant_option,
+        )
+
+    return options
+
+
+def check_run_or_all(run_id: str | None, all_runs: bool) -> None:
+    """One of --run and --all, as `run_or_all_options` asks."""
+    if (run_id is None) == (not all_runs):
+        raise click.UsageError("give --run RUN_ID or --all")
+
+
+def worker_options(command: F) -> F:
+    """The options of a process that serves work: `waypost worker` and `waypost server`."""
+    return stacked(
+        command,
+        click.option(
+            "--lease", type=float, default=30.0, show_default=True, help="Task lease (s)."
+        ),
+        click.option(
+            "--grace", type=float, default=30.0, show_default=True, help="Shutdown grace (s)."
+        ),
+        click.option(
+            "--cancel-grace",
+            "cancel_grace",
+            default="30",
+            show_default=True,
+            callback=check_cancel_grace,
+            help="Seconds a cancelled run's clean-up may take before the run ends "
+            "cancelled anyway, or 'none' for no limit.",
+        ),
+        click.option("--max-activities", type=int, default=100, show_default=True),
+        click.option(
+            "--notify",
+            default="log",
+            show_default=True,
+            envvar="WAYPOST_NOTIFY",
+            help="Where approval notifications go: log, file:PATH, "
+            "smtp://host:port?sender=..., webhook+https://host/path?secret=... (or set "
+            "WAYPOST_NOTIFY, which keeps a password or secret out of the process list).",
+        ),
+        click.option(
+            "--approval-url",
+            default=None,
+            help="Base URL of the approval pages that notification links open (the "
+            "address of `waypost server` as approvers reach it).",
+        ),
+        click.option(
+            "--http-allow",
+            "http_allow",
+            multiple=True,
+            metavar="HOST",
+            callback=check_http_allow,
+            help="A host that `http` steps of tenant-defined workflows may call "
+            "(repeatable): 'api.example.com', '*.example.com' for its subdomains, "
+            "'host:port', '*' for any public address, or an address or network "
+            "('10.1.2.3', '10.0.0.0/8') to allow loopback or private addresses. Only "
+            "these; without the option this process runs no `http` step.",
+        ),
+    )
+
+
+def app_option(help: str, *, required: bool = False) -> Callable[[F], F]:
+    """--app (repeatable, as `apps`): the modules whose workflows and activities a command
+    loads; `help` says what for."""
+    return click.option("--app", "apps", multiple=True, required=required, help=help)
 
 
 def load_apps(apps: tuple[str, ...]) -> list[Any]:

@@ -8,10 +8,19 @@ from typing import Any
 
 import click
 
+from waypost.client.sync import Engine
 from waypost.errors import WaypostError
-from waypost.model.records import MigrationReport
+from waypost.model.records import DefinitionInfo, MigrationReport
 
-from .common import db_option, dump, open_engine, tenant_option
+from .common import (
+    db_option,
+    dump,
+    json_option,
+    list_command,
+    open_engine,
+    record_json,
+    tenant_option,
+)
 
 NO_REASON = "no reason given (waypost runs migrate without --reason)"
 
@@ -75,18 +84,13 @@ def _read_source(file: str, limit: int) -> bytes:
     return data
 
 
-def _definition_json(d: Any, *, with_body: bool = False) -> dict[str, Any]:
-    out = {
-        "name": d.name,
-        "version": d.version,
-        "digest": d.digest,
-        "tenant": d.tenant,
-        "published_at": d.published_at.isoformat(),
-        "published_by": d.published_by,
-    }
-    if with_body:
-        out["definition"] = d.body
-    return out
+def _definition_json(d: DefinitionInfo) -> dict[str, Any]:
+    return record_json(d, "name", "version", "digest", "tenant", "published_at", "published_by")
+
+
+def _line(d: DefinitionInfo) -> str:
+    when = d.published_at.isoformat(timespec="seconds")
+    return f"{d.name}  v{d.version}  {d.digest[:16]}  {when}  {d.published_by or '-'}"
 
 
 @definitions.command("publish")
@@ -113,22 +117,15 @@ def definitions_publish(file: str, by: str | None, db: str, tenant: str) -> None
         click.echo(f"warning: {warning}", err=True)
 
 
-@definitions.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@db_option
-@tenant_option
-def definitions_list(as_json: bool, db: str, tenant: str) -> None:
-    """List published definitions and their versions."""
-    with open_engine(db, must_exist=True) as engine:
-        found = engine.definitions(tenant=tenant)
-    if as_json:
-        click.echo(dump([_definition_json(d) for d in found]))
-        return
-    for d in found:
-        when = d.published_at.isoformat(timespec="seconds")
-        click.echo(f"{d.name}  v{d.version}  {d.digest[:16]}  {when}  {d.published_by or '-'}")
-    if not found:
-        click.echo("no definitions", err=True)
+list_command(
+    definitions,
+    "List published definitions and their versions.",
+    Engine.definitions,
+    _line,
+    to_json=_definition_json,
+    none="no definitions",
+    options=(json_option, db_option, tenant_option),
+)
 
 
 @definitions.command("show")
@@ -144,7 +141,7 @@ def definitions_show(name: str, version: int | None, as_json: bool, db: str, ten
             info = engine.definition(name, version, tenant=tenant)
         except LookupError as exc:
             raise click.ClickException(str(exc)) from exc
-    click.echo(dump(_definition_json(info, with_body=True)))
+    click.echo(dump({**_definition_json(info), "definition": info.body}))
 
 
 @click.command("migrate")

@@ -15,7 +15,7 @@ import click
 
 from waypost.model.operations import ReEncryptReport
 
-from .common import db_option, open_engine, tenant_option
+from .common import check_run_or_all, open_engine, run_or_all_options
 
 BATCH = 200
 
@@ -33,12 +33,7 @@ def _words(
 
 
 @click.command("re-encrypt")
-@click.option("--run", "run_id", default=None, metavar="RUN_ID", help="Only this run.")
-@click.option("--all", "all_runs", is_flag=True, help="Every run of the tenant.")
-@click.option("--dry-run", is_flag=True, help="Count what would be re-encrypted; write nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the totals as JSON.")
-@db_option
-@tenant_option
+@run_or_all_options("re-encrypted")
 def runs_reencrypt(
     run_id: str | None, all_runs: bool, dry_run: bool, as_json: bool, db: str, tenant: str
 ) -> None:
@@ -47,8 +42,7 @@ def runs_reencrypt(
     webhook sources too) under the current
     key of WAYPOST_ENCRYPTION_KEYS, so that older keys can be retired. The history's
     hashes do not change: `runs verify` still passes."""
-    if (run_id is None) == (not all_runs):
-        raise click.UsageError("give --run RUN_ID or --all")
+    check_run_or_all(run_id, all_runs)
     with open_engine(db, must_exist=True) as engine:
         if run_id is not None:
             report = engine.reencrypt(run_id, dry_run=dry_run, tenant=tenant)

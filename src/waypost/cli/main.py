@@ -23,6 +23,7 @@ from .access import keys, tenants
 from .approvals import approvals, approve, groups, reject
 from .common import (
     Cli,
+    app_option,
     db_option,
     load_apps,
     log_format_option,
@@ -74,12 +75,9 @@ def demo(db: str) -> None:
 
 @main.command()
 @db_option
-@click.option(
-    "--app",
-    "apps",
-    multiple=True,
-    help="Module whose workflows and activities to serve (repeatable; without it the "
-    "worker serves only published definitions).",
+@app_option(
+    "Module whose workflows and activities to serve (repeatable; without it the "
+    "worker serves only published definitions)."
 )
 @worker_options
 @log_format_option

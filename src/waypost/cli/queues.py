@@ -10,7 +10,7 @@ import click
 from waypost.model.operations_queues import KEEP
 from waypost.model.queues import QueueInfo
 
-from .common import db_option, dump, open_engine, tenant_option
+from .common import db_option, dump, json_option, open_engine, tenant_option
 
 _RATE = re.compile(r"([0-9]{1,7})/([0-9]{0,9}(?:\.[0-9]{1,6})?)([smhd]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -51,13 +51,19 @@ def _row(q: QueueInfo) -> str:
     return f"{q.name:<24} {most:>11} {rate:>12} {q.depth:>7} {q.running:>7} {age:>10} {runs}"
 
 
-def _table(found: list[QueueInfo]) -> None:
+def _echo(found: list[QueueInfo] | QueueInfo, as_json: bool) -> None:
+    """The queues (or the one queue) as JSON with --json, else as a table."""
+    rows = [found] if isinstance(found, QueueInfo) else found
+    if as_json:
+        shown = [q.to_json() for q in rows]
+        click.echo(dump(shown[0] if isinstance(found, QueueInfo) else shown))
+        return
     head = ("QUEUE", "CONCURRENCY", "RATE", "DEPTH", "RUNNING", "OLDEST", "ENQUEUED", "ADMITTED")
     click.echo(
         f"{head[0]:<24} {head[1]:>11} {head[2]:>12} {head[3]:>7} {head[4]:>7} {head[5]:>10} "
         f"{head[6]:>8} {head[7]:>8}"
     )
-    for q in found:
+    for q in rows:
         click.echo(_row(q))
 
 
@@ -69,31 +75,25 @@ def queues() -> None:
 
 @queues.command("list")
 @tenant_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @db_option
 def queues_list(tenant: str, as_json: bool, db: str) -> None:
     """List the tenant's queues: limits, depth (waiting), running, oldest waiting age."""
     with open_engine(db, must_exist=True) as engine:
         found = engine.queues(tenant=tenant)
-    if as_json:
-        click.echo(dump([q.to_json() for q in found]))
-        return
-    _table(found)
+    _echo(found, as_json)
 
 
 @queues.command("show")
 @click.argument("name")
 @tenant_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @db_option
 def queues_show(name: str, tenant: str, as_json: bool, db: str) -> None:
     """Show queue NAME of the tenant."""
     with open_engine(db, must_exist=True) as engine:
         found = engine.queue(name, tenant=tenant)
-    if as_json:
-        click.echo(dump(found.to_json()))
-        return
-    _table([found])
+    _echo(found, as_json)
 
 
 @queues.command("set")
@@ -141,7 +141,4 @@ def queues_set(
             worker_concurrency=worker_concurrency,
             tenant=tenant,
         )
-    if as_json:
-        click.echo(dump(found.to_json()))
-        return
-    _table([found])
+    _echo(found, as_json)

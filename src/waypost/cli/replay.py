@@ -26,7 +26,7 @@ from waypost.store.base import RunRecord
 from waypost.store.readonly import HistoryReader, open_reader
 from waypost.testing.replay import ReplayResult, ReplayStatus, replay_history
 
-from .common import db_option
+from .common import app_option, db_option
 
 OPEN = (RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAUSED, RunStatus.SUSPENDED)
 FINISHED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TERMINATED)
@@ -39,12 +39,9 @@ class CannotCheck(click.ClickException):
 
 
 @click.command("replay")
-@click.option(
-    "--app",
-    "apps",
-    multiple=True,
+@app_option(
+    "Module whose workflows to check (repeatable): the code about to be deployed.",
     required=True,
-    help="Module whose workflows to check (repeatable): the code about to be deployed.",
 )
 @click.option(
     "--workflow",

@@ -15,7 +15,7 @@ import click
 from waypost.model.operations import MAX_RETENTION_SECONDS, PURGE_BATCH
 from waypost.model.records import PurgedRun
 
-from .common import db_option, dump, open_engine, tenant_option
+from .common import db_option, dump, open_engine, record_json, tenant_option
 
 _AGE = re.compile(r"([0-9]{1,9})([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -40,20 +40,21 @@ def _age(ctx: click.Context, param: click.Parameter, value: str) -> int:
 
 
 def purged_json(p: PurgedRun) -> dict[str, Any]:
-    return {
-        "tenant": p.tenant,
-        "run_id": p.run_id,
-        "workflow": p.workflow,
-        "version": p.version,
-        "status": p.status.value,
-        "created_at": p.created_at.isoformat(),
-        "finished_at": p.finished_at.isoformat() if p.finished_at else None,
-        "events": p.last_seq,
-        "last_hash": p.last_hash,
-        "purged_at": p.purged_at.isoformat(),
-        "purged_by": p.purged_by,
-        "reason": p.reason,
-    }
+    return record_json(
+        p,
+        "tenant",
+        "run_id",
+        "workflow",
+        "version",
+        "status",
+        "created_at",
+        "finished_at",
+        "last_hash",
+        "purged_at",
+        "purged_by",
+        "reason",
+        events=p.last_seq,
+    )
 
 
 @click.command("purge")

@@ -12,14 +12,17 @@ import click
 
 from waypost.errors import InvalidRequest
 from waypost.model.operations_runs import MAX_HISTORY_PAGE
+from waypost.model.records import RunInfo
 
 from .common import (
+    app_option,
     check_cancel_grace,
     db_option,
     dump,
     json_value,
     load_apps,
     open_engine,
+    record_json,
     tenant_option,
 )
 from .output import run_words, runs_table, show
@@ -33,12 +36,7 @@ def runs() -> None:
 @click.command()
 @click.argument("workflow")
 @click.argument("payload", required=False)
-@click.option(
-    "--app",
-    "apps",
-    multiple=True,
-    help="Module defining the workflow (not needed for a published definition).",
-)
+@app_option("Module defining the workflow (not needed for a published definition).")
 @click.option(
     "--version",
     "version",
@@ -141,24 +139,25 @@ def runs_list(
     show(runs_table(infos))
 
 
-def _info_json(info: Any) -> dict[str, Any]:
-    return {
-        "tenant": info.tenant,
-        "run_id": info.run_id,
-        "workflow": info.workflow,
-        "version": info.version,
-        "status": info.status.value,
-        "result": info.result,
-        "error": info.error,
-        "waiting_for": info.waiting_for,
-        "events": info.last_seq,
-        "created_at": info.created_at.isoformat(),
-        "updated_at": info.updated_at.isoformat(),
-        "finished_at": info.finished_at.isoformat() if info.finished_at else None,
-        "next_action": info.next_action,
-        "parent": info.parent,
-        "children": info.children,
-    }
+def _info_json(info: RunInfo) -> dict[str, Any]:
+    return record_json(
+        info,
+        "tenant",
+        "run_id",
+        "workflow",
+        "version",
+        "status",
+        "error",
+        "waiting_for",
+        "created_at",
+        "updated_at",
+        "finished_at",
+        "next_action",
+        "parent",
+        "children",
+        result=info.result,  # the workflow's value, as it is
+        events=info.last_seq,
+    )
 
 
 @runs.command("show")

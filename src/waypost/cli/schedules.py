@@ -8,12 +8,12 @@ from typing import Any
 
 import click
 
+from waypost.client.sync import Engine
 from waypost.model.schedules import ScheduleInfo
 
-from .common import db_option, dump, open_engine
+from .common import db_option, dump, json_option, list_command, open_engine, record_commands
 
 tenant_option = click.option("--tenant", default="default", show_default=True)
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
 def _line(info: ScheduleInfo) -> str:
@@ -90,62 +90,39 @@ def schedules_create(
     click.echo(dump(made.to_dict()) if as_json else _line(made))
 
 
-@schedules.command("list")
-@tenant_option
-@json_option
-@db_option
-def schedules_list(tenant: str, as_json: bool, db: str) -> None:
-    """List the schedules of a tenant."""
-    with open_engine(db, must_exist=True) as engine:
-        found = engine.schedules(tenant=tenant)
-    if as_json:
-        click.echo(dump([s.to_dict() for s in found]))
-        return
-    for info in found:
-        click.echo(_line(info))
-    if not found:
-        click.echo(f"no schedules in tenant {tenant}", err=True)
+list_command(
+    schedules,
+    "List the schedules of a tenant.",
+    Engine.schedules,
+    _line,
+    to_json=ScheduleInfo.to_dict,
+    none="no schedules in tenant {tenant}",
+    options=(tenant_option, json_option, db_option),
+)
 
 
-@schedules.command("show")
-@click.argument("schedule_id")
-@tenant_option
-@db_option
-def schedules_show(schedule_id: str, tenant: str, db: str) -> None:
-    """Show SCHEDULE_ID (JSON)."""
-    with open_engine(db, must_exist=True) as engine:
-        click.echo(dump(engine.describe_schedule(schedule_id, tenant=tenant).to_dict()))
+def _shown(_: str, info: ScheduleInfo) -> str:
+    return dump(info.to_dict())
 
 
-@schedules.command("pause")
-@click.argument("schedule_id")
-@tenant_option
-@db_option
-def schedules_pause(schedule_id: str, tenant: str, db: str) -> None:
-    """Stop SCHEDULE_ID firing; its runs go on."""
-    with open_engine(db, must_exist=True) as engine:
-        click.echo(_line(engine.pause_schedule(schedule_id, tenant=tenant)))
+def _its_line(_: str, info: ScheduleInfo) -> str:
+    return _line(info)
 
 
-@schedules.command("resume")
-@click.argument("schedule_id")
-@tenant_option
-@db_option
-def schedules_resume(schedule_id: str, tenant: str, db: str) -> None:
-    """Fire SCHEDULE_ID again, from now on."""
-    with open_engine(db, must_exist=True) as engine:
-        click.echo(_line(engine.resume_schedule(schedule_id, tenant=tenant)))
-
-
-@schedules.command("delete")
-@click.argument("schedule_id")
-@tenant_option
-@db_option
-def schedules_delete(schedule_id: str, tenant: str, db: str) -> None:
-    """Delete SCHEDULE_ID; the runs it started go on."""
-    with open_engine(db, must_exist=True) as engine:
-        engine.delete_schedule(schedule_id, tenant=tenant)
-    click.echo(f"schedule {schedule_id} deleted")
+record_commands(
+    schedules,
+    "schedule_id",
+    tenant_option,
+    ("show", Engine.describe_schedule, _shown, "Show SCHEDULE_ID (JSON)."),
+    ("pause", Engine.pause_schedule, _its_line, "Stop SCHEDULE_ID firing; its runs go on."),
+    ("resume", Engine.resume_schedule, _its_line, "Fire SCHEDULE_ID again, from now on."),
+    (
+        "delete",
+        Engine.delete_schedule,
+        "schedule {} deleted",
+        "Delete SCHEDULE_ID; the runs it started go on.",
+    ),
+)
 
 
 @schedules.command("backfill")

@@ -14,18 +14,13 @@ import sys
 
 import click
 
-from .common import db_option, open_engine, tenant_option
+from .common import check_run_or_all, open_engine, run_or_all_options
 
 BATCH = 200
 
 
 @click.command("seal-legacy")
-@click.option("--run", "run_id", default=None, metavar="RUN_ID", help="Only this run.")
-@click.option("--all", "all_runs", is_flag=True, help="Every run of the tenant.")
-@click.option("--dry-run", is_flag=True, help="Count what would be sealed; write nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the totals as JSON.")
-@db_option
-@tenant_option
+@run_or_all_options("sealed")
 def runs_seal_legacy(
     run_id: str | None, all_runs: bool, dry_run: bool, as_json: bool, db: str, tenant: str
 ) -> None:
@@ -34,8 +29,7 @@ def runs_seal_legacy(
     a check on each run's and approval's row that has none. A run whose history or rows
     do not verify even as legacy ones is left as it is and named (exit 1): an operator
     must look at it. Run once after upgrading, then unset WAYPOST_CHAIN_ACCEPT_LEGACY."""
-    if (run_id is None) == (not all_runs):
-        raise click.UsageError("give --run RUN_ID or --all")
+    check_run_or_all(run_id, all_runs)
     runs = rehashed = rows = 0
     refused: dict[str, str] = {}
     with open_engine(db, must_exist=True) as engine:

@@ -14,17 +14,12 @@ from waypost.errors import WaypostError
 from waypost.model.logs import configure_logging, logger
 from waypost.store import open_store, redact_url
 
-from .common import db_option, log_format_option, sender_from_spec, worker_options
+from .common import app_option, db_option, log_format_option, sender_from_spec, worker_options
 
 
 @click.command("server")
 @db_option
-@click.option(
-    "--app",
-    "apps",
-    multiple=True,
-    help="Module whose workflows and activities the server's processes serve (repeatable).",
-)
+@app_option("Module whose workflows and activities the server's processes serve (repeatable).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
 @click.option(

@@ -12,13 +12,10 @@ import click
 
 from waypost.runtime.registry import items_in_modules
 
-from .common import db_option, dump, json_value, open_engine, tenant_option
+from .common import app_option, db_option, dump, json_value, open_engine, tenant_option
 
-_app_option = click.option(
-    "--app",
-    "apps",
-    multiple=True,
-    help="Module defining the run's workflow (repeatable; not needed for a definition run).",
+_app_option = app_option(
+    "Module defining the run's workflow (repeatable; not needed for a definition run)."
 )
 _arg_option = click.option(
     "--arg",

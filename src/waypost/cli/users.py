@@ -11,7 +11,17 @@ import sys
 
 import click
 
-from .common import db_option, dump, open_engine
+from waypost.client.sync import Engine
+from waypost.model.users import UserInfo
+
+from .common import (
+    db_option,
+    json_option,
+    list_command,
+    open_engine,
+    role_names,
+    roles_option,
+)
 
 tenant_option = click.option("--tenant", required=True, help="The tenant of the users.")
 password_stdin_option = click.option(
@@ -37,40 +47,33 @@ def users() -> None:
 @users.command("create")
 @tenant_option
 @click.option("--name", required=True, help="The user's name (what they sign in with).")
-@click.option(
-    "--roles",
-    required=True,
-    help="Comma-separated: admin, operator, starter, approver, auditor, viewer.",
-)
+@roles_option
 @password_stdin_option
 @db_option
 def users_create(tenant: str, name: str, roles: str, password_stdin: bool, db: str) -> None:
     """Make a console user (only an argon2id hash of the password is kept)."""
     password = read_password(password_stdin)
-    names = [r.strip() for r in roles.split(",") if r.strip()]
     with open_engine(db, must_exist=True) as engine:
-        made = engine.create_user(name, names, password, tenant=tenant)
+        made = engine.create_user(name, role_names(roles), password, tenant=tenant)
     click.echo(
         f"user {made.name} in tenant {made.tenant} ({', '.join(r.value for r in made.roles)})"
     )
 
 
-@users.command("list")
-@tenant_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@db_option
-def users_list(tenant: str, as_json: bool, db: str) -> None:
-    """List the console users of a tenant."""
-    with open_engine(db, must_exist=True) as engine:
-        found = engine.list_users(tenant=tenant)
-    if as_json:
-        click.echo(dump([u.to_json() for u in found]))
-        return
-    for u in found:
-        state = "disabled" if u.disabled else "active"
-        click.echo(f"{u.name}  {state:<8} {','.join(r.value for r in u.roles)}")
-    if not found:
-        click.echo(f"no users in tenant {tenant}", err=True)
+def _line(user: UserInfo) -> str:
+    state = "disabled" if user.disabled else "active"
+    return f"{user.name}  {state:<8} {','.join(r.value for r in user.roles)}"
+
+
+list_command(
+    users,
+    "List the console users of a tenant.",
+    Engine.list_users,
+    _line,
+    to_json=UserInfo.to_json,
+    none="no users in tenant {tenant}",
+    options=(tenant_option, json_option, db_option),
+)
 
 
 @users.command("disable")

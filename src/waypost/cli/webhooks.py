@@ -11,26 +11,42 @@ from typing import Any
 
 import click
 
+from waypost.client.sync import Engine
 from waypost.model.records import WebhookSourceInfo
 
-from .common import db_option, dump, open_engine
+from .common import (
+    db_option,
+    json_option,
+    list_command,
+    open_engine,
+    record_commands,
+    record_json,
+)
 
 tenant_option = click.option("--tenant", required=True, help="The tenant of the sources.")
 
 
 def _source_json(source: WebhookSourceInfo) -> dict[str, Any]:
-    return {
-        "source": source.source,
-        "tenant": source.tenant,
-        "signal": source.signal,
-        "correlate_key": source.correlate_key,
-        "correlate_path": source.correlate_path,
-        "tolerance_seconds": source.tolerance_seconds,
-        "created_at": source.created_at.isoformat(),
-        "created_by": source.created_by,
-        "url_id": source.url_id,
-        "url_path": source.url_path,
-    }
+    return record_json(
+        source,
+        "source",
+        "tenant",
+        "signal",
+        "correlate_key",
+        "correlate_path",
+        "tolerance_seconds",
+        "created_at",
+        "created_by",
+        "url_id",
+        "url_path",
+    )
+
+
+def _line(s: WebhookSourceInfo) -> str:
+    return (
+        f"{s.source}  {s.url_path}  signal {s.signal}  key {s.correlate_key}  "
+        f"path {s.correlate_path}  tolerance {s.tolerance_seconds}s"
+    )
 
 
 @click.group()
@@ -69,32 +85,25 @@ def webhooks_create(
     click.echo(made.secret)
 
 
-@webhooks.command("list")
-@tenant_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@db_option
-def webhooks_list(tenant: str, as_json: bool, db: str) -> None:
-    """List the webhook sources of a tenant (never their secrets)."""
-    with open_engine(db, must_exist=True) as engine:
-        found = engine.webhook_sources(tenant=tenant)
-    if as_json:
-        click.echo(dump([_source_json(s) for s in found]))
-        return
-    for s in found:
-        click.echo(
-            f"{s.source}  {s.url_path}  signal {s.signal}  key {s.correlate_key}  "
-            f"path {s.correlate_path}  tolerance {s.tolerance_seconds}s"
-        )
-    if not found:
-        click.echo(f"no webhook sources in tenant {tenant}", err=True)
+list_command(
+    webhooks,
+    "List the webhook sources of a tenant (never their secrets).",
+    Engine.webhook_sources,
+    _line,
+    to_json=_source_json,
+    none="no webhook sources in tenant {tenant}",
+    options=(tenant_option, json_option, db_option),
+)
 
 
-@webhooks.command("delete")
-@click.argument("source")
-@tenant_option
-@db_option
-def webhooks_delete(source: str, tenant: str, db: str) -> None:
-    """Delete SOURCE: its deliveries are refused at once."""
-    with open_engine(db, must_exist=True) as engine:
-        engine.delete_webhook_source(source, tenant=tenant)
-    click.echo(f"webhook source {source} deleted")
+record_commands(
+    webhooks,
+    "source",
+    tenant_option,
+    (
+        "delete",
+        Engine.delete_webhook_source,
+        "webhook source {} deleted",
+        "Delete SOURCE: its deliveries are refused at once.",
+    ),
+)
