@@ -44,7 +44,7 @@ from waypost.model.chain import Chain, chain_from_environment
 from waypost.model.codec import Codec, JsonCodec
 from waypost.model.definitions import Limits
 from waypost.model.encryption import Keys, keys_from_environment
-from waypost.model.events import ChainProblem, Event
+from waypost.model.events import Event
 from waypost.model.identity import Principal
 from waypost.model.observe import NO_OBSERVER, Observer
 from waypost.model.quotas import Quotas
@@ -426,11 +426,6 @@ class AsyncEngine(Calls):
         """The run's events, in order."""
         events: list[Event] = await self._local(ops.GetHistory(run_id=run_id), tenant)
         return events
-
-    async def verify(self, run_id: str, *, tenant: str = "default") -> list[ChainProblem]:
-        """Problems in the run's hash chain (empty when the history is intact)."""
-        problems: list[ChainProblem] = await self._local(ops.Verify(run_id=run_id), tenant)
-        return problems
 
     async def result(
         self, run_id: str, *, timeout: float | None = None, tenant: str = "default"

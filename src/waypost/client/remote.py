@@ -38,7 +38,7 @@ from .remote_runs import RunRequests
 from .remote_schedules import ScheduleRequests
 from .remote_updates import UpdateRequests
 from .remote_users import UserRequests
-from .remote_wire import checked_here, run_path, segment
+from .remote_wire import WIRES, checked_here, run_path, segment
 from .repairs import RepairRemote, RepairRemoteBlocking
 from .sync import Blocking, LoopThread, blocking
 
@@ -243,6 +243,16 @@ class AsyncClient(
         asked = checked_here(request)
         await self._send(http.method, http.url(asked), json=surfaces.body_of(asked))
         return None  # type: ignore[return-value]  # derived routes answer only "accepted"
+
+    async def _carry(self, request: ops.Request[T]) -> T:
+        """What a remote twin's engine call hands its request to (`twins.remote_twin`):
+        sent over the route written by hand that its wire takes, checked here first, or
+        else over its derived route (`execute`)."""
+        sends = WIRES.get(type(request))
+        if sends is None:
+            return await self.execute(request)
+        answer: T = await sends(self._send, checked_here(request))
+        return answer
 
     # == runs ============================================================================
     async def start(

@@ -1,5 +1,6 @@
-"""The named-queue calls of `AsyncClient`, over `/v1/queues...`: the names, parameters
-and answers of the embedded engine's calls, without `tenant=` (the API key decides it)."""
+"""The named-queue calls of `AsyncClient`, over `/v1/queues...`: the embedded engine's
+calls made remote (`twins.remote_twin`: without `tenant=`, the API key decides it), and
+how their requests cross the wire."""
 
 from __future__ import annotations
 
@@ -10,56 +11,39 @@ from waypost.model import operations_queues as oq
 from waypost.model.queues import QueueInfo
 
 from .door import Sends
-from .remote_wire import checked_here, record, segment
+from .queues import QueueCalls
+from .remote_wire import record, segment, wire
+from .twins import remote_twin
 
 
 class QueueRequests:
     """Named queues of a remote client (operators configure them, readers list them)."""
 
-    _send: Sends  # the JSON answer of a request (an error answer raised as its error)
+    configure_queue = remote_twin(QueueCalls.configure_queue)
+    queues = remote_twin(QueueCalls.queues)
+    queue = remote_twin(QueueCalls.queue)
 
-    async def configure_queue(
-        self,
-        name: str,
-        *,
-        concurrency: int | str | None = oq.KEEP,
-        rate: tuple[int, float] | str | None = oq.KEEP,
-        key_concurrency: int | str | None = oq.KEEP,
-        worker_concurrency: int | str | None = oq.KEEP,
-    ) -> QueueInfo:
-        """Set the limits of the tenant's queue `name`: `concurrency` (attempts at once,
-        across every engine), `rate` ((N, period): N starts per period seconds); None
-        removes a limit, one not given stays. Operator."""
-        asked = checked_here(
-            oq.ConfigureQueue(
-                queue=name,
-                concurrency=concurrency,
-                rate=rate,
-                key_concurrency=key_concurrency,
-                worker_concurrency=worker_concurrency,
-            )
-        )
-        body: dict[str, Any] = {}
-        if asked.worker_concurrency != oq.KEEP:
-            body["worker_concurrency"] = asked.worker_concurrency
-        if asked.key_concurrency != oq.KEEP:
-            body["key_concurrency"] = asked.key_concurrency
-        if asked.concurrency != oq.KEEP:
-            body["concurrency"] = asked.concurrency
-        if asked.rate != oq.KEEP:
-            body["rate"] = list(asked.rate) if asked.rate is not None else None
-        data = await self._send("PUT", f"/v1/queues/{segment(asked.queue)}", json=body)
-        return _queue(data)
 
-    async def queues(self) -> list[QueueInfo]:
-        """The tenant's named queues, configured or holding attempts, by name."""
-        data = await self._send("GET", "/v1/queues")
-        return [_queue(item) for item in data["queues"]]
+@wire(oq.ConfigureQueue)
+async def _configure(send: Sends, asked: oq.ConfigureQueue) -> QueueInfo:
+    body: dict[str, Any] = {}
+    if asked.worker_concurrency != oq.KEEP:
+        body["worker_concurrency"] = asked.worker_concurrency
+    if asked.key_concurrency != oq.KEEP:
+        body["key_concurrency"] = asked.key_concurrency
+    if asked.concurrency != oq.KEEP:
+        body["concurrency"] = asked.concurrency
+    if asked.rate != oq.KEEP:
+        body["rate"] = list(asked.rate) if asked.rate is not None else None
+    return _queue(await send("PUT", f"/v1/queues/{segment(asked.queue)}", json=body))
 
-    async def queue(self, name: str) -> QueueInfo:
-        """One of the tenant's named queues (`QueueNotFound` if there is none)."""
-        asked = checked_here(oq.ListQueues(queue=name))
-        return _queue(await self._send("GET", f"/v1/queues/{segment(asked.queue or '')}"))
+
+@wire(oq.ListQueues)
+async def _list(send: Sends, asked: oq.ListQueues) -> list[QueueInfo]:
+    if asked.queue is not None:  # one queue has a route of its own
+        return [_queue(await send("GET", f"/v1/queues/{segment(asked.queue)}"))]
+    data = await send("GET", "/v1/queues")
+    return [_queue(item) for item in data["queues"]]
 
 
 def _queue(data: Any) -> QueueInfo:

@@ -1,87 +1,68 @@
-"""The schedule calls of `AsyncClient`, over `/v1/schedules...`: the names, parameters
-and answers of the embedded engine's calls, without `tenant=` (the API key decides it)."""
+"""The schedule calls of `AsyncClient`, over `/v1/schedules...`: the embedded engine's
+calls made remote (`twins.remote_twin`: without `tenant=`, the API key decides it), and
+how their requests cross the wire."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
-from urllib.parse import quote
 
-from waypost.model.schedules import Backfilled, ScheduleInfo, check_schedule_id, instant_of, iso
+from waypost.model import schedules as sch
+from waypost.model.schedules import Backfilled, ScheduleInfo, iso
 
 from .door import Sends
-
-
-def _path(schedule_id: str, tail: str = "") -> str:
-    return f"/v1/schedules/{quote(check_schedule_id(schedule_id), safe='')}{tail}"
+from .remote_wire import route, wire
+from .schedules import ScheduleCalls
+from .twins import remote_twin
 
 
 class ScheduleRequests:
     """Schedules of a remote client (operators change them, readers list them)."""
 
-    _send: Sends  # the JSON answer of a request (an error answer raised as its error)
+    schedule = remote_twin(ScheduleCalls.schedule)
+    schedules = remote_twin(ScheduleCalls.schedules)
+    describe_schedule = remote_twin(ScheduleCalls.describe_schedule)
+    pause_schedule = remote_twin(ScheduleCalls.pause_schedule)
+    resume_schedule = remote_twin(ScheduleCalls.resume_schedule)
+    delete_schedule = remote_twin(ScheduleCalls.delete_schedule)
+    backfill_schedule = remote_twin(ScheduleCalls.backfill_schedule)
 
-    async def schedule(
-        self,
-        workflow: Any,
-        *,
-        id: str,
-        cron: str | None = None,
-        tz: str | None = None,
-        every: timedelta | float | None = None,
-        input: Any = None,
-        version: str | int | None = None,
-        overlap: str = "skip",
-        catchup: str = "last",
-        catchup_window: timedelta | float = timedelta(days=1),
-    ) -> ScheduleInfo:
-        """Make a schedule (see `AsyncEngine.schedule`); `workflow` is a name, or a
-        `@workflow` function whose name is sent."""
-        name = getattr(getattr(workflow, "__waypost_workflow__", None), "name", workflow)
-        body = {
-            "id": id,
-            "workflow": name,
-            "cron": cron,
-            "tz": tz,
-            "every": every.total_seconds() if isinstance(every, timedelta) else every,
-            "input": input,
-            "version": version,
-            "overlap": overlap,
-            "catchup": catchup,
-            "catchup_window": catchup_window.total_seconds()
-            if isinstance(catchup_window, timedelta)
-            else catchup_window,
-        }
-        return ScheduleInfo.from_dict(await self._send("POST", "/v1/schedules", json=body))
 
-    async def schedules(self) -> list[ScheduleInfo]:
-        found = await self._send("GET", "/v1/schedules")
-        return [ScheduleInfo.from_dict(s) for s in found["schedules"]]
+def _seconds(value: Any) -> Any:
+    return value.total_seconds() if isinstance(value, timedelta) else value
 
-    async def describe_schedule(self, id: str) -> ScheduleInfo:
-        return ScheduleInfo.from_dict(await self._send("GET", _path(id)))
 
-    async def pause_schedule(self, id: str) -> ScheduleInfo:
-        return ScheduleInfo.from_dict(await self._send("POST", _path(id, "/pause")))
+@wire(sch.CreateSchedule)
+async def _create(send: Sends, asked: sch.CreateSchedule) -> ScheduleInfo:
+    body = {
+        "id": asked.schedule_id,
+        "workflow": asked.workflow,
+        "cron": asked.cron,
+        "tz": asked.tz,
+        "every": _seconds(asked.every),
+        "input": asked.input,
+        "version": asked.version,
+        "overlap": asked.overlap,
+        "catchup": asked.catchup,
+        "catchup_window": _seconds(asked.catchup_window),
+    }
+    return ScheduleInfo.from_dict(await send("POST", "/v1/schedules", json=body))
 
-    async def resume_schedule(self, id: str) -> ScheduleInfo:
-        return ScheduleInfo.from_dict(await self._send("POST", _path(id, "/resume")))
 
-    async def delete_schedule(self, id: str) -> None:
-        await self._send("DELETE", _path(id))
+@wire(sch.ListSchedules)
+async def _list(send: Sends, asked: sch.ListSchedules) -> list[ScheduleInfo]:
+    found = await send("GET", "/v1/schedules")
+    return [ScheduleInfo.from_dict(s) for s in found["schedules"]]
 
-    async def backfill_schedule(
-        self,
-        id: str,
-        start: datetime | str | float,
-        end: datetime | str | float,
-        *,
-        overlap: str = "allow_all",
-    ) -> Backfilled:
-        body = {
-            "start": iso(instant_of(start, "start")),
-            "end": iso(instant_of(end, "end")),
-            "overlap": overlap,
-        }
-        done = await self._send("POST", _path(id, "/backfill"), json=body)
-        return Backfilled(done["schedule_id"], [(f["fire_at"], f["run_id"]) for f in done["fires"]])
+
+@wire(sch.GetSchedule, sch.PauseSchedule, sch.ResumeSchedule, sch.DeleteSchedule)
+async def _one(send: Sends, asked: Any) -> ScheduleInfo | None:
+    data = await send(*route(asked))  # GET, DELETE, POST .../pause or .../resume of it
+    return None if isinstance(asked, sch.DeleteSchedule) else ScheduleInfo.from_dict(data)
+
+
+@wire(sch.BackfillSchedule)
+async def _backfill(send: Sends, asked: sch.BackfillSchedule) -> Backfilled:
+    body = {"start": iso(asked.start), "end": iso(asked.end), "overlap": asked.overlap}
+    done = await send(*route(asked), json=body)
+    return Backfilled(done["schedule_id"], [(f["fire_at"], f["run_id"]) for f in done["fires"]])

@@ -1,10 +1,12 @@
-"""How the remote client's hand-written calls cross the wire: a request checked before it
-is sent, a URL's path segments, a record rebuilt from its JSON form."""
+"""How the remote client's calls cross the wire: a request checked before it is sent, the
+wire of a request whose route is written by hand, a URL's path segments, a record rebuilt
+from its JSON form."""
 
 from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
@@ -13,9 +15,30 @@ from urllib.parse import quote
 from waypost import errors as e
 from waypost.model import operations as ops
 from waypost.model.identity import Principal, check_id
+from waypost.model.requests import Http
+
+from .door import Sends
 
 R = TypeVar("R")
 Q = TypeVar("Q", bound=ops.Request[Any])
+
+# How a request whose route is written by hand crosses: given the client's `_send` and the
+# request (checked here), it sends it the way its route takes it and answers what the
+# engine's call of the request answers.
+Wire = Callable[[Sends, Any], Awaitable[Any]]
+WIRES: dict[type[ops.Request[Any]], Wire] = {}
+
+
+def wire(*kinds: type[ops.Request[Any]]) -> Callable[[Wire], Wire]:
+    """Mark how requests of `kinds` cross their hand-written routes: the remote twin of
+    their engine call (`twins.remote_twin`) sends them so."""
+
+    def mark(sends: Wire) -> Wire:
+        for kind in kinds:
+            WIRES[kind] = sends
+        return sends
+
+    return mark
 
 
 def checked_here(request: Q) -> Q:
@@ -25,6 +48,14 @@ def checked_here(request: Q) -> Q:
     The server checks it again, with the caller's roles."""
     done: Q = request.checked(Principal.anonymous())  # type: ignore[assignment]
     return done
+
+
+def route(request: ops.Request[Any]) -> tuple[str, str]:
+    """The method and path of the route `request` declares (`Http`), its fields in it."""
+    http = type(request).http
+    if not isinstance(http, Http):
+        raise e.InvalidRequest(f"{type(request).__name__} has no route of its own")
+    return http.method, http.url(request)
 
 
 def segment(text: str) -> str:

@@ -1,11 +1,13 @@
 """Run queries of `AsyncEngine` that its runs page reads: search, counts, a page of a
-history, a run's data at an event (a mixin of thin methods over the one door)."""
+history, a run's data at an event, the check of its hash chain (a mixin of thin methods
+over the one door)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from waypost.model import operations as ops
+from waypost.model.events import ChainProblem
 from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE
 from waypost.model.records import HistoryPage, RunInfo
 
@@ -56,3 +58,8 @@ class RunQueryCalls:
             ops.RunDataAt(run_id=run_id, seq=seq), tenant
         )
         return found
+
+    async def verify(self, run_id: str, *, tenant: str = "default") -> list[ChainProblem]:
+        """Problems in the run's hash chain (empty when the history is intact)."""
+        problems: list[ChainProblem] = await self._local(ops.Verify(run_id=run_id), tenant)
+        return problems
