@@ -2,7 +2,7 @@
 
 For an application in another process or on another host: the same calls as the
 embedded engine's (`start`, `signal`, `signal_with_start`, `get`, `result`,
-`history`, `cancel`, and the calls of `remote_runs`, `remote_queues`, ...), the same
+`history`, and the engine's calls it makes remote: `cancel`, `fork`, `schedule`, ...), the same
 records (`RunInfo`, `Event`, `Started`, `Forked`, `PurgeReport`, ...) and the same
 errors (`RunNotFound`, `PermissionDenied`, `InvalidState`, `WorkflowFailed`, ...),
 rebuilt from the API's error codes.
@@ -32,15 +32,23 @@ from waypost.model.records import HistoryPage, RunInfo, Started
 from waypost.model.requests import Http
 from waypost.model.status import RunStatus
 
-from .operator import OperatorRemote, OperatorRemoteBlocking
-from .remote_queues import QueueRequests
-from .remote_runs import RunRequests
-from .remote_schedules import ScheduleRequests
-from .remote_updates import UpdateRequests
-from .remote_users import UserRequests
-from .remote_wire import WIRES, checked_here, run_path, segment
-from .repairs import RepairRemote, RepairRemoteBlocking
+from .fork import ForkCalls
+from .operator import OperatorCalls
+from .queues import QueueCalls
+from .remote_queues import QUEUE_WIRES
+from .remote_runs import RUN_WIRES
+from .remote_schedules import SCHEDULE_WIRES
+from .remote_updates import UPDATE_WIRES
+from .remote_users import USER_WIRES
+from .remote_wire import Wires, checked_here, run_path, segment
+from .repairs import RepairCalls
+from .retention import RetentionCalls
+from .runs import RunQueryCalls
+from .schedules import ScheduleCalls
 from .sync import Blocking, LoopThread, blocking
+from .twins import remote_twin
+from .updates import UpdateCalls
+from .users import UserCalls
 
 try:
     import httpx
@@ -63,6 +71,8 @@ def _errors_by_code() -> dict[str, type[Exception]]:
 
 
 _BY_CODE = _errors_by_code()
+# How the requests of the calls below whose routes are written by hand cross the wire.
+_WIRES: Wires = {**RUN_WIRES, **QUEUE_WIRES, **SCHEDULE_WIRES, **UPDATE_WIRES, **USER_WIRES}
 _ENDED = {
     RunStatus.FAILED: e.WorkflowFailed,
     RunStatus.CANCELLED: e.WorkflowCancelled,
@@ -171,15 +181,7 @@ def _json_body(body: Any) -> bytes:
 T = TypeVar("T")
 
 
-class AsyncClient(
-    OperatorRemote,
-    RepairRemote,
-    RunRequests,
-    QueueRequests,
-    ScheduleRequests,
-    UpdateRequests,
-    UserRequests,
-):
+class AsyncClient:
     """Runs on a `waypost server`, as the API key's principal sees them.
 
     `AsyncClient(url, api_key)`; use it as `async with` or call `close()`.
@@ -248,7 +250,7 @@ class AsyncClient(
         """What a remote twin's engine call hands its request to (`twins.remote_twin`):
         sent over the route written by hand that its wire takes, checked here first, or
         else over its derived route (`execute`)."""
-        sends = WIRES.get(type(request))
+        sends = _WIRES.get(type(request))
         if sends is None:
             return await self.execute(request)
         answer: T = await sends(self._send, checked_here(request))
@@ -362,8 +364,40 @@ class AsyncClient(
                 )
             await asyncio.sleep(0)
 
+    # == the engine's calls, made remote (`twins.remote_twin`) ===========================
+    # run commands, over their derived routes
+    cancel = remote_twin(OperatorCalls.cancel)
+    terminate = remote_twin(OperatorCalls.terminate)
+    pause = remote_twin(OperatorCalls.pause)
+    resume = remote_twin(OperatorCalls.resume)
+    retry = remote_twin(RepairCalls.retry)
+    skip = remote_twin(RepairCalls.skip)
+    update_input = remote_twin(RepairCalls.update_input)
+    # over routes written by hand, each request sent by its wire (`_WIRES`)
+    fork = remote_twin(ForkCalls.fork)
+    verify = remote_twin(RunQueryCalls.verify)
+    purge_runs = remote_twin(RetentionCalls.purge_runs)
+    purged_run = remote_twin(RetentionCalls.purged_run)
+    purged_runs = remote_twin(RetentionCalls.purged_runs)
+    configure_queue = remote_twin(QueueCalls.configure_queue)
+    queues = remote_twin(QueueCalls.queues)
+    queue = remote_twin(QueueCalls.queue)
+    schedule = remote_twin(ScheduleCalls.schedule)
+    schedules = remote_twin(ScheduleCalls.schedules)
+    describe_schedule = remote_twin(ScheduleCalls.describe_schedule)
+    pause_schedule = remote_twin(ScheduleCalls.pause_schedule)
+    resume_schedule = remote_twin(ScheduleCalls.resume_schedule)
+    delete_schedule = remote_twin(ScheduleCalls.delete_schedule)
+    backfill_schedule = remote_twin(ScheduleCalls.backfill_schedule)
+    query = remote_twin(UpdateCalls.query)
+    update = remote_twin(UpdateCalls.update)
+    create_user = remote_twin(UserCalls.create_user)
+    list_users = remote_twin(UserCalls.list_users)
+    disable_user = remote_twin(UserCalls.disable_user)
+    set_password = remote_twin(UserCalls.set_password)
 
-class Client(OperatorRemoteBlocking, RepairRemoteBlocking, Blocking):
+
+class Client(Blocking):
     """The blocking face of `AsyncClient`: `Client(url, api_key)`, then `close()` (or `with`)."""
 
     aio: AsyncClient
@@ -405,6 +439,13 @@ class Client(OperatorRemoteBlocking, RepairRemoteBlocking, Blocking):
     history_page = blocking(AsyncClient.history_page)
     result = blocking(AsyncClient.result)
     signal_with_start = blocking(AsyncClient.signal_with_start)
+    cancel = blocking(AsyncClient.cancel)
+    terminate = blocking(AsyncClient.terminate)
+    pause = blocking(AsyncClient.pause)
+    resume = blocking(AsyncClient.resume)
+    retry = blocking(AsyncClient.retry)
+    skip = blocking(AsyncClient.skip)
+    update_input = blocking(AsyncClient.update_input)
     fork = blocking(AsyncClient.fork)
     purge_runs = blocking(AsyncClient.purge_runs)
     purged_run = blocking(AsyncClient.purged_run)

@@ -1,6 +1,5 @@
-"""The named-queue calls of `AsyncClient`, over `/v1/queues...`: the embedded engine's
-calls made remote (`twins.remote_twin`: without `tenant=`, the API key decides it), and
-how their requests cross the wire."""
+"""How the requests of the remote client's named-queue calls cross the wire, over
+`/v1/queues...` (the calls are the embedded engine's, made remote: `twins.remote_twin`)."""
 
 from __future__ import annotations
 
@@ -11,20 +10,9 @@ from waypost.model import operations_queues as oq
 from waypost.model.queues import QueueInfo
 
 from .door import Sends
-from .queues import QueueCalls
-from .remote_wire import record, segment, wire
-from .twins import remote_twin
+from .remote_wire import Wires, record, segment
 
 
-class QueueRequests:
-    """Named queues of a remote client (operators configure them, readers list them)."""
-
-    configure_queue = remote_twin(QueueCalls.configure_queue)
-    queues = remote_twin(QueueCalls.queues)
-    queue = remote_twin(QueueCalls.queue)
-
-
-@wire(oq.ConfigureQueue)
 async def _configure(send: Sends, asked: oq.ConfigureQueue) -> QueueInfo:
     body: dict[str, Any] = {}
     if asked.worker_concurrency != oq.KEEP:
@@ -38,7 +26,6 @@ async def _configure(send: Sends, asked: oq.ConfigureQueue) -> QueueInfo:
     return _queue(await send("PUT", f"/v1/queues/{segment(asked.queue)}", json=body))
 
 
-@wire(oq.ListQueues)
 async def _list(send: Sends, asked: oq.ListQueues) -> list[QueueInfo]:
     if asked.queue is not None:  # one queue has a route of its own
         return [_queue(await send("GET", f"/v1/queues/{segment(asked.queue)}"))]
@@ -52,3 +39,9 @@ def _queue(data: Any) -> QueueInfo:
     if rate is not None:  # a JSON pair
         info = dataclasses.replace(info, rate=(int(rate[0]), float(rate[1])))
     return info
+
+
+QUEUE_WIRES: Wires = {
+    oq.ConfigureQueue: _configure,
+    oq.ListQueues: _list,
+}

@@ -1,6 +1,5 @@
-"""The `query` and `update` calls of `AsyncClient`: the embedded engine's calls made remote
-(`twins.remote_twin`: without `tenant=`, the API key decides it), and how their requests
-cross the wire."""
+"""How the requests of the remote client's `query` and `update` cross the wire (the calls
+are the embedded engine's, made remote: `twins.remote_twin`)."""
 
 from __future__ import annotations
 
@@ -12,28 +11,17 @@ import httpx
 from waypost.model import operations as ops
 
 from .door import Sends
-from .remote_wire import run_path, segment, wire
-from .twins import remote_twin
-from .updates import UpdateCalls
+from .remote_wire import Wires, run_path, segment
 
 _SLACK = 10.0  # seconds the HTTP request waits beyond the update's own timeout
 
 
-class UpdateRequests:
-    """Queries (readers) and updates (starters, operators) of a remote client."""
-
-    query = remote_twin(UpdateCalls.query)
-    update = remote_twin(UpdateCalls.update)
-
-
-@wire(ops.Query)
 async def _query(send: Sends, asked: ops.Query) -> Any:
     path = run_path(asked.run_id, f"/queries/{segment(asked.query)}")
     data = await send("POST", path, json={"args": list(asked.args)})
     return data.get("result")
 
 
-@wire(ops.Update)
 async def _update(send: Sends, asked: ops.Update) -> ops.UpdateAnswer:
     # An id made here when none is given: a retry of the call never runs the update twice.
     update_id = asked.update_id or f"upd-{uuid.uuid4().hex}"
@@ -42,3 +30,9 @@ async def _update(send: Sends, asked: ops.Update) -> ops.UpdateAnswer:
     wait = httpx.Timeout(float(asked.timeout) + _SLACK)
     data = await send("POST", path, json=body, timeout=wait)
     return ops.UpdateAnswer(update_id, data.get("result"))
+
+
+UPDATE_WIRES: Wires = {
+    ops.Query: _query,
+    ops.Update: _update,
+}

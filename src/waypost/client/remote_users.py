@@ -1,6 +1,6 @@
-"""The console-user calls of `AsyncClient`, over `/v1/users...`: the embedded engine's
-calls made remote (`twins.remote_twin`: without `tenant=`, the API key decides it), and
-how their requests cross the wire. Admin only."""
+"""How the requests of the remote client's console-user calls cross the wire, over
+`/v1/users...` (the calls are the embedded engine's, made remote: `twins.remote_twin`).
+Admin only."""
 
 from __future__ import annotations
 
@@ -11,25 +11,13 @@ from waypost.model.identity import Role
 from waypost.model.users import UserInfo
 
 from .door import Sends
-from .remote_wire import route, wire
-from .twins import remote_twin
-from .users import UserCalls
+from .remote_wire import Wires, route
 
 
 def _path(user: str, tail: str) -> str:
     return f"/v1/users/{quote(user, safe='')}{tail}"
 
 
-class UserRequests:
-    """Console users of the API key's tenant (the key's principal must be an admin)."""
-
-    create_user = remote_twin(UserCalls.create_user)
-    list_users = remote_twin(UserCalls.list_users)
-    disable_user = remote_twin(UserCalls.disable_user)
-    set_password = remote_twin(UserCalls.set_password)
-
-
-@wire(ops.CreateUser)
 async def _create(send: Sends, asked: ops.CreateUser) -> UserInfo:
     body = {
         "name": asked.user,
@@ -39,17 +27,22 @@ async def _create(send: Sends, asked: ops.CreateUser) -> UserInfo:
     return UserInfo.from_json(await send(*route(asked), json=body))
 
 
-@wire(ops.ListUsers)
 async def _list(send: Sends, asked: ops.ListUsers) -> list[UserInfo]:
     data = await send(*route(asked))
     return [UserInfo.from_json(item) for item in data["users"]]
 
 
-@wire(ops.DisableUser)
 async def _disable(send: Sends, asked: ops.DisableUser) -> None:
     await send("POST", _path(asked.user, "/disable"), json={"reason": asked.reason})
 
 
-@wire(ops.SetPassword)
 async def _set_password(send: Sends, asked: ops.SetPassword) -> None:
     await send("PUT", _path(asked.user, "/password"), json={"password": asked.password})
+
+
+USER_WIRES: Wires = {
+    ops.CreateUser: _create,
+    ops.ListUsers: _list,
+    ops.DisableUser: _disable,
+    ops.SetPassword: _set_password,
+}

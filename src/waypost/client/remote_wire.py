@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from waypost import errors as e
-from waypost.model import operations as ops
+from waypost.model import operations as ops, surfaces
 from waypost.model.identity import Principal, check_id
 from waypost.model.requests import Http
 
@@ -24,21 +24,9 @@ Q = TypeVar("Q", bound=ops.Request[Any])
 
 # How a request whose route is written by hand crosses: given the client's `_send` and the
 # request (checked here), it sends it the way its route takes it and answers what the
-# engine's call of the request answers.
+# engine's call of the request answers. Each `remote_*` module has the wires of its domain.
 Wire = Callable[[Sends, Any], Awaitable[Any]]
-WIRES: dict[type[ops.Request[Any]], Wire] = {}
-
-
-def wire(*kinds: type[ops.Request[Any]]) -> Callable[[Wire], Wire]:
-    """Mark how requests of `kinds` cross their hand-written routes: the remote twin of
-    their engine call (`twins.remote_twin`) sends them so."""
-
-    def mark(sends: Wire) -> Wire:
-        for kind in kinds:
-            WIRES[kind] = sends
-        return sends
-
-    return mark
+Wires = dict[type[ops.Request[Any]], Wire]
 
 
 def checked_here(request: Q) -> Q:
@@ -56,6 +44,12 @@ def route(request: ops.Request[Any]) -> tuple[str, str]:
     if not isinstance(http, Http):
         raise e.InvalidRequest(f"{type(request).__name__} has no route of its own")
     return http.method, http.url(request)
+
+
+def body(request: ops.Request[Any], **names: str) -> dict[str, Any]:
+    """The JSON body of `request` for its route: the fields its path does not carry (as a
+    derived route's), each under the route's name for it where `names` (field=name) has one."""
+    return {names.get(field, field): value for field, value in surfaces.body_of(request).items()}
 
 
 def segment(text: str) -> str:

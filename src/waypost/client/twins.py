@@ -4,7 +4,7 @@ An engine call builds its request and hands it to `self._local(request, tenant)`
 `remote_twin(EngineCalls.pause)` is the same call on `AsyncClient`, without `tenant=`
 (the API key decides it): the engine's method body runs with a `_local` that sends
 the request over its route: a derived one (`AsyncClient.execute`), or the one written by
-hand that its wire (`remote_wire.wire`) takes. The answer, the checks before anything is
+hand that its wire (`remote_wire.Wire`) takes. The answer, the checks before anything is
 sent and the errors are the engine's.
 """
 
