@@ -396,10 +396,6 @@ class AsyncEngine(Calls):
         """Deliver a signal; the run sees it at its next wait for `name`."""
         await self._local(ops.Signal(run_id=run_id, signal=name, payload=payload), tenant)
 
-    async def get(self, run_id: str, *, tenant: str = "default") -> RunInfo:
-        """The run as it stands: status, result or error, what it waits for."""
-        return await self._local(ops.GetRun(run_id=run_id), tenant)
-
     async def list_runs(
         self,
         *,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from datetime import datetime
 from typing import Any, TypeVar
 
 from waypost import errors as e
@@ -27,8 +26,8 @@ from waypost.model.definitions import DefinitionError, InputError
 from waypost.model.definitions.format import Problem
 from waypost.model.events import Event
 from waypost.model.identity import preview
-from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE, MAX_HISTORY_PAGE
-from waypost.model.records import HistoryPage, RunInfo, Started
+from waypost.model.operations_runs import MAX_HISTORY_PAGE
+from waypost.model.records import Started
 from waypost.model.requests import Http
 from waypost.model.status import RunStatus
 
@@ -36,7 +35,7 @@ from .fork import ForkCalls
 from .operator import OperatorCalls
 from .queues import QueueCalls
 from .remote_queues import QUEUE_WIRES
-from .remote_runs import RUN_WIRES
+from .remote_runs import RUN_WIRES, run_info
 from .remote_schedules import SCHEDULE_WIRES
 from .remote_updates import UPDATE_WIRES
 from .remote_users import USER_WIRES
@@ -126,48 +125,6 @@ def error_from(status: int, body: Any) -> Exception:
     if status >= 500 or code == "store_unavailable":
         return e.StoreError(f"the server could not answer ({status}): {message}")
     return e.WaypostError(f"{code or status}: {message}")
-
-
-def run_info(data: dict[str, Any]) -> RunInfo:
-    """A `RunInfo` from its JSON form."""
-
-    def when(text: Any) -> datetime | None:
-        return datetime.fromisoformat(text) if isinstance(text, str) else None
-
-    created = datetime.fromisoformat(data["created_at"])
-    updated = datetime.fromisoformat(data["updated_at"])
-    return RunInfo(
-        tenant=data["tenant"],
-        run_id=data["run_id"],
-        workflow=data["workflow"],
-        version=data["version"],
-        status=RunStatus(data["status"]),
-        input=data.get("input"),
-        result=data.get("result"),
-        error=data.get("error"),
-        waiting_for=list(data.get("waiting_for") or []),
-        last_seq=int(data.get("last_seq", 0)),
-        created_at=created,
-        updated_at=updated,
-        finished_at=when(data.get("finished_at")),
-        next_action=data.get("next_action"),
-        priority=int(data.get("priority") or 0),
-        parent=data.get("parent"),
-        children=data.get("children"),
-    )
-
-
-def event(data: dict[str, Any]) -> Event:
-    """An `Event` from its JSON form."""
-    ts = datetime.fromisoformat(data["time"]).timestamp()
-    return Event(
-        int(data["seq"]),
-        str(data["type"]),
-        dict(data.get("data") or {}),
-        ts,
-        str(data.get("hash", "")),
-        undecodable=bool(data.get("undecodable", False)),
-    )
 
 
 def _json_body(body: Any) -> bytes:
@@ -315,10 +272,6 @@ class AsyncClient:
         answer = await self._request("POST", "/v1/runs/signal-with-start", json=body)
         return Started(str(answer.json()["run_id"]), created=answer.status_code == 201)
 
-    async def get(self, run_id: str) -> RunInfo:
-        """A run as it stands."""
-        return run_info((await self._request("GET", run_path(run_id))).json())
-
     async def history(self, run_id: str) -> list[Event]:
         """A run's history, oldest event first: read a page at a time (the server never
         sends a whole history at once), all of it kept here."""
@@ -329,18 +282,6 @@ class AsyncClient:
             events.extend(page.events)
             after = page.next_after
         return events
-
-    async def history_page(
-        self, run_id: str, *, after_seq: int = 0, limit: int = DEFAULT_HISTORY_PAGE
-    ) -> HistoryPage:
-        """Part of a run's history, oldest first: the events after `after_seq`, at most
-        `limit` (up to 1,000) and about 4 MB of data; `next_after` asks for the next page."""
-        params = {"after_seq": str(after_seq), "limit": str(limit)}
-        answer = (await self._request("GET", run_path(run_id, "/history"), params=params)).json()
-        after = answer.get("next_after")
-        return HistoryPage(
-            [event(item) for item in answer["events"]], after if isinstance(after, int) else None
-        )
 
     async def result(self, run_id: str, timeout: float | None = None) -> Any:
         """Wait for the run to end: its result, or its end as an error (`WorkflowFailed`,
@@ -374,6 +315,8 @@ class AsyncClient:
     skip = remote_twin(RepairCalls.skip)
     update_input = remote_twin(RepairCalls.update_input)
     # over routes written by hand, each request sent by its wire (`_WIRES`)
+    get = remote_twin(RunQueryCalls.get)
+    history_page = remote_twin(RunQueryCalls.history_page)
     fork = remote_twin(ForkCalls.fork)
     verify = remote_twin(RunQueryCalls.verify)
     purge_runs = remote_twin(RetentionCalls.purge_runs)

@@ -1,6 +1,6 @@
-"""Run queries of `AsyncEngine` that its runs page reads: search, counts, a page of a
-history, a run's data at an event, the check of its hash chain (a mixin of thin methods
-over the one door)."""
+"""Run queries of `AsyncEngine`: a run, those its runs page reads (search, counts, a page
+of a history, a run's data at an event) and the check of its hash chain (a mixin of thin
+methods over the one door)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,10 @@ class RunQueryCalls:
     """Searching and counting runs, as the embedded API's local principal."""
 
     _local: LocalDoor  # the engine's door, as its local principal in a tenant
+
+    async def get(self, run_id: str, *, tenant: str = "default") -> RunInfo:
+        """The run as it stands: status, result or error, what it waits for."""
+        return await self._local(ops.GetRun(run_id=run_id), tenant)
 
     async def search_runs(
         self, text: str, *, limit: int = 50, tenant: str = "default"
