@@ -390,12 +390,6 @@ class AsyncEngine(Calls):
         )
         return AsyncRunHandle(self, await self._local(request, tenant), tenant)
 
-    async def signal(
-        self, run_id: str, name: str, payload: Any = None, *, tenant: str = "default"
-    ) -> None:
-        """Deliver a signal; the run sees it at its next wait for `name`."""
-        await self._local(ops.Signal(run_id=run_id, signal=name, payload=payload), tenant)
-
     async def list_runs(
         self,
         *,

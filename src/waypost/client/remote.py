@@ -39,7 +39,7 @@ from .remote_runs import RUN_WIRES, run_info
 from .remote_schedules import SCHEDULE_WIRES
 from .remote_updates import UPDATE_WIRES
 from .remote_users import USER_WIRES
-from .remote_wire import Wires, checked_here, run_path, segment
+from .remote_wire import Wires, checked_here, run_path
 from .repairs import RepairCalls
 from .retention import RetentionCalls
 from .runs import RunQueryCalls
@@ -242,12 +242,6 @@ class AsyncClient:
         answer = await self._request("POST", "/v1/runs", json=body)
         return str(answer.json()["run_id"])
 
-    async def signal(self, run_id: str, name: str, payload: Any = None) -> None:
-        """Deliver a signal; the run takes it in at its next wait for `name`."""
-        await self._request(
-            "POST", run_path(run_id, f"/signals/{segment(name)}"), json={"payload": payload}
-        )
-
     async def signal_with_start(
         self,
         workflow: str,
@@ -315,6 +309,7 @@ class AsyncClient:
     skip = remote_twin(RepairCalls.skip)
     update_input = remote_twin(RepairCalls.update_input)
     # over routes written by hand, each request sent by its wire (`_WIRES`)
+    signal = remote_twin(UpdateCalls.signal)
     get = remote_twin(RunQueryCalls.get)
     history_page = remote_twin(RunQueryCalls.history_page)
     fork = remote_twin(ForkCalls.fork)

@@ -1,5 +1,5 @@
-"""How the requests of the remote client's `query` and `update` cross the wire (the calls
-are the embedded engine's, made remote: `twins.remote_twin`)."""
+"""How the requests of the remote client's `signal`, `query` and `update` cross the wire
+(the calls are the embedded engine's, made remote: `twins.remote_twin`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ from .door import Sends
 from .remote_wire import Wires, run_path, segment
 
 _SLACK = 10.0  # seconds the HTTP request waits beyond the update's own timeout
+
+
+async def _signal(send: Sends, asked: ops.Signal) -> None:
+    path = run_path(asked.run_id, f"/signals/{segment(asked.signal)}")
+    await send("POST", path, json={"payload": asked.payload})
 
 
 async def _query(send: Sends, asked: ops.Query) -> Any:
@@ -33,6 +38,7 @@ async def _update(send: Sends, asked: ops.Update) -> ops.UpdateAnswer:
 
 
 UPDATE_WIRES: Wires = {
+    ops.Signal: _signal,
     ops.Query: _query,
     ops.Update: _update,
 }

@@ -1,4 +1,4 @@
-"""The `query` and `update` calls of `AsyncEngine` (thin methods over the one door)."""
+"""The `signal`, `query` and `update` calls of `AsyncEngine` (thin methods over the one door)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,18 @@ from .door import LocalDoor
 
 
 class UpdateCalls:
-    """Queries and updates of runs, as the embedded API's local principal."""
+    """Signals, queries and updates of runs, as the embedded API's local principal."""
 
     _local: LocalDoor  # the engine's door, as its local principal in a tenant
 
     _runner: Runner
     _definitions: Definitions
+
+    async def signal(
+        self, run_id: str, name: str, payload: Any = None, *, tenant: str = "default"
+    ) -> None:
+        """Deliver a signal; the run sees it at its next wait for `name`."""
+        await self._local(ops.Signal(run_id=run_id, signal=name, payload=payload), tenant)
 
     async def query(self, run_id: str, name: str, *args: Any, tenant: str = "default") -> Any:
         """What the query handler `name` of run `run_id`'s code (`ctx.set_query`) answers
