@@ -21,7 +21,7 @@ unauthenticated principal (`Principal.anonymous()`) may send: what it carries
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from waypost.errors import InvalidRequest, PermissionDenied, QuotaExceeded
 from waypost.model.identity import Principal, check_id, preview
@@ -32,12 +32,17 @@ from waypost.model.requests import HANDLES
 
 T = TypeVar("T")
 Handler = Callable[[Any, Principal], Awaitable[Any]]
-# What the engine's calls hand their requests to: `AsyncEngine._local(request, tenant)`.
-LocalDoor = Callable[[Request[Any], str], Awaitable[Any]]
 # What the remote client's calls send their requests with: `AsyncClient._send`.
 Sends = Callable[..., Awaitable[Any]]
 
 log = logger("waypost.door")
+
+
+class LocalDoor(Protocol):
+    """What the engine's calls hand their requests to, `AsyncEngine._local(request, tenant)`
+    (on a remote client, the twin's sender: `twins.remote_twin`): what the request answers."""
+
+    async def __call__(self, request: Request[T], tenant: str, /) -> T: ...
 
 
 def handlers_of(*rooms: object) -> dict[type[Request[Any]], Handler]:

@@ -32,8 +32,7 @@ class EncryptionCalls:
         `dry_run` counts what would change and writes nothing.
         """
         request = ops.ReEncrypt(run_id=run_id, after=after, limit=limit, dry_run=dry_run)
-        report: ops.ReEncryptReport = await self._local(request, tenant)
-        return report
+        return await self._local(request, tenant)
 
     async def seal_legacy(
         self,
@@ -56,5 +55,4 @@ class EncryptionCalls:
         would change and writes nothing.
         """
         request = ops.SealLegacy(run_id=run_id, after=after, limit=limit, dry_run=dry_run)
-        report: ops.SealLegacyReport = await self._local(request, tenant)
-        return report
+        return await self._local(request, tenant)

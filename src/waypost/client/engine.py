@@ -44,7 +44,7 @@ from waypost.model.chain import Chain, chain_from_environment
 from waypost.model.codec import Codec, JsonCodec
 from waypost.model.definitions import Limits
 from waypost.model.encryption import Keys, keys_from_environment
-from waypost.model.events import ChainProblem, Event
+from waypost.model.events import Event
 from waypost.model.identity import Principal
 from waypost.model.observe import NO_OBSERVER, Observer
 from waypost.model.quotas import Quotas
@@ -256,7 +256,7 @@ class AsyncEngine(Calls):
         """The principal this process acts as in `tenant`: every role, named after its user."""
         return Principal.local_for(tenant, self._user)
 
-    async def _local(self, request: ops.Request[T], tenant: str) -> T:
+    async def _local(self, request: ops.Request[T], tenant: str, /) -> T:
         return await self.execute(request, self.local(tenant))
 
     async def check_store(self) -> None:
@@ -390,17 +390,6 @@ class AsyncEngine(Calls):
         )
         return AsyncRunHandle(self, await self._local(request, tenant), tenant)
 
-    async def signal(
-        self, run_id: str, name: str, payload: Any = None, *, tenant: str = "default"
-    ) -> None:
-        """Deliver a signal; the run sees it at its next wait for `name`."""
-        await self._local(ops.Signal(run_id=run_id, signal=name, payload=payload), tenant)
-
-    async def get(self, run_id: str, *, tenant: str = "default") -> RunInfo:
-        """The run as it stands: status, result or error, what it waits for."""
-        info: RunInfo = await self._local(ops.GetRun(run_id=run_id), tenant)
-        return info
-
     async def list_runs(
         self,
         *,
@@ -419,18 +408,11 @@ class AsyncEngine(Calls):
             all_tenants=tenant is None,
             cursor=cursor,
         )
-        runs: list[RunInfo] = await self._local(request, tenant or "default")
-        return runs
+        return await self._local(request, tenant or "default")
 
     async def history(self, run_id: str, *, tenant: str = "default") -> list[Event]:
         """The run's events, in order."""
-        events: list[Event] = await self._local(ops.GetHistory(run_id=run_id), tenant)
-        return events
-
-    async def verify(self, run_id: str, *, tenant: str = "default") -> list[ChainProblem]:
-        """Problems in the run's hash chain (empty when the history is intact)."""
-        problems: list[ChainProblem] = await self._local(ops.Verify(run_id=run_id), tenant)
-        return problems
+        return await self._local(ops.GetHistory(run_id=run_id), tenant)
 
     async def result(
         self, run_id: str, *, timeout: float | None = None, tenant: str = "default"
@@ -453,15 +435,13 @@ class AsyncEngine(Calls):
         limit: int = 100,
     ) -> list[ApprovalInfo]:
         """Approvals in `tenant` (pending by default); with `principal`, those they may decide."""
-        found: list[ApprovalInfo] = await self._local(
+        return await self._local(
             ops.ListApprovals(approver=principal, status=status, run_id=run_id, limit=limit), tenant
         )
-        return found
 
     async def approval(self, approval_id: str, *, tenant: str = "default") -> ApprovalInfo:
         """One approval; `ApprovalNotFound` (a `LookupError`) if this tenant has none by that id."""
-        info: ApprovalInfo = await self._local(ops.GetApproval(approval_id=approval_id), tenant)
-        return info
+        return await self._local(ops.GetApproval(approval_id=approval_id), tenant)
 
     async def decide(
         self,
@@ -487,8 +467,7 @@ class AsyncEngine(Calls):
             comment=comment,
             auth=auth,
         )
-        receipt: DecisionReceipt = await self._local(request, tenant)
-        return receipt
+        return await self._local(request, tenant)
 
     async def revoke(
         self, approval_id: str, principal: str, *, by: str, reason: str, tenant: str = "default"
@@ -526,19 +505,13 @@ class AsyncEngine(Calls):
         self, group: str, principals: Sequence[str], *, tenant: str = "default"
     ) -> int:
         """Add members to a group of the built-in directory; returns how many were new."""
-        added: int = await self._local(
-            ops.AddToGroup(group=group, members=list(principals)), tenant
-        )
-        return added
+        return await self._local(ops.AddToGroup(group=group, members=list(principals)), tenant)
 
     async def remove_from_group(
         self, group: str, principals: Sequence[str], *, tenant: str = "default"
     ) -> int:
         """Remove members from a group of the built-in directory; returns how many were."""
-        removed: int = await self._local(
-            ops.RemoveFromGroup(group=group, members=list(principals)), tenant
-        )
-        return removed
+        return await self._local(ops.RemoveFromGroup(group=group, members=list(principals)), tenant)
 
     async def groups(self, *, tenant: str = "default") -> dict[str, list[str]]:
         """The built-in directory's groups of `tenant` and their members."""
@@ -560,24 +533,17 @@ class AsyncEngine(Calls):
         Activity names are checked against this engine's registered activities, if
         it has any.
         """
-        info: DefinitionInfo = await self._local(
-            ops.Publish(definition=definition, by=by, limits=limits), tenant
-        )
-        return info
+        return await self._local(ops.Publish(definition=definition, by=by, limits=limits), tenant)
 
     async def definitions(self, *, tenant: str = "default") -> list[DefinitionInfo]:
         """Every published version of every definition of `tenant`."""
-        found: list[DefinitionInfo] = await self._local(ops.ListDefinitions(), tenant)
-        return found
+        return await self._local(ops.ListDefinitions(), tenant)
 
     async def definition(
         self, name: str, version: int | None = None, *, tenant: str = "default"
     ) -> DefinitionInfo:
         """One version (the newest by default); `DefinitionNotFound` (a `LookupError`) if none."""
-        info: DefinitionInfo = await self._local(
-            ops.GetDefinition(definition=name, version=version), tenant
-        )
-        return info
+        return await self._local(ops.GetDefinition(definition=name, version=version), tenant)
 
     async def migrate(
         self,
@@ -610,8 +576,7 @@ class AsyncEngine(Calls):
             dry_run=dry_run,
             by=by,
         )
-        report: MigrationReport = await self._local(request, tenant)
-        return report
+        return await self._local(request, tenant)
 
     async def migrate_all(
         self,
@@ -635,8 +600,7 @@ class AsyncEngine(Calls):
             dry_run=dry_run,
             by=by,
         )
-        reports: list[MigrationReport] = await self._local(request, tenant)
-        return reports
+        return await self._local(request, tenant)
 
     # == tenants and API keys =================================================
     async def authenticate(self, key: str) -> Principal:
@@ -699,8 +663,7 @@ class AsyncEngine(Calls):
             dedup_id=dedup_id,
             queue=queue,
         )
-        started: Started = await self._local(request, tenant)
-        return started
+        return await self._local(request, tenant)
 
     async def page_runs(
         self,
@@ -716,8 +679,7 @@ class AsyncEngine(Calls):
         later pages neither repeat nor skip a run. A cursor this API did not give out
         raises `InvalidRequest` (field "cursor")."""
         request = ops.PageRuns(status=status, workflow=workflow, cursor=cursor, limit=limit)
-        page: RunPage = await self._local(request, tenant)
-        return page
+        return await self._local(request, tenant)
 
     # == signal-with-start and webhooks by correlation ========================
     async def signal_with_start(
@@ -739,8 +701,7 @@ class AsyncEngine(Calls):
         request = ops.SignalWithStart(
             workflow, input, run_id, signal, payload, version=version, started_by=started_by
         )
-        started: Started = await self._local(request, tenant)
-        return started
+        return await self._local(request, tenant)
 
     async def deliver_webhook(
         self, source: str, headers: Mapping[str, str], body: bytes

@@ -44,5 +44,4 @@ class ForkCalls:
             up_to_seq=up_to_seq,
             new_run_id=new_run_id,
         )
-        forked: Forked = await self._local(request, tenant)
-        return forked
+        return await self._local(request, tenant)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from waypost.model import operations as ops
 
-from .blocking import Blocking, blocking
 from .door import LocalDoor
-from .twins import remote_twin
 
 
 class OperatorCalls:
@@ -35,25 +33,3 @@ class OperatorCalls:
         (replayed with this engine's code, after a fix). Refused (`InvalidState`) if it
         is neither. Operator."""
         await self._local(ops.Resume(run_id=run_id, reason=reason), tenant)
-
-
-# == the same calls, blocking (`Engine`), remote (`AsyncClient`) and both (`Client`) =====
-class OperatorBlocking(Blocking):
-    cancel = blocking(OperatorCalls.cancel)
-    terminate = blocking(OperatorCalls.terminate)
-    pause = blocking(OperatorCalls.pause)
-    resume = blocking(OperatorCalls.resume)
-
-
-class OperatorRemote:
-    cancel = remote_twin(OperatorCalls.cancel)
-    terminate = remote_twin(OperatorCalls.terminate)
-    pause = remote_twin(OperatorCalls.pause)
-    resume = remote_twin(OperatorCalls.resume)
-
-
-class OperatorRemoteBlocking(Blocking):
-    cancel = blocking(OperatorRemote.cancel)
-    terminate = blocking(OperatorRemote.terminate)
-    pause = blocking(OperatorRemote.pause)
-    resume = blocking(OperatorRemote.resume)

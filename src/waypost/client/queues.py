@@ -43,14 +43,12 @@ class QueueCalls:
             key_concurrency=key_concurrency,
             worker_concurrency=worker_concurrency,
         )
-        info: QueueInfo = await self._local(request, tenant)
-        return info
+        return await self._local(request, tenant)
 
     async def queues(self, *, tenant: str = "default") -> list[QueueInfo]:
         """`tenant`'s named queues, configured or holding attempts, by name: each one's
         limits, depth (attempts waiting), running count and oldest waiting age."""
-        found: list[QueueInfo] = await self._local(oq.ListQueues(), tenant)
-        return found
+        return await self._local(oq.ListQueues(), tenant)
 
     async def queue(self, name: str, *, tenant: str = "default") -> QueueInfo:
         """One of `tenant`'s named queues (`QueueNotFound` if it has none of that name)."""

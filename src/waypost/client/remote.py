@@ -2,7 +2,7 @@
 
 For an application in another process or on another host: the same calls as the
 embedded engine's (`start`, `signal`, `signal_with_start`, `get`, `result`,
-`history`, `cancel`, and the calls of `remote_runs`, `remote_queues`, ...), the same
+`history`, and the engine's calls it makes remote: `cancel`, `fork`, `schedule`, ...), the same
 records (`RunInfo`, `Event`, `Started`, `Forked`, `PurgeReport`, ...) and the same
 errors (`RunNotFound`, `PermissionDenied`, `InvalidState`, `WorkflowFailed`, ...),
 rebuilt from the API's error codes.
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from datetime import datetime
 from typing import Any, TypeVar
 
 from waypost import errors as e
@@ -27,20 +26,28 @@ from waypost.model.definitions import DefinitionError, InputError
 from waypost.model.definitions.format import Problem
 from waypost.model.events import Event
 from waypost.model.identity import preview
-from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE, MAX_HISTORY_PAGE
-from waypost.model.records import HistoryPage, RunInfo, Started
+from waypost.model.operations_runs import MAX_HISTORY_PAGE
+from waypost.model.records import Started
 from waypost.model.requests import Http
 from waypost.model.status import RunStatus
 
-from .operator import OperatorRemote, OperatorRemoteBlocking
-from .remote_queues import QueueRequests
-from .remote_runs import RunRequests
-from .remote_schedules import ScheduleRequests
-from .remote_updates import UpdateRequests
-from .remote_users import UserRequests
-from .remote_wire import checked_here, run_path, segment
-from .repairs import RepairRemote, RepairRemoteBlocking
+from .fork import ForkCalls
+from .operator import OperatorCalls
+from .queues import QueueCalls
+from .remote_queues import QUEUE_WIRES
+from .remote_runs import RUN_WIRES, run_info
+from .remote_schedules import SCHEDULE_WIRES
+from .remote_updates import UPDATE_WIRES
+from .remote_users import USER_WIRES
+from .remote_wire import Wires, checked_here, run_path
+from .repairs import RepairCalls
+from .retention import RetentionCalls
+from .runs import RunQueryCalls
+from .schedules import ScheduleCalls
 from .sync import Blocking, LoopThread, blocking
+from .twins import remote_twin
+from .updates import UpdateCalls
+from .users import UserCalls
 
 try:
     import httpx
@@ -63,6 +70,8 @@ def _errors_by_code() -> dict[str, type[Exception]]:
 
 
 _BY_CODE = _errors_by_code()
+# How the requests of the calls below whose routes are written by hand cross the wire.
+_WIRES: Wires = {**RUN_WIRES, **QUEUE_WIRES, **SCHEDULE_WIRES, **UPDATE_WIRES, **USER_WIRES}
 _ENDED = {
     RunStatus.FAILED: e.WorkflowFailed,
     RunStatus.CANCELLED: e.WorkflowCancelled,
@@ -118,48 +127,6 @@ def error_from(status: int, body: Any) -> Exception:
     return e.WaypostError(f"{code or status}: {message}")
 
 
-def run_info(data: dict[str, Any]) -> RunInfo:
-    """A `RunInfo` from its JSON form."""
-
-    def when(text: Any) -> datetime | None:
-        return datetime.fromisoformat(text) if isinstance(text, str) else None
-
-    created = datetime.fromisoformat(data["created_at"])
-    updated = datetime.fromisoformat(data["updated_at"])
-    return RunInfo(
-        tenant=data["tenant"],
-        run_id=data["run_id"],
-        workflow=data["workflow"],
-        version=data["version"],
-        status=RunStatus(data["status"]),
-        input=data.get("input"),
-        result=data.get("result"),
-        error=data.get("error"),
-        waiting_for=list(data.get("waiting_for") or []),
-        last_seq=int(data.get("last_seq", 0)),
-        created_at=created,
-        updated_at=updated,
-        finished_at=when(data.get("finished_at")),
-        next_action=data.get("next_action"),
-        priority=int(data.get("priority") or 0),
-        parent=data.get("parent"),
-        children=data.get("children"),
-    )
-
-
-def event(data: dict[str, Any]) -> Event:
-    """An `Event` from its JSON form."""
-    ts = datetime.fromisoformat(data["time"]).timestamp()
-    return Event(
-        int(data["seq"]),
-        str(data["type"]),
-        dict(data.get("data") or {}),
-        ts,
-        str(data.get("hash", "")),
-        undecodable=bool(data.get("undecodable", False)),
-    )
-
-
 def _json_body(body: Any) -> bytes:
     try:
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -171,15 +138,7 @@ def _json_body(body: Any) -> bytes:
 T = TypeVar("T")
 
 
-class AsyncClient(
-    OperatorRemote,
-    RepairRemote,
-    RunRequests,
-    QueueRequests,
-    ScheduleRequests,
-    UpdateRequests,
-    UserRequests,
-):
+class AsyncClient:
     """Runs on a `waypost server`, as the API key's principal sees them.
 
     `AsyncClient(url, api_key)`; use it as `async with` or call `close()`.
@@ -244,6 +203,16 @@ class AsyncClient(
         await self._send(http.method, http.url(asked), json=surfaces.body_of(asked))
         return None  # type: ignore[return-value]  # derived routes answer only "accepted"
 
+    async def _carry(self, request: ops.Request[T]) -> T:
+        """What a remote twin's engine call hands its request to (`twins.remote_twin`):
+        sent over the route written by hand that its wire takes, checked here first, or
+        else over its derived route (`execute`)."""
+        sends = _WIRES.get(type(request))
+        if sends is None:
+            return await self.execute(request)
+        answer: T = await sends(self._send, checked_here(request))
+        return answer
+
     # == runs ============================================================================
     async def start(
         self,
@@ -273,12 +242,6 @@ class AsyncClient(
         answer = await self._request("POST", "/v1/runs", json=body)
         return str(answer.json()["run_id"])
 
-    async def signal(self, run_id: str, name: str, payload: Any = None) -> None:
-        """Deliver a signal; the run takes it in at its next wait for `name`."""
-        await self._request(
-            "POST", run_path(run_id, f"/signals/{segment(name)}"), json={"payload": payload}
-        )
-
     async def signal_with_start(
         self,
         workflow: str,
@@ -303,10 +266,6 @@ class AsyncClient(
         answer = await self._request("POST", "/v1/runs/signal-with-start", json=body)
         return Started(str(answer.json()["run_id"]), created=answer.status_code == 201)
 
-    async def get(self, run_id: str) -> RunInfo:
-        """A run as it stands."""
-        return run_info((await self._request("GET", run_path(run_id))).json())
-
     async def history(self, run_id: str) -> list[Event]:
         """A run's history, oldest event first: read a page at a time (the server never
         sends a whole history at once), all of it kept here."""
@@ -317,18 +276,6 @@ class AsyncClient(
             events.extend(page.events)
             after = page.next_after
         return events
-
-    async def history_page(
-        self, run_id: str, *, after_seq: int = 0, limit: int = DEFAULT_HISTORY_PAGE
-    ) -> HistoryPage:
-        """Part of a run's history, oldest first: the events after `after_seq`, at most
-        `limit` (up to 1,000) and about 4 MB of data; `next_after` asks for the next page."""
-        params = {"after_seq": str(after_seq), "limit": str(limit)}
-        answer = (await self._request("GET", run_path(run_id, "/history"), params=params)).json()
-        after = answer.get("next_after")
-        return HistoryPage(
-            [event(item) for item in answer["events"]], after if isinstance(after, int) else None
-        )
 
     async def result(self, run_id: str, timeout: float | None = None) -> Any:
         """Wait for the run to end: its result, or its end as an error (`WorkflowFailed`,
@@ -352,8 +299,43 @@ class AsyncClient(
                 )
             await asyncio.sleep(0)
 
+    # == the engine's calls, made remote (`twins.remote_twin`) ===========================
+    # run commands, over their derived routes
+    cancel = remote_twin(OperatorCalls.cancel)
+    terminate = remote_twin(OperatorCalls.terminate)
+    pause = remote_twin(OperatorCalls.pause)
+    resume = remote_twin(OperatorCalls.resume)
+    retry = remote_twin(RepairCalls.retry)
+    skip = remote_twin(RepairCalls.skip)
+    update_input = remote_twin(RepairCalls.update_input)
+    # over routes written by hand, each request sent by its wire (`_WIRES`)
+    signal = remote_twin(UpdateCalls.signal)
+    get = remote_twin(RunQueryCalls.get)
+    history_page = remote_twin(RunQueryCalls.history_page)
+    fork = remote_twin(ForkCalls.fork)
+    verify = remote_twin(RunQueryCalls.verify)
+    purge_runs = remote_twin(RetentionCalls.purge_runs)
+    purged_run = remote_twin(RetentionCalls.purged_run)
+    purged_runs = remote_twin(RetentionCalls.purged_runs)
+    configure_queue = remote_twin(QueueCalls.configure_queue)
+    queues = remote_twin(QueueCalls.queues)
+    queue = remote_twin(QueueCalls.queue)
+    schedule = remote_twin(ScheduleCalls.schedule)
+    schedules = remote_twin(ScheduleCalls.schedules)
+    describe_schedule = remote_twin(ScheduleCalls.describe_schedule)
+    pause_schedule = remote_twin(ScheduleCalls.pause_schedule)
+    resume_schedule = remote_twin(ScheduleCalls.resume_schedule)
+    delete_schedule = remote_twin(ScheduleCalls.delete_schedule)
+    backfill_schedule = remote_twin(ScheduleCalls.backfill_schedule)
+    query = remote_twin(UpdateCalls.query)
+    update = remote_twin(UpdateCalls.update)
+    create_user = remote_twin(UserCalls.create_user)
+    list_users = remote_twin(UserCalls.list_users)
+    disable_user = remote_twin(UserCalls.disable_user)
+    set_password = remote_twin(UserCalls.set_password)
 
-class Client(OperatorRemoteBlocking, RepairRemoteBlocking, Blocking):
+
+class Client(Blocking):
     """The blocking face of `AsyncClient`: `Client(url, api_key)`, then `close()` (or `with`)."""
 
     aio: AsyncClient
@@ -395,6 +377,13 @@ class Client(OperatorRemoteBlocking, RepairRemoteBlocking, Blocking):
     history_page = blocking(AsyncClient.history_page)
     result = blocking(AsyncClient.result)
     signal_with_start = blocking(AsyncClient.signal_with_start)
+    cancel = blocking(AsyncClient.cancel)
+    terminate = blocking(AsyncClient.terminate)
+    pause = blocking(AsyncClient.pause)
+    resume = blocking(AsyncClient.resume)
+    retry = blocking(AsyncClient.retry)
+    skip = blocking(AsyncClient.skip)
+    update_input = blocking(AsyncClient.update_input)
     fork = blocking(AsyncClient.fork)
     purge_runs = blocking(AsyncClient.purge_runs)
     purged_run = blocking(AsyncClient.purged_run)

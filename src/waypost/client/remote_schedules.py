@@ -1,87 +1,51 @@
-"""The schedule calls of `AsyncClient`, over `/v1/schedules...`: the names, parameters
-and answers of the embedded engine's calls, without `tenant=` (the API key decides it)."""
+"""How the requests of the remote client's schedule calls cross the wire, over
+`/v1/schedules...` (the calls are the embedded engine's, made remote: `twins.remote_twin`)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
-from urllib.parse import quote
 
-from waypost.model.schedules import Backfilled, ScheduleInfo, check_schedule_id, instant_of, iso
+from waypost.model import schedules as sch
+from waypost.model.schedules import Backfilled, ScheduleInfo, iso
 
 from .door import Sends
+from .remote_wire import Wires, body, route
 
 
-def _path(schedule_id: str, tail: str = "") -> str:
-    return f"/v1/schedules/{quote(check_schedule_id(schedule_id), safe='')}{tail}"
+def _seconds(value: Any) -> Any:
+    return value.total_seconds() if isinstance(value, timedelta) else value
 
 
-class ScheduleRequests:
-    """Schedules of a remote client (operators change them, readers list them)."""
+async def _create(send: Sends, asked: sch.CreateSchedule) -> ScheduleInfo:
+    sent = body(asked, schedule_id="id")
+    sent["every"] = _seconds(asked.every)  # a timedelta or seconds: seconds, as JSON has them
+    sent["catchup_window"] = _seconds(asked.catchup_window)
+    return ScheduleInfo.from_dict(await send(*route(asked), json=sent))
 
-    _send: Sends  # the JSON answer of a request (an error answer raised as its error)
 
-    async def schedule(
-        self,
-        workflow: Any,
-        *,
-        id: str,
-        cron: str | None = None,
-        tz: str | None = None,
-        every: timedelta | float | None = None,
-        input: Any = None,
-        version: str | int | None = None,
-        overlap: str = "skip",
-        catchup: str = "last",
-        catchup_window: timedelta | float = timedelta(days=1),
-    ) -> ScheduleInfo:
-        """Make a schedule (see `AsyncEngine.schedule`); `workflow` is a name, or a
-        `@workflow` function whose name is sent."""
-        name = getattr(getattr(workflow, "__waypost_workflow__", None), "name", workflow)
-        body = {
-            "id": id,
-            "workflow": name,
-            "cron": cron,
-            "tz": tz,
-            "every": every.total_seconds() if isinstance(every, timedelta) else every,
-            "input": input,
-            "version": version,
-            "overlap": overlap,
-            "catchup": catchup,
-            "catchup_window": catchup_window.total_seconds()
-            if isinstance(catchup_window, timedelta)
-            else catchup_window,
-        }
-        return ScheduleInfo.from_dict(await self._send("POST", "/v1/schedules", json=body))
+async def _list(send: Sends, asked: sch.ListSchedules) -> list[ScheduleInfo]:
+    found = await send("GET", "/v1/schedules")
+    return [ScheduleInfo.from_dict(s) for s in found["schedules"]]
 
-    async def schedules(self) -> list[ScheduleInfo]:
-        found = await self._send("GET", "/v1/schedules")
-        return [ScheduleInfo.from_dict(s) for s in found["schedules"]]
 
-    async def describe_schedule(self, id: str) -> ScheduleInfo:
-        return ScheduleInfo.from_dict(await self._send("GET", _path(id)))
+async def _one(send: Sends, asked: Any) -> ScheduleInfo | None:
+    data = await send(*route(asked))  # GET, DELETE, POST .../pause or .../resume of it
+    return None if isinstance(asked, sch.DeleteSchedule) else ScheduleInfo.from_dict(data)
 
-    async def pause_schedule(self, id: str) -> ScheduleInfo:
-        return ScheduleInfo.from_dict(await self._send("POST", _path(id, "/pause")))
 
-    async def resume_schedule(self, id: str) -> ScheduleInfo:
-        return ScheduleInfo.from_dict(await self._send("POST", _path(id, "/resume")))
+async def _backfill(send: Sends, asked: sch.BackfillSchedule) -> Backfilled:
+    sent = {"start": iso(asked.start), "end": iso(asked.end), "overlap": asked.overlap}
+    done = await send(*route(asked), json=sent)
+    return Backfilled(done["schedule_id"], [(f["fire_at"], f["run_id"]) for f in done["fires"]])
 
-    async def delete_schedule(self, id: str) -> None:
-        await self._send("DELETE", _path(id))
 
-    async def backfill_schedule(
-        self,
-        id: str,
-        start: datetime | str | float,
-        end: datetime | str | float,
-        *,
-        overlap: str = "allow_all",
-    ) -> Backfilled:
-        body = {
-            "start": iso(instant_of(start, "start")),
-            "end": iso(instant_of(end, "end")),
-            "overlap": overlap,
-        }
-        done = await self._send("POST", _path(id, "/backfill"), json=body)
-        return Backfilled(done["schedule_id"], [(f["fire_at"], f["run_id"]) for f in done["fires"]])
+SCHEDULE_WIRES: Wires = {
+    sch.CreateSchedule: _create,
+    sch.ListSchedules: _list,
+    sch.GetSchedule: _one,
+    sch.PauseSchedule: _one,
+    sch.ResumeSchedule: _one,
+    sch.DeleteSchedule: _one,
+    sch.BackfillSchedule: _backfill,
+}

@@ -1,8 +1,5 @@
-"""The `query` and `update` calls of `AsyncClient`, over the server's routes.
-
-The same names, parameters and answers as the embedded engine's calls, without
-`tenant=` (the API key decides it).
-"""
+"""How the requests of the remote client's `signal`, `query` and `update` cross the wire
+(the calls are the embedded engine's, made remote: `twins.remote_twin`)."""
 
 from __future__ import annotations
 
@@ -11,43 +8,37 @@ from typing import Any
 
 import httpx
 
+from waypost.model import operations as ops
+
 from .door import Sends
-from .remote_wire import run_path, segment
+from .remote_wire import Wires, run_path, segment
 
 _SLACK = 10.0  # seconds the HTTP request waits beyond the update's own timeout
 
 
-class UpdateRequests:
-    """Queries (readers) and updates (starters, operators) of a remote client."""
+async def _signal(send: Sends, asked: ops.Signal) -> None:
+    path = run_path(asked.run_id, f"/signals/{segment(asked.signal)}")
+    await send("POST", path, json={"payload": asked.payload})
 
-    _send: Sends  # the JSON answer of a request (an error answer raised as its error)
 
-    async def query(self, run_id: str, name: str, *args: Any) -> Any:
-        """What the query handler `name` of run `run_id`'s code answers for `args`;
-        nothing is recorded. `QueryFailed` if there is no such query or it failed."""
-        path = run_path(run_id, f"/queries/{segment(name)}")
-        data = await self._send("POST", path, json={"args": list(args)})
-        return data.get("result")
+async def _query(send: Sends, asked: ops.Query) -> Any:
+    path = run_path(asked.run_id, f"/queries/{segment(asked.query)}")
+    data = await send("POST", path, json={"args": list(asked.args)})
+    return data.get("result")
 
-    async def update(
-        self,
-        run_id: str,
-        name: str,
-        *args: Any,
-        update_id: str | None = None,
-        timeout: float = 60.0,
-    ) -> Any:
-        """Send update `name` to run `run_id` and wait (at most `timeout` seconds, at
-        most the server's limit) for its handler's result. `UpdateRejected`: refused by
-        its validator, nothing recorded; `UpdateFailed`: its handler raised;
-        `UpdateTimeout`: accepted, not done yet (ask again with the same `update_id`; one
-        is made here if None, so a retry of this call never runs it twice)."""
-        body = {
-            "args": list(args),
-            "update_id": update_id or f"upd-{uuid.uuid4().hex}",
-            "timeout": timeout,
-        }
-        path = run_path(run_id, f"/updates/{segment(name)}")
-        wait = httpx.Timeout(float(timeout) + _SLACK) if isinstance(timeout, int | float) else None
-        data = await self._send("POST", path, json=body, timeout=wait)
-        return data.get("result")
+
+async def _update(send: Sends, asked: ops.Update) -> ops.UpdateAnswer:
+    # An id made here when none is given: a retry of the call never runs the update twice.
+    update_id = asked.update_id or f"upd-{uuid.uuid4().hex}"
+    body = {"args": list(asked.args), "update_id": update_id, "timeout": asked.timeout}
+    path = run_path(asked.run_id, f"/updates/{segment(asked.update)}")
+    wait = httpx.Timeout(float(asked.timeout) + _SLACK)
+    data = await send("POST", path, json=body, timeout=wait)
+    return ops.UpdateAnswer(update_id, data.get("result"))
+
+
+UPDATE_WIRES: Wires = {
+    ops.Signal: _signal,
+    ops.Query: _query,
+    ops.Update: _update,
+}

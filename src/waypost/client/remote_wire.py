@@ -1,21 +1,32 @@
-"""How the remote client's hand-written calls cross the wire: a request checked before it
-is sent, a URL's path segments, a record rebuilt from its JSON form."""
+"""How the remote client's calls cross the wire: a request checked before it is sent, the
+wire of a request whose route is written by hand, a URL's path segments, a record rebuilt
+from its JSON form."""
 
 from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 from waypost import errors as e
-from waypost.model import operations as ops
+from waypost.model import operations as ops, surfaces
 from waypost.model.identity import Principal, check_id
+from waypost.model.requests import Http
+
+from .door import Sends
 
 R = TypeVar("R")
 Q = TypeVar("Q", bound=ops.Request[Any])
+
+# How a request whose route is written by hand crosses: given the client's `_send` and the
+# request (checked here), it sends it the way its route takes it and answers what the
+# engine's call of the request answers. Each `remote_*` module has the wires of its domain.
+Wire = Callable[[Sends, Any], Awaitable[Any]]
+Wires = dict[type[ops.Request[Any]], Wire]
 
 
 def checked_here(request: Q) -> Q:
@@ -25,6 +36,20 @@ def checked_here(request: Q) -> Q:
     The server checks it again, with the caller's roles."""
     done: Q = request.checked(Principal.anonymous())  # type: ignore[assignment]
     return done
+
+
+def route(request: ops.Request[Any]) -> tuple[str, str]:
+    """The method and path of the route `request` declares (`Http`), its fields in it."""
+    http = type(request).http
+    if not isinstance(http, Http):
+        raise e.InvalidRequest(f"{type(request).__name__} has no route of its own")
+    return http.method, http.url(request)
+
+
+def body(request: ops.Request[Any], **names: str) -> dict[str, Any]:
+    """The JSON body of `request` for its route: the fields its path does not carry (as a
+    derived route's), each under the route's name for it where `names` (field=name) has one."""
+    return {names.get(field, field): value for field, value in surfaces.body_of(request).items()}
 
 
 def segment(text: str) -> str:

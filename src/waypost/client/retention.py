@@ -37,15 +37,12 @@ class RetentionCalls:
         request = ops.PurgeRuns(
             older_than_seconds=seconds, dry_run=dry_run, limit=limit, reason=reason
         )
-        report: PurgeReport = await self._local(request, tenant)
-        return report
+        return await self._local(request, tenant)
 
     async def purged_run(self, run_id: str, *, tenant: str = "default") -> PurgedRun:
         """The summary the purged run `run_id` left; `RunNotFound` if it has none."""
-        found: PurgedRun = await self._local(ops.GetPurged(run_id=run_id), tenant)
-        return found
+        return await self._local(ops.GetPurged(run_id=run_id), tenant)
 
     async def purged_runs(self, *, limit: int = 100, tenant: str = "default") -> list[PurgedRun]:
         """`tenant`'s purged runs, most recently purged first."""
-        found: list[PurgedRun] = await self._local(ops.ListPurged(limit=limit), tenant)
-        return found
+        return await self._local(ops.ListPurged(limit=limit), tenant)

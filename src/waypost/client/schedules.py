@@ -53,28 +53,23 @@ class ScheduleCalls:
             catchup=catchup,
             catchup_window=catchup_window,
         )
-        made: ScheduleInfo = await self._local(request, tenant)
-        return made
+        return await self._local(request, tenant)
 
     async def schedules(self, *, tenant: str = "default") -> list[ScheduleInfo]:
         """The schedules of `tenant`, by id."""
-        found: list[ScheduleInfo] = await self._local(sch.ListSchedules(), tenant)
-        return found
+        return await self._local(sch.ListSchedules(), tenant)
 
     async def describe_schedule(self, id: str, *, tenant: str = "default") -> ScheduleInfo:
         """A schedule of `tenant` (`ScheduleNotFound`)."""
-        found: ScheduleInfo = await self._local(sch.GetSchedule(schedule_id=id), tenant)
-        return found
+        return await self._local(sch.GetSchedule(schedule_id=id), tenant)
 
     async def pause_schedule(self, id: str, *, tenant: str = "default") -> ScheduleInfo:
         """Stop a schedule firing; its runs go on."""
-        found: ScheduleInfo = await self._local(sch.PauseSchedule(schedule_id=id), tenant)
-        return found
+        return await self._local(sch.PauseSchedule(schedule_id=id), tenant)
 
     async def resume_schedule(self, id: str, *, tenant: str = "default") -> ScheduleInfo:
         """Fire again from now on (the fires that fell while paused are not caught up)."""
-        found: ScheduleInfo = await self._local(sch.ResumeSchedule(schedule_id=id), tenant)
-        return found
+        return await self._local(sch.ResumeSchedule(schedule_id=id), tenant)
 
     async def delete_schedule(self, id: str, *, tenant: str = "default") -> None:
         """Delete a schedule; the runs it started go on."""
@@ -96,5 +91,4 @@ class ScheduleCalls:
         skips). Runs of the schedule's regular fires do not count for it, nor its runs
         for later regular fires. A fire that has its run already finds it again."""
         request = sch.BackfillSchedule(schedule_id=id, start=start, end=end, overlap=overlap)
-        done: Backfilled = await self._local(request, tenant)
-        return done
+        return await self._local(request, tenant)

@@ -30,8 +30,6 @@ from waypost.model.identity import Principal
 
 from .blocking import Blocking as Blocking, blocking as blocking
 from .engine import AsyncEngine, AsyncRunHandle
-from .operator import OperatorBlocking
-from .repairs import RepairBlocking
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -87,7 +85,7 @@ def _handle(engine: Engine, handle: AsyncRunHandle) -> RunHandle:
     return RunHandle(engine, handle.run_id, handle.tenant)
 
 
-class Engine(OperatorBlocking, RepairBlocking, Blocking):
+class Engine(Blocking):
     """The waypost engine for ordinary (synchronous) Python code.
 
     `Engine(url)` opens (and if needed creates) the database; `url` defaults
@@ -193,6 +191,13 @@ class Engine(OperatorBlocking, RepairBlocking, Blocking):
     execute = blocking(AsyncEngine.execute)
     start = blocking(AsyncEngine.start, _handle)
     signal = blocking(AsyncEngine.signal)
+    cancel = blocking(AsyncEngine.cancel)
+    terminate = blocking(AsyncEngine.terminate)
+    pause = blocking(AsyncEngine.pause)
+    resume = blocking(AsyncEngine.resume)
+    retry = blocking(AsyncEngine.retry)
+    skip = blocking(AsyncEngine.skip)
+    update_input = blocking(AsyncEngine.update_input)
     fork = blocking(AsyncEngine.fork)
     query = blocking(AsyncEngine.query)
     update = blocking(AsyncEngine.update)

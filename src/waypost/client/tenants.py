@@ -27,29 +27,23 @@ class TenantCalls:
         `quotas` (quota name -> whole number) are stored with it. Only the platform
         operator (this API, the command line) may create tenants.
         """
-        info: TenantInfo = await self._local(ops.CreateTenant(tenant=tenant, quotas=quotas), tenant)
-        return info
+        return await self._local(ops.CreateTenant(tenant=tenant, quotas=quotas), tenant)
 
     async def list_tenants(self) -> list[TenantInfo]:
         """Every tenant, by name."""
-        found: list[TenantInfo] = await self._local(ops.ListTenants(), "default")
-        return found
+        return await self._local(ops.ListTenants(), "default")
 
     async def disable_tenant(self, tenant: str, *, reason: str = "") -> TenantInfo:
         """Disable `tenant` (`TenantNotFound` if there is none): at once every API key and
         console session of it is refused (403 `tenant_disabled`), and none of its runs'
         work is claimed (workflow tasks, activity attempts, timers, schedules,
         notifications) until it is enabled; what is running finishes. Platform only."""
-        info: TenantInfo = await self._local(
-            ops.DisableTenant(tenant=tenant, reason=reason), tenant
-        )
-        return info
+        return await self._local(ops.DisableTenant(tenant=tenant, reason=reason), tenant)
 
     async def enable_tenant(self, tenant: str) -> TenantInfo:
         """Enable a disabled `tenant` again: its keys and sessions work, its runs go on
         where they stood (timers that came due meanwhile fire now). Platform only."""
-        info: TenantInfo = await self._local(ops.EnableTenant(tenant=tenant), tenant)
-        return info
+        return await self._local(ops.EnableTenant(tenant=tenant), tenant)
 
     async def delete_tenant(self, tenant: str, *, batch: int = 1000) -> TenantDeletion:
         """Delete up to `batch` rows of a disabled `tenant` (its runs, histories, tasks,
@@ -57,10 +51,7 @@ class TenantCalls:
         call again until the answer is `done` (its own row goes last). Another tenant's
         rows are never touched. `TenantNotDisabled` unless it was disabled first.
         Platform only."""
-        done: TenantDeletion = await self._local(
-            ops.DeleteTenant(tenant=tenant, batch=batch), tenant
-        )
-        return done
+        return await self._local(ops.DeleteTenant(tenant=tenant, batch=batch), tenant)
 
     async def create_key(
         self,
@@ -77,13 +68,11 @@ class TenantCalls:
         zone) must be in the future; without it the key lives until revoked.
         """
         request = ops.CreateKey(principal=principal, roles=roles, expires_at=expires_at)
-        made: NewKey = await self._local(request, tenant)
-        return made
+        return await self._local(request, tenant)
 
     async def list_keys(self, *, tenant: str = "default") -> list[KeyInfo]:
         """The API keys of `tenant`, revoked and expired ones too (never their secrets)."""
-        found: list[KeyInfo] = await self._local(ops.ListKeys(), tenant)
-        return found
+        return await self._local(ops.ListKeys(), tenant)
 
     async def revoke_key(self, key_id: str, *, tenant: str = "default") -> None:
         """Revoke an API key of `tenant`: it stops working at once (`KeyNotFound` if none)."""
@@ -93,8 +82,7 @@ class TenantCalls:
         """`tenant`'s effective quotas (`.quotas`: the `quotas` option with the tenant's
         overrides), its overrides (`.overrides`) and what it holds now (`.usage`:
         running_runs, activities_in_flight, pending_timers, definitions)."""
-        info: TenantInfo = await self._local(ops.GetTenant(), tenant)
-        return info
+        return await self._local(ops.GetTenant(), tenant)
 
     async def set_quotas(self, tenant: str, quotas: Mapping[str, Any]) -> TenantInfo:
         """Override some of `tenant`'s quotas (the tenant must exist); answers as `get_tenant`.
@@ -104,5 +92,4 @@ class TenantCalls:
         change at once, on every engine; what engines keep in memory (payload size,
         history length, activity leases) within 5 seconds.
         """
-        info: TenantInfo = await self._local(ops.SetQuotas(tenant=tenant, quotas=quotas), tenant)
-        return info
+        return await self._local(ops.SetQuotas(tenant=tenant, quotas=quotas), tenant)

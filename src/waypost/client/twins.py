@@ -3,8 +3,9 @@
 An engine call builds its request and hands it to `self._local(request, tenant)`.
 `remote_twin(EngineCalls.pause)` is the same call on `AsyncClient`, without `tenant=`
 (the API key decides it): the engine's method body runs with a `_local` that sends
-the request over its derived route (`AsyncClient.execute`). The answer, the checks
-before anything is sent and the errors are the engine's.
+the request over its route: a derived one (`AsyncClient.execute`), or the one written by
+hand that its wire (`remote_wire.Wire`) takes. The answer, the checks before anything is
+sent and the errors are the engine's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ T = TypeVar("T")
 
 
 class Executes(Protocol):
-    async def execute(self, request: Request[Any]) -> Any: ...
+    async def _carry(self, request: Request[Any]) -> Any: ...
 
 
 class _Sent:
@@ -31,7 +32,7 @@ class _Sent:
         self._client = client
 
     async def _local(self, request: Request[T], tenant: str) -> T:
-        answer: T = await self._client.execute(request)
+        answer: T = await self._client._carry(request)
         return answer
 
 

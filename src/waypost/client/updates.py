@@ -1,4 +1,4 @@
-"""The `query` and `update` calls of `AsyncEngine` (thin methods over the one door)."""
+"""The `signal`, `query` and `update` calls of `AsyncEngine` (thin methods over the one door)."""
 
 from __future__ import annotations
 
@@ -12,20 +12,25 @@ from .door import LocalDoor
 
 
 class UpdateCalls:
-    """Queries and updates of runs, as the embedded API's local principal."""
+    """Signals, queries and updates of runs, as the embedded API's local principal."""
+
+    _local: LocalDoor  # the engine's door, as its local principal in a tenant
 
     _runner: Runner
     _definitions: Definitions
 
-    _local: LocalDoor  # the engine's door, as its local principal in a tenant
+    async def signal(
+        self, run_id: str, name: str, payload: Any = None, *, tenant: str = "default"
+    ) -> None:
+        """Deliver a signal; the run sees it at its next wait for `name`."""
+        await self._local(ops.Signal(run_id=run_id, signal=name, payload=payload), tenant)
 
     async def query(self, run_id: str, name: str, *args: Any, tenant: str = "default") -> Any:
         """What the query handler `name` of run `run_id`'s code (`ctx.set_query`) answers
         for `args`. The run's code is replayed from its history for it, in this engine;
         nothing is recorded. Finished runs answer too. An unknown query, a handler that
         raises or tries to act (sleep, run an activity): `QueryFailed`. Reader."""
-        answer: Any = await self._local(ops.Query(run_id=run_id, query=name, args=args), tenant)
-        return answer
+        return await self._local(ops.Query(run_id=run_id, query=name, args=args), tenant)
 
     async def update(
         self,

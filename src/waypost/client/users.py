@@ -24,13 +24,11 @@ class UserCalls:
         (8 to 512 characters; only its argon2id hash is kept). `UserExists` if the name
         is taken. Needs `argon2-cffi` (the `server` extra)."""
         request = ops.CreateUser(user=user, roles=roles, password=password)
-        made: UserInfo = await self._local(request, tenant)
-        return made
+        return await self._local(request, tenant)
 
     async def list_users(self, *, tenant: str = "default") -> list[UserInfo]:
         """The console users of `tenant`, disabled ones too (never a password hash)."""
-        found: list[UserInfo] = await self._local(ops.ListUsers(), tenant)
-        return found
+        return await self._local(ops.ListUsers(), tenant)
 
     async def disable_user(self, user: str, reason: str = "", *, tenant: str = "default") -> None:
         """Disable a console user: it cannot sign in, its sessions end (`UserNotFound`)."""

@@ -29,13 +29,11 @@ class WebhookCalls:
         waiting with `correlate=(key, <the JSON body's value at path>)`. The answer's
         `secret` (shown this once) signs deliveries, Standard Webhooks' way."""
         request = wh.CreateWebhookSource(source, signal, key, path, tolerance_seconds)
-        made: NewWebhookSource = await self._local(request, tenant)
-        return made
+        return await self._local(request, tenant)
 
     async def webhook_sources(self, *, tenant: str = "default") -> list[WebhookSourceInfo]:
         """The webhook sources of `tenant` (never their secrets)."""
-        found: list[WebhookSourceInfo] = await self._local(wh.ListWebhookSources(), tenant)
-        return found
+        return await self._local(wh.ListWebhookSources(), tenant)
 
     async def delete_webhook_source(self, source: str, *, tenant: str = "default") -> None:
         """Delete a webhook source: its deliveries are refused at once."""
