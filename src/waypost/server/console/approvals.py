@@ -27,6 +27,7 @@ from waypost.model.identity import Role
 
 from .pages import (
     Visit,
+    add_object_page,
     engine_of,
     not_done,
     not_shown,
@@ -135,10 +136,7 @@ async def _approval_page(
     )
 
 
-@router.get("/approvals/{approval_id:id}")
-async def approval_page(request: Request, approval_id: str) -> Response:
-    visit = await signed_in(request)
-    return await _approval_page(request, visit, approval_id)
+add_object_page(router, "/approvals/{approval_id:id}", _approval_page)
 
 
 @router.post("/approvals/{approval_id:id}")

@@ -28,15 +28,14 @@ from .commands import COMMANDS
 from .history import data_after, story, timer_words
 from .pages import (
     Visit,
+    add_object_page,
     engine_of,
-    no_such_command,
     not_done,
     not_shown,
     page,
+    posted_command,
     query_of,
     refusal,
-    signed_form,
-    signed_in,
 )
 
 router = APIRouter(include_in_schema=False)
@@ -144,20 +143,15 @@ async def _run_page(
     )
 
 
-@router.get("/runs/{run_id:id}")
-async def run_page(request: Request, run_id: str) -> Response:
-    visit = await signed_in(request)
-    return await _run_page(request, visit, run_id)
+add_object_page(router, "/runs/{run_id:id}", _run_page)
 
 
 @router.post("/runs/{run_id:id}/commands/{name}")
 async def command(request: Request, run_id: str, name: str) -> Response:
-    visit, form, refused = await signed_form(request)
-    if refused is not None:
-        return refused
-    chosen = COMMANDS.get(name)
-    if chosen is None:
-        return no_such_command(visit, "", name)
+    posted = await posted_command(request, COMMANDS, name)
+    if isinstance(posted, Response):
+        return posted
+    visit, form, chosen = posted
     fields = {f: _text(form.get(f)) for f in chosen.fields}
     reason = _text(form.get("reason"))
     try:

@@ -20,14 +20,13 @@ from waypost.model import operations as ops, schedules as sch
 
 from .pages import (
     Visit,
+    add_object_page,
     engine_of,
-    no_such_command,
+    list_page,
     not_done,
     not_shown,
     page,
-    refusal,
-    signed_form,
-    signed_in,
+    posted_command,
 )
 
 router = APIRouter(include_in_schema=False)
@@ -73,19 +72,12 @@ SCHEDULE_COMMANDS: dict[str, ScheduleCommand] = {
 
 @router.get("/schedules")
 async def schedules_page(request: Request) -> Response:
-    visit = await signed_in(request)
-    error, status, found = "", 200, []
-    try:
-        found = await engine_of(request).execute(sch.ListSchedules(), visit.principal)
-    except WaypostError as exc:
-        status, error = refusal(exc)
-    return page(
+    return await list_page(
+        request,
         "console/schedules.html",
-        visit,
-        status=status,
+        sch.ListSchedules(),
+        "schedules",
         nav="schedules",
-        schedules=found,
-        error=error,
         commands=SCHEDULE_COMMANDS,
     )
 
@@ -122,20 +114,15 @@ async def _schedule_page(
     )
 
 
-@router.get("/schedules/{schedule_id:id}")
-async def schedule_page(request: Request, schedule_id: str) -> Response:
-    visit = await signed_in(request)
-    return await _schedule_page(request, visit, schedule_id)
+add_object_page(router, "/schedules/{schedule_id:id}", _schedule_page)
 
 
 @router.post("/schedules/{schedule_id:id}/commands/{name}")
 async def schedule_command(request: Request, schedule_id: str, name: str) -> Response:
-    visit, _, refused = await signed_form(request)
-    if refused is not None:
-        return refused
-    chosen = SCHEDULE_COMMANDS.get(name)
-    if chosen is None:
-        return no_such_command(visit, "schedule ", name)
+    posted = await posted_command(request, SCHEDULE_COMMANDS, name, "schedule ")
+    if isinstance(posted, Response):
+        return posted
+    visit, _, chosen = posted
     try:
         await engine_of(request).execute(chosen.build(schedule_id), visit.principal)
     except WaypostError as exc:
