@@ -66,7 +66,7 @@ def done(flag: str) -> Answer:
     answers nothing says (`done("deleted")`)."""
 
     def answer(_: Any, path: Mapping[str, str]) -> dict[str, Any]:
-        first = next(iter(path))  # the endpoint's path fields come in the path's order
+        first = next(iter(path))
         return {first: path[first], flag: True}
 
     return answer
@@ -121,10 +121,9 @@ def add_route(
     in_path = http.path_fields()
 
     async def endpoint(**given: Any) -> dict[str, Any]:
-        request, principal = given.pop("request"), given.pop("principal")
-        sent = given.pop("body", None)
-        result = await door(request, kind(**fields(given, sent)), principal)
-        return answer(result, given)
+        path = {name: given[name] for name in in_path}  # in the path's order
+        operation = kind(**fields(path, given.get("body")))
+        return answer(await door(given["request"], operation, given["principal"]), path)
 
     keyword = inspect.Parameter.KEYWORD_ONLY
     parameters = [
