@@ -229,12 +229,36 @@ def page(
     return HtmlAnswer(html, status_code=status, headers=HEADERS)
 
 
+@dataclass(frozen=True)
+class Notice:
+    """What a page says on top after its form's command: done (kind "ok"), or refused
+    (kind "bad", with the refusal's status as the page's)."""
+
+    text: str = ""
+    kind: str = "ok"
+    status: int = 200
+
+    def values(self) -> dict[str, Any]:
+        """The page's `status`, `notice` and `notice_kind`."""
+        return {"status": self.status, "notice": self.text, "notice_kind": self.kind}
+
+
+NO_NOTICE = Notice()  # a page drawn without a command
+
+
 def message_page(
-    visit: Visit | None, status: int, title: str, message: str, **notice: str
+    visit: Visit | None, status: int, title: str, message: str, notice: Notice = NO_NOTICE
 ) -> HTMLResponse:
-    """A page that only says something: `title` and `message`, answered with `status`."""
+    """A page that only says something: `title` and `message`, answered with `status`
+    (and the `notice` of a command done before, if any)."""
     return page(
-        "console/message.html", visit, status=status, title=title, message=message, **notice
+        "console/message.html",
+        visit,
+        status=status,
+        title=title,
+        message=message,
+        notice=notice.text,
+        notice_kind=notice.kind,
     )
 
 
@@ -281,18 +305,20 @@ def add_object_page(
     router.add_api_route(path, show, methods=["GET"])
 
 
-def not_shown(visit: Visit, exc: WaypostError, title: str, **notice: str) -> HTMLResponse:
+def not_shown(
+    visit: Visit, exc: WaypostError, title: str, notice: Notice = NO_NOTICE
+) -> HTMLResponse:
     """The page `title` names, refused: the refusal's status and message (and the
-    `notice` and `notice_kind` of a command done before, if given)."""
+    `notice` of a command done before, if any)."""
     status, message = refusal(exc)
-    return message_page(visit, status, title, message, **notice)
+    return message_page(visit, status, title, message, notice)
 
 
-def not_done(exc: WaypostError, what: str) -> dict[str, Any]:
-    """A page's `status`, `notice` and `notice_kind` after its form's command was
-    refused: "`what` not done. <the refusal's message>"."""
+def not_done(exc: WaypostError, what: str) -> Notice:
+    """The notice of a form's command the door refused: "`what` not done. <the
+    refusal's message>", with the refusal's status."""
     status, message = refusal(exc)
-    return {"status": status, "notice": f"{what} {message}", "notice_kind": "bad"}
+    return Notice(f"{what} {message}", "bad", status)
 
 
 def forbidden(visit: Visit | None, message: str) -> HTMLResponse:

@@ -19,6 +19,8 @@ from waypost.errors import WaypostError
 from waypost.model import operations as ops, schedules as sch
 
 from .pages import (
+    NO_NOTICE,
+    Notice,
     Visit,
     add_object_page,
     engine_of,
@@ -86,10 +88,7 @@ async def _schedule_page(
     request: Request,
     visit: Visit,
     schedule_id: str,
-    *,
-    status: int = 200,
-    notice: str = "",
-    notice_kind: str = "ok",
+    notice: Notice = NO_NOTICE,
 ) -> Response:
     engine = engine_of(request)
     try:
@@ -99,18 +98,16 @@ async def _schedule_page(
             visit.principal,
         )
     except WaypostError as exc:
-        return not_shown(visit, exc, "Schedule not shown", notice=notice, notice_kind=notice_kind)
+        return not_shown(visit, exc, "Schedule not shown", notice)
     runs = [r for r in found if sch.is_fire_run(info.schedule_id, r.run_id)]
     return page(
         "console/schedule.html",
         visit,
-        status=status,
         nav="schedules",
         s=info,
         runs=runs,
         commands=[c for c in SCHEDULE_COMMANDS.values() if visit.can(c.request)],
-        notice=notice,
-        notice_kind=notice_kind,
+        **notice.values(),
     )
 
 
@@ -127,8 +124,8 @@ async def schedule_command(request: Request, schedule_id: str, name: str) -> Res
         await engine_of(request).execute(chosen.build(schedule_id), visit.principal)
     except WaypostError as exc:
         return await _schedule_page(
-            request, visit, schedule_id, **not_done(exc, f"{chosen.label}: not done.")
+            request, visit, schedule_id, not_done(exc, f"{chosen.label}: not done.")
         )
     if chosen.name == "delete":
         return RedirectResponse("/schedules", status_code=303)
-    return await _schedule_page(request, visit, schedule_id, notice=f"{chosen.label}: done.")
+    return await _schedule_page(request, visit, schedule_id, Notice(f"{chosen.label}: done."))
