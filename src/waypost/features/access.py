@@ -24,7 +24,6 @@ import hmac
 import re
 import secrets
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 
 from waypost.engine.ports import Machinery
 from waypost.errors import (
@@ -41,9 +40,11 @@ from waypost.model.identity import Principal, Role, preview
 from waypost.model.logs import logger
 from waypost.model.records import KeyInfo, NewKey, TenantInfo
 from waypost.model.requests import handles
-from waypost.store.base import ApiKeyRecord, KeyCreation, NewApiKey, Store
+from waypost.store.base import ApiKeyRecord, KeyCreation, NewApiKey
 
 from .queues import Queues
+from .room import Room
+from .stored import answer_of, known_roles, moment
 from .tenants import Tenants, tenant_info
 
 log = logger("waypost.access")
@@ -72,28 +73,8 @@ def secret_hash(secret: str) -> str:
     return hashlib.sha256(bytes.fromhex(secret)).hexdigest()
 
 
-def _when(seconds: float | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
-
-
-def _roles(names: tuple[str, ...]) -> tuple[Role, ...]:
-    """The known roles among stored names, in the order `Role` declares them."""
-    return tuple(r for r in Role if r.value in names)
-
-
 def key_info(record: ApiKeyRecord) -> KeyInfo:
-    return KeyInfo(
-        key_id=record.key_id,
-        tenant=record.tenant,
-        principal=record.principal,
-        roles=_roles(record.roles),
-        created_at=datetime.fromtimestamp(record.created_at, UTC),
-        created_by=record.created_by,
-        expires_at=_when(record.expires_at),
-        revoked_at=_when(record.revoked_at),
-        last_used_at=_when(record.last_used_at),
-        revoked_by=record.revoked_by,
-    )
+    return answer_of(KeyInfo, record)
 
 
 def tenant_disabled(tenant: str) -> TenantDisabled:
@@ -103,7 +84,7 @@ def tenant_disabled(tenant: str) -> TenantDisabled:
     )
 
 
-class Access:
+class Access(Room):
     """The tenant and key operations of one engine, and authenticating keys.
 
     `payload_limit(tenant)` says what a tenant's `max_payload_bytes` comes to when no
@@ -115,31 +96,24 @@ class Access:
         machinery: Machinery,
         payload_limit: Callable[[str], Awaitable[int]],
     ) -> None:
-        self.machinery = machinery
+        super().__init__(machinery)
         self.payload_limit = payload_limit
         # The rooms of a tenant's lifecycle and of its named queues (their limits beside
         # its quotas).
         self.tenants = Tenants(machinery)
         self.queues = Queues(machinery)
 
-    @property
-    def store(self) -> Store:
-        return self.machinery.store
-
-    def _now(self) -> float:
-        return self.machinery.settings.clock()
-
     # == tenants ===================================================================
     @handles(ops.CreateTenant)
     async def create_tenant(self, req: ops.CreateTenant, principal: Principal) -> TenantInfo:
-        now = self._now()
+        now = self.now()
         quotas = dict(req.quotas or {})
         if not await self.store.create_tenant(req.tenant, quotas, principal.subject, now):
             raise TenantExists(f"tenant {preview(req.tenant)} exists already")
         log.info("tenant %s created by %s", req.tenant, principal.subject)
         return TenantInfo(
             tenant=req.tenant,
-            created_at=datetime.fromtimestamp(now, UTC),
+            created_at=moment(now),
             created_by=principal.subject,
             quotas=quotas,
         )
@@ -175,19 +149,19 @@ class Access:
             quotas["max_payload_bytes"] = await self.payload_limit(tenant)
         return TenantInfo(
             tenant=tenant,
-            created_at=_when(record.created_at) if record is not None else None,
+            created_at=moment(record.created_at) if record is not None else None,
             created_by=record.created_by if record is not None else "",
             quotas=quotas,
             usage=usage,
             overrides=overrides,
-            disabled_at=_when(record.disabled_at) if record is not None else None,
+            disabled_at=moment(record.disabled_at) if record is not None else None,
             disabled_by=record.disabled_by if record is not None else None,
         )
 
     # == keys ======================================================================
     @handles(ops.CreateKey)
     async def create_key(self, req: ops.CreateKey, principal: Principal) -> NewKey:
-        now = self._now()
+        now = self.now()
         expires = None if req.expires_at is None else req.expires_at.timestamp()
         if expires is not None and expires <= now:
             raise InvalidRequest("expires_at must be in the future", field="expires_at")
@@ -230,7 +204,7 @@ class Access:
                     tenant=principal.tenant,
                     principal=req.principal,
                     roles=roles,
-                    expires_at=_when(expires),
+                    expires_at=moment(expires),
                 )
         raise StoreContention(  # pragma: no cover - 64-bit ids do not collide 8 times
             "no unused key id was drawn; nothing was written: try again"
@@ -243,7 +217,7 @@ class Access:
     @handles(ops.RevokeKey)
     async def revoke_key(self, req: ops.RevokeKey, principal: Principal) -> None:
         found = await self.store.revoke_api_key(
-            principal.tenant, req.key_id, principal.subject, self._now()
+            principal.tenant, req.key_id, principal.subject, self.now()
         )
         if not found:
             raise KeyNotFound(
@@ -264,8 +238,8 @@ class Access:
         )
         if record is None or not matches:
             raise Unauthenticated()
-        now = self._now()
-        roles = frozenset(_roles(record.roles))
+        now = self.now()
+        roles = frozenset(known_roles(record.roles))
         if record.revoked_at is not None:
             log.info("API key %s of %s refused: revoked", key_id, record.tenant)
             raise Unauthenticated()

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from waypost.engine.ports import Machinery
@@ -50,6 +49,9 @@ from waypost.store.base import (
     Store,
 )
 
+from .room import Room
+from .stored import answer_of, moment
+
 log = logger("waypost.approvals")
 audit_log = logger("waypost.audit")
 
@@ -74,17 +76,13 @@ class StoreDirectory:
         return await self.store.group_members(tenant, group)
 
 
-class Approvals:
+class Approvals(Room):
     """The approval operations of one engine, and who may decide."""
 
     def __init__(self, machinery: Machinery, directory: Directory | None) -> None:
-        self.machinery = machinery
+        super().__init__(machinery)
         self.directory: Directory = directory or StoreDirectory(machinery.store)
         self._changed: list[Callable[[], None]] = []
-
-    @property
-    def store(self) -> Store:
-        return self.machinery.store
 
     def on_change(self, hook: Callable[[], None]) -> None:
         """Call `hook()` when approvers changed (someone new must be notified)."""
@@ -336,27 +334,22 @@ class Approvals:
             )
             raise InvalidCredential
         cred, approval = found.credential, found.approval
-        return CredentialView(
+        return answer_of(
+            CredentialView,
+            approval,
             tenant=cred.tenant,
-            approval_id=approval.approval_id,
-            run_id=approval.run_id,
-            step=approval.step,
-            name=approval.name,
             action=cred.action,
             approver=cred.approver,
-            data=approval.data,
             requested_by=approval.started_by,
             decisions=[
                 {
                     "approver": v["principal"],
                     "decision": v["decision"],
-                    "at": _datetime(v["at"]),
+                    "at": moment(v["at"]),
                     "comment": v["comment"],
                 }
                 for v in found.votes
             ],
-            expires_at=_datetime(approval.expires_at),
-            status=approval.status,
         )
 
     async def _link_problem(self, found: CredentialLookup | None, secret: str) -> str | None:
@@ -522,27 +515,7 @@ def _not_found(approval_id: str, tenant: str) -> ApprovalNotFound:
     return ApprovalNotFound(f"no approval {preview(approval_id)} in tenant {preview(tenant)}")
 
 
-def _datetime(ts: float | None) -> datetime | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC)
-
-
 def _info(
     a: ApprovalRecord, votes: list[dict[str, Any]], refusals: list[dict[str, Any]]
 ) -> ApprovalInfo:
-    created = _datetime(a.created_at)
-    assert created is not None
-    return ApprovalInfo(
-        approval_id=a.approval_id,
-        tenant=a.tenant,
-        run_id=a.run_id,
-        step=a.step,
-        name=a.name,
-        status=a.status,
-        policy=a.policy,
-        started_by=a.started_by,
-        data=a.data,
-        expires_at=_datetime(a.expires_at),
-        created_at=created,
-        votes=votes,
-        refusals=refusals,
-    )
+    return answer_of(ApprovalInfo, a, votes=votes, refusals=refusals)

@@ -19,7 +19,6 @@ import dataclasses
 import functools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from waypost.engine.ports import Machinery, StartSignal
@@ -68,7 +67,10 @@ from waypost.runtime.interpreter import (
     definition_of,
 )
 from waypost.runtime.registry import WorkflowDefn
-from waypost.store.base import DefinitionRecord, RunCommit, RunRecord, Store
+from waypost.store.base import DefinitionRecord, RunCommit, RunRecord
+
+from .room import Room
+from .stored import answer_of
 
 _E = EventType
 _MIGRATE_PAGE = 500  # runs `migrate_all` reads at a time
@@ -87,15 +89,9 @@ def _definition_version(version: Any, what: str = "a definition version") -> int
 def definition_info(
     record: DefinitionRecord, created: bool = False, warnings: Sequence[str] = ()
 ) -> DefinitionInfo:
-    return DefinitionInfo(
-        name=record.name,
-        version=record.version,
-        digest=record.digest,
-        tenant=record.tenant,
-        published_at=datetime.fromtimestamp(record.published_at, UTC),
-        published_by=record.published_by,
-        body=record.body,
-        source=record.source,
+    return answer_of(
+        DefinitionInfo,
+        record,
         created=created,
         warnings=tuple(warnings),
     )
@@ -109,7 +105,7 @@ def _missing(name: str, version: int | None, tenant: str) -> DefinitionNotFound:
     )
 
 
-class Definitions:
+class Definitions(Room):
     """The definition operations of one engine, and the parsed versions it has loaded."""
 
     def __init__(
@@ -117,13 +113,9 @@ class Definitions:
         machinery: Machinery,
         limits: Limits | Mapping[str, Limits] | Callable[[str], Limits] | None,
     ) -> None:
-        self.machinery = machinery
+        super().__init__(machinery)
         self.limits = limits
         self._parsed: OrderedDict[tuple[str, str, int], Definition] = OrderedDict()
-
-    @property
-    def store(self) -> Store:
-        return self.machinery.store
 
     async def start(
         self,

@@ -23,11 +23,12 @@ from waypost.engine.ports import Machinery
 from waypost.errors import ConfigurationError, StoreError
 from waypost.model import approvals as ap
 from waypost.model.logs import logger
-from waypost.store.base import NewCredential, OutboxItem, Store
+from waypost.store.base import NewCredential, OutboxItem
 from waypost.store.reach import warn_unless_away
 
 from .approvals import Approvals
 from .outbound import scrub
+from .room import Room
 from .senders import DeliveryError, LogSender, Notification, Sender
 
 log = logger("waypost.approvals")
@@ -47,7 +48,7 @@ def approval_links(base_url: str, tokens: Mapping[str, str]) -> dict[str, str]:
     return {action: f"{base}/approve/{token}" for action, token in tokens.items()}
 
 
-class Outbox:
+class Outbox(Room):
     """Delivers the outbox's messages through the engine's sender."""
 
     def __init__(
@@ -57,15 +58,11 @@ class Outbox:
         notifier: Sender | None,
         base_url: str,
     ) -> None:
-        self.machinery = machinery
+        super().__init__(machinery)
         self.approvals = approvals
         self.notifier: Sender = notifier or LogSender()
         self.base_url = base_url
         self._wake = asyncio.Event()
-
-    @property
-    def store(self) -> Store:
-        return self.machinery.store
 
     def wake(self) -> None:
         """A message may wait: deliver now rather than at the next poll."""

@@ -19,7 +19,6 @@ purge holds; SQLite has one writer), and a purge that finds nothing does nothing
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 
 from waypost.engine.ports import Machinery
 from waypost.errors import RunNotFound, StoreError
@@ -28,9 +27,10 @@ from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
 from waypost.model.records import PurgedRun, PurgeReport
 from waypost.model.requests import handles
-from waypost.model.status import RunStatus
 from waypost.store.base import PurgeCounts, PurgedRunRecord
 from waypost.store.reach import warn_unless_away
+
+from .stored import answer_of, moment
 
 log = logger("waypost.retention")
 
@@ -54,7 +54,7 @@ class Retention:
         cutoff = clock() - req.older_than_seconds
         tenant = principal.tenant
         budget = req.limit if req.limit is not None else ops.MAX_PURGE
-        when = datetime.fromtimestamp(cutoff, UTC)
+        when = moment(cutoff)
         if req.dry_run:
             counted = await store.count_purgeable(tenant, cutoff, budget)
             return PurgeReport(tenant, when, True, counted.runs, counted.events)
@@ -141,22 +141,5 @@ def _add(totals: dict[str, int], counts: PurgeCounts) -> None:
         totals[name] += getattr(counts, name)
 
 
-def _time(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
-
-
 def purged_run(r: PurgedRunRecord) -> PurgedRun:
-    return PurgedRun(
-        tenant=r.tenant,
-        run_id=r.run_id,
-        workflow=r.workflow,
-        version=r.version,
-        status=RunStatus(r.status),
-        created_at=_time(r.created_at),
-        finished_at=_time(r.finished_at) if r.finished_at is not None else None,
-        last_seq=r.last_seq,
-        last_hash=r.last_hash,
-        purged_at=_time(r.purged_at),
-        purged_by=r.purged_by,
-        reason=r.reason,
-    )
+    return answer_of(PurgedRun, r)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from waypost.engine.compute import Recent
@@ -57,6 +56,7 @@ from waypost.store.base import Conflict, RunCommit, RunOutlook, RunRecord, Snaps
 
 from .definitions import Definitions
 from .next_action import next_action
+from .stored import answer_of
 
 log = logger("waypost")
 _E = EventType
@@ -71,12 +71,12 @@ def _cause(event: Event) -> int:
     return cause if isinstance(cause, int) and not isinstance(cause, bool) else 0
 
 
+AnyStart = ops.Start | ops.StartRun | ops.SignalWithStart
+"""A request that starts a run (`signal_with_start` starts one if none has its id)."""
+
+
 def run_not_found(run_id: str, tenant: str) -> RunNotFound:
     return RunNotFound(f"no run {preview(run_id)} in tenant {preview(tenant)}")
-
-
-def _dt(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
 
 
 _DIRECT_TRIES = 5  # a cancel that ends a run directly, judged again after a change
@@ -100,7 +100,7 @@ class Runs:
     @handles(ops.StartRun)
     async def start_run(
         self,
-        req: ops.Start | ops.StartRun | ops.SignalWithStart,
+        req: AnyStart,
         principal: Principal,
         signal: StartSignal | None = None,
     ) -> Started:
@@ -118,24 +118,8 @@ class Runs:
                 return of_definition
             return await self._start_served_elsewhere(req, principal, signal)
         defn = m.registry.workflow(req.workflow, None if req.version is None else str(req.version))
-        payload = m.codec.encode(req.input)
-        await self.definitions.bounded(tenant, "input", payload)
-        started = RunStarted(
-            workflow=defn.name, version=defn.version, input=payload, started_by=req.started_by
-        )
-        return await m.start_run(
-            tenant=tenant,
-            run_id=req.run_id,
-            workflow=defn.name,
-            version=defn.version,
-            payload=payload,
-            started_data=started,
-            queue=defn.queue,
-            signal=signal,
-            priority=req.priority,
-            concurrency_key=concurrency_key(req),
-            dedup_id=dedup_id(req),
-            run_queue=run_queue(req, defn.run_queue),
+        return await self._start_code(
+            req, tenant, defn.name, defn.version, defn.queue, signal, defn.run_queue
         )
 
     @handles(ops.SignalWithStart)
@@ -144,18 +128,25 @@ class Runs:
         has that id: one transaction, so of concurrent calls one creates the run and every
         signal arrives. A run of that id of another workflow is `RunIdConflict`; a finished
         one `RunNotActive`."""
+        arriving = await self._signal_arriving(principal.tenant, req)
+        return await self.start_run(req, principal, StartSignal(*arriving))
+
+    async def _signal_arriving(
+        self, tenant: str, req: ops.Signal | ops.SignalWithStart
+    ) -> tuple[NewEvent, int | None, Quotas]:
+        """The event of the signal `req` sends, its payload within the tenant's bounds;
+        and the bounds the run that gets it is held to: the signals it may have pending
+        (not taken in yet), and the tenant's quotas."""
         m = self.machinery
-        tenant = principal.tenant
         payload = m.codec.encode(req.payload)
         await self.definitions.bounded(tenant, "signal's payload", payload)
         event = SignalReceived(name=req.signal, payload=payload).at(m.settings.clock())
         pending = self.definitions.limits_for(tenant).max_pending_signals
-        quotas = await m.quotas.get(tenant)
-        return await self.start_run(req, principal, StartSignal(event, pending, quotas))
+        return event, pending, await m.quotas.get(tenant)
 
     async def _start_served_elsewhere(
         self,
-        req: ops.Start | ops.StartRun | ops.SignalWithStart,
+        req: AnyStart,
         principal: Principal,
         signal: StartSignal | None = None,
     ) -> Started:
@@ -180,24 +171,42 @@ class Runs:
                 "no running worker serves it"
             )
         version = str(req.version) if req.version is not None else max(versions, key=version_key)
+        return await self._start_code(
+            req, tenant, name, version, workflow_queue(name, version), signal
+        )
+
+    async def _start_code(
+        self,
+        req: AnyStart,
+        tenant: str,
+        workflow: str,
+        version: str,
+        queue: str,
+        signal: StartSignal | None,
+        own_run_queue: str | None = None,
+    ) -> Started:
+        """Start (or find) a run of `workflow` `version` written as code, whose tasks go to
+        `queue`; the run waits for admission in the start's run queue, else in
+        `own_run_queue` (the workflow's own, if it names one)."""
+        m = self.machinery
         payload = m.codec.encode(req.input)
         await self.definitions.bounded(tenant, "input", payload)
         started = RunStarted(
-            workflow=name, version=version, input=payload, started_by=req.started_by
+            workflow=workflow, version=version, input=payload, started_by=req.started_by
         )
         return await m.start_run(
             tenant=tenant,
             run_id=req.run_id,
-            workflow=name,
+            workflow=workflow,
             version=version,
             payload=payload,
             started_data=started,
-            queue=workflow_queue(name, version),
+            queue=queue,
             signal=signal,
             priority=req.priority,
             concurrency_key=concurrency_key(req),
             dedup_id=dedup_id(req),
-            run_queue=run_queue(req),
+            run_queue=run_queue(req, own_run_queue),
         )
 
     async def knows_workflow(self, tenant: str, name: str) -> bool:
@@ -225,13 +234,8 @@ class Runs:
     @handles(ops.Signal)
     async def signal(self, req: ops.Signal, principal: Principal) -> None:
         """Deliver a signal; the run sees it at its next wait for the signal's name."""
-        m = self.machinery
         tenant = principal.tenant
-        payload = m.codec.encode(req.payload)
-        await self.definitions.bounded(tenant, "signal's payload", payload)
-        event = SignalReceived(name=req.signal, payload=payload).at(m.settings.clock())
-        pending = self.definitions.limits_for(tenant).max_pending_signals
-        quotas = await m.quotas.get(tenant)
+        event, pending, quotas = await self._signal_arriving(tenant, req)
         await self._external(
             tenant,
             req.run_id,
@@ -603,22 +607,13 @@ class Runs:
         if defn is not None and status is RunStatus.COMPLETED:
             with contextlib.suppress(Exception):
                 result = m.codec.decode(run.result, defn.result_hint)
-        return RunInfo(
-            tenant=run.tenant,
-            run_id=run.run_id,
-            workflow=run.workflow,
-            version=run.version,
+        return answer_of(
+            RunInfo,
+            run,
             status=status,
-            input=run.input,
             result=result,
-            error=run.error,
             waiting_for=waiting,
-            last_seq=run.last_seq,
-            created_at=_dt(run.created_at),
-            updated_at=_dt(run.updated_at),
-            finished_at=_dt(run.finished_at) if run.finished_at is not None else None,
             next_action=next_action(run, waiting, outlook, m.settings.clock()),
-            priority=run.priority,
         )
 
 
@@ -681,19 +676,17 @@ class _ActivityLimits:
         return [{"kind": "quota", "quota": "max_concurrent_activities", "detail": detail}]
 
 
-def concurrency_key(req: ops.Start | ops.StartRun | ops.SignalWithStart) -> str | None:
+def concurrency_key(req: AnyStart) -> str | None:
     """The run's concurrency key: a start may give one (a queue's per-key limit)."""
     return req.concurrency_key if isinstance(req, ops.StartFields) else None
 
 
-def dedup_id(req: ops.Start | ops.StartRun | ops.SignalWithStart) -> str | None:
+def dedup_id(req: AnyStart) -> str | None:
     """The start's deduplication id: while a run with it is unfinished, a start finds it."""
     return req.dedup_id if isinstance(req, ops.StartFields) else None
 
 
-def run_queue(
-    req: ops.Start | ops.StartRun | ops.SignalWithStart, default: str | None = None
-) -> str | None:
+def run_queue(req: AnyStart, default: str | None = None) -> str | None:
     """The workflow queue the run waits in for admission: the start's, else the workflow's
     own (None: started at once)."""
     given = req.queue if isinstance(req, ops.StartFields) else None

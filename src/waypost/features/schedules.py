@@ -49,6 +49,7 @@ from waypost.store.reach import warn_unless_away
 from waypost.store.schedules import ScheduleAdvance, ScheduleRecord
 
 from .runs import Runs
+from .stored import answer_of
 
 log = logger("waypost.schedules")
 
@@ -60,27 +61,7 @@ def timing_of(rec: ScheduleRecord) -> Timing:
 
 
 def info_of(rec: ScheduleRecord) -> ScheduleInfo:
-    return ScheduleInfo(
-        schedule_id=rec.schedule_id,
-        workflow=rec.workflow,
-        version=rec.version,
-        cron=rec.cron,
-        tz=rec.tz,
-        every=rec.every,
-        input=json.loads(rec.input),
-        overlap=rec.overlap,
-        catchup=rec.catchup,
-        catchup_window=rec.catchup_window,
-        paused=rec.paused,
-        next_fire_at=rec.next_fire_at,
-        last_fire_at=rec.last_fire_at,
-        last_run_id=rec.last_run_id,
-        buffered_fire_at=rec.buffered_fire_at,
-        created_at=rec.created_at,
-        created_by=rec.created_by,
-        changed_at=rec.changed_at,
-        changed_by=rec.changed_by,
-    )
+    return answer_of(ScheduleInfo, rec, input=json.loads(rec.input))
 
 
 def fires_to_run(rec: ScheduleRecord, now: float) -> tuple[list[float], float | None]:

@@ -10,8 +10,6 @@ rows a batch (a transaction) at a time, every table of it (`store/tenants.py`).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from waypost.engine.ports import Machinery
 from waypost.errors import TenantNotDisabled, TenantNotFound
 from waypost.model import operations as ops
@@ -19,40 +17,28 @@ from waypost.model.identity import Principal, preview
 from waypost.model.logs import logger
 from waypost.model.records import TenantDeletion, TenantInfo
 from waypost.model.requests import handles
-from waypost.store.base import Store, TenantRecord
+from waypost.store.base import TenantRecord
+
+from .room import Room
+from .stored import answer_of
 
 log = logger("waypost.access")
 
 
-def _when(seconds: float | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
-
-
 def tenant_info(record: TenantRecord) -> TenantInfo:
     """A tenant as `list_tenants` shows it: its stored overrides as `quotas`."""
-    return TenantInfo(
-        tenant=record.tenant,
-        created_at=_when(record.created_at),
-        created_by=record.created_by,
-        quotas=record.quotas,
-        disabled_at=_when(record.disabled_at),
-        disabled_by=record.disabled_by,
-    )
+    return answer_of(TenantInfo, record)
 
 
 def _not_found(tenant: str) -> TenantNotFound:
     return TenantNotFound(f"tenant {preview(tenant)} does not exist")
 
 
-class Tenants:
+class Tenants(Room):
     """The handlers of `DisableTenant`, `EnableTenant` and `DeleteTenant`."""
 
     def __init__(self, machinery: Machinery) -> None:
-        self.machinery = machinery
-
-    @property
-    def store(self) -> Store:
-        return self.machinery.store
+        super().__init__(machinery)
 
     @handles(ops.DisableTenant)
     async def disable(self, req: ops.DisableTenant, principal: Principal) -> TenantInfo:

@@ -39,7 +39,6 @@ import ipaddress
 import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from functools import cache
 from typing import Any, TypeVar
 
@@ -71,9 +70,10 @@ from waypost.model.users import (
     UserInfo,
 )
 from waypost.store.accounts import SessionRecord, SignInAttempt, UserRecord
-from waypost.store.base import Store
 
 from .access import Access, split_key, tenant_disabled
+from .room import Room
+from .stored import answer_of, known_roles, moment
 
 log = logger("waypost.console.access")
 T = TypeVar("T")
@@ -123,14 +123,6 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _when(seconds: float | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
-
-
-def _roles(names: tuple[str, ...]) -> tuple[Role, ...]:
-    return tuple(r for r in Role if r.value in names)
-
-
 def throttled_address(address: str) -> str:
     """What sign-in throttling counts an address as: itself, or an IPv6 address's /64
     (one host's share of a network, which it may use every address of)."""
@@ -144,23 +136,14 @@ def throttled_address(address: str) -> str:
 
 
 def user_info(record: UserRecord) -> UserInfo:
-    return UserInfo(
-        tenant=record.tenant,
-        name=record.name,
-        roles=_roles(record.roles),
-        created_at=datetime.fromtimestamp(record.created_at, UTC),
-        created_by=record.created_by,
-        disabled_at=_when(record.disabled_at),
-        disabled_by=record.disabled_by,
-        password_changed_at=_when(record.password_changed_at),
-    )
+    return answer_of(UserInfo, record)
 
 
-class Accounts:
+class Accounts(Room):
     """The user and session operations of one engine."""
 
     def __init__(self, machinery: Machinery, access: Access) -> None:
-        self.machinery = machinery
+        super().__init__(machinery)
         self.access = access
         self._hashing: ThreadPoolExecutor | None = None  # made when first needed
         self._hashes_in_flight = 0  # hashing or waiting for a hasher (this event loop's)
@@ -171,17 +154,10 @@ class Accounts:
             self._hashing.shutdown(wait=False, cancel_futures=True)
             self._hashing = None
 
-    @property
-    def store(self) -> Store:
-        return self.machinery.store
-
-    def _now(self) -> float:
-        return self.machinery.settings.clock()
-
     # == users =====================================================================
     @handles(ops.CreateUser)
     async def create_user(self, req: ops.CreateUser, principal: Principal) -> UserInfo:
-        now = self._now()
+        now = self.now()
         record = UserRecord(
             tenant=principal.tenant,
             name=req.user,
@@ -216,7 +192,7 @@ class Accounts:
     @handles(ops.DisableUser)
     async def disable_user(self, req: ops.DisableUser, principal: Principal) -> None:
         if not await self.store.disable_user(
-            principal.tenant, req.user, principal.subject, self._now()
+            principal.tenant, req.user, principal.subject, self.now()
         ):
             raise UserNotFound(f"no user {preview(req.user)} in this tenant")
         log.info("user %s of %s disabled by %s", req.user, principal.tenant, principal.subject)
@@ -224,9 +200,7 @@ class Accounts:
     @handles(ops.SetPassword)
     async def set_password(self, req: ops.SetPassword, principal: Principal) -> None:
         password_hash = await self._hash(hash_password, req.password)
-        if not await self.store.set_password(
-            principal.tenant, req.user, password_hash, self._now()
-        ):
+        if not await self.store.set_password(principal.tenant, req.user, password_hash, self.now()):
             raise UserNotFound(f"no user {preview(req.user)} in this tenant")
         log.info("password of %s in %s set by %s", req.user, principal.tenant, principal.subject)
 
@@ -263,7 +237,7 @@ class Accounts:
             raise SignInRefused()
 
     async def _sign_in_by_key(self, key: str, address: str) -> NewSession:
-        now = self._now()
+        now = self.now()
         attempt = SignInAttempt(throttled_address(address))
         await self._reserve(attempt, now)
         try:
@@ -281,7 +255,7 @@ class Accounts:
         attempt = SignInAttempt(throttled_address(address), tenant, user)
         self._take_hasher()  # before anything is counted: over the limit, nothing is
         try:
-            now = self._now()
+            now = self.now()
             await self._reserve(attempt, now)
             record = await self.store.get_user(tenant, user)
             stored = record.password_hash if record is not None else None
@@ -290,12 +264,12 @@ class Accounts:
             self._hashes_in_flight -= 1
         if record is None or not matches:
             raise SignInRefused()
-        if record.disabled_at is not None or not _roles(record.roles):
+        if record.disabled_at is not None or not known_roles(record.roles):
             raise SignInRefused()
         await self.store.settle_sign_in(attempt, now)
         if await self._tenant_disabled(tenant):  # told only to who knows the password
             raise tenant_disabled(tenant)
-        principal = Principal(tenant, record.name, frozenset(_roles(record.roles)))
+        principal = Principal(tenant, record.name, frozenset(known_roles(record.roles)))
         return await self._open(principal, SignInKind.PASSWORD, record.name, now)
 
     async def _tenant_disabled(self, tenant: str) -> bool:
@@ -336,24 +310,24 @@ class Accounts:
             )
         )
         log.info("%s of %s signed in (%s)", principal.subject, principal.tenant, kind.value)
-        return NewSession(principal, kind, datetime.fromtimestamp(expires, UTC), token)
+        return NewSession(principal, kind, moment(expires), token)
 
     @handles(ops.ResolveSession)
     async def resolve_session(self, req: ops.ResolveSession, principal: Principal) -> SessionView:
         if not req.token:
             raise SessionEnded()
         record = await self.store.get_session(token_hash(req.token))
-        now = self._now()
+        now = self.now()
         if record is None or record.expires_at <= now:
             raise SessionEnded()
         roles: tuple[Role, ...] = ()
         if record.kind == SignInKind.PASSWORD and record.user is not None:
             if record.user.disabled_at is None:
-                roles = _roles(record.user.roles)
+                roles = known_roles(record.user.roles)
         elif record.kind == SignInKind.KEY and record.key is not None:
             key = record.key
             if key.revoked_at is None and (key.expires_at is None or key.expires_at > now):
-                roles = _roles(key.roles)
+                roles = known_roles(key.roles)
         if not roles:
             raise SessionEnded()
         if record.tenant_disabled:
@@ -366,10 +340,10 @@ class Accounts:
                 record.tenant, record.subject, frozenset(roles), auth=auth, credential=credential
             ),
             SignInKind(record.kind),
-            datetime.fromtimestamp(record.expires_at, UTC),
+            moment(record.expires_at),
         )
 
     @handles(ops.SignOut)
     async def sign_out(self, req: ops.SignOut, principal: Principal) -> None:
         if req.token:
-            await self.store.end_session(token_hash(req.token), self._now())
+            await self.store.end_session(token_hash(req.token), self.now())

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from datetime import UTC, datetime
 
 from waypost.engine.ports import Machinery
 from waypost.engine.quotas import refused_append
@@ -68,6 +67,7 @@ from waypost.store.base import (
 
 from .definitions import Definitions
 from .signing import new_standard_secret, standard_key, standard_signature_matches
+from .stored import answer_of
 
 audit = logger("waypost.audit")
 
@@ -80,22 +80,8 @@ MAX_CORRELATED_RUNS = 1000
 KEEP_MARGIN = 60.0
 
 
-def _dt(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
-
-
 def _info(record: WebhookSourceRecord) -> WebhookSourceInfo:
-    return WebhookSourceInfo(
-        source=record.source,
-        tenant=record.tenant,
-        signal=record.signal,
-        correlate_key=record.correlate_key,
-        correlate_path=record.correlate_path,
-        tolerance_seconds=record.tolerance_seconds,
-        created_at=_dt(record.created_at),
-        created_by=record.created_by,
-        url_id=record.url_id,
-    )
+    return answer_of(WebhookSourceInfo, record)
 
 
 class Webhooks:

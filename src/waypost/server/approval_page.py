@@ -34,7 +34,7 @@ from waypost.model import operations as ops
 from waypost.model.identity import Principal, Role
 
 from .answers import HtmlAnswer
-from .console.security import same_origin, same_secret, secure
+from .console.security import same_origin, same_secret, set_form_cookie
 from .errors import answer
 
 router = APIRouter(include_in_schema=False)
@@ -101,15 +101,7 @@ async def show(request: Request, credential: str) -> Response:
         return _failure(exc)
     csrf = secrets.token_urlsafe(32)
     response = _page("approve.html", view=view, data=_pretty(view.data), csrf=csrf)
-    response.set_cookie(
-        CSRF_COOKIE,
-        csrf,
-        httponly=True,
-        samesite="strict",
-        secure=secure(request),
-        path="/approve/",
-        max_age=3600,
-    )
+    set_form_cookie(response, request, CSRF_COOKIE, csrf, "/approve/")
     return response
 
 

@@ -12,6 +12,7 @@ from waypost.model.wire import to_wire
 
 from ..bodies import api_router
 from .common import ERRORS, Caller, StrictBody, door
+from .derived import add_route, wired
 
 router = api_router(responses=ERRORS)
 
@@ -45,11 +46,13 @@ async def list_approvals(
     return {"approvals": [to_wire(a) for a in found]}
 
 
-@router.get("/v1/approvals/{approval_id:id}", tags=["approvals"], summary="One approval.")
-async def get_approval(request: Request, approval_id: str, principal: Caller) -> dict[str, Any]:
-    info = await door(request, ops.GetApproval(approval_id=approval_id), principal)
-    out: dict[str, Any] = to_wire(info)
-    return out
+add_route(
+    router,
+    ops.GetApproval,
+    wired,
+    summary="One approval.",
+    name="get_approval",
+)
 
 
 @router.post(

@@ -23,20 +23,30 @@ from waypost.model.identity import Principal
 
 from ..bodies import ErrorBody
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": what}
-    for status, what in {
-        400: "The body is not JSON.",
-        401: "No valid API key.",
-        403: "The key's roles do not allow it.",
-        404: "Not found in the key's tenant.",
-        409: "Conflicts with the current state.",
-        413: "The body is too large.",
-        422: "The request is not valid.",
-        429: "A tenant quota; see Retry-After.",
-        503: "The database does not answer.",
-    }.items()
+_SAID = {
+    400: "The body is not JSON.",
+    401: "No valid API key.",
+    403: "The key's roles do not allow it.",
+    404: "Not found in the key's tenant.",
+    409: "Conflicts with the current state.",
+    413: "The body is too large.",
+    422: "The request is not valid.",
+    429: "A tenant quota; see Retry-After.",
+    503: "The database does not answer.",
 }
+
+
+def refusals(*statuses: int, said: dict[int, str] | None = None) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI description of the refusals of `statuses`: an error body each, in the
+    words of `said` where a router says more than every route's."""
+    words = {**_SAID, **(said or {})}
+    return {status: {"model": ErrorBody, "description": words[status]} for status in statuses}
+
+
+ERRORS = refusals(*_SAID)
+CORE_REFUSALS = (401, 403, 404, 409, 422, 503)
+"""What any authenticated route may refuse with, beside a body's refusals (which
+`ApiRoute` adds to the routes that take one) and the quotas' 429."""
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `waypost keys create`.")
 

@@ -11,6 +11,7 @@ from waypost.model import operations_queues as oq
 
 from ..bodies import api_router
 from .common import ERRORS, Caller, door
+from .derived import add_route, listed, renamed
 
 router = api_router(responses=ERRORS)
 
@@ -38,10 +39,12 @@ class QueueBody(BaseModel):
     )
 
 
-@router.get("/v1/queues", tags=["queues"], summary="The tenant's named queues and their load.")
-async def list_queues(request: Request, principal: Caller) -> dict[str, Any]:
-    found = await door(request, oq.ListQueues(), principal)
-    return {"queues": [q.to_json() for q in found]}
+add_route(
+    router,
+    oq.ListQueues,
+    listed("queues", lambda q: q.to_json()),
+    summary="The tenant's named queues and their load.",
+)
 
 
 @router.get("/v1/queues/{name:id}", tags=["queues"], summary="One named queue and its load.")
@@ -51,20 +54,11 @@ async def get_queue(request: Request, name: str, principal: Caller) -> dict[str,
     return out
 
 
-@router.put(
-    "/v1/queues/{name:id}",
-    tags=["queues"],
+add_route(
+    router,
+    oq.ConfigureQueue,
+    lambda info, _: info.to_json(),
     summary="Set a named queue's limits: concurrency, rate (operator, admin).",
+    body=QueueBody,
+    fields=renamed(name="queue"),
 )
-async def configure_queue(
-    request: Request, name: str, body: QueueBody, principal: Caller
-) -> dict[str, Any]:
-    request_ = oq.ConfigureQueue(
-        queue=name,
-        concurrency=body.concurrency,
-        rate=body.rate,
-        key_concurrency=body.key_concurrency,
-        worker_concurrency=body.worker_concurrency,
-    )
-    out: dict[str, Any] = (await door(request, request_, principal)).to_json()
-    return out

@@ -12,13 +12,13 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from waypost.errors import InvalidRequest, ResultTimeout, RunEndedError
 from waypost.model import operations as ops
-from waypost.model.identity import preview
+from waypost.model.identity import Principal, preview
 from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE
 from waypost.model.wire import event_wire, problems_wire, to_wire
 
 from ..bodies import api_router
 from .common import ERRORS, MAX_WAIT, Caller, StrictBody, door
-from .derived import add_derived_routes
+from .derived import add_derived_routes, add_route, by_name, renamed, wired
 
 router = api_router(responses=ERRORS)
 
@@ -64,24 +64,17 @@ class SignalBody(StrictBody):
 async def start(
     request: Request, response: Response, body: StartBody, principal: Caller
 ) -> dict[str, Any]:
-    started = await door(
-        request,
-        ops.StartRun(
-            workflow=body.workflow,
-            input=body.input,
-            run_id=body.run_id,
-            version=body.version,
-            priority=body.priority,
-            concurrency_key=body.concurrency_key,
-            dedup_id=body.dedup_id,
-            queue=body.queue,
-        ),
-        principal,
-    )
+    return await _started(request, response, ops.StartRun(**by_name({}, body)), principal)
+
+
+async def _started(
+    request: Request, response: Response, asked: ops.Request[Any], principal: Principal
+) -> dict[str, Any]:
+    """The run a start made (201) or found (200)."""
+    started = await door(request, asked, principal)
     if not started.created:
         response.status_code = 200
-    info = await door(request, ops.GetRun(run_id=started.run_id), principal)
-    return _run(info)
+    return _run(await door(request, ops.GetRun(run_id=started.run_id), principal))
 
 
 @router.get("/v1/runs", tags=["runs"], summary="Runs, newest first, a page at a time.")
@@ -101,9 +94,9 @@ async def list_runs(
     return {"runs": [_run(r) for r in page.runs], "next_cursor": page.next_cursor}
 
 
-@router.get("/v1/runs/{run_id:id}", tags=["runs"], summary="A run as it stands.")
-async def get_run(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
-    return _run(await door(request, ops.GetRun(run_id=run_id), principal))
+add_route(
+    router, ops.GetRun, lambda info, _: _run(info), summary="A run as it stands.", name="get_run"
+)
 
 
 @router.get(
@@ -151,28 +144,21 @@ async def history(
     return {"run_id": run_id, "events": events, "next_after": page.next_after}
 
 
-@router.get("/v1/runs/{run_id:id}/verify", tags=["runs"], summary="Check a run's hash chain.")
-async def verify(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
-    problems = await door(request, ops.Verify(run_id=run_id), principal)
-    return {"run_id": run_id, **problems_wire(problems)}
-
-
-@router.post(
-    "/v1/runs/{run_id:id}/signals/{name:id}",
-    tags=["runs"],
-    status_code=202,
-    summary="Deliver a signal; the run takes it in at its next wait for it.",
+add_route(
+    router,
+    ops.Verify,
+    lambda problems, path: {"run_id": path["run_id"], **problems_wire(problems)},
+    summary="Check a run's hash chain.",
 )
-async def signal(
-    request: Request,
-    run_id: str,
-    name: str,
-    principal: Caller,
-    body: SignalBody | None = None,
-) -> dict[str, Any]:
-    payload = body.payload if body is not None else None
-    await door(request, ops.Signal(run_id=run_id, signal=name, payload=payload), principal)
-    return {"run_id": run_id, "signal": name, "accepted": True}
+add_route(
+    router,
+    ops.Signal,
+    lambda _, path: {"run_id": path["run_id"], "signal": path["name"], "accepted": True},
+    summary="Deliver a signal; the run takes it in at its next wait for it.",
+    body=SignalBody,
+    body_required=False,
+    fields=renamed(name="signal"),
+)
 
 
 # Commands on a run: cancel, terminate, pause, resume, retry, skip, update-input; each
@@ -247,20 +233,24 @@ def _older_than(value: float | str) -> float:
     return value  # a number as sent: the request's check bounds it (10**400 is no float)
 
 
-@router.post(
-    "/v1/runs/purge",
-    tags=["retention"],
+def _purge(_: object, body: PurgeBody) -> dict[str, Any]:
+    return {
+        "older_than_seconds": _older_than(body.older_than),
+        "dry_run": body.dry_run,
+        "limit": body.limit,
+        "reason": body.reason,
+    }
+
+
+add_route(
+    router,
+    ops.PurgeRuns,
+    wired,
     summary="Purge the tenant's runs that finished before a cutoff (operator, admin).",
+    body=PurgeBody,
+    fields=_purge,
+    tag="retention",
 )
-async def purge_runs(request: Request, body: PurgeBody, principal: Caller) -> dict[str, Any]:
-    purge = ops.PurgeRuns(
-        older_than_seconds=_older_than(body.older_than),
-        dry_run=body.dry_run,
-        limit=body.limit,
-        reason=body.reason,
-    )
-    out: dict[str, Any] = to_wire(await door(request, purge, principal))
-    return out
 
 
 @router.get(
@@ -273,12 +263,13 @@ async def list_purged(
     return {"purged_runs": [to_wire(p) for p in found]}
 
 
-@router.get(
-    "/v1/purged-runs/{run_id:id}", tags=["retention"], summary="The summary a purged run left."
+add_route(
+    router,
+    ops.GetPurged,
+    wired,
+    summary="The summary a purged run left.",
+    tag="retention",
 )
-async def get_purged(request: Request, run_id: str, principal: Caller) -> dict[str, Any]:
-    out: dict[str, Any] = to_wire(await door(request, ops.GetPurged(run_id=run_id), principal))
-    return out
 
 
 class ReEncryptBody(StrictBody):
@@ -294,18 +285,15 @@ class ReEncryptBody(StrictBody):
     )
 
 
-@router.post(
-    "/v1/encryption/re-encrypt",
-    tags=["runs"],
+add_route(
+    router,
+    ops.ReEncrypt,
+    wired,
     summary="Re-encrypt stored payloads under the current key: one run, or the next batch.",
+    body=ReEncryptBody,
+    body_required=False,
+    name="reencrypt",
 )
-async def reencrypt(
-    request: Request, principal: Caller, body: ReEncryptBody | None = None
-) -> dict[str, Any]:
-    b = body if body is not None else ReEncryptBody()
-    asked = ops.ReEncrypt(run_id=b.run_id, after=b.after, limit=b.limit, dry_run=b.dry_run)
-    out: dict[str, Any] = to_wire(await door(request, asked, principal))
-    return out
 
 
 # Repairs: commands with fields besides the reason.
@@ -337,14 +325,4 @@ class SignalWithStartBody(StrictBody):
 async def signal_with_start(
     request: Request, response: Response, body: SignalWithStartBody, principal: Caller
 ) -> dict[str, Any]:
-    started = await door(
-        request,
-        ops.SignalWithStart(
-            body.workflow, body.input, body.run_id, body.signal, body.payload, body.version
-        ),
-        principal,
-    )
-    if not started.created:
-        response.status_code = 200
-    info = await door(request, ops.GetRun(run_id=started.run_id), principal)
-    return _run(info)
+    return await _started(request, response, ops.SignalWithStart(**by_name({}, body)), principal)

@@ -8,26 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Request
 from pydantic import Field, StrictFloat, StrictInt, StrictStr
 
 from waypost.model import schedules as sch
 
-from ..bodies import ErrorBody, api_router
-from .common import Caller, StrictBody, door
+from ..bodies import api_router
+from .common import CORE_REFUSALS, StrictBody, refusals
+from .derived import add_route, done, listed, renamed
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": what}
-    for status, what in {
-        401: "No valid API key.",
-        403: "The key's roles do not allow it.",
-        404: "Not found in the key's tenant.",
-        409: "Conflicts with the current state.",
-        422: "The request is not valid.",
-        503: "The database does not answer.",
-    }.items()
-}
-router = api_router(responses=_ERRORS, tags=["schedules"])
+router = api_router(responses=refusals(*CORE_REFUSALS))
 
 
 class ScheduleBody(StrictBody):
@@ -57,65 +46,40 @@ class BackfillBody(StrictBody):
     )
 
 
-def _out(info: sch.ScheduleInfo) -> dict[str, Any]:
+def _out(info: sch.ScheduleInfo, _: object = None) -> dict[str, Any]:
     return info.to_dict()
 
 
-@router.post("/v1/schedules", status_code=201, summary="Make a schedule (operator).")
-async def create_schedule(
-    request: Request, body: ScheduleBody, principal: Caller
-) -> dict[str, Any]:
-    asked = sch.CreateSchedule(
-        schedule_id=body.id,
-        workflow=body.workflow,
-        cron=body.cron,
-        tz=body.tz,
-        every=body.every,
-        input=body.input,
-        version=body.version,
-        overlap=body.overlap,
-        catchup=body.catchup,
-        catchup_window=body.catchup_window,
-    )
-    return _out(await door(request, asked, principal))
-
-
-@router.get("/v1/schedules", summary="The tenant's schedules.")
-async def list_schedules(request: Request, principal: Caller) -> dict[str, Any]:
-    found = await door(request, sch.ListSchedules(), principal)
-    return {"schedules": [_out(s) for s in found]}
-
-
-@router.get("/v1/schedules/{schedule_id:id}", summary="A schedule.")
-async def get_schedule(request: Request, schedule_id: str, principal: Caller) -> dict[str, Any]:
-    return _out(await door(request, sch.GetSchedule(schedule_id=schedule_id), principal))
-
-
-@router.post("/v1/schedules/{schedule_id:id}/pause", summary="Stop a schedule firing (operator).")
-async def pause_schedule(request: Request, schedule_id: str, principal: Caller) -> dict[str, Any]:
-    return _out(await door(request, sch.PauseSchedule(schedule_id=schedule_id), principal))
-
-
-@router.post("/v1/schedules/{schedule_id:id}/resume", summary="Fire again from now (operator).")
-async def resume_schedule(request: Request, schedule_id: str, principal: Caller) -> dict[str, Any]:
-    return _out(await door(request, sch.ResumeSchedule(schedule_id=schedule_id), principal))
-
-
-@router.delete("/v1/schedules/{schedule_id:id}", summary="Delete a schedule (operator).")
-async def delete_schedule(request: Request, schedule_id: str, principal: Caller) -> dict[str, Any]:
-    await door(request, sch.DeleteSchedule(schedule_id=schedule_id), principal)
-    return {"schedule_id": schedule_id, "deleted": True}
-
-
-@router.post(
-    "/v1/schedules/{schedule_id:id}/backfill",
-    summary="Start the runs of the fire times in [start, end] (operator).",
+add_route(
+    router,
+    sch.CreateSchedule,
+    _out,
+    summary="Make a schedule (operator).",
+    body=ScheduleBody,
+    fields=renamed(id="schedule_id"),
 )
-async def backfill_schedule(
-    request: Request, schedule_id: str, body: BackfillBody, principal: Caller
-) -> dict[str, Any]:
-    asked = sch.BackfillSchedule(
-        schedule_id=schedule_id, start=body.start, end=body.end, overlap=body.overlap
-    )
-    done: sch.Backfilled = await door(request, asked, principal)
-    return done.to_dict()
+add_route(
+    router,
+    sch.ListSchedules,
+    listed("schedules", _out),
+    summary="The tenant's schedules.",
+)
+for kind, summary in (
+    (sch.GetSchedule, "A schedule."),
+    (sch.PauseSchedule, "Stop a schedule firing (operator)."),
+    (sch.ResumeSchedule, "Fire again from now (operator)."),
+):
+    add_route(router, kind, _out, summary=summary)
+add_route(
+    router,
+    sch.DeleteSchedule,
+    done("deleted"),
+    summary="Delete a schedule (operator).",
+)
+add_route(
+    router,
+    sch.BackfillSchedule,
+    lambda done, _: done.to_dict(),
+    summary="Start the runs of the fire times in [start, end] (operator).",
+    body=BackfillBody,
+)

@@ -9,29 +9,28 @@ records and waits for an update (starters and operators): 200 with its result, 4
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from fastapi import Request
 from pydantic import Field, StrictFloat, StrictInt
 
 from waypost.model import operations as ops
 
-from ..bodies import ErrorBody, api_router
-from .common import MAX_WAIT, Caller, StrictBody, door
+from ..bodies import api_router
+from .common import CORE_REFUSALS, MAX_WAIT, StrictBody, refusals
+from .derived import add_route
 
 router = api_router(
-    responses={
-        status: {"model": ErrorBody, "description": what}
-        for status, what in {
-            401: "No valid API key.",
-            403: "The key's roles do not allow it.",
+    responses=refusals(
+        *CORE_REFUSALS,
+        said={
             404: "No such run in the key's tenant.",
             409: "The run has finished (updates), or cannot be replayed.",
             422: "The request is not valid; the query failed; the update was rejected "
             "(nothing recorded) or its handler raised.",
             503: "The database does not answer, or the run's history kept changing.",
-        }.items()
-    }
+        },
+    )
 )
 
 
@@ -50,41 +49,50 @@ class UpdateBody(StrictBody):
     )
 
 
-@router.post(
-    "/v1/runs/{run_id:id}/queries/{name:id}",
-    tags=["runs"],
-    summary="What a run's query handler answers; read-only, never recorded.",
-)
-async def query(
-    request: Request, run_id: str, name: str, principal: Caller, body: QueryBody | None = None
-) -> dict[str, Any]:
+def _query(path: Mapping[str, str], body: QueryBody | None) -> dict[str, Any]:
     args = tuple(body.args) if body is not None else ()
-    result = await door(request, ops.Query(run_id=run_id, query=name, args=args), principal)
-    return {"run_id": run_id, "query": name, "result": result}
+    return {"run_id": path["run_id"], "query": path["name"], "args": args}
 
 
-@router.post(
-    "/v1/runs/{run_id:id}/updates/{name:id}",
-    tags=["runs"],
-    summary="Validate, record and run an update; answers its result (or waits at most "
-    "`timeout`: 408, ask again with the same update_id).",
-    responses={408: {"description": "Accepted, not completed yet."}},
+add_route(
+    router,
+    ops.Query,
+    lambda result, path: {"run_id": path["run_id"], "query": path["name"], "result": result},
+    summary="What a run's query handler answers; read-only, never recorded.",
+    body=QueryBody,
+    body_required=False,
+    fields=_query,
 )
-async def update(
-    request: Request, run_id: str, name: str, principal: Caller, body: UpdateBody | None = None
-) -> dict[str, Any]:
+
+
+def _update(path: Mapping[str, str], body: UpdateBody | None) -> dict[str, Any]:
     body = body or UpdateBody()
-    request_ = ops.Update(
-        run_id=run_id,
-        update=name,
-        args=tuple(body.args),
-        update_id=body.update_id,
-        timeout=min(body.timeout, MAX_WAIT),  # no float(): 10**400 is an int, not a float
-    )
-    answer: ops.UpdateAnswer = await door(request, request_, principal)
     return {
-        "run_id": run_id,
-        "update": name,
+        "run_id": path["run_id"],
+        "update": path["name"],
+        "args": tuple(body.args),
+        "update_id": body.update_id,
+        "timeout": min(body.timeout, MAX_WAIT),  # no float(): 10**400 is an int, not a float
+    }
+
+
+def _updated(answer: ops.UpdateAnswer, path: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "run_id": path["run_id"],
+        "update": path["name"],
         "update_id": answer.update_id,
         "result": answer.result,
     }
+
+
+add_route(
+    router,
+    ops.Update,
+    _updated,
+    summary="Validate, record and run an update; answers its result (or waits at most "
+    "`timeout`: 408, ask again with the same update_id).",
+    body=UpdateBody,
+    body_required=False,
+    fields=_update,
+    responses={408: {"description": "Accepted, not completed yet."}},
+)

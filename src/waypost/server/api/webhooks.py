@@ -12,7 +12,8 @@ from waypost.model.identity import Principal
 from waypost.model.wire import to_wire
 
 from ..bodies import api_router
-from .common import ERRORS, Caller, StrictBody, door
+from .common import ERRORS, StrictBody, door
+from .derived import add_route, done, listed, wired
 
 router = api_router(responses=ERRORS)
 
@@ -48,32 +49,22 @@ async def deliver_webhook(request: Request, source: str) -> dict[str, Any]:
     return out
 
 
-@router.post(
-    "/v1/webhook-sources",
-    tags=["webhooks"],
-    status_code=201,
+add_route(
+    router,
+    wh.CreateWebhookSource,
+    wired,  # with the secret: shown this once
     summary="Register a webhook source (admin); its secret is in this answer only.",
+    body=WebhookSourceBody,
 )
-async def create_webhook_source(
-    request: Request, body: WebhookSourceBody, principal: Caller
-) -> dict[str, Any]:
-    request_ = wh.CreateWebhookSource(
-        body.source, body.signal, body.correlate_key, body.correlate_path, body.tolerance_seconds
-    )
-    made = await door(request, request_, principal)
-    out: dict[str, Any] = to_wire(made)  # with the secret: shown this once
-    return out
-
-
-@router.get("/v1/webhook-sources", tags=["webhooks"], summary="The tenant's webhook sources.")
-async def list_webhook_sources(request: Request, principal: Caller) -> dict[str, Any]:
-    found = await door(request, wh.ListWebhookSources(), principal)
-    return {"sources": [to_wire(s) for s in found]}
-
-
-@router.delete(
-    "/v1/webhook-sources/{source:id}", tags=["webhooks"], summary="Delete a webhook source."
+add_route(
+    router,
+    wh.ListWebhookSources,
+    listed("sources"),
+    summary="The tenant's webhook sources.",
 )
-async def delete_webhook_source(request: Request, source: str, principal: Caller) -> dict[str, Any]:
-    await door(request, wh.DeleteWebhookSource(source), principal)
-    return {"source": source, "deleted": True}
+add_route(
+    router,
+    wh.DeleteWebhookSource,
+    done("deleted"),
+    summary="Delete a webhook source.",
+)

@@ -26,7 +26,10 @@ from waypost.model import operations as ops
 from waypost.model.identity import Role
 
 from .pages import (
+    NO_NOTICE,
+    Notice,
     Visit,
+    add_object_page,
     engine_of,
     not_done,
     not_shown,
@@ -109,36 +112,28 @@ async def _approval_page(
     request: Request,
     visit: Visit,
     approval_id: str,
-    *,
-    status: int = 200,
-    notice: str = "",
-    notice_kind: str = "ok",
+    notice: Notice = NO_NOTICE,
 ) -> Response:
     try:
         approval = await engine_of(request).execute(
             ops.GetApproval(approval_id=approval_id), visit.principal
         )
     except WaypostError as exc:
-        return not_shown(visit, exc, "Approval not shown", notice=notice, notice_kind=notice_kind)
+        return not_shown(visit, exc, "Approval not shown", notice)
     voted = any(v.get("principal") == visit.principal.subject for v in approval.votes)
     return page(
         "console/approval.html",
         visit,
-        status=status,
         nav="approvals",
         approval=approval,
         may_decide=decides(visit) and approval.status == "pending" and not voted,
         voted=voted,
         who_decides=policy_words(approval.policy),
-        notice=notice,
-        notice_kind=notice_kind,
+        **notice.values(),
     )
 
 
-@router.get("/approvals/{approval_id:id}")
-async def approval_page(request: Request, approval_id: str) -> Response:
-    visit = await signed_in(request)
-    return await _approval_page(request, visit, approval_id)
+add_object_page(router, "/approvals/{approval_id:id}", _approval_page)
 
 
 @router.post("/approvals/{approval_id:id}")
@@ -158,10 +153,10 @@ async def decide(request: Request, approval_id: str) -> Response:
             visit.principal,
         )
     except WaypostError as exc:
-        return await _approval_page(request, visit, approval_id, **not_done(exc, "Not recorded."))
+        return await _approval_page(request, visit, approval_id, not_done(exc, "Not recorded."))
     verb = "Approved" if receipt.decision == "approve" else "Rejected"
     if receipt.outcome == "pending":
         outcome = "Your vote is counted; the approval waits for more votes."
     else:
         outcome = f"The approval is {receipt.outcome}, and the run goes on."
-    return await _approval_page(request, visit, approval_id, notice=f"{verb}. {outcome}")
+    return await _approval_page(request, visit, approval_id, Notice(f"{verb}. {outcome}"))

@@ -9,13 +9,14 @@ which answers with the sign-in page's address. `page(...)` renders a template of
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote
 
 import jinja2
-from fastapi import Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from waypost.client.engine import AsyncEngine
@@ -38,6 +39,7 @@ HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
+C = TypeVar("C")  # a page's command
 _LOCAL_PATH = re.compile(r"/(?![/\\])[\x21-\x7e]{0,500}")
 
 
@@ -92,12 +94,8 @@ def query_of(request: Request) -> dict[str, str]:
 
 
 async def form_unreadable(request: Request, exc: Exception) -> Response:
-    return page(
-        "console/message.html",
-        None,
-        status=400,
-        title="Not done",
-        message=f"This form could not be read ({exc}), so nothing was done.",
+    return message_page(
+        None, 400, "Not done", f"This form could not be read ({exc}), so nothing was done."
     )
 
 
@@ -106,13 +104,7 @@ class TenantClosed(Exception):
 
 
 async def tenant_closed(request: Request, exc: Exception) -> Response:
-    return page(
-        "console/message.html",
-        None,
-        status=403,
-        title="Tenant disabled",
-        message=f"Nothing was done: {exc}.",
-    )
+    return message_page(None, 403, "Tenant disabled", f"Nothing was done: {exc}.")
 
 
 class SignInNeeded(Exception):
@@ -179,6 +171,21 @@ async def signed_form(request: Request) -> tuple[Visit, dict[str, str], Response
     return visit, form, refused
 
 
+async def posted_command(
+    request: Request, commands: Mapping[str, C], name: str, what: str = ""
+) -> tuple[Visit, dict[str, str], C] | Response:
+    """The signed-in visit, its posted form and the command `name` of a page's
+    `commands`; or what to answer instead of doing anything: 403 if the form is not
+    genuine, 404 if the page has no such command (`what`: "", "schedule ")."""
+    visit, form, refused = await signed_form(request)
+    if refused is not None:
+        return refused
+    chosen = commands.get(name)
+    if chosen is None:
+        return no_such_command(visit, what, name)
+    return visit, form, chosen
+
+
 def genuine(request: Request, visit: Visit, form: Any) -> bool:
     """Whether a posted form comes from this site's page for this session: the request's
     origin is ours and the form carries the session's CSRF token."""
@@ -195,12 +202,8 @@ def local_path(value: object, default: str = "/runs") -> str:
 async def sign_in_needed(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, SignInNeeded)
     if request.method != "GET":
-        return page(
-            "console/message.html",
-            None,
-            status=401,
-            title="Signed out",
-            message="Your session has ended, so nothing was done. Sign in again.",
+        return message_page(
+            None, 401, "Signed out", "Your session has ended, so nothing was done. Sign in again."
         )
     target = "/sign-in?next=" + quote(local_path(exc.path), safe="/")
     return RedirectResponse(target, status_code=303, headers={"Cache-Control": "no-store"})
@@ -226,6 +229,39 @@ def page(
     return HtmlAnswer(html, status_code=status, headers=HEADERS)
 
 
+@dataclass(frozen=True)
+class Notice:
+    """What a page says on top after its form's command: done (kind "ok"), or refused
+    (kind "bad", with the refusal's status as the page's)."""
+
+    text: str = ""
+    kind: str = "ok"
+    status: int = 200
+
+    def values(self) -> dict[str, Any]:
+        """The page's `status`, `notice` and `notice_kind`."""
+        return {"status": self.status, "notice": self.text, "notice_kind": self.kind}
+
+
+NO_NOTICE = Notice()  # a page drawn without a command
+
+
+def message_page(
+    visit: Visit | None, status: int, title: str, message: str, notice: Notice = NO_NOTICE
+) -> HTMLResponse:
+    """A page that only says something: `title` and `message`, answered with `status`
+    (and the `notice` of a command done before, if any)."""
+    return page(
+        "console/message.html",
+        visit,
+        status=status,
+        title=title,
+        message=message,
+        notice=notice.text,
+        notice_kind=notice.kind,
+    )
+
+
 def refusal(exc: WaypostError) -> tuple[int, str]:
     """The HTTP status and the message of the door's refusal."""
     status, body, _ = answer(exc)
@@ -233,30 +269,67 @@ def refusal(exc: WaypostError) -> tuple[int, str]:
     return status, message
 
 
-def not_shown(visit: Visit, exc: WaypostError, title: str, **notice: str) -> HTMLResponse:
+async def list_page(
+    request: Request,
+    template: str,
+    operation: ops.Request[Any],
+    name: str,
+    *,
+    nav: str,
+    listed: Callable[[Any], Any] = lambda found: found,
+    **values: Any,
+) -> Response:
+    """The page of what the door answers `operation` for the signed-in visit:
+    `listed(<its answer>)` as the template's `name` (empty, with the refusal's status and
+    message as `error`, if the door refuses)."""
+    visit = await signed_in(request)
+    status, error, found = 200, "", []
+    try:
+        found = listed(await engine_of(request).execute(operation, visit.principal))
+    except WaypostError as exc:
+        status, error = refusal(exc)
+    return page(template, visit, status=status, nav=nav, error=error, **{name: found}, **values)
+
+
+def add_object_page(
+    router: APIRouter, path: str, draw: Callable[[Request, Visit, str], Awaitable[Response]]
+) -> None:
+    """Serve GET `path`, the page of the object its one path field names:
+    `draw(request, visit, <that field>)` for the signed-in visit."""
+    (field,) = re.findall(r"{(\w+)", path)
+
+    async def show(request: Request) -> Response:
+        visit = await signed_in(request)
+        return await draw(request, visit, request.path_params[field])
+
+    router.add_api_route(path, show, methods=["GET"])
+
+
+def not_shown(
+    visit: Visit, exc: WaypostError, title: str, notice: Notice = NO_NOTICE
+) -> HTMLResponse:
     """The page `title` names, refused: the refusal's status and message (and the
-    `notice` and `notice_kind` of a command done before, if given)."""
+    `notice` of a command done before, if any)."""
     status, message = refusal(exc)
-    return page(
-        "console/message.html", visit, status=status, title=title, message=message, **notice
-    )
+    return message_page(visit, status, title, message, notice)
 
 
-def not_done(exc: WaypostError, what: str) -> dict[str, Any]:
-    """A page's `status`, `notice` and `notice_kind` after its form's command was
-    refused: "`what` not done. <the refusal's message>"."""
+def not_done(exc: WaypostError, what: str) -> Notice:
+    """The notice of a form's command the door refused: "`what` not done. <the
+    refusal's message>", with the refusal's status."""
     status, message = refusal(exc)
-    return {"status": status, "notice": f"{what} {message}", "notice_kind": "bad"}
+    return Notice(f"{what} {message}", "bad", status)
 
 
 def forbidden(visit: Visit | None, message: str) -> HTMLResponse:
-    return page("console/message.html", visit, status=403, title="Not done", message=message)
+    return message_page(visit, 403, "Not done", message)
 
 
 def no_such_command(visit: Visit, what: str, name: str) -> HTMLResponse:
     """404 for a form posted to a command the page does not have (`what`: "", "schedule ")."""
-    message = f"There is no {what}command {preview(name)}."
-    return page("console/message.html", visit, status=404, title="No such command", message=message)
+    return message_page(
+        visit, 404, "No such command", f"There is no {what}command {preview(name)}."
+    )
 
 
 CSRF_REFUSED = (

@@ -27,16 +27,17 @@ from . import graph
 from .commands import COMMANDS
 from .history import data_after, story, timer_words
 from .pages import (
+    NO_NOTICE,
+    Notice,
     Visit,
+    add_object_page,
     engine_of,
-    no_such_command,
     not_done,
     not_shown,
     page,
+    posted_command,
     query_of,
     refusal,
-    signed_form,
-    signed_in,
 )
 
 router = APIRouter(include_in_schema=False)
@@ -79,10 +80,7 @@ async def _run_page(
     request: Request,
     visit: Visit,
     run_id: str,
-    *,
-    status: int = 200,
-    notice: str = "",
-    notice_kind: str = "ok",
+    notice: Notice = NO_NOTICE,
 ) -> Response:
     engine = engine_of(request)
     at = _number(request, "at")
@@ -95,7 +93,7 @@ async def _run_page(
         start = max(0, min(start, last - 1))
         events, next_after = await _window(engine, visit, run_id, start)
     except WaypostError as exc:
-        return not_shown(visit, exc, "Run not shown", notice=notice, notice_kind=notice_kind)
+        return not_shown(visit, exc, "Run not shown", notice)
     told = story(events)
     for w in info.waiting_for:  # a waiting timer is named by what it is for
         if w.get("kind") == "timer" and str(w.get("step")) in told.steps:
@@ -130,7 +128,6 @@ async def _run_page(
     return page(
         "console/run.html",
         visit,
-        status=status,
         nav="runs",
         info=info,
         story=told,
@@ -139,39 +136,31 @@ async def _run_page(
         replay=replay,
         window=window,
         commands=commands,
-        notice=notice,
-        notice_kind=notice_kind,
+        **notice.values(),
     )
 
 
-@router.get("/runs/{run_id:id}")
-async def run_page(request: Request, run_id: str) -> Response:
-    visit = await signed_in(request)
-    return await _run_page(request, visit, run_id)
+add_object_page(router, "/runs/{run_id:id}", _run_page)
 
 
 @router.post("/runs/{run_id:id}/commands/{name}")
 async def command(request: Request, run_id: str, name: str) -> Response:
-    visit, form, refused = await signed_form(request)
-    if refused is not None:
-        return refused
-    chosen = COMMANDS.get(name)
-    if chosen is None:
-        return no_such_command(visit, "", name)
+    posted = await posted_command(request, COMMANDS, name)
+    if isinstance(posted, Response):
+        return posted
+    visit, form, chosen = posted
     fields = {f: _text(form.get(f)) for f in chosen.fields}
     reason = _text(form.get("reason"))
     try:
         request_ = chosen.build(run_id, reason, fields)
         answer = await engine_of(request).execute(request_, visit.principal)
     except WaypostError as exc:
-        return await _run_page(
-            request, visit, run_id, **not_done(exc, f"{chosen.label}: not done.")
-        )
+        return await _run_page(request, visit, run_id, not_done(exc, f"{chosen.label}: not done."))
     done = f"{chosen.label}: done."
     new_run = getattr(answer, "run_id", None)
     if chosen.name == "fork" and isinstance(new_run, str):
         done += f" The new run is {new_run}."
-    return await _run_page(request, visit, run_id, notice=done)
+    return await _run_page(request, visit, run_id, Notice(done))
 
 
 def _text(value: object) -> str:

@@ -19,15 +19,16 @@ from waypost.errors import WaypostError
 from waypost.model import operations as ops, schedules as sch
 
 from .pages import (
+    NO_NOTICE,
+    Notice,
     Visit,
+    add_object_page,
     engine_of,
-    no_such_command,
+    list_page,
     not_done,
     not_shown,
     page,
-    refusal,
-    signed_form,
-    signed_in,
+    posted_command,
 )
 
 router = APIRouter(include_in_schema=False)
@@ -73,19 +74,12 @@ SCHEDULE_COMMANDS: dict[str, ScheduleCommand] = {
 
 @router.get("/schedules")
 async def schedules_page(request: Request) -> Response:
-    visit = await signed_in(request)
-    error, status, found = "", 200, []
-    try:
-        found = await engine_of(request).execute(sch.ListSchedules(), visit.principal)
-    except WaypostError as exc:
-        status, error = refusal(exc)
-    return page(
+    return await list_page(
+        request,
         "console/schedules.html",
-        visit,
-        status=status,
+        sch.ListSchedules(),
+        "schedules",
         nav="schedules",
-        schedules=found,
-        error=error,
         commands=SCHEDULE_COMMANDS,
     )
 
@@ -94,10 +88,7 @@ async def _schedule_page(
     request: Request,
     visit: Visit,
     schedule_id: str,
-    *,
-    status: int = 200,
-    notice: str = "",
-    notice_kind: str = "ok",
+    notice: Notice = NO_NOTICE,
 ) -> Response:
     engine = engine_of(request)
     try:
@@ -107,41 +98,34 @@ async def _schedule_page(
             visit.principal,
         )
     except WaypostError as exc:
-        return not_shown(visit, exc, "Schedule not shown", notice=notice, notice_kind=notice_kind)
+        return not_shown(visit, exc, "Schedule not shown", notice)
     runs = [r for r in found if sch.is_fire_run(info.schedule_id, r.run_id)]
     return page(
         "console/schedule.html",
         visit,
-        status=status,
         nav="schedules",
         s=info,
         runs=runs,
         commands=[c for c in SCHEDULE_COMMANDS.values() if visit.can(c.request)],
-        notice=notice,
-        notice_kind=notice_kind,
+        **notice.values(),
     )
 
 
-@router.get("/schedules/{schedule_id:id}")
-async def schedule_page(request: Request, schedule_id: str) -> Response:
-    visit = await signed_in(request)
-    return await _schedule_page(request, visit, schedule_id)
+add_object_page(router, "/schedules/{schedule_id:id}", _schedule_page)
 
 
 @router.post("/schedules/{schedule_id:id}/commands/{name}")
 async def schedule_command(request: Request, schedule_id: str, name: str) -> Response:
-    visit, _, refused = await signed_form(request)
-    if refused is not None:
-        return refused
-    chosen = SCHEDULE_COMMANDS.get(name)
-    if chosen is None:
-        return no_such_command(visit, "schedule ", name)
+    posted = await posted_command(request, SCHEDULE_COMMANDS, name, "schedule ")
+    if isinstance(posted, Response):
+        return posted
+    visit, _, chosen = posted
     try:
         await engine_of(request).execute(chosen.build(schedule_id), visit.principal)
     except WaypostError as exc:
         return await _schedule_page(
-            request, visit, schedule_id, **not_done(exc, f"{chosen.label}: not done.")
+            request, visit, schedule_id, not_done(exc, f"{chosen.label}: not done.")
         )
     if chosen.name == "delete":
         return RedirectResponse("/schedules", status_code=303)
-    return await _schedule_page(request, visit, schedule_id, notice=f"{chosen.label}: done.")
+    return await _schedule_page(request, visit, schedule_id, Notice(f"{chosen.label}: done."))

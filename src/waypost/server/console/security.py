@@ -22,7 +22,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from fastapi import Request
+from fastapi import Request, Response
 
 SESSION_COOKIE = "waypost_session"
 SIGNIN_COOKIE = "waypost_signin"
@@ -108,6 +108,21 @@ def same_origin(request: Request) -> bool:
 
 def secure(request: Request) -> bool:
     return request.url.scheme == "https"
+
+
+def set_form_cookie(response: Response, request: Request, name: str, value: str, path: str) -> None:
+    """Set the cookie a form's CSRF check compares with the form: sent to `path` only,
+    never read by scripts nor sent from another site, over HTTPS when the page is, for
+    an hour."""
+    response.set_cookie(
+        name,
+        value,
+        httponly=True,
+        samesite="strict",
+        secure=secure(request),
+        path=path,
+        max_age=3600,
+    )
 
 
 def signin_token() -> str:

@@ -39,6 +39,7 @@ from .security import (
     same_origin,
     same_secret,
     secure,
+    set_form_cookie,
     signin_token,
 )
 
@@ -67,15 +68,7 @@ def _form(request: Request, *, status: int = 200, error: str = "", next_path: st
         signin_csrf=token,
         next_path=local_path(next_path),
     )
-    response.set_cookie(
-        SIGNIN_COOKIE,
-        token,
-        httponly=True,
-        samesite="strict",
-        secure=secure(request),
-        path="/sign-in",
-        max_age=3600,
-    )
+    set_form_cookie(response, request, SIGNIN_COOKIE, token, "/sign-in")
     return response
 
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from waypost.errors import WaypostError
 from waypost.model import operations as ops
 
 from .commands import COMMANDS
-from .pages import engine_of, page, refusal, signed_in
+from .pages import list_page
 
 router = APIRouter(include_in_schema=False)
 
@@ -19,20 +18,12 @@ LIMIT = 200
 
 @router.get("/suspended")
 async def suspended_page(request: Request) -> Response:
-    visit = await signed_in(request)
-    engine = engine_of(request)
-    error, status, runs = "", 200, []
-    try:
-        found = await engine.execute(ops.PageRuns(status="suspended", limit=LIMIT), visit.principal)
-        runs = found.runs
-    except WaypostError as exc:
-        status, error = refusal(exc)
-    return page(
+    return await list_page(
+        request,
         "console/suspended.html",
-        visit,
-        status=status,
+        ops.PageRuns(status="suspended", limit=LIMIT),
+        "runs",
         nav="suspended",
-        runs=runs,
-        error=error,
+        listed=lambda found: found.runs,
         commands=COMMANDS,
     )
