@@ -100,8 +100,10 @@ def test_a_bug_suspends_the_run_and_a_fix_and_resume_complete_it(make_engine: An
     types = [e.type for e in first.history(run_id)]
     assert types == ["RunStarted", "ActivityScheduled", "ActivityCompleted", "RunSuspended"]
     # result() keeps waiting for a suspended run, as for any run not ended.
-    with pytest.raises(wp.ResultTimeout, match="still suspended"):
+    with pytest.raises(wp.ResultTimeout, match="still suspended") as waited:
         first.result(run_id, timeout=0.3)
+    assert "KeyError at " + line_of(buggy, 'order["product"]') in str(waited.value)
+    assert "resume it" in str(waited.value)
     assert [r.run_id for r in first.list_runs(status="suspended")] == [run_id]
 
     # A deploy that is still wrong: resumed, the run is suspended again with the new error.

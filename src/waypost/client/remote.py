@@ -29,7 +29,7 @@ from waypost.model.identity import preview
 from waypost.model.operations_runs import MAX_HISTORY_PAGE
 from waypost.model.records import Started
 from waypost.model.requests import Http
-from waypost.model.status import RunStatus
+from waypost.model.status import RunStatus, why_suspended
 
 from .fork import ForkCalls
 from .operator import OperatorCalls
@@ -294,9 +294,10 @@ class AsyncClient:
                     info.run_id, info.status.value, info.error
                 )
             if deadline is not None and time.monotonic() >= deadline:
-                raise e.ResultTimeout(
-                    f"run {preview(run_id)} is still {info.status.value} after {timeout}s"
-                )
+                state = info.status.value
+                if info.status is RunStatus.SUSPENDED:
+                    state += why_suspended(info.error)
+                raise e.ResultTimeout(f"run {preview(run_id)} is still {state} after {timeout}s")
             await asyncio.sleep(0)
 
     # == the engine's calls, made remote (`twins.remote_twin`) ===========================

@@ -49,7 +49,7 @@ from waypost.model.paging import RunCursor, decode_cursor
 from waypost.model.quotas import Quotas
 from waypost.model.records import HistoryPage, RunInfo, RunPage, Started
 from waypost.model.requests import handles
-from waypost.model.status import RunStatus
+from waypost.model.status import RunStatus, why_suspended
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE, definition_of
 from waypost.runtime.registry import version_key, workflow_queue
 from waypost.store.base import Conflict, RunCommit, RunOutlook, RunRecord, Snapshot
@@ -516,6 +516,8 @@ class Runs:
                 if status.finished:
                     return self._outcome(run, status)
                 state = status.value
+                if status is RunStatus.SUSPENDED:
+                    state += why_suspended(run.error)
                 if m.serves_workflow(f"{run.workflow}@{run.version}"):
                     # This engine will most likely finish it and wake us; polling
                     # is only the fallback for another process finishing it.
