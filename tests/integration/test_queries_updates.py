@@ -154,6 +154,13 @@ def test_a_query_is_answered_by_replay_in_another_engine_and_records_nothing(
     assert reader.query(run.run_id, "balance") == 30
     assert reader.query(run.run_id, "notes", 1) == ["topped up"]
     assert runner._call(check_invariants(runner.aio.store)) == []
+    # An engine without the workflow's code says so, and where to ask instead.
+    without_code = make_engine(record_deposit)
+    with pytest.raises(
+        InvalidState, match=r"does not have the code of workflow 'qu\.account'"
+    ) as no:
+        without_code.query(run.run_id, "balance")
+    assert "engine.register" in str(no.value) and "--app MODULE" in str(no.value)
 
 
 @contextmanager

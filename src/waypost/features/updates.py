@@ -99,7 +99,10 @@ class Updates:
         if defn is None:
             raise InvalidState(
                 f"cannot {what}: this engine does not have the code of workflow "
-                f"{preview(run.workflow)} version {preview(run.version)} (register it)"
+                f"{preview(run.workflow)} version {preview(run.version)}, which answers "
+                "queries and updates by replaying the run. Register that workflow with this "
+                "engine (engine.register), or ask a process that has it: a waypost server "
+                "or CLI given its module (--app MODULE)"
             )
         inst = m.new_instance(defn, run.tenant, run.run_id)
         handled = run.processed_seq
