@@ -19,7 +19,15 @@ from pathlib import Path
 import pytest
 
 from tests.docs.setups import SETUPS
-from tests.helpers.doc_blocks import Block, blocks_of, by_id, files, script
+from tests.helpers.doc_blocks import (
+    Block,
+    DirectiveError,
+    blocks_of,
+    by_id,
+    files,
+    parse_directive,
+    script,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [
@@ -84,3 +92,53 @@ def test_block_runs_as_written(block: Block, tmp_path: Path) -> None:
 def test_every_skip_says_why_and_they_stay_few() -> None:
     skipped = [block.where for block in BLOCKS if block.skip is not None]
     assert len(skipped) <= len(BLOCKS) // 5, skipped
+
+
+def test_every_setup_serves_a_block() -> None:
+    used = {name for block in BLOCKS for name in block.setups}
+    assert set(SETUPS) - used == set()
+
+
+def test_a_directive_says_what_a_block_needs() -> None:
+    fields = parse_directive("id b, fragment, setup engine run, after a, file m.py = a", "x:1")
+    assert fields == {
+        "id": "b",
+        "fragment": True,
+        "setups": ("engine", "run"),
+        "after": ("a",),
+        "files": (("m.py", "a"),),
+    }
+    assert parse_directive("skip (needs SMTP, a real one)", "x:1")["skip"] == (
+        "needs SMTP, a real one"
+    )
+
+
+@pytest.mark.parametrize(
+    ("clauses", "error"),
+    [
+        ("setup engine", "x:1: a block run after other code says `fragment`"),
+        ("fragment, setpu engine", "x:1: unknown doc clause 'setpu engine'"),
+        ("skip ()", "x:1: say why a block is skipped: skip (why)"),
+    ],
+)
+def test_a_wrong_directive_is_refused_with_its_place(clauses: str, error: str) -> None:
+    with pytest.raises(DirectiveError) as refused:
+        parse_directive(clauses, "x:1")
+    assert str(refused.value) == error
+
+
+def test_a_setup_with_a_block_line_wraps_the_block() -> None:
+    block = Block("x.md", 3, "print(1)\nprint(2)\n", fragment=True, setups=("head", "wrap"))
+    setups = {"head": "a = 1\n", "wrap": "with open('f', 'w'):\n    # BLOCK\nprint(3)\n"}
+    assert script(block, {}, setups).splitlines() == [
+        "# --- setup head",
+        "a = 1",
+        "",
+        "# --- setup wrap",
+        "with open('f', 'w'):",
+        "    # --- x.md:3",
+        "    print(1)",
+        "    print(2)",
+        "",
+        "print(3)",
+    ]
