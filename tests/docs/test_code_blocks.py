@@ -84,7 +84,8 @@ def test_block_runs_as_written(block: Block, tmp_path: Path) -> None:
         )
         pytest.fail(
             f"{block.where} exits with {proc.returncode}\n--- script\n{numbered}\n"
-            f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}",
+            f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}\n"
+            "(a fragment? say what it needs in a <!-- doc: ... --> comment: tests/docs/README.md)",
             pytrace=False,
         )
 
