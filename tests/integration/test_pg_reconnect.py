@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
-from tests.helpers.pgserver import private_postgres
+from tests.helpers.flows import sum_of_steps
+from tests.helpers.pgserver import PrivatePostgres, private_postgres
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -25,10 +28,20 @@ def tick(ctx: wp.ActivityContext, i: int) -> int:
 
 @wp.workflow(name="ticker")
 async def ticker(ctx: wp.WorkflowContext, n: int) -> int:
-    for i in range(n):
-        await ctx.run(tick, i)
-        await ctx.sleep(0.05)
-    return n
+    return await sum_of_steps(ctx, tick, n)
+
+
+@contextmanager
+def ticking(**settings: str) -> Iterator[tuple[PrivatePostgres, wp.Engine]]:
+    """A server of the test's own, and an engine serving `ticker` on it."""
+    with private_postgres(**settings) as server:
+        engine = wp.Engine(server.url, lease=2, poll_interval=0.2)
+        try:
+            engine.register(ticker, tick)
+            with engine.running():
+                yield server, engine
+        finally:
+            engine.close()
 
 
 def _steps(engine: wp.Engine, run_id: str) -> int:
@@ -39,22 +52,16 @@ def test_runs_move_again_within_seconds_of_the_server_coming_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    with private_postgres() as server:
-        engine = wp.Engine(server.url, lease=2, poll_interval=0.2)
-        try:
-            engine.register(ticker, tick)
-            with engine.running():
-                run = engine.start(ticker, 100_000)
-                eventually(lambda: _steps(engine, run.run_id) >= 5, "five steps", timeout=30)
-                server.stop()
-                time.sleep(8)  # away long enough for a doubling backoff to reach 8 s
-                server.start()
-                back = time.monotonic()
-                before = eventually(lambda: _steps(engine, run.run_id), "the history", timeout=30)
-                eventually(lambda: _steps(engine, run.run_id) > before, "a step", timeout=30)
-                moving_after = time.monotonic() - back
-        finally:
-            engine.close()
+    with ticking() as (server, engine):
+        run = engine.start(ticker, 100_000)
+        eventually(lambda: _steps(engine, run.run_id) >= 5, "five steps", timeout=30)
+        server.stop()
+        time.sleep(8)  # away long enough for a doubling backoff to reach 8 s
+        server.start()
+        back = time.monotonic()
+        before = eventually(lambda: _steps(engine, run.run_id), "the history", timeout=30)
+        eventually(lambda: _steps(engine, run.run_id) > before, "a step", timeout=30)
+        moving_after = time.monotonic() - back
     # Generous for a loaded machine: the pools' and the steps' retries are a second
     # apart (before, they doubled to 8 s and more, and a caller waited 30 s for a
     # connection).
@@ -86,27 +93,20 @@ def test_a_server_that_takes_no_writes_is_named_with_the_setting_that_avoids_it(
 
 def test_a_server_that_turns_read_only_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
-    with private_postgres() as server:
-        engine = wp.Engine(server.url, lease=2, poll_interval=0.2)
-        try:
-            engine.register(ticker, tick)
-            with engine.running():
-                run = engine.start(ticker, 3)
-                assert run.result(timeout=60) == 3
-                with psycopg.connect(server.url, autocommit=True) as conn:
-                    conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
-                    conn.execute("SELECT pg_reload_conf()")
+    with ticking() as (server, engine):
+        assert engine.start(ticker, 3).result(timeout=60) == sum(range(3))
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+            conn.execute("SELECT pg_reload_conf()")
 
-                def refused() -> bool:
-                    try:
-                        engine.start(ticker, 1)
-                    except wp.StoreError:
-                        return True
-                    return False
+        def refused() -> bool:
+            try:
+                engine.start(ticker, 1)
+            except wp.StoreError:
+                return True
+            return False
 
-                eventually(refused, "a write to be refused", timeout=20)
-        finally:
-            engine.close()
+        eventually(refused, "a write to be refused", timeout=20)
     lines = [r.getMessage() for r in caplog.records if r.name == "waypost.store"]
     assert len(lines) == 1 and "standby" in lines[0], lines
     assert "target_session_attrs=read-write" in lines[0]

@@ -10,6 +10,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import eventually, of_type
+from tests.helpers.flows import handler_without_payload
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,11 +46,7 @@ def test_an_async_signal_handler_runs_and_its_effect_is_kept(make_engine: Any) -
 
 @wp.workflow(name="handler-without-payload")
 async def no_payload(ctx: wp.WorkflowContext) -> None:
-    def on_item() -> None:
-        pass
-
-    ctx.on_signal("item", on_item)  # type: ignore[arg-type]
-    await ctx.wait_signal("never")
+    await handler_without_payload(ctx)
 
 
 def test_a_handler_that_cannot_take_the_payload_suspends_the_run_at_its_registration(

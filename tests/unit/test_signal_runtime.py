@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
+from tests.helpers.flows import handler_without_payload
 from tests.helpers.runtime import (
     T0,
     Driver,
@@ -166,11 +167,7 @@ def test_what_an_async_signal_handler_raises_suspends_the_run_at_its_line() -> N
 
 @wp.workflow(name="handler-arity")
 async def handler_arity(ctx: wp.WorkflowContext) -> None:
-    def on_item() -> None:
-        pass
-
-    ctx.on_signal("item", on_item)  # type: ignore[arg-type]
-    await ctx.wait_signal("never")
+    await handler_without_payload(ctx)
 
 
 def test_a_signal_handler_that_cannot_take_the_payload_is_named_where_it_is_registered() -> None:
@@ -178,9 +175,9 @@ def test_a_signal_handler_that_cannot_take_the_payload_is_named_where_it_is_regi
     with pytest.raises(wp.WorkflowBug) as info:
         d.start()
     bug = info.value
-    assert bug.site == site(handler_arity, "ctx.on_signal")
-    assert "handler_arity.<locals>.on_item" in bug.error_message
-    assert site(handler_arity, "def on_item") in bug.error_message
+    assert bug.site == site(handler_arity, "await handler_without_payload")  # its own file
+    assert "handler_without_payload.<locals>.on_item" in bug.error_message
+    assert site(handler_without_payload, "def on_item") in bug.error_message
     assert "must take one argument" in bug.error_message
 
 
