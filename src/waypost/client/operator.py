@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from waypost.model import operations as ops
 
+from .blocking import Blocking, blocking
 from .door import LocalDoor
+from .twins import remote_twin
 
 
 class OperatorCalls:
@@ -33,3 +35,26 @@ class OperatorCalls:
         (replayed with this engine's code, after a fix). Refused (`InvalidState`) if it
         is neither. Operator."""
         await self._local(ops.Resume(run_id=run_id, reason=reason), tenant)
+
+
+# The faces of these calls, one line each: the blocking engine's, the remote client's
+# (the call made over its derived route) and the blocking client's.
+class OperatorBlocking(Blocking):
+    cancel = blocking(OperatorCalls.cancel)
+    terminate = blocking(OperatorCalls.terminate)
+    pause = blocking(OperatorCalls.pause)
+    resume = blocking(OperatorCalls.resume)
+
+
+class OperatorRemote:
+    cancel = remote_twin(OperatorCalls.cancel)
+    terminate = remote_twin(OperatorCalls.terminate)
+    pause = remote_twin(OperatorCalls.pause)
+    resume = remote_twin(OperatorCalls.resume)
+
+
+class OperatorRemoteBlocking(Blocking):
+    cancel = blocking(OperatorRemote.cancel)
+    terminate = blocking(OperatorRemote.terminate)
+    pause = blocking(OperatorRemote.pause)
+    resume = blocking(OperatorRemote.resume)

@@ -32,7 +32,7 @@ from waypost.model.requests import Http
 from waypost.model.status import RunStatus, why_suspended
 
 from .fork import ForkCalls
-from .operator import OperatorCalls
+from .operator import OperatorRemote, OperatorRemoteBlocking
 from .queues import QueueCalls
 from .remote_queues import QUEUE_WIRES
 from .remote_runs import RUN_WIRES, run_info
@@ -40,11 +40,11 @@ from .remote_schedules import SCHEDULE_WIRES
 from .remote_updates import UPDATE_WIRES
 from .remote_users import USER_WIRES
 from .remote_wire import Wires, checked_here, run_path
-from .repairs import RepairCalls
+from .repairs import RepairRemote, RepairRemoteBlocking
 from .retention import RetentionCalls
 from .runs import RunQueryCalls
 from .schedules import ScheduleCalls
-from .sync import Blocking, LoopThread, blocking
+from .sync import LoopThread, blocking
 from .twins import remote_twin
 from .updates import UpdateCalls
 from .users import UserCalls
@@ -138,7 +138,7 @@ def _json_body(body: Any) -> bytes:
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(OperatorRemote, RepairRemote):
     """Runs on a `waypost server`, as the API key's principal sees them.
 
     `AsyncClient(url, api_key)`; use it as `async with` or call `close()`.
@@ -301,14 +301,7 @@ class AsyncClient:
             await asyncio.sleep(0)
 
     # == the engine's calls, made remote (`twins.remote_twin`) ===========================
-    # run commands, over their derived routes
-    cancel = remote_twin(OperatorCalls.cancel)
-    terminate = remote_twin(OperatorCalls.terminate)
-    pause = remote_twin(OperatorCalls.pause)
-    resume = remote_twin(OperatorCalls.resume)
-    retry = remote_twin(RepairCalls.retry)
-    skip = remote_twin(RepairCalls.skip)
-    update_input = remote_twin(RepairCalls.update_input)
+    # (the run commands, over their derived routes: `OperatorRemote`, `RepairRemote`)
     # over routes written by hand, each request sent by its wire (`_WIRES`)
     signal = remote_twin(UpdateCalls.signal)
     get = remote_twin(RunQueryCalls.get)
@@ -336,7 +329,7 @@ class AsyncClient:
     set_password = remote_twin(UserCalls.set_password)
 
 
-class Client(Blocking):
+class Client(OperatorRemoteBlocking, RepairRemoteBlocking):
     """The blocking face of `AsyncClient`: `Client(url, api_key)`, then `close()` (or `with`)."""
 
     aio: AsyncClient
@@ -378,13 +371,7 @@ class Client(Blocking):
     history_page = blocking(AsyncClient.history_page)
     result = blocking(AsyncClient.result)
     signal_with_start = blocking(AsyncClient.signal_with_start)
-    cancel = blocking(AsyncClient.cancel)
-    terminate = blocking(AsyncClient.terminate)
-    pause = blocking(AsyncClient.pause)
-    resume = blocking(AsyncClient.resume)
-    retry = blocking(AsyncClient.retry)
-    skip = blocking(AsyncClient.skip)
-    update_input = blocking(AsyncClient.update_input)
+    # (the run commands: `OperatorRemoteBlocking`, `RepairRemoteBlocking`)
     fork = blocking(AsyncClient.fork)
     purge_runs = blocking(AsyncClient.purge_runs)
     purged_run = blocking(AsyncClient.purged_run)

@@ -8,7 +8,9 @@ from typing import Any
 
 from waypost.model import operations as ops
 
+from .blocking import Blocking, blocking
 from .door import LocalDoor
+from .twins import remote_twin
 
 
 class RepairCalls:
@@ -44,3 +46,22 @@ class RepairCalls:
         schema; the old and new values are recorded. Refused for workflow code and for
         runs not waiting. Operator."""
         await self._local(ops.UpdateInput(run_id=run_id, reason=reason, data=dict(data)), tenant)
+
+
+# The faces of these calls, one line each (as `operator.OperatorBlocking` and the rest).
+class RepairBlocking(Blocking):
+    retry = blocking(RepairCalls.retry)
+    skip = blocking(RepairCalls.skip)
+    update_input = blocking(RepairCalls.update_input)
+
+
+class RepairRemote:
+    retry = remote_twin(RepairCalls.retry)
+    skip = remote_twin(RepairCalls.skip)
+    update_input = remote_twin(RepairCalls.update_input)
+
+
+class RepairRemoteBlocking(Blocking):
+    retry = blocking(RepairRemote.retry)
+    skip = blocking(RepairRemote.skip)
+    update_input = blocking(RepairRemote.update_input)

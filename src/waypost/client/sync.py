@@ -30,6 +30,8 @@ from waypost.model.identity import Principal
 
 from .blocking import Blocking as Blocking, blocking as blocking
 from .engine import AsyncEngine, AsyncRunHandle
+from .operator import OperatorBlocking
+from .repairs import RepairBlocking
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -85,7 +87,7 @@ def _handle(engine: Engine, handle: AsyncRunHandle) -> RunHandle:
     return RunHandle(engine, handle.run_id, handle.tenant)
 
 
-class Engine(Blocking):
+class Engine(OperatorBlocking, RepairBlocking):
     """The waypost engine for ordinary (synchronous) Python code.
 
     `Engine(url)` opens (and if needed creates) the database; `url` defaults
@@ -191,13 +193,7 @@ class Engine(Blocking):
     execute = blocking(AsyncEngine.execute)
     start = blocking(AsyncEngine.start, _handle)
     signal = blocking(AsyncEngine.signal)
-    cancel = blocking(AsyncEngine.cancel)
-    terminate = blocking(AsyncEngine.terminate)
-    pause = blocking(AsyncEngine.pause)
-    resume = blocking(AsyncEngine.resume)
-    retry = blocking(AsyncEngine.retry)
-    skip = blocking(AsyncEngine.skip)
-    update_input = blocking(AsyncEngine.update_input)
+    # (the run commands: `OperatorBlocking`, `RepairBlocking`)
     fork = blocking(AsyncEngine.fork)
     query = blocking(AsyncEngine.query)
     update = blocking(AsyncEngine.update)
