@@ -103,7 +103,7 @@ def run_through(
         with engine.running():
             handles = [engine.start(failover_flow, n, run_id=f"r{n}") for n in range(RUNS)]
             eventually(
-                lambda: _completed(old.url) >= RUNS * STEPS // 3,
+                lambda: _completed(servers.url) >= RUNS * STEPS // 3,
                 "a third of the steps to complete",
                 timeout=60,
                 interval=0.05,

@@ -190,8 +190,12 @@ class Formation:
     def wait_until_replicating(self, timeout: float) -> None:
         """Until one node is the primary and the other its synchronous standby."""
         both = {("primary", "primary"), ("secondary", "secondary")}
-        eventually(lambda: set(self.states().values()) == both, "a primary and a standby",
-                   timeout, interval=0.2)  # fmt: skip
+        eventually(
+            lambda: set(self.states().values()) == both,
+            "a primary and a standby",
+            timeout,
+            interval=0.2,
+        )
 
     def timeline(self, since: float) -> list[str]:
         """What the monitor decided and heard since `since` (a `time.time()`), each
@@ -285,7 +289,10 @@ def formation() -> Iterator[Formation]:
     """A started `Formation`, removed afterwards."""
     f = Formation()
     try:
-        f.start()
+        try:
+            f.start()
+        except (AssertionError, RuntimeError, subprocess.TimeoutExpired) as exc:
+            raise RuntimeError(f"the formation did not start: {exc}\n{f.logs()}") from exc
         yield f
     finally:
         f.remove()
