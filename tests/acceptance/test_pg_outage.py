@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import subprocess
 import threading
@@ -19,15 +18,14 @@ from pathlib import Path
 import pytest
 
 import waypost as wp
-from tests.helpers import db_query, eventually, of_type
-from waypost.model.chain import verify_chain
+from tests.helpers import db_query, eventually
+from tests.helpers.executions import ExecutionLog, check_nothing_lost_or_doubled
 from waypost.store.postgres import PostgresStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 STEPS = 8
-LOG: dict[str, Path] = {}
-_lock = threading.Lock()
+EXECUTIONS = ExecutionLog()
 
 
 def restart_postgres() -> None:
@@ -42,26 +40,16 @@ def restart_postgres() -> None:
     assert proc.returncode == 0, f"restarting PostgreSQL failed: {proc.stderr}"
 
 
-def _record(ctx: wp.ActivityContext) -> None:
-    line = json.dumps(
-        {"run": ctx.run_id, "step": ctx.step_id, "attempt": ctx.attempt, "key": ctx.idempotency_key}
-    )
-    with _lock, open(LOG["path"], "a") as f:
-        f.write(line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
 @wp.activity(retry=wp.Retry(max_attempts=20))
 def step_sync(ctx: wp.ActivityContext, i: int) -> int:
-    _record(ctx)
+    EXECUTIONS.record(ctx)
     time.sleep(0.02)
     return i
 
 
 @wp.activity(retry=wp.Retry(max_attempts=20))
 async def step_async(ctx: wp.ActivityContext, i: int) -> int:
-    _record(ctx)
+    EXECUTIONS.record(ctx)
     await asyncio.sleep(0.02)
     return i
 
@@ -79,7 +67,7 @@ async def outage_flow(ctx: wp.WorkflowContext, n: int) -> int:
 def test_a_postgres_restart_mid_run_loses_nothing_and_every_run_completes(
     fresh_postgres: str, tmp_path: Path
 ) -> None:
-    LOG["path"] = tmp_path / "executions.jsonl"
+    EXECUTIONS.use(tmp_path / "executions.jsonl")
     runs = 40
     engine = wp.Engine(fresh_postgres, lease=2, poll_interval=0.2)
     try:
@@ -100,27 +88,7 @@ def test_a_postgres_restart_mid_run_loses_nothing_and_every_run_completes(
         engine.close()
 
     assert results == [sum(range(STEPS)) + n for n in range(runs)]
-    executions = [json.loads(line) for line in LOG["path"].read_text().splitlines()]
-    for run_id, history in after.items():
-        # Nothing committed before the restart was lost or changed.
-        assert [(e.seq, e.hash) for e in before[run_id]] == [
-            (e.seq, e.hash) for e in history[: len(before[run_id])]
-        ], f"{run_id}: history moved backwards across the restart"
-        assert verify_chain(history, run=("default", run_id)) == []
-        steps = [e.data["step"] for e in of_type(history, "ActivityCompleted")]
-        assert sorted(steps) == sorted({*steps}), f"{run_id}: a step result was applied twice"
-        assert len(steps) == STEPS
-        completed_attempt = {
-            e.data["step"]: e.data["attempt"] for e in of_type(history, "ActivityCompleted")
-        }
-        mine = [x for x in executions if x["run"] == run_id]
-        for step, attempt in completed_attempt.items():
-            tries = [x for x in mine if x["step"] == step]
-            assert len({x["attempt"] for x in tries}) == len(tries), f"{run_id}/{step} ran twice"
-            assert len({x["key"] for x in tries}) == 1, f"{run_id}/{step}: keys differ"
-            assert max(x["attempt"] for x in tries) == attempt, (
-                f"{run_id}/{step}: an attempt ran after the one whose result was committed"
-            )
+    check_nothing_lost_or_doubled(before, after, EXECUTIONS.read(), STEPS)
     info = engine_free_info(fresh_postgres)
     assert info == {"completed": runs}
 

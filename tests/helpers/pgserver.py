@@ -25,13 +25,15 @@ def _bin(name: str) -> str:
     return str(_ROOT / versions[-1] / "bin" / name)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _as_postgres(*cmd: str) -> list[str]:
+def as_postgres(*cmd: str) -> list[str]:
+    """`cmd` to run as the `postgres` user (PostgreSQL's tools refuse to run as root)."""
     return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else list(cmd)
 
 
@@ -42,7 +44,7 @@ class PrivatePostgres:
         self.dir = Path(tempfile.mkdtemp(prefix="waypost-pg-"))
         os.chmod(self.dir, 0o777)  # the server runs as `postgres`
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self._pg_ctl("initdb", "-o", "-A trust -U postgres --no-sync")
         conf = {
             "port": str(self.port),
@@ -59,7 +61,7 @@ class PrivatePostgres:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def _pg_ctl(self, *args: str) -> None:
-        cmd = _as_postgres(_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "log"))
+        cmd = as_postgres(_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "log"))
         proc = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise RuntimeError(f"pg_ctl {' '.join(args)} failed: {proc.stdout}{proc.stderr}")

@@ -32,16 +32,22 @@ async def ticker(ctx: wp.WorkflowContext, n: int) -> int:
 
 
 @contextmanager
+def serving(url: str) -> Iterator[wp.Engine]:
+    """An engine serving `ticker` on the database at `url`."""
+    engine = wp.Engine(url, lease=2, poll_interval=0.2)
+    try:
+        engine.register(ticker, tick)
+        with engine.running():
+            yield engine
+    finally:
+        engine.close()
+
+
+@contextmanager
 def ticking(**settings: str) -> Iterator[tuple[PrivatePostgres, wp.Engine]]:
     """A server of the test's own, and an engine serving `ticker` on it."""
-    with private_postgres(**settings) as server:
-        engine = wp.Engine(server.url, lease=2, poll_interval=0.2)
-        try:
-            engine.register(ticker, tick)
-            with engine.running():
-                yield server, engine
-        finally:
-            engine.close()
+    with private_postgres(**settings) as server, serving(server.url) as engine:
+        yield server, engine
 
 
 def _steps(engine: wp.Engine, run_id: str) -> int:
@@ -89,6 +95,23 @@ def test_a_server_that_takes_no_writes_is_named_with_the_setting_that_avoids_it(
         wp.Engine(server.url).close()
     assert "target_session_attrs=read-write" in str(refused.value)
     assert f"127.0.0.1:{server.port}" in str(refused.value)
+
+
+def test_a_url_that_lists_a_standby_first_runs_on_the_primary_after_it() -> None:
+    """Several hosts in the URL (a primary and its standby, in any order): waypost
+    connects to the one that takes writes; with none, its error names every host."""
+    with (
+        private_postgres(default_transaction_read_only="on") as standby,
+        private_postgres() as primary,
+    ):
+        hosts = f"127.0.0.1:{standby.port},127.0.0.1:{primary.port}"
+        url = f"postgresql://postgres@{hosts}/postgres?target_session_attrs=read-write"
+        with serving(url) as engine:
+            assert engine.start(ticker, 3).result(timeout=60) == sum(range(3))
+        primary.stop()
+        with pytest.raises(wp.StoreError) as refused:
+            wp.Engine(url).close()
+    assert f"{hosts}/postgres" in str(refused.value)
 
 
 def test_a_server_that_turns_read_only_is_said_once(caplog: pytest.LogCaptureFixture) -> None:

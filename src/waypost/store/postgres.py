@@ -53,7 +53,7 @@ from .sqlfile import load_migrations, load_queries
 from .sqlstore import SqlStore
 from .transactions.step import commit_step, finish_shaped, step_shaped
 from .tx import Abort, Tx
-from .urls import redact_url, scrub_password
+from .urls import redact_url, scrub_password, server_of
 
 try:
     import psycopg
@@ -390,8 +390,7 @@ class PostgresStore(SqlStore):
         return scrub_password(str(exc), self.url)
 
     def _where(self) -> str:
-        parsed = urlparse(self.conninfo)
-        return f"{parsed.hostname or 'localhost'}:{parsed.port or 5432}{parsed.path}"
+        return server_of(self.conninfo)
 
     def _migrate(self) -> None:
         for attempt in range(5):

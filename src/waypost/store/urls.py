@@ -7,10 +7,12 @@ reaches a terminal, a log or an error report.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import unquote, urlsplit
 
 _HIDDEN = "***"
 _SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+_WITH_PORT = re.compile(r":[0-9]+$")
 
 
 def redact_url(url: str) -> str:
@@ -48,3 +50,14 @@ def scrub_password(text: str, url: str) -> str:
         if len(form) >= 4:  # a shorter one would blot out ordinary words
             text = text.replace(form, _HIDDEN)
     return text
+
+
+def server_of(url: str) -> str:
+    """Where a PostgreSQL URL points, as messages name it: `host:port/database`; a URL
+    that lists several hosts (a primary and its standbys) names each with its port."""
+    parts = urlsplit(url)
+    hosts = parts.netloc.rpartition("@")[2]
+    if "," not in hosts:
+        return f"{parts.hostname or 'localhost'}:{parts.port or 5432}{parts.path}"
+    listed = (h if _WITH_PORT.search(h) else f"{h or 'localhost'}:5432" for h in hosts.split(","))
+    return f"{','.join(listed)}{parts.path}"
