@@ -20,6 +20,7 @@ import functools
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from waypost.errors import BrokenHistory, StoreCorrupted, StoreError, StoreRejected
 from waypost.model.codec import Codec
@@ -27,11 +28,9 @@ from waypost.model.events import Event, EventType, NewEvent
 from waypost.model.logs import log_context, logger
 from waypost.model.quotas import Quotas
 from waypost.model.status import RunStatus
-from waypost.runtime.cancellation import CANCEL_GRACE_STEP
 from waypost.runtime.instance import WorkflowInstance
 from waypost.runtime.registry import Registry, WorkflowDefn
 from waypost.store.base import (
-    ActivityUpdate,
     ClaimedTask,
     CommitResult,
     Conflict,
@@ -39,6 +38,15 @@ from waypost.store.base import (
     RunRecord,
     Store,
     WorkflowTaskOp,
+)
+from waypost.store.effects import (
+    ContinueAsNew,
+    EscalateApprovals,
+    OpenApprovals,
+    ScheduleActivities,
+    SettleActivity,
+    StartChildren,
+    StartTimers,
 )
 
 from . import tracing
@@ -127,11 +135,13 @@ class WorkflowTasks:
     # == waking runs ==========================================================
     def waking(self, commit: RunCommit) -> RunCommit:
         settings = self.settings
-        commit.workflow_op = WorkflowTaskOp.CLAIM if self.serving.accepting else WorkflowTaskOp.WAKE
-        commit.owner = settings.owner
-        commit.lease = settings.lease
-        commit.claim_queues = self.serving.workflow_queues
-        return commit
+        return replace(
+            commit,
+            workflow_op=WorkflowTaskOp.CLAIM if self.serving.accepting else WorkflowTaskOp.WAKE,
+            owner=settings.owner,
+            lease=settings.lease,
+            claim_queues=self.serving.workflow_queues,
+        )
 
     def woken(self, tenant: str, run_id: str, res: CommitResult) -> None:
         if res.workflow_fence is not None:
@@ -415,7 +425,7 @@ class WorkflowTasks:
         expect_seq: int,
         expect_hash: str,
         processed_seq: int,
-        activity: ActivityUpdate | None = None,
+        activity: SettleActivity | None = None,
         quotas: Quotas | None = None,
     ) -> tuple[RunCommit, int]:
         """The commit for what the instance decided; also how many local slots it took.
@@ -446,23 +456,19 @@ class WorkflowTasks:
             expect_hash=expect_hash,
             processed_seq=processed_seq,
             now=settings.clock(),
-            owner=settings.owner,
+            # A stopping engine takes no attempt and leaves a next generation to others.
+            owner=settings.owner if accepting else None,
             lease=settings.lease,
             take_locally=take_locally,
             activity=activity,
             start_quotas=settings.quotas,
+            quotas=quotas,
         )
-        if commit.continue_as is not None and not accepting:
-            commit.owner = None  # a stopping engine leaves the next generation to others
         if quotas is not None:
             held = over_quota(commit, len(fed), quotas, live.inst.processed_seq)
             if held is not None:
                 self.worker.unreserve(reserved)
                 return held, 0
-            if not any(t.step == CANCEL_GRACE_STEP for t in commit.new_timers):
-                commit.max_pending_timers = quotas.max_pending_timers  # never holds a cancel
-            commit.max_concurrent_activities = quotas.max_concurrent_activities
-            commit.max_run_bytes = quotas.max_run_bytes
         return commit, reserved
 
     async def _defer(
@@ -503,12 +509,14 @@ class WorkflowTasks:
                 self.wakeups.wake()  # the commit woke the parent: take it up now
         else:
             self.cache.put(key, live)
+        effect = commit.effect
         self._start_attempts(key, commit, res, reserved)
-        for timer in commit.new_timers:
-            self.wakeups.note_timer(timer.fire_at)
-        if commit.continue_as is not None:
+        if (timers := effect(StartTimers)) is not None:
+            for timer in timers.timers:
+                self.wakeups.note_timer(timer.fire_at)
+        if effect(ContinueAsNew) is not None:
             self.woken(*key, res)  # the next generation: processed here if this engine took it
-        if commit.new_approvals or commit.escalate_approvals:
+        if effect(OpenApprovals) is not None or effect(EscalateApprovals) is not None:
             for hook in self._on_approvals:
                 hook()
 
@@ -520,7 +528,9 @@ class WorkflowTasks:
         queued = frozenset(res.queued_steps)
         if queued:
             self.wakeups.activities_queued()  # a slot that frees takes them
-        for na in commit.new_activities:
+        schedule = commit.effect(ScheduleActivities)
+        new = schedule.tasks if schedule is not None else ()
+        for na in new:
             if na.owner is None or na.step in queued:
                 continue
             started += 1
@@ -537,5 +547,5 @@ class WorkflowTasks:
             self.worker.start(attempt)
         if started < reserved:
             self.worker.unreserve(reserved - started)
-        if started < len(commit.new_activities) or commit.start_children:
+        if started < len(new) or commit.effect(StartChildren) is not None:
             self.wakeups.wake()  # work went to the queue: a free worker may take it

@@ -14,7 +14,7 @@ cleanup), `terminate` ends it at once, `abandon` leaves it running.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from waypost.errors import QuotaExceeded
@@ -38,6 +38,7 @@ from ..base import (
     Snapshot,
     WorkflowTaskOp,
 )
+from ..effects import CloseRunApprovals
 from ..tx import Tx
 from .definitions import get_definition
 
@@ -49,10 +50,12 @@ _FINISHED = frozenset(s.value for s in FINISHED)
 MAX_LISTED_CHILDREN = 1000
 
 
-def start_children(tx: Tx, c: RunCommit, commit: Commit, create: Create) -> None:
-    """Create the children `c` starts (with `create`), each linked to `c`'s run; a child
-    whose run id is already another run's fails at once, into the parent's history."""
-    for new in c.start_children:
+def start_children(
+    tx: Tx, c: RunCommit, runs: Sequence[NewRun], commit: Commit, create: Create
+) -> None:
+    """Create the children `c` starts (`runs`, with `create`), each linked to `c`'s run; a
+    child whose run id is already another run's fails at once, into the parent's history."""
+    for new in runs:
         link = new.parent
         if link is None:
             continue
@@ -185,7 +188,7 @@ def _close_child(tx: Tx, commit: Commit, c: RunCommit, child: Any) -> None:
                     status.value, [], int(child["processed_seq"]), error=error, finished=True
                 ),
                 workflow_op=WorkflowTaskOp.DELETE,
-                close_run_approvals="cancelled",
+                effects=(CloseRunApprovals("cancelled"),),
             ),
         )
         return
