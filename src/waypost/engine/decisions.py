@@ -91,7 +91,7 @@ def decision_commit(
     take_locally: Callable[[str], bool],
     activity: SettleActivity | None = None,
     start_quotas: Quotas | None = None,
-    quotas: Quotas | None = None,
+    limits: Limits = NO_LIMITS,
 ) -> RunCommit:
     """The commit for the instance's new commands, after the events it was `fed`.
 
@@ -101,8 +101,7 @@ def decision_commit(
     workflow task is leased to `owner` too (None: to nobody). Child runs it starts
     are admitted under `start_quotas` (the engine's, with the tenant's overrides), as a
     start is; one refused fails at once into this run's history. The store holds the
-    commit to the tenant's `quotas` (its pending timers, activities in flight, the run's
-    bytes).
+    commit to `limits` (`decision_limits` of the tenant's quotas).
     """
     commands = inst.take_commands()
     finished = inst.outcome is not None
@@ -151,23 +150,28 @@ def decision_commit(
         workflow_op=workflow_op,
         owner=owner if continuation is not None else None,
         lease=lease,
-        limits=_limits(quotas, effects) if quotas is not None else NO_LIMITS,
+        limits=limits if limits.max_pending_timers is None else _timers_held(limits, effects),
         effects=tuple(effects),
     )
 
 
-def _limits(quotas: Quotas, effects: Sequence[Effect]) -> Limits:
-    """The tenant's quotas the store holds a decision to. A decision that starts the
-    cancel grace's timer is never held for the tenant's pending timers."""
-    grace = any(
-        isinstance(e, StartTimers) and any(t.step == CANCEL_GRACE_STEP for t in e.timers)
-        for e in effects
-    )
+def decision_limits(quotas: Quotas) -> Limits:
+    """The tenant's quotas the store holds a decision to: its pending timers, activities
+    in flight and the run's bytes (the engine judges the rest, `over_quota`)."""
     return Limits(
-        max_pending_timers=None if grace else quotas.max_pending_timers,
+        max_pending_timers=quotas.max_pending_timers,
         max_concurrent_activities=quotas.max_concurrent_activities,
         max_run_bytes=quotas.max_run_bytes,
     )
+
+
+def _timers_held(limits: Limits, effects: Sequence[Effect]) -> Limits:
+    """`limits`, but for a decision that starts the cancel grace's timer: never held for
+    the tenant's pending timers."""
+    for e in effects:
+        if isinstance(e, StartTimers) and any(t.step == CANCEL_GRACE_STEP for t in e.timers):
+            return replace(limits, max_pending_timers=None)
+    return limits
 
 
 def _children(

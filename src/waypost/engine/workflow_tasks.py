@@ -31,9 +31,11 @@ from waypost.model.status import RunStatus
 from waypost.runtime.instance import WorkflowInstance
 from waypost.runtime.registry import Registry, WorkflowDefn
 from waypost.store.base import (
+    NO_LIMITS,
     ClaimedTask,
     CommitResult,
     Conflict,
+    Limits,
     RunCommit,
     RunRecord,
     Store,
@@ -54,7 +56,7 @@ from .attempts import Attempt, log_workflow_task
 from .cache import Live, LiveRuns, Loaded, RunKey, RunLocks
 from .committer import Committer
 from .compute import ComputeLane, feed_events
-from .decisions import decision_commit
+from .decisions import decision_commit, decision_limits
 from .endings import RunEnds
 from .faults import Crash
 from .observing import CommitWatch
@@ -124,6 +126,7 @@ class WorkflowTasks:
         self.sources: list[WorkflowSource] = []
         self.store_trouble = StoreTrouble(self.store)
         self._on_approvals: list[Callable[[], None]] = []
+        self._limits: tuple[Quotas, Limits] | None = None  # the last quotas' (`decide`)
 
     async def commit(self, commit: RunCommit) -> CommitResult:
         return await self.committer.commit(commit)
@@ -462,7 +465,7 @@ class WorkflowTasks:
             take_locally=take_locally,
             activity=activity,
             start_quotas=settings.quotas,
-            quotas=quotas,
+            limits=self._decision_limits(quotas),
         )
         if quotas is not None:
             held = over_quota(commit, len(fed), quotas, live.inst.processed_seq)
@@ -470,6 +473,16 @@ class WorkflowTasks:
                 self.worker.unreserve(reserved)
                 return held, 0
         return commit, reserved
+
+    def _decision_limits(self, quotas: Quotas | None) -> Limits:
+        """The limits a decision is held to under `quotas`, made once for each quotas
+        object (the quota book keeps a tenant's for a while)."""
+        if quotas is None:
+            return NO_LIMITS
+        known = self._limits
+        if known is None or known[0] is not quotas:
+            known = self._limits = (quotas, decision_limits(quotas))
+        return known[1]
 
     async def _defer(
         self, run: RunRecord, live: Live, extra: Sequence[NewEvent], quotas: Quotas
