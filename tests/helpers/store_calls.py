@@ -18,6 +18,7 @@ from waypost.store.base import (
     Store,
     WorkflowTaskOp,
 )
+from waypost.store.effects import ScheduleActivities
 
 T = TypeVar("T")
 E = EventType
@@ -69,7 +70,7 @@ async def schedule_activities(
             run_id=run_id,
             events=[ev(E.ACTIVITY_SCHEDULED, now, step=t.step, activity="act") for t in tasks],
             now=now,
-            new_activities=tasks,
+            effects=(ScheduleActivities(tasks),) if tasks else (),
         )
     )
     assert res.ok, res

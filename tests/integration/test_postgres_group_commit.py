@@ -23,13 +23,13 @@ from waypost.model.chain import verify_chain
 from waypost.model.events import EventType, NewEvent
 from waypost.store.base import (
     ActivityTaskOp,
-    ActivityUpdate,
     Conflict,
     NewActivityTask,
     NewRun,
     RunCommit,
     WorkflowTaskOp,
 )
+from waypost.store.effects import ScheduleActivities, SettleActivity
 from waypost.store.postgres import PostgresStore
 
 E = EventType
@@ -142,7 +142,9 @@ def test_a_commit_that_fails_after_writing_rolls_the_group_back_and_each_runs_al
         )
         scheduled = NewEvent(E.ACTIVITY_SCHEDULED, {"step": "1", "activity": "act"}, T0)
         assert (
-            await store.commit_run(RunCommit(TENANT, "a", [scheduled], T0, new_activities=[task]))
+            await store.commit_run(
+                RunCommit(TENANT, "a", [scheduled], T0, effects=(ScheduleActivities([task]),))
+            )
         ).ok
         (claimed,) = await store.claim_tasks("w2", [], ["act"], 0, 1, 30.0, T0)
         done = NewEvent(E.ACTIVITY_COMPLETED, {"step": "1", "result": 1}, T0 + 1)
@@ -151,7 +153,7 @@ def test_a_commit_that_fails_after_writing_rolls_the_group_back_and_each_runs_al
             "a",
             [done],
             T0 + 1,
-            activity=ActivityUpdate("1", claimed.fence, ActivityTaskOp.DONE),
+            effects=(SettleActivity("1", claimed.fence, ActivityTaskOp.DONE),),
             workflow_fence=99,
             workflow_op=WorkflowTaskOp.IDLE,
         )

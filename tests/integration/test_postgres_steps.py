@@ -19,7 +19,6 @@ from waypost.model.chain import verify_chain
 from waypost.model.events import EventType, NewEvent
 from waypost.store.base import (
     ActivityTaskOp,
-    ActivityUpdate,
     CommitResult,
     Conflict,
     NewActivityTask,
@@ -29,6 +28,14 @@ from waypost.store.base import (
     Snapshot,
     WorkflowTaskOp,
 )
+from waypost.store.effects import (
+    CancelTimers,
+    Effect,
+    OpenCorrelations,
+    ScheduleActivities,
+    SettleActivity,
+    StartTimers,
+)
 from waypost.store.postgres import PostgresStore, PostgresTx, parse_postgres_url
 from waypost.store.rows import NewCorrelation
 
@@ -36,6 +43,7 @@ E = EventType
 TENANT = "default"
 # Times with every bit of a double in use: they must come back exactly (the chain hashes them).
 T0 = 1_700_000_000.123456789
+DONE = ActivityTaskOp.DONE
 TABLES = ("runs", "tasks", "events", "timers", "queues", "correlations", "approvals")
 
 
@@ -90,13 +98,15 @@ class Driver:
         stale: bool = False,
     ) -> CommitResult:
         """A step: `done`'s result recorded, the attempts `new` leased at once."""
+        effects: list[Effect] = [] if done is None else [SettleActivity(done, fence, DONE)]
+        if new:
+            effects.append(ScheduleActivities(new))
         return await self.raw(
             events,
             Snapshot("running", [{"step": s.step} for s in new], self.seq),
+            *effects,
             expect_seq=self.seq - (1 if stale else 0),
             workflow_fence=wf_fence,
-            activity=None if done is None else ActivityUpdate(done, fence, ActivityTaskOp.DONE),
-            new_activities=new,
         )
 
     async def reload(self) -> None:
@@ -104,7 +114,9 @@ class Driver:
         assert run is not None
         self.seq, self.hash = run.last_seq, run.last_hash
 
-    async def raw(self, events: list[NewEvent], snapshot: Snapshot, **kw: Any) -> CommitResult:
+    async def raw(
+        self, events: list[NewEvent], snapshot: Snapshot, *effects: Effect, **kw: Any
+    ) -> CommitResult:
         """A commit after the run's head, by the holder of its workflow task."""
         self.n += 1
         fields: dict[str, Any] = {
@@ -115,19 +127,27 @@ class Driver:
             **kw,
         }
         result = await self.store.commit_run(
-            RunCommit(TENANT, self.run_id, events, T0 + self.n * 0.731, snapshot=snapshot, **fields)
+            RunCommit(
+                TENANT,
+                self.run_id,
+                events,
+                T0 + self.n * 0.731,
+                snapshot=snapshot,
+                effects=effects,
+                **fields,
+            )
         )
         if result.ok:
             self.seq, self.hash = result.last_seq, result.last_hash
         return result
 
-    async def finish(self, done: str | None, **kw: Any) -> CommitResult:
+    async def finish(self, done: str | None, *effects: Effect) -> CommitResult:
         now = T0 + (self.n + 1) * 0.731
         events = [] if done is None else [NewEvent(E.ACTIVITY_COMPLETED, {"step": done}, now)]
         events.append(NewEvent(E.RUN_COMPLETED, {"result": {"done": self.run_id}}, now))
-        activity = None if done is None else ActivityUpdate(done, 1, ActivityTaskOp.DONE)
+        settled = () if done is None else (SettleActivity(done, 1, DONE),)
         ended = Snapshot("completed", [], self.seq, result={"done": self.run_id}, finished=True)
-        return await self.raw(events, ended, activity=activity, **kw)
+        return await self.raw(events, ended, *settled, *effects)
 
     async def step(self, done: str, nxt: list[str], **kw: Any) -> CommitResult:
         now = T0 + (self.n + 1) * 0.731
@@ -176,10 +196,10 @@ async def scripted(url: str) -> dict[str, int]:
         await run.raw(
             [NewEvent(E.TIMER_STARTED, {"step": "t", "fire_at": T0 + 99}, T0 + 4)],
             Snapshot("waiting", [], run.seq),
-            new_timers=[NewTimer("t", T0 + 99)],
-            new_correlations=[NewCorrelation("w", "go", "order", "42")],
+            StartTimers([NewTimer("t", T0 + 99)]),
+            OpenCorrelations([NewCorrelation("w", "go", "order", "42")]),
         )
-        assert (await run.finish("4", cancel_timers=["t"])).ok
+        assert (await run.finish("4", CancelTimers(["t"]))).ok
         # A child of r2 (left alone if r2 ends first): its end tells r2, the long way.
         child = Driver(store, "r3")
         await child.start()
@@ -195,7 +215,7 @@ async def scripted(url: str) -> dict[str, int]:
         # A run that ends at its first decision, with no attempt's result.
         quick = Driver(store, "r4")
         await quick.start()
-        assert (await quick.finish(None, cancel_activities=[])).ok
+        assert (await quick.finish(None)).ok
         for run_id in ("r1", "r2", "r3", "r4"):
             history = await store.load_history(TENANT, run_id)
             assert verify_chain(history, run=(TENANT, run_id)) == []

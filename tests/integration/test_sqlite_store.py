@@ -29,11 +29,11 @@ from waypost.model.events import EventType
 from waypost.store import open_store
 from waypost.store.base import (
     ActivityTaskOp,
-    ActivityUpdate,
     Conflict,
     RunCommit,
     WorkflowTaskOp,
 )
+from waypost.store.effects import SettleActivity
 from waypost.store.sqlfile import load_migrations
 from waypost.store.sqlite import SqliteStore
 
@@ -202,7 +202,7 @@ def test_requests_queued_together_commit_as_one_batch_and_a_conflict_rolls_back_
                 "a",
                 [ev(E.ACTIVITY_COMPLETED, T0 + 1, step="1", result=1)],
                 T0 + 1,
-                activity=ActivityUpdate("1", act.fence, ActivityTaskOp.DONE),
+                effects=(SettleActivity("1", act.fence, ActivityTaskOp.DONE),),
                 workflow_fence=99,
                 workflow_op=WorkflowTaskOp.IDLE,
             )

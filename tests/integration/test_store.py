@@ -36,7 +36,6 @@ from waypost.model.chain import verify_chain
 from waypost.model.events import EventType
 from waypost.store.base import (
     ActivityTaskOp,
-    ActivityUpdate,
     Conflict,
     NewTimer,
     RunCommit,
@@ -44,6 +43,7 @@ from waypost.store.base import (
     Store,
     WorkflowTaskOp,
 )
+from waypost.store.effects import CancelTimers, ScheduleActivities, SettleActivity, StartTimers
 
 E = EventType
 
@@ -211,8 +211,10 @@ async def _busy_run(store: Store) -> tuple[Any, ...]:
             snapshot=Snapshot("running", [{"kind": "activity", "step": "1"}], 1),
             workflow_fence=1,
             workflow_op=WorkflowTaskOp.IDLE,
-            new_activities=[activity_task("1")],
-            new_timers=[NewTimer("2", T0 + 100)],
+            effects=(
+                ScheduleActivities([activity_task("1")]),
+                StartTimers([NewTimer("2", T0 + 100)]),
+            ),
         )
     )
     assert res.ok, res
@@ -237,10 +239,12 @@ def _full_commit(seq: int, hash_: str, *, workflow_fence: int = 1, activity_fenc
         snapshot=Snapshot("running", [{"kind": "activity", "step": "3"}], seq + 1),
         workflow_fence=workflow_fence,
         workflow_op=WorkflowTaskOp.IDLE,
-        activity=ActivityUpdate("1", activity_fence, ActivityTaskOp.DONE),
-        new_activities=[activity_task("3")],
-        new_timers=[NewTimer("4", T0 + 10)],
-        cancel_timers=["2"],
+        effects=(
+            SettleActivity("1", activity_fence, ActivityTaskOp.DONE),
+            ScheduleActivities([activity_task("3")]),
+            StartTimers([NewTimer("4", T0 + 10)]),
+            CancelTimers(["2"]),
+        ),
     )
 
 

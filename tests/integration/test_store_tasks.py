@@ -27,7 +27,6 @@ from waypost.model.chain import verify_chain
 from waypost.model.events import EventType
 from waypost.store.base import (
     ActivityTaskOp,
-    ActivityUpdate,
     Conflict,
     LeaseRenewal,
     NewActivityTask,
@@ -38,6 +37,13 @@ from waypost.store.base import (
     TaskRef,
     WorkerRecord,
     WorkflowTaskOp,
+)
+from waypost.store.effects import (
+    CancelActivities,
+    CancelTimers,
+    ScheduleActivities,
+    SettleActivity,
+    StartTimers,
 )
 
 E = EventType
@@ -111,19 +117,9 @@ def test_two_claimers_never_get_the_same_task(
 def test_claims_respect_queues_limits_and_visibility(store: Store, aio: asyncio.Runner) -> None:
     async def body() -> None:
         await make_run(store, "r1")
-        await store.commit_run(
-            RunCommit(
-                TENANT,
-                "r1",
-                [],
-                now=T0,
-                new_activities=[
-                    activity_task("1"),
-                    activity_task("2"),
-                    NewActivityTask("3", "other", {"step": "3"}, 60.0, None),
-                ],
-            )
-        )
+        other = NewActivityTask("3", "other", {"step": "3"}, 60.0, None)
+        tasks = ScheduleActivities([activity_task("1"), activity_task("2"), other])
+        await store.commit_run(RunCommit(TENANT, "r1", [], now=T0, effects=(tasks,)))
         assert await store.claim_tasks("w1", ["nope@1"], ["nope"], 10, 10, 30.0, T0) == []
         first = await claim_activities(store, "w1", now=T0, limit=1)
         assert len(first) == 1
@@ -162,7 +158,7 @@ def test_release_puts_a_task_back_for_anyone(store: Store, aio: asyncio.Runner) 
                 "r1",
                 [ev(E.ACTIVITY_COMPLETED, step="1")],
                 T0 + 3,
-                activity=ActivityUpdate("1", t.fence, ActivityTaskOp.DONE),
+                effects=(SettleActivity("1", t.fence, ActivityTaskOp.DONE),),
             )
         )
         assert res.conflict is Conflict.ACTIVITY_FENCE
@@ -301,8 +297,10 @@ def test_retry_makes_the_task_claimable_at_retry_at_with_details(
                 "r1",
                 [ev(E.ACTIVITY_FAILED, T0 + 1, step="1", attempt=1, retrying=True)],
                 T0 + 1,
-                activity=ActivityUpdate(
-                    "1", t.fence, ActivityTaskOp.RETRY, T0 + 5, heartbeat_details='{"page":7}'
+                effects=(
+                    SettleActivity(
+                        "1", t.fence, ActivityTaskOp.RETRY, T0 + 5, heartbeat_details='{"page":7}'
+                    ),
                 ),
             )
         )
@@ -319,7 +317,7 @@ def test_retry_makes_the_task_claimable_at_retry_at_with_details(
                 "r1",
                 [ev(E.ACTIVITY_FAILED, step="1")],
                 T0 + 6,
-                activity=ActivityUpdate("1", t.fence, ActivityTaskOp.RETRY, T0 + 7),
+                effects=(SettleActivity("1", t.fence, ActivityTaskOp.RETRY, T0 + 7),),
             )
         )
         assert twice.conflict is Conflict.ACTIVITY_FENCE
@@ -344,7 +342,7 @@ def test_cancelling_activities_drops_ready_ones_and_flags_running_ones(
                     ev(E.ACTIVITY_CANCEL_REQUESTED, step="2"),
                 ],
                 T0 + 2,
-                cancel_activities=["1", "2"],
+                effects=(CancelActivities(["1", "2"]),),
             )
         )
         assert res.ok
@@ -480,7 +478,7 @@ async def _with_timer(store: Store, run_id: str, fire_at: float, step: str = "1"
             run_id,
             [ev(E.TIMER_STARTED, step=step, fire_at=fire_at)],
             T0,
-            new_timers=[NewTimer(step, fire_at)],
+            effects=(StartTimers([NewTimer(step, fire_at)]),),
         )
     )
     assert res.ok
@@ -536,7 +534,13 @@ def test_a_cancelled_timer_does_not_fire(store: Store, aio: asyncio.Runner) -> N
     async def body() -> None:
         await _with_timer(store, "r1", T0 + 10)
         res = await store.commit_run(
-            RunCommit(TENANT, "r1", [ev(E.TIMER_CANCELLED, step="1")], T0 + 1, cancel_timers=["1"])
+            RunCommit(
+                TENANT,
+                "r1",
+                [ev(E.TIMER_CANCELLED, step="1")],
+                T0 + 1,
+                effects=(CancelTimers(["1"]),),
+            )
         )
         assert res.ok
         assert await store.next_timer_at() is None

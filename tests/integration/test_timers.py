@@ -19,6 +19,7 @@ from waypost.model.chain import verify_chain
 from waypost.model.events import EventType, NewEvent
 from waypost.store import open_store
 from waypost.store.base import FiredTimer, NewRun, NewTimer, RunCommit
+from waypost.store.effects import StartTimers
 
 T = TypeVar("T")
 T0 = 1_700_000_000.0
@@ -47,7 +48,7 @@ def test_two_stores_firing_at_the_same_moment_fire_each_timer_once(tmp_path: Pat
                             run_id,
                             [NewEvent(EventType.TIMER_STARTED, {"step": step}, T0)],
                             T0,
-                            new_timers=[NewTimer(step, T0 + r)],
+                            effects=(StartTimers([NewTimer(step, T0 + r)]),),
                         )
                     )
                     assert res.ok

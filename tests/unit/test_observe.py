@@ -11,7 +11,8 @@ from waypost.engine.observing import CommitWatch
 from waypost.model.events import EventType as E, NewEvent
 from waypost.model.observe import NO_OBSERVER, NoObserver, fan_out
 from waypost.observability import Metrics
-from waypost.store.base import ActivityTaskOp, ActivityUpdate, CommitResult, Conflict, RunCommit
+from waypost.store.base import ActivityTaskOp, CommitResult, Conflict, RunCommit
+from waypost.store.effects import SettleActivity
 
 
 class Recorder(NoObserver):
@@ -27,8 +28,9 @@ class Recorder(NoObserver):
         return lambda *args: calls.append((name, *args))
 
 
-def commit(*events: NewEvent, activity: ActivityUpdate | None = None) -> RunCommit:
-    return RunCommit(tenant="t", run_id="r", events=events, now=1.0, activity=activity)
+def commit(*events: NewEvent, activity: SettleActivity | None = None) -> RunCommit:
+    effects = (activity,) if activity is not None else ()
+    return RunCommit(tenant="t", run_id="r", events=events, now=1.0, effects=effects)
 
 
 OK = CommitResult(None)
@@ -86,7 +88,7 @@ def test_a_run_held_by_a_quota_is_a_suspension_and_a_refusal() -> None:
 
 def test_a_lapsed_attempt_settled_is_a_lease_expiration() -> None:
     rec = Recorder()
-    lapsed = ActivityUpdate("s", 3, ActivityTaskOp.RETRY, None, None, lapsed=True)
+    lapsed = SettleActivity("s", 3, ActivityTaskOp.RETRY, None, None, lapsed=True)
     CommitWatch(rec).landed(commit(ev(E.ACTIVITY_FAILED), activity=lapsed), OK, 0.1)
     assert ("lease_expired", "activity") in rec.calls
 

@@ -1,9 +1,11 @@
 """What an instance decided, as the one commit that records it.
 
 The commands the workflow code issued while handling an event become events,
-the run's snapshot, and the side rows of the same transaction: activity tasks
-(leased at once to this engine when it runs the activity and has a free slot),
-timers, approvals, cancellations, correlated signal waits.
+the run's snapshot, and the commit's effects (the side rows of the same transaction):
+activity tasks (leased at once to this engine when it runs the activity and has a free
+slot), timers, approvals, cancellations, correlated signal waits, child runs. The
+commands are grouped by type once; an effect is made only for a kind of change the
+decision has.
 """
 
 from __future__ import annotations
@@ -31,12 +33,12 @@ from waypost.model.events import (
 )
 from waypost.model.quotas import Quotas
 from waypost.model.status import RunStatus
-from waypost.runtime.cancellation import cancelled_error
+from waypost.runtime.cancellation import CANCEL_GRACE_STEP, cancelled_error
 from waypost.runtime.instance import WorkflowInstance
 from waypost.store.base import (
-    ActivityUpdate,
+    NO_LIMITS,
     ChildLink,
-    Continuation,
+    Limits,
     NewActivityTask,
     NewApproval,
     NewCorrelation,
@@ -45,6 +47,22 @@ from waypost.store.base import (
     RunCommit,
     Snapshot,
     WorkflowTaskOp,
+)
+from waypost.store.effects import (
+    CancelActivities,
+    CancelTimers,
+    CloseApprovals,
+    CloseRunApprovals,
+    ContinueAsNew,
+    Effect,
+    EscalateApprovals,
+    OpenApprovals,
+    OpenCorrelations,
+    ScheduleActivities,
+    SettleActivity,
+    StartChildren,
+    StartTimers,
+    WithdrawCorrelations,
 )
 
 from .tracing import TRACE_KEY, attempt_trace
@@ -68,34 +86,58 @@ def decision_commit(
     expect_hash: str,
     processed_seq: int,
     now: float,
-    owner: str,
+    owner: str | None,
     lease: float,
     take_locally: Callable[[str], bool],
-    activity: ActivityUpdate | None = None,
+    activity: SettleActivity | None = None,
     start_quotas: Quotas | None = None,
+    limits: Limits = NO_LIMITS,
 ) -> RunCommit:
     """The commit for the instance's new commands, after the events it was `fed`.
 
     `take_locally(activity)` says whether this engine runs a new activity task
     itself (and has reserved a slot for it): the task is then inserted leased to
-    `owner`, so the attempt starts as soon as the commit returns. Child runs it starts
+    `owner`, so the attempt starts as soon as the commit returns; a next generation's
+    workflow task is leased to `owner` too (None: to nobody). Child runs it starts
     are admitted under `start_quotas` (the engine's, with the tenant's overrides), as a
-    start is; one refused fails at once into this run's history.
+    start is; one refused fails at once into this run's history. The store holds the
+    commit to `limits` (`decision_limits` of the tenant's quotas).
     """
     commands = inst.take_commands()
     finished = inst.outcome is not None
-    new_activities = _new_activity_tasks(
-        commands,
-        finished=finished,
-        take_locally=take_locally,
-        owner=owner,
-        lease=lease,
-        trace=attempt_trace(inst.started),
-    )
-    new_approvals, close_approvals, escalations = _approval_changes(commands)
-    new_correlations, withdraw_correlations = _correlation_changes(commands, finished)
-    children = _children(inst, commands, tenant, run_id, now, start_quotas)
+    by_type: dict[str, list[NewEvent]] = {}
+    for ev in commands:
+        same = by_type.get(ev.type)
+        if same is None:
+            by_type[ev.type] = [ev]
+        else:
+            same.append(ev)
+    effects: list[Effect] = [] if activity is None else [activity]
+    if by_type:
+        tasks = (
+            _new_activity_tasks(
+                by_type,
+                take_locally=take_locally,
+                owner=owner,
+                lease=lease,
+                trace=attempt_trace(inst.started),
+            )
+            if not finished and _E.ACTIVITY_SCHEDULED in by_type
+            else None
+        )
+        if tasks:
+            effects.append(ScheduleActivities(tasks))
+        _step_effects(by_type, effects)
+        _approval_effects(by_type, effects)
+        _correlation_effects(by_type, finished, effects)
+        if _E.CHILD_STARTED in by_type:
+            children = _children(inst, by_type[_E.CHILD_STARTED], tenant, run_id, now, start_quotas)
+            effects.append(StartChildren(children))
+    if finished and inst.asking:  # a run that ends while still asking: nobody may decide
+        effects.append(CloseRunApprovals("cancelled"))
     snapshot, workflow_op, continuation = _snapshot_after(inst, processed_seq)
+    if continuation is not None:
+        effects.append(continuation)
     return RunCommit(
         tenant=tenant,
         run_id=run_id,
@@ -106,28 +148,35 @@ def decision_commit(
         snapshot=snapshot,
         workflow_fence=fence,
         workflow_op=workflow_op,
-        activity=activity,
-        new_activities=new_activities,
-        cancel_activities=_steps(commands, ActivityCancelRequested),
-        new_timers=_new_timers(commands),
-        cancel_timers=_steps(commands, TimerCancelled),
-        new_approvals=new_approvals,
-        close_approvals=close_approvals,
-        escalate_approvals=escalations,
-        # A run that ends while still asking: nobody may decide any more.
-        close_run_approvals="cancelled" if finished and inst.asking else None,
-        new_correlations=new_correlations,
-        withdraw_correlations=withdraw_correlations,
-        continue_as=continuation,
-        start_children=children,
         owner=owner if continuation is not None else None,
         lease=lease,
+        limits=limits if limits.max_pending_timers is None else _timers_held(limits, effects),
+        effects=tuple(effects),
     )
+
+
+def decision_limits(quotas: Quotas) -> Limits:
+    """The tenant's quotas the store holds a decision to: its pending timers, activities
+    in flight and the run's bytes (the engine judges the rest, `over_quota`)."""
+    return Limits(
+        max_pending_timers=quotas.max_pending_timers,
+        max_concurrent_activities=quotas.max_concurrent_activities,
+        max_run_bytes=quotas.max_run_bytes,
+    )
+
+
+def _timers_held(limits: Limits, effects: Sequence[Effect]) -> Limits:
+    """`limits`, but for a decision that starts the cancel grace's timer: never held for
+    the tenant's pending timers."""
+    for e in effects:
+        if isinstance(e, StartTimers) and any(t.step == CANCEL_GRACE_STEP for t in e.timers):
+            return replace(limits, max_pending_timers=None)
+    return limits
 
 
 def _children(
     inst: WorkflowInstance,
-    commands: Sequence[NewEvent],
+    started: Sequence[NewEvent],
     tenant: str,
     run_id: str,
     now: float,
@@ -138,47 +187,43 @@ def _children(
     starter = inst.started.get("started_by")
     return [
         child_run(tenant, run_id, ChildStarted.parse(ev), now, start_quotas, starter)
-        for ev in commands
-        if ev.type == _E.CHILD_STARTED
-    ]
-
-
-def _new_timers(commands: Sequence[NewEvent]) -> list[NewTimer]:
-    return [
-        NewTimer(t.step, float(t.fire_at))
-        for ev in commands
-        if ev.type == _E.TIMER_STARTED
-        for t in (TimerStarted.parse(ev),)
+        for ev in started
     ]
 
 
 def _steps(
-    commands: Sequence[NewEvent],
+    by_type: dict[str, list[NewEvent]],
     cls: type[ActivityCancelRequested | TimerCancelled | CorrelationWithdrawn],
 ) -> list[str]:
     """The steps of the commands of one type, in order."""
-    return [cls.parse(ev).step for ev in commands if ev.type == cls.TYPE]
+    return [cls.parse(ev).step for ev in by_type.get(cls.TYPE, ())]
+
+
+def _step_effects(by_type: dict[str, list[NewEvent]], effects: list[Effect]) -> None:
+    """Activities cancelled, timers started and cancelled."""
+    if _E.ACTIVITY_CANCEL_REQUESTED in by_type:
+        effects.append(CancelActivities(_steps(by_type, ActivityCancelRequested)))
+    if _E.TIMER_STARTED in by_type:
+        timers = [TimerStarted.parse(ev) for ev in by_type[_E.TIMER_STARTED]]
+        effects.append(StartTimers([NewTimer(t.step, float(t.fire_at)) for t in timers]))
+    if _E.TIMER_CANCELLED in by_type:
+        effects.append(CancelTimers(_steps(by_type, TimerCancelled)))
 
 
 def _new_activity_tasks(
-    commands: Sequence[NewEvent],
+    by_type: dict[str, list[NewEvent]],
     *,
-    finished: bool,
     take_locally: Callable[[str], bool],
-    owner: str,
+    owner: str | None,
     lease: float,
     trace: Any,
 ) -> list[NewActivityTask]:
     """A task per activity scheduled, leased to `owner` when it takes it locally. A step
-    scheduled and cancelled in the same activation (or by a run that ends in it) gets
-    none: work that has not started is never started."""
-    if finished:
-        return []
-    dropped = set(_steps(commands, ActivityCancelRequested))
+    scheduled and cancelled in the same activation (or by a run that ends in it: the
+    caller gives none) gets none: work that has not started is never started."""
+    dropped = set(_steps(by_type, ActivityCancelRequested))
     tasks = []
-    for ev in commands:
-        if ev.type != _E.ACTIVITY_SCHEDULED:
-            continue
+    for ev in by_type[_E.ACTIVITY_SCHEDULED]:
         a = ActivityScheduled.parse(ev)
         if a.step in dropped:
             continue
@@ -199,59 +244,54 @@ def _new_activity_tasks(
     return tasks
 
 
-def _approval_changes(
-    commands: Sequence[NewEvent],
-) -> tuple[list[NewApproval], list[tuple[str, str]], list[tuple[str, str]]]:
+def _approval_effects(by_type: dict[str, list[NewEvent]], effects: list[Effect]) -> None:
     """Approvals opened, closed (id, status) and escalated (id, group)."""
-    opened = [
-        NewApproval(
-            approval_id=r.approval_id,
-            step=r.step,
-            timer_step=r.timer_step,
-            name=r.name,
-            policy=r.policy,
-            started_by=r.started_by,
-            data=r.data,
-            expires_at=r.expires_at,
-        )
-        for ev in commands
-        if ev.type == _E.APPROVAL_REQUESTED
-        for r in (ApprovalRequested.parse(ev),)
-    ]
-    closed = [
-        (c.approval_id, c.status)
-        for ev in commands
-        if ev.type == _E.APPROVAL_CLOSED
-        for c in (ApprovalClosed.parse(ev),)
-    ]
-    escalated = [
-        (e.approval_id, e.group)
-        for ev in commands
-        if ev.type == _E.APPROVAL_ESCALATED
-        for e in (ApprovalEscalated.parse(ev),)
-    ]
-    return opened, closed, escalated
+    if _E.APPROVAL_REQUESTED in by_type:
+        requested = [ApprovalRequested.parse(ev) for ev in by_type[_E.APPROVAL_REQUESTED]]
+        opened = [
+            NewApproval(
+                approval_id=r.approval_id,
+                step=r.step,
+                timer_step=r.timer_step,
+                name=r.name,
+                policy=r.policy,
+                started_by=r.started_by,
+                data=r.data,
+                expires_at=r.expires_at,
+            )
+            for r in requested
+        ]
+        effects.append(OpenApprovals(opened))
+    if _E.APPROVAL_CLOSED in by_type:
+        closed = [ApprovalClosed.parse(ev) for ev in by_type[_E.APPROVAL_CLOSED]]
+        effects.append(CloseApprovals([(c.approval_id, c.status) for c in closed]))
+    if _E.APPROVAL_ESCALATED in by_type:
+        raised = [ApprovalEscalated.parse(ev) for ev in by_type[_E.APPROVAL_ESCALATED]]
+        effects.append(EscalateApprovals([(e.approval_id, e.group) for e in raised]))
 
 
-def _correlation_changes(
-    commands: Sequence[NewEvent], finished: bool
-) -> tuple[list[NewCorrelation], list[str]]:
+def _correlation_effects(
+    by_type: dict[str, list[NewEvent]], finished: bool, effects: list[Effect]
+) -> None:
     """Correlated signal waits registered and withdrawn. One that ended in the activation
     that began it (or whose run ends in it) is never stored."""
-    withdrawn = _steps(commands, CorrelationWithdrawn)
-    registered = [
-        NewCorrelation(c.step, c.signal, c.key, c.value)
-        for ev in commands
-        if ev.type == _E.CORRELATION_REGISTERED and not finished
-        for c in (CorrelationRegistered.parse(ev),)
-        if c.step not in withdrawn
-    ]
-    return registered, withdrawn
+    withdrawn = _steps(by_type, CorrelationWithdrawn)
+    if _E.CORRELATION_REGISTERED in by_type and not finished:
+        registered = [
+            NewCorrelation(c.step, c.signal, c.key, c.value)
+            for ev in by_type[_E.CORRELATION_REGISTERED]
+            for c in (CorrelationRegistered.parse(ev),)
+            if c.step not in withdrawn
+        ]
+        if registered:
+            effects.append(OpenCorrelations(registered))
+    if withdrawn:
+        effects.append(WithdrawCorrelations(withdrawn))
 
 
 def _snapshot_after(
     inst: WorkflowInstance, processed_seq: int
-) -> tuple[Snapshot, WorkflowTaskOp, Continuation | None]:
+) -> tuple[Snapshot, WorkflowTaskOp, ContinueAsNew | None]:
     """The run's snapshot after the activation, what becomes of its workflow task, and
     its next generation if it continues as new."""
     outcome = inst.outcome
@@ -286,7 +326,7 @@ def _snapshot_after(
     return snapshot, WorkflowTaskOp.IDLE, None
 
 
-def next_generation(inst: WorkflowInstance, outcome: NewEvent) -> Continuation:
+def next_generation(inst: WorkflowInstance, outcome: NewEvent) -> ContinueAsNew:
     """The run's next generation, as the RunContinuedAsNew that ends this one asks."""
     # Signals fed after the code continued (in the same activation) are unread as well:
     # the event that ends the generation carries them on.
@@ -301,7 +341,7 @@ def next_generation(inst: WorkflowInstance, outcome: NewEvent) -> Continuation:
     signals = [
         SignalReceived(name=s["name"], payload=s["payload"]).at(outcome.ts) for s in ended.signals
     ]
-    return Continuation(
+    return ContinueAsNew(
         input=ended.input,
         started=started.at(outcome.ts),
         signals=signals,

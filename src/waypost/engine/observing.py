@@ -17,6 +17,7 @@ from typing import Any
 from waypost.model.events import ActivityScheduled, EventType as _E, RunSuspended
 from waypost.model.observe import NO_OBSERVER, Observer
 from waypost.store.base import CommitResult, RunCommit
+from waypost.store.effects import SettleActivity
 
 from .attempts import Outcome
 
@@ -53,7 +54,8 @@ class CommitWatch:
             return
         obs = self.observer
         obs.committed(seconds, len(commit.events))
-        if commit.activity is not None and commit.activity.lapsed:
+        settled = commit.effect(SettleActivity)
+        if settled is not None and settled.lapsed:
             obs.lease_expired("activity")  # settled once, by the engine whose commit landed
         for ev in commit.events:
             kind = ev.type

@@ -18,12 +18,12 @@ from waypost.model.events import Event, EventType, NewEvent
 from waypost.model.logs import log_context, logger
 from waypost.store.base import (
     ActivityTaskOp,
-    ActivityUpdate,
     CommitResult,
     Conflict,
     RunCommit,
     WorkflowTaskOp,
 )
+from waypost.store.effects import SettleActivity
 
 from . import tracing
 from .attempts import Attempt, Outcome, log_attempt_outcome
@@ -120,7 +120,7 @@ class Outcomes:
 
         fed = outcome.event(a).at(now)
         type_ = fed.type
-        done = ActivityUpdate(a.step, a.fence, ActivityTaskOp.DONE)
+        done = SettleActivity(a.step, a.fence, ActivityTaskOp.DONE)
         if await self._decide_at_once(key, a, outcome, fed, done, type_, now):
             return
         res = await self.committer.commit(
@@ -129,7 +129,7 @@ class Outcomes:
                 run_id=a.run_id,
                 events=[fed],
                 now=now,
-                activity=done,
+                effects=(done,),
                 workflow_op=WorkflowTaskOp.CLAIM if self.serving.accepting else WorkflowTaskOp.WAKE,
                 owner=settings.owner,
                 lease=settings.lease,
@@ -152,13 +152,15 @@ class Outcomes:
                 run_id=a.run_id,
                 events=[outcome.event(a).at(now)],
                 now=now,
-                activity=ActivityUpdate(
-                    a.step,
-                    a.fence,
-                    ActivityTaskOp.RETRY,
-                    outcome.retry_at,
-                    outcome.heartbeat_details,
-                    lapsed=outcome.lapses > 0,
+                effects=(
+                    SettleActivity(
+                        a.step,
+                        a.fence,
+                        ActivityTaskOp.RETRY,
+                        outcome.retry_at,
+                        outcome.heartbeat_details,
+                        lapsed=outcome.lapses > 0,
+                    ),
                 ),
             )
         )
@@ -175,7 +177,7 @@ class Outcomes:
         a: Attempt,
         outcome: Outcome,
         fed: NewEvent,
-        done: ActivityUpdate,
+        done: SettleActivity,
         type_: EventType,
         now: float,
     ) -> bool:

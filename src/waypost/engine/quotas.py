@@ -30,6 +30,7 @@ from waypost.store.base import (
     Store,
     WorkflowTaskOp,
 )
+from waypost.store.effects import ContinueAsNew, SettleActivity
 
 TTL = 5.0
 MAX_TENANTS = 10_000
@@ -101,8 +102,9 @@ def over_quota(commit: RunCommit, fed: int, quotas: Quotas, processed_seq: int) 
     replayed), so a resume replays the code and decides again, under the quotas then.
     """
     most = quotas.max_payload_bytes
-    if commit.continue_as is not None and most is not None:
-        size = len(canonical_json(commit.continue_as.input).encode())
+    continuation = commit.effect(ContinueAsNew)
+    if continuation is not None and most is not None:
+        size = len(canonical_json(continuation.input).encode())
         if size > most:
             message = (
                 f"the input to continue as new is {size} bytes of JSON; its tenant allows at "
@@ -162,30 +164,30 @@ def refused_append(res: CommitResult, commit: RunCommit, what: str) -> QuotaExce
     """The refusal of an append from outside the run (a signal) that a quota of `commit`
     turned down, naming the quota; None if no quota did."""
     run = preview(commit.run_id)
-    conflict = res.conflict
+    conflict, limits = res.conflict, commit.limits
     if conflict is Conflict.BACKLOG:
         return QuotaExceeded(
             "max_pending_signals",
-            f"cannot {what}: run {run} has {commit.max_pending_signals} signals it has not "
+            f"cannot {what}: run {run} has {limits.max_pending_signals} signals it has not "
             "taken in yet, the most its tenant allows; try again once it has",
         )
     if conflict is Conflict.HISTORY_FULL:
         return QuotaExceeded(
             "max_events_per_run",
-            f"cannot {what}: run {run}'s history has {commit.max_events} events, the most its "
+            f"cannot {what}: run {run}'s history has {limits.max_events} events, the most its "
             "tenant allows",
         )
     if conflict is Conflict.HISTORY_BYTES:
         return QuotaExceeded(
             "max_run_bytes",
-            f"cannot {what}: run {run}'s history would pass {commit.max_run_bytes} bytes of "
+            f"cannot {what}: run {run}'s history would pass {limits.max_run_bytes} bytes of "
             "JSON, the most its tenant allows (max_run_bytes)",
         )
     if conflict is Conflict.TENANT_BYTES:
         return QuotaExceeded(
             "max_live_run_bytes",
             f"cannot {what}: the tenant's runs not yet finished would hold more than "
-            f"{commit.max_live_run_bytes} bytes of history (max_live_run_bytes); try again "
+            f"{limits.max_live_run_bytes} bytes of history (max_live_run_bytes); try again "
             "when runs have ended",
             retry_after=QUOTA_RETRY,
         )
@@ -210,7 +212,7 @@ def _held(
         snapshot=Snapshot(RunStatus.SUSPENDED.value, waiting, processed_seq, error=error),
         workflow_fence=commit.workflow_fence,
         workflow_op=WorkflowTaskOp.IDLE,
-        activity=commit.activity,
+        effects=(settle,) if (settle := commit.effect(SettleActivity)) is not None else (),
     )
 
 

@@ -25,7 +25,7 @@ from waypost.model.events import (
 )
 from waypost.model.identity import preview
 from waypost.model.records import Started
-from waypost.store.base import CommitResult, NewRun, RunCommit
+from waypost.store.base import CommitResult, Limits, NewRun, RunCommit
 
 from . import tracing
 from .cache import Loaded
@@ -185,7 +185,6 @@ class Starts:
 
     async def _signal_with_start(self, new: NewRun, signal: StartSignal) -> Started:
         tenant, run_id = new.tenant, new.run_id
-        quotas = signal.quotas
         commit = self.runs.waking(
             RunCommit(
                 tenant=tenant,
@@ -193,10 +192,7 @@ class Starts:
                 events=[signal.event],
                 now=new.ts,
                 require_active=True,
-                max_pending_signals=signal.max_pending_signals,
-                max_events=quotas.max_events_per_run if quotas is not None else None,
-                max_run_bytes=quotas.max_run_bytes if quotas is not None else None,
-                max_live_run_bytes=quotas.max_live_run_bytes if quotas is not None else None,
+                limits=Limits.of_signal(signal.quotas, signal.max_pending_signals),
             )
         )
         result, res = await self.committer.signal_with_start(new, commit)

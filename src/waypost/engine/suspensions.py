@@ -23,7 +23,6 @@ from waypost.model.status import FINISHED, RunStatus
 from waypost.runtime.instance import WorkflowInstance
 from waypost.store.base import (
     ActivityTaskOp,
-    ActivityUpdate,
     ClaimedTask,
     CommitResult,
     Conflict,
@@ -33,6 +32,7 @@ from waypost.store.base import (
     Store,
     WorkflowTaskOp,
 )
+from waypost.store.effects import SettleActivity
 
 from .attempts import Attempt, Outcome
 
@@ -252,13 +252,15 @@ async def hold_poisoned_step(
                 now=now,
                 expect_seq=run.last_seq,
                 expect_hash=run.last_hash,
-                activity=ActivityUpdate(
-                    a.step,
-                    a.fence,
-                    ActivityTaskOp.RETRY,
-                    now,
-                    outcome.heartbeat_details,
-                    lapsed=refused is None,
+                effects=(
+                    SettleActivity(
+                        a.step,
+                        a.fence,
+                        ActivityTaskOp.RETRY,
+                        now,
+                        outcome.heartbeat_details,
+                        lapsed=refused is None,
+                    ),
                 ),
                 snapshot=Snapshot(
                     RunStatus.SUSPENDED.value,

@@ -20,6 +20,7 @@ import functools
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from waypost.errors import BrokenHistory, StoreCorrupted, StoreError, StoreRejected
 from waypost.model.codec import Codec
@@ -27,18 +28,27 @@ from waypost.model.events import Event, EventType, NewEvent
 from waypost.model.logs import log_context, logger
 from waypost.model.quotas import Quotas
 from waypost.model.status import RunStatus
-from waypost.runtime.cancellation import CANCEL_GRACE_STEP
 from waypost.runtime.instance import WorkflowInstance
 from waypost.runtime.registry import Registry, WorkflowDefn
 from waypost.store.base import (
-    ActivityUpdate,
+    NO_LIMITS,
     ClaimedTask,
     CommitResult,
     Conflict,
+    Limits,
     RunCommit,
     RunRecord,
     Store,
     WorkflowTaskOp,
+)
+from waypost.store.effects import (
+    ContinueAsNew,
+    EscalateApprovals,
+    OpenApprovals,
+    ScheduleActivities,
+    SettleActivity,
+    StartChildren,
+    StartTimers,
 )
 
 from . import tracing
@@ -46,7 +56,7 @@ from .attempts import Attempt, log_workflow_task
 from .cache import Live, LiveRuns, Loaded, RunKey, RunLocks
 from .committer import Committer
 from .compute import ComputeLane, feed_events
-from .decisions import decision_commit
+from .decisions import decision_commit, decision_limits
 from .endings import RunEnds
 from .faults import Crash
 from .observing import CommitWatch
@@ -116,6 +126,7 @@ class WorkflowTasks:
         self.sources: list[WorkflowSource] = []
         self.store_trouble = StoreTrouble(self.store)
         self._on_approvals: list[Callable[[], None]] = []
+        self._limits: tuple[Quotas, Limits] | None = None  # the last quotas' (`decide`)
 
     async def commit(self, commit: RunCommit) -> CommitResult:
         return await self.committer.commit(commit)
@@ -127,11 +138,13 @@ class WorkflowTasks:
     # == waking runs ==========================================================
     def waking(self, commit: RunCommit) -> RunCommit:
         settings = self.settings
-        commit.workflow_op = WorkflowTaskOp.CLAIM if self.serving.accepting else WorkflowTaskOp.WAKE
-        commit.owner = settings.owner
-        commit.lease = settings.lease
-        commit.claim_queues = self.serving.workflow_queues
-        return commit
+        return replace(
+            commit,
+            workflow_op=WorkflowTaskOp.CLAIM if self.serving.accepting else WorkflowTaskOp.WAKE,
+            owner=settings.owner,
+            lease=settings.lease,
+            claim_queues=self.serving.workflow_queues,
+        )
 
     def woken(self, tenant: str, run_id: str, res: CommitResult) -> None:
         if res.workflow_fence is not None:
@@ -415,7 +428,7 @@ class WorkflowTasks:
         expect_seq: int,
         expect_hash: str,
         processed_seq: int,
-        activity: ActivityUpdate | None = None,
+        activity: SettleActivity | None = None,
         quotas: Quotas | None = None,
     ) -> tuple[RunCommit, int]:
         """The commit for what the instance decided; also how many local slots it took.
@@ -446,24 +459,30 @@ class WorkflowTasks:
             expect_hash=expect_hash,
             processed_seq=processed_seq,
             now=settings.clock(),
-            owner=settings.owner,
+            # A stopping engine takes no attempt and leaves a next generation to others.
+            owner=settings.owner if accepting else None,
             lease=settings.lease,
             take_locally=take_locally,
             activity=activity,
             start_quotas=settings.quotas,
+            limits=self._decision_limits(quotas),
         )
-        if commit.continue_as is not None and not accepting:
-            commit.owner = None  # a stopping engine leaves the next generation to others
         if quotas is not None:
             held = over_quota(commit, len(fed), quotas, live.inst.processed_seq)
             if held is not None:
                 self.worker.unreserve(reserved)
                 return held, 0
-            if not any(t.step == CANCEL_GRACE_STEP for t in commit.new_timers):
-                commit.max_pending_timers = quotas.max_pending_timers  # never holds a cancel
-            commit.max_concurrent_activities = quotas.max_concurrent_activities
-            commit.max_run_bytes = quotas.max_run_bytes
         return commit, reserved
+
+    def _decision_limits(self, quotas: Quotas | None) -> Limits:
+        """The limits a decision is held to under `quotas`, made once for each quotas
+        object (the quota book keeps a tenant's for a while)."""
+        if quotas is None:
+            return NO_LIMITS
+        known = self._limits
+        if known is None or known[0] is not quotas:
+            known = self._limits = (quotas, decision_limits(quotas))
+        return known[1]
 
     async def _defer(
         self, run: RunRecord, live: Live, extra: Sequence[NewEvent], quotas: Quotas
@@ -503,12 +522,14 @@ class WorkflowTasks:
                 self.wakeups.wake()  # the commit woke the parent: take it up now
         else:
             self.cache.put(key, live)
+        effect = commit.effect
         self._start_attempts(key, commit, res, reserved)
-        for timer in commit.new_timers:
-            self.wakeups.note_timer(timer.fire_at)
-        if commit.continue_as is not None:
+        if (timers := effect(StartTimers)) is not None:
+            for timer in timers.timers:
+                self.wakeups.note_timer(timer.fire_at)
+        if effect(ContinueAsNew) is not None:
             self.woken(*key, res)  # the next generation: processed here if this engine took it
-        if commit.new_approvals or commit.escalate_approvals:
+        if effect(OpenApprovals) is not None or effect(EscalateApprovals) is not None:
             for hook in self._on_approvals:
                 hook()
 
@@ -520,7 +541,9 @@ class WorkflowTasks:
         queued = frozenset(res.queued_steps)
         if queued:
             self.wakeups.activities_queued()  # a slot that frees takes them
-        for na in commit.new_activities:
+        schedule = commit.effect(ScheduleActivities)
+        new = schedule.tasks if schedule is not None else ()
+        for na in new:
             if na.owner is None or na.step in queued:
                 continue
             started += 1
@@ -537,5 +560,5 @@ class WorkflowTasks:
             self.worker.start(attempt)
         if started < reserved:
             self.worker.unreserve(reserved - started)
-        if started < len(commit.new_activities) or commit.start_children:
+        if started < len(new) or commit.effect(StartChildren) is not None:
             self.wakeups.wake()  # work went to the queue: a free worker may take it

@@ -68,6 +68,7 @@ from waypost.runtime.interpreter import (
 )
 from waypost.runtime.registry import WorkflowDefn
 from waypost.store.base import DefinitionRecord, RunCommit, RunRecord
+from waypost.store.effects import CloseApprovals, SetVersion
 
 from .room import Room
 from .stored import answer_of
@@ -478,6 +479,8 @@ class Definitions(Room):
             reason=reason,
             revoked_approvals=open_approvals,
         ).at(now)
+        closed = [(a, ap.REVOKED) for a in open_approvals]
+        revoked = (CloseApprovals(closed),) if closed else ()
         res = await self.machinery.commit_and_wake(
             RunCommit(
                 tenant=tenant,
@@ -486,8 +489,7 @@ class Definitions(Room):
                 now=now,
                 expect_seq=run.last_seq,
                 expect_hash=run.last_hash,
-                set_version=str(number),
-                close_approvals=[(a, ap.REVOKED) for a in open_approvals],
+                effects=(SetVersion(str(number)), *revoked),
             )
         )
         if not res.ok:

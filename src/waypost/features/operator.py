@@ -32,6 +32,7 @@ from waypost.model.identity import Principal, preview
 from waypost.model.requests import handles
 from waypost.model.status import RunStatus
 from waypost.store.base import CommitResult, Conflict, RunCommit, RunRecord, Snapshot
+from waypost.store.effects import RESET_LAPSES, CloseRunApprovals, Effect
 
 from .runs import run_not_found
 
@@ -64,7 +65,7 @@ class OperatorCommands:
                     error={"type": "Terminated", "message": req.reason},
                     finished=True,
                 ),
-                close_run_approvals="cancelled",
+                (CloseRunApprovals("cancelled"),),
             )
 
         await self._change(req.run_id, req.reason, principal, "terminate", None, change)
@@ -103,9 +104,9 @@ class OperatorCommands:
             waiting = [w for w in run.waiting_for if w.get("kind") not in _HELD]
             # The error of a suspension stays in its RunSuspended event.
             snap = Snapshot(RunStatus.RUNNING.value, waiting, run.processed_seq)
-            commit = operator_commit(run, RunResumed(**data), now, snap)
-            commit.reset_lapses = run.status == RunStatus.SUSPENDED
-            return self.machinery.waking(commit)
+            # A suspended run's lapses are counted afresh.
+            reset = (RESET_LAPSES,) if run.status == RunStatus.SUSPENDED else ()
+            return self.machinery.waking(operator_commit(run, RunResumed(**data), now, snap, reset))
 
         def allowed(status: RunStatus) -> str | None:
             if status in (RunStatus.PAUSED, RunStatus.SUSPENDED):
@@ -162,10 +163,11 @@ def operator_commit(
     event: EventData,
     now: float,
     snapshot: Snapshot | None = None,
-    close_run_approvals: str | None = None,
+    effects: tuple[Effect, ...] = (),
 ) -> RunCommit:
     """One operator event appended to `run`, conditioned on its last event (a change that
-    raced another is refused and judged again), with the snapshot it implies, if any."""
+    raced another is refused and judged again), with the snapshot it implies, if any, and
+    its `effects`."""
     return RunCommit(
         tenant=run.tenant,
         run_id=run.run_id,
@@ -174,5 +176,5 @@ def operator_commit(
         expect_seq=run.last_seq,
         expect_hash=run.last_hash,
         snapshot=snapshot,
-        close_run_approvals=close_run_approvals,
+        effects=effects,
     )

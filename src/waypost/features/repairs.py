@@ -71,6 +71,14 @@ from waypost.store.base import (
     RunRecord,
     Snapshot,
 )
+from waypost.store.effects import (
+    DropActivities,
+    Effect,
+    OpenCorrelations,
+    ReopenQueue,
+    ScheduleActivities,
+    StartTimers,
+)
 
 from .definitions import Definitions
 from .operator import operator_commit
@@ -136,9 +144,8 @@ class Repairs:
             )
             if isinstance(target, FailedStep):
                 return self._reopen(run, history, target, skipped, task=False)
-            commit = operator_commit(run, skipped, m.settings.clock())
-            commit.drop_activities = [target.step]
-            return m.waking(commit)
+            dropped = (DropActivities([target.step]),)
+            return m.waking(operator_commit(run, skipped, m.settings.clock(), None, dropped))
 
         await self._change(req.run_id, principal, "skip", change)
 
@@ -269,7 +276,7 @@ class Repairs:
             res = await m.commit(commit)
             if res.ok:
                 m.forget(tenant, run_id)  # its history changed behind any cached instance
-                if commit.reopen_queue is not None:
+                if commit.effect(ReopenQueue) is not None:
                     m.wake_scheduler()
                 else:
                     m.woken(tenant, run_id, res)
@@ -302,18 +309,14 @@ class Repairs:
         """A failed run set going again: the repair's event, the snapshot `running`, its
         workflow task made again, and (for retry) a fresh task for the failed step."""
         now = self.machinery.settings.clock()
-        commit = operator_commit(run, event, now)
         site = found.scheduled.data.get("site")
         waiting = [{"kind": "activity", "step": found.step, "activity": found.activity}]
         if site:
             waiting[0]["site"] = site
-        commit.snapshot = Snapshot(
-            RunStatus.RUNNING.value, waiting if task else [], run.processed_seq
-        )
+        snapshot = Snapshot(RunStatus.RUNNING.value, waiting if task else [], run.processed_seq)
         definition = "definition" in history[0].data
-        commit.reopen_queue = (
-            DEFINITIONS_QUEUE if definition else workflow_queue(run.workflow, run.version)
-        )
+        queue = DEFINITIONS_QUEUE if definition else workflow_queue(run.workflow, run.version)
+        effects: list[Effect] = [ReopenQueue(queue)]
         # What the run's end deleted and it still waits for is made again: its open
         # activity steps (the retried one first), timers and correlated waits.
         voided = set(found.voids)
@@ -341,13 +344,17 @@ class Repairs:
                     attempts=attempts,
                 )
             )
-        commit.new_activities = tasks
-        commit.new_timers = [NewTimer(step, at) for step, at in work.timers.items()]
-        commit.new_correlations = [
-            NewCorrelation(step, signal, key, value)
-            for step, (signal, key, value) in work.correlations.items()
-        ]
-        return commit
+        if tasks:
+            effects.append(ScheduleActivities(tasks))
+        if work.timers:
+            effects.append(StartTimers([NewTimer(step, at) for step, at in work.timers.items()]))
+        if work.correlations:
+            waits = [
+                NewCorrelation(step, signal, key, value)
+                for step, (signal, key, value) in work.correlations.items()
+            ]
+            effects.append(OpenCorrelations(waits))
+        return operator_commit(run, event, now, snapshot, tuple(effects))
 
 
 def _failed(

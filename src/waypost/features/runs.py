@@ -52,7 +52,16 @@ from waypost.model.requests import handles
 from waypost.model.status import RunStatus, why_suspended
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE, definition_of
 from waypost.runtime.registry import version_key, workflow_queue
-from waypost.store.base import Conflict, RunCommit, RunOutlook, RunRecord, Snapshot
+from waypost.store.base import (
+    NO_LIMITS,
+    Conflict,
+    Limits,
+    RunCommit,
+    RunOutlook,
+    RunRecord,
+    Snapshot,
+)
+from waypost.store.effects import CloseRunApprovals, Effect
 
 from .definitions import Definitions
 from .next_action import next_action
@@ -241,9 +250,7 @@ class Runs:
             req.run_id,
             [event],
             f"signal {req.signal!r}",
-            max_pending_signals=pending,
-            max_events=quotas.max_events_per_run,
-            quotas=quotas,
+            Limits.of_signal(quotas, pending),
         )
 
     @handles(ops.Cancel)
@@ -279,7 +286,7 @@ class Runs:
                         error={"type": "Cancelled", "message": reason},
                         finished=True,
                     ),
-                    close_run_approvals="cancelled",
+                    effects=(CloseRunApprovals("cancelled"),),
                 )
             )
             if res.ok:
@@ -290,7 +297,9 @@ class Runs:
                 raise run_not_found(run_id, tenant)
             # Conflict.SEQ: the run changed (a signal, its admission): judge it again.
         # Outstanding approval credentials die with the request, before the code runs.
-        await self._external(tenant, run_id, [requested], "cancel", close_approvals="cancelled")
+        await self._external(
+            tenant, run_id, [requested], "cancel", effects=(CloseRunApprovals("cancelled"),)
+        )
 
     async def _external(
         self,
@@ -298,24 +307,19 @@ class Runs:
         run_id: str,
         events: list[NewEvent],
         what: str,
-        close_approvals: str | None = None,
-        max_pending_signals: int | None = None,
-        max_events: int | None = None,
-        quotas: Quotas | None = None,
+        limits: Limits = NO_LIMITS,
+        effects: tuple[Effect, ...] = (),
     ) -> None:
         """Append events from outside the workflow and wake the run (under the tenant's
-        `quotas` of bytes, when given)."""
+        `limits`, when given)."""
         commit = RunCommit(
             tenant=tenant,
             run_id=run_id,
             events=events,
             now=self.machinery.settings.clock(),
             require_active=True,
-            close_run_approvals=close_approvals,
-            max_pending_signals=max_pending_signals,
-            max_events=max_events,
-            max_run_bytes=quotas.max_run_bytes if quotas is not None else None,
-            max_live_run_bytes=quotas.max_live_run_bytes if quotas is not None else None,
+            limits=limits,
+            effects=effects,
         )
         res = await self.machinery.commit_and_wake(commit)
         refused = refused_append(res, commit, what)

@@ -55,7 +55,7 @@ from waypost.model.repairs import effective
 from waypost.model.requests import handles
 from waypost.model.status import RunStatus
 from waypost.runtime.instance import InstanceDropped, WorkflowInstance
-from waypost.store.base import Conflict, RunCommit, RunRecord
+from waypost.store.base import Conflict, Limits, RunCommit, RunRecord
 
 from .definitions import Definitions
 from .runs import run_not_found
@@ -212,7 +212,7 @@ class Updates:
                     expect_seq=run.last_seq,
                     expect_hash=run.last_hash,
                     require_active=True,
-                    max_events=(await m.quotas.get(tenant)).max_events_per_run,
+                    limits=Limits(max_events=(await m.quotas.get(tenant)).max_events_per_run),
                 )
             )
             if res.ok:

@@ -61,6 +61,7 @@ from waypost.model.webhooks import (
 from waypost.store.base import (
     CommitResult,
     CorrelatedDelivery,
+    Limits,
     RunCommit,
     WebhookSourceRecord,
 )
@@ -188,10 +189,7 @@ class Webhooks:
                 events=(),
                 now=now,
                 require_active=True,
-                max_pending_signals=limits.max_pending_signals,
-                max_events=quotas.max_events_per_run,
-                max_run_bytes=quotas.max_run_bytes,
-                max_live_run_bytes=quotas.max_live_run_bytes,
+                limits=Limits.of_signal(quotas, limits.max_pending_signals),
             )
         )
         result = await m.store.deliver_correlated(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from waypost.model.chain import Chain
 from waypost.model.encryption import Keys
@@ -24,6 +24,13 @@ from waypost.model.quotas import Quotas
 from .accounts import AccountStore
 from .audits import AuditStore, LegacySeal as LegacySeal, RunAudit as RunAudit
 from .children import ChildLink as ChildLink, ChildStore
+from .effects import (
+    ActivityTaskOp as ActivityTaskOp,
+    Effect,
+    NewActivityTask as NewActivityTask,
+    NewRun as NewRun,
+    NewTimer as NewTimer,
+)
 from .queues import QueueStore
 from .rows import (
     ApiKeyRecord as ApiKeyRecord,
@@ -52,6 +59,8 @@ from .schedules import ScheduleStore
 from .tenants import TenantStore
 from .webhooks import WebhookSourceRecord as WebhookSourceRecord, WebhookStore
 
+E = TypeVar("E")
+
 
 @dataclass(frozen=True, slots=True)
 class RunRecord:
@@ -78,29 +87,6 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class NewRun:
-    tenant: str
-    run_id: str
-    workflow: str
-    version: str
-    input: Any
-    ts: float
-    started: NewEvent
-    claim_owner: str | None = None
-    lease: float = 30.0
-    queue: str | None = None  # the workflow task's queue; "<workflow>@<version>" by default
-    signals: Sequence[NewEvent] = ()  # appended after RunStarted (signal-with-start)
-    priority: int = 0  # given to the run's tasks: claimed before the tenant's lower ones
-    concurrency_key: str | None = None  # given to its activity tasks (a queue's per-key limit)
-    dedup_id: str | None = None  # while a run with it is unfinished, a start finds that run
-    # The engine's default quotas, with the tenant's overrides, admit it or refuse it (None: admit).
-    quotas: Quotas | None = None
-    processed_seq: int = 0  # the last event the code has seen (of a fork's copied history)
-    parent: ChildLink | None = None  # a child run's parent run and step, and close policy
-    named_queue: str | None = None  # a workflow queue: the run is enqueued until admitted
-
-
-@dataclass(frozen=True, slots=True)
 class CreateRunResult:
     created: bool
     run: RunRecord
@@ -116,41 +102,6 @@ class WorkflowTaskOp(StrEnum):
     CLAIM = "claim"  # wake, and take the lease for `owner` if nobody holds it
     DELETE = "delete"
     DEFER = "defer"  # claimable again at `defer_until`: the run's decision waits for a quota
-
-
-class ActivityTaskOp(StrEnum):
-    DONE = "done"  # the attempt's outcome is final: remove the task
-    RETRY = "retry"  # make the task claimable again at `retry_at`
-
-
-@dataclass(frozen=True, slots=True)
-class ActivityUpdate:
-    """A reported attempt: applied only if `fence` is still the task's fence."""
-
-    step: str
-    fence: int
-    op: ActivityTaskOp
-    retry_at: float | None = None
-    heartbeat_details: str | None = None
-    lapsed: bool = False  # the attempt lost its engine (its lease lapsed): counted on the task
-
-
-@dataclass(frozen=True, slots=True)
-class NewActivityTask:
-    step: str
-    activity: str
-    spec: dict[str, Any]
-    timeout: float
-    heartbeat_timeout: float | None
-    owner: str | None = None  # leased to this owner at once (in-process dispatch)
-    lease: float = 30.0
-    attempts: int = 0  # attempts already made (a retried step's numbering goes on)
-
-
-@dataclass(frozen=True, slots=True)
-class NewTimer:
-    step: str
-    fire_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,19 +120,54 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class Continuation:
-    """The next generation of a run: its RunStarted (the store adds `continued_from`: the
-    ended generation's number, length and last hash) and the signals it inherits."""
+class Limits:
+    """The tenant's quotas a commit is held to (None: unlimited).
 
-    input: Any
-    started: NewEvent
-    signals: Sequence[NewEvent] = ()
-    generation: int = 2
+    An append after whatever is last is refused if the run has `max_pending_signals`
+    signals its code has not taken in yet (Conflict.BACKLOG: a flood of signals must not
+    bury the run's own progress; signals of a name the code takes in now count only while
+    not yet processed, others count with those the code holds unread,
+    `Snapshot.unread_signals`), or if it would take the history past `max_events`
+    (HISTORY_FULL). New timers that would take the tenant past `max_pending_timers`
+    refuse the commit (TIMERS); new activity tasks to lease at once beyond the tenant's
+    `max_concurrent_activities` are queued instead (`CommitResult.queued_steps`). Events
+    that would take the run's history past `max_run_bytes` (`history_bytes`) refuse the
+    commit (HISTORY_BYTES); an append after whatever is last that would take the bytes of
+    the tenant's live runs past `max_live_run_bytes` too (TENANT_BYTES).
+    """
+
+    max_pending_signals: int | None = None
+    max_events: int | None = None
+    max_pending_timers: int | None = None
+    max_concurrent_activities: int | None = None
+    max_run_bytes: int | None = None
+    max_live_run_bytes: int | None = None
+
+    @classmethod
+    def of_signal(cls, quotas: Quotas | None, max_pending_signals: int | None) -> Limits:
+        """What a signal appended from outside the run is held to under `quotas`."""
+        if quotas is None:
+            return cls(max_pending_signals=max_pending_signals)
+        return cls(
+            max_pending_signals=max_pending_signals,
+            max_events=quotas.max_events_per_run,
+            max_run_bytes=quotas.max_run_bytes,
+            max_live_run_bytes=quotas.max_live_run_bytes,
+        )
 
 
-@dataclass(slots=True)
+NO_LIMITS = Limits()
+
+
+@dataclass(frozen=True, slots=True)
 class RunCommit:
-    """One atomic change of one run."""
+    """One atomic change of one run: a core and its effects.
+
+    The core is what every commit has: the events and the conditions they are appended
+    under, the snapshot, what becomes of the run's workflow task, the limits. `effects`
+    are the other changes (store/effects.py), at most one of each kind, none empty; the
+    store writes each with its one writer, in its own order.
+    """
 
     tenant: str
     run_id: str
@@ -194,49 +180,19 @@ class RunCommit:
     snapshot: Snapshot | None = None
     workflow_fence: int | None = None
     workflow_op: WorkflowTaskOp = WorkflowTaskOp.LEAVE
-    owner: str | None = None  # for WorkflowTaskOp.CLAIM
+    owner: str | None = None  # for WorkflowTaskOp.CLAIM (and a next generation's task)
     lease: float = 30.0
     claim_queues: frozenset[str] | None = None  # CLAIM only tasks of these queues
-    activity: ActivityUpdate | None = None
-    new_activities: Sequence[NewActivityTask] = ()
-    cancel_activities: Sequence[str] = ()
-    new_timers: Sequence[NewTimer] = ()
-    cancel_timers: Sequence[str] = ()
-    new_approvals: Sequence[NewApproval] = ()
-    close_approvals: Sequence[tuple[str, str]] = ()  # (approval_id, status)
-    escalate_approvals: Sequence[tuple[str, str]] = ()  # (approval_id, group to add)
-    close_run_approvals: str | None = None  # close every pending approval of the run (status)
-    set_version: str | None = None  # the run now runs this version (a migration)
     defer_until: float | None = None  # for WorkflowTaskOp.DEFER
-    reset_lapses: bool = False  # count the run's tasks' lapses afresh (an operator resumed it)
-    # Refuse the commit (Conflict.BACKLOG) if the run has this many signals its code has
-    # not taken in yet: a flood of signals must not bury the run's own progress. Signals
-    # of a name the code takes in now count only while not yet processed; others count
-    # with those the code holds unread (`Snapshot.unread_signals`).
-    max_pending_signals: int | None = None
-    # Correlated signal waits opened, and withdrawn by step (an ending run withdraws all).
-    new_correlations: Sequence[NewCorrelation] = ()
-    withdraw_correlations: Sequence[str] = ()
-    # Repairs: activity tasks removed whatever their state (a skipped step: a late result of
-    # its attempt is kept as audit), and a finished run's workflow task made again (retry).
-    drop_activities: Sequence[str] = ()
-    reopen_queue: str | None = None
-    # Quotas (None: unlimited). An append after whatever is last that would take the
-    # history past `max_events` is refused (Conflict.HISTORY_FULL); new timers that would
-    # take the tenant past `max_pending_timers` refuse the commit (Conflict.TIMERS); new
-    # activity tasks to lease at once beyond the tenant's `max_concurrent_activities` are
-    # queued instead (`CommitResult.queued_steps`).
-    max_events: int | None = None
-    max_pending_timers: int | None = None
-    max_concurrent_activities: int | None = None
-    # Bytes (`history_bytes`): events that would take the run's history past `max_run_bytes`
-    # refuse the commit (Conflict.HISTORY_BYTES); an append after whatever is last that would
-    # take the bytes of the tenant's live runs past `max_live_run_bytes` too (TENANT_BYTES).
-    max_run_bytes: int | None = None
-    max_live_run_bytes: int | None = None
-    # The run's generation ends with this commit and the next one starts (continue-as-new).
-    continue_as: Continuation | None = None
-    start_children: Sequence[NewRun] = ()  # child runs this commit creates, linked to it
+    limits: Limits = NO_LIMITS
+    effects: tuple[Effect, ...] = ()
+
+    def effect(self, kind: type[E]) -> E | None:
+        """The commit's effect of this kind, if it has one."""
+        for e in self.effects:
+            if isinstance(e, kind):
+                return e
+        return None
 
 
 class Conflict(StrEnum):

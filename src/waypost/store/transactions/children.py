@@ -8,26 +8,21 @@ to the parent's history (ChildCompleted or ChildFailed) and makes the parent's w
 task ready (`run_ended`): a crash between the two cannot happen, so the parent learns of
 every end exactly once. A parent that ends first applies each open child's close policy
 in its own ending commit: `cancel` asks the child to cancel (its code runs its
-cleanup), `terminate` ends it at once, `abandon` leaves it running.
+cleanup), `terminate` ends it at once, `abandon` leaves it running. What the parent is
+told and what a close policy does are pure functions (`model/children.py`); this module
+turns them into commits.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from waypost.errors import QuotaExceeded
-from waypost.model.events import (
-    CancelRequested,
-    ChildCompleted,
-    ChildFailed,
-    NewEvent,
-    RunCancelled,
-    RunStarted,
-    RunTerminated,
-)
-from waypost.model.status import FINISHED, RunStatus
+from waypost.model.children import ChildClosing, child_closing, parent_told
+from waypost.model.events import ChildFailed, NewEvent, RunStarted
+from waypost.model.status import FINISHED
 
 from ..base import (
     ChildLink,
@@ -38,6 +33,7 @@ from ..base import (
     Snapshot,
     WorkflowTaskOp,
 )
+from ..effects import CloseRunApprovals
 from ..tx import Tx
 from .definitions import get_definition
 
@@ -49,10 +45,12 @@ _FINISHED = frozenset(s.value for s in FINISHED)
 MAX_LISTED_CHILDREN = 1000
 
 
-def start_children(tx: Tx, c: RunCommit, commit: Commit, create: Create) -> None:
-    """Create the children `c` starts (with `create`), each linked to `c`'s run; a child
-    whose run id is already another run's fails at once, into the parent's history."""
-    for new in c.start_children:
+def start_children(
+    tx: Tx, c: RunCommit, runs: Sequence[NewRun], commit: Commit, create: Create
+) -> None:
+    """Create the children `c` starts (`runs`, with `create`), each linked to `c`'s run; a
+    child whose run id is already another run's fails at once, into the parent's history."""
+    for new in runs:
         link = new.parent
         if link is None:
             continue
@@ -126,26 +124,20 @@ def _not_started(link: ChildLink, run_id: str, error: dict[str, Any], now: float
 
 
 def run_ended(tx: Tx, c: RunCommit, snap: Snapshot, commit: Commit) -> None:
-    """`c` ended its run as `snap` says: tell its parent, and close its open children
-    (each change made with `commit`, the store's `commit_run`)."""
+    """`c` ended its run as `snap` says: tell its parent, and close its open children, as
+    the policies of `model/children.py` say (each change made with `commit`, the store's
+    `commit_run`)."""
     key = {"tenant": c.tenant, "run_id": c.run_id}
     row = tx.one("run_parent", key)
     if row is not None and row["parent_run_id"] and not row["parent_told"]:
         # Told once: a child that a repair made run again and end again is not news.
         tx.run("parent_told", key)
-        step, status = row["parent_step"], snap.status
-        told: ChildCompleted | ChildFailed
-        if snap.status == RunStatus.COMPLETED.value:
-            told = ChildCompleted(step=step, run_id=c.run_id, status=status, result=snap.result)
-        else:
-            error = snap.error or {"type": snap.status, "message": snap.status}
-            told = ChildFailed(step=step, run_id=c.run_id, status=status, error=error)
+        told = parent_told(row["parent_step"], c.run_id, snap.status, snap.result, snap.error)
         _deliver(tx, commit, c.tenant, row["parent_run_id"], told.at(c.now))
-    children = tx.all("run_children", {**key, "limit": MAX_LISTED_CHILDREN})
-    for child in children:
-        if child["status"] in _FINISHED or child["parent_close"] == "abandon":
-            continue
-        _close_child(tx, commit, c, child)
+    for child in tx.all("run_children", {**key, "limit": MAX_LISTED_CHILDREN}):
+        closing = child_closing(c.run_id, snap.status, child["parent_close"], child["status"])
+        if closing is not None:
+            commit(tx, _closing_commit(c, child, closing))
 
 
 def _deliver(tx: Tx, commit: Commit, tenant: str, parent_run_id: str, event: NewEvent) -> None:
@@ -165,38 +157,21 @@ def _deliver(tx: Tx, commit: Commit, tenant: str, parent_run_id: str, event: New
     )
 
 
-def _close_child(tx: Tx, commit: Commit, c: RunCommit, child: Any) -> None:
-    reason = f"its parent run {c.run_id!r} ended ({c.snapshot.status if c.snapshot else ''})"
-    by = {"parent_run_id": c.run_id, "close": child["parent_close"]}
-    ckey = {"tenant": c.tenant, "run_id": child["run_id"]}
-    if child["parent_close"] == "terminate" or child["status"] == RunStatus.SUSPENDED.value:
-        # Terminated, or cancelled at once where its code cannot run (it is suspended).
-        terminate = child["parent_close"] == "terminate"
-        status = RunStatus.TERMINATED if terminate else RunStatus.CANCELLED
-        ended = RunTerminated if terminate else RunCancelled
-        error = {"type": "Terminated" if terminate else "Cancelled", "message": reason}
-        commit(
-            tx,
-            RunCommit(
-                **ckey,
-                events=[ended(reason=reason, by=by).at(c.now)],
-                now=c.now,
-                snapshot=Snapshot(
-                    status.value, [], int(child["processed_seq"]), error=error, finished=True
-                ),
-                workflow_op=WorkflowTaskOp.DELETE,
-                close_run_approvals="cancelled",
-            ),
-        )
-        return
-    commit(
-        tx,
-        RunCommit(
-            **ckey,
-            events=[CancelRequested(reason=reason, by=by).at(c.now)],
-            now=c.now,
-            workflow_op=WorkflowTaskOp.WAKE,
-        ),
+def _closing_commit(c: RunCommit, child: Any, closing: ChildClosing) -> RunCommit:
+    """The commit that applies `closing` to `child` (a row of `run_children`) of `c`'s run:
+    the child ended at once, or woken to run its cancellation."""
+    events = [closing.event.at(c.now)]
+    if closing.ends is None:
+        return RunCommit(c.tenant, child["run_id"], events, c.now, workflow_op=WorkflowTaskOp.WAKE)
+    processed = int(child["processed_seq"])
+    return RunCommit(
+        c.tenant,
+        child["run_id"],
+        events,
+        c.now,
+        snapshot=Snapshot(closing.ends.value, [], processed, error=closing.error, finished=True),
+        workflow_op=WorkflowTaskOp.DELETE,
+        effects=(CloseRunApprovals("cancelled"),),
     )
 
 

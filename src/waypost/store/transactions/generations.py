@@ -21,17 +21,18 @@ from waypost.model.events import RunStarted, canonical_json
 from waypost.model.status import RunStatus
 
 from ..base import RunCommit
+from ..effects import ContinueAsNew
 from ..tx import TASKS, Row, Tx
 from .records import sealed
 from .row_checks import input_mac, state_mac
 from .run_rows import event_rows, history_bytes
 
 
-def begin_generation(tx: Tx, c: RunCommit, wt: Row | None, last_seq: int, last_hash: str) -> int:
-    """Start the run's next generation (`c.continue_as`); the workflow task's new fence
-    if this commit claims it (`c.owner`), else 0 (the task is ready)."""
-    nxt = c.continue_as
-    assert nxt is not None  # the caller checked
+def begin_generation(
+    tx: Tx, c: RunCommit, nxt: ContinueAsNew, wt: Row | None, last_seq: int, last_hash: str
+) -> int:
+    """Start the run's next generation (`nxt`); the workflow task's new fence if this
+    commit claims it (`c.owner`), else 0 (the task is ready)."""
     key = {"tenant": c.tenant, "run_id": c.run_id}
     # Only the row's priority is read: nothing of it is opened (payloads may be sealed).
     row = tx.one("get_run", key)

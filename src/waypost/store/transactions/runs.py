@@ -1,16 +1,19 @@
 """Runs: create, commit, read; the history; a run's tasks.
 
 `commit_run` is the only way a run changes: in one transaction it checks the
-request's conditions (activity fence, workflow fence, sequence number, "still
-active"), appends the events, writes the snapshot, and adds or removes the
-run's tasks, timers, approvals, outbox messages and correlated signal waits. A
-failed condition raises `Abort` with the `CommitResult` that names it.
+commit's conditions (activity fence, workflow fence, sequence number, "still
+active"), appends the events, writes the snapshot and the workflow task (the core),
+then each of its effects with that kind's one writer (`_WRITERS`): the run's tasks,
+timers, approvals, outbox messages, correlated signal waits, children, its next
+generation. A failed condition raises `Abort` with the `CommitResult` that names it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from waypost.model.encryption import run_place, task_place
 from waypost.model.events import Event, EventType, SignalReceived, canonical_json
@@ -31,6 +34,25 @@ from ..base import (
     Snapshot,
     TaskState,
     WorkflowTaskOp,
+)
+from ..effects import (
+    CancelActivities,
+    CancelTimers,
+    CloseApprovals,
+    CloseRunApprovals,
+    ContinueAsNew,
+    DropActivities,
+    EscalateApprovals,
+    OpenApprovals,
+    OpenCorrelations,
+    ReopenQueue,
+    ResetLapses,
+    ScheduleActivities,
+    SettleActivity,
+    SetVersion,
+    StartChildren,
+    StartTimers,
+    WithdrawCorrelations,
 )
 from ..tx import TASKS, TIMERS, Abort, Row, Tx, loads_nullable
 from .approval_rows import close_approval, escalate_approval, insert_approval
@@ -187,12 +209,32 @@ def commit_run(tx: Tx, c: RunCommit) -> CommitResult:
     return commit_run_in_full(tx, c)
 
 
+@dataclass(slots=True)
+class _Applied:
+    """What the core of a commit found and wrote, as its effects' writers need it, and
+    what they add to the commit's result."""
+
+    wt: Row | None
+    events: list[Event]
+    status: str
+    last_seq: int
+    last_hash: str
+    fence_after: int | None = None
+    queued: tuple[str, ...] = ()
+
+
 def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
     """`commit_run` statement by statement (what a step's one statement falls back to):
-    its conditions, the history and the run's head, then each kind of change in turn."""
-    if c.activity is not None:
-        _settle_activity_task(tx, c)
-    wt = _workflow_task_for(tx, c)
+    its conditions, the history and the run's head, the workflow task, then each effect
+    through its writer, in the order of `_WRITERS`."""
+    effects: dict[type, Any] = {type(e): e for e in c.effects}
+    if len(effects) != len(c.effects):
+        raise ValueError(f"a commit of run {c.run_id!r} has two effects of one kind")
+    settle = effects.pop(SettleActivity, None)
+    if settle is not None:  # a condition: checked (its task locked) before the run's rows
+        _settle_activity(tx, c, settle)
+    schedule = effects.get(ScheduleActivities)
+    wt = _workflow_task_for(tx, c, schedule)
     snap = c.snapshot
     head, prev_seq, prev_hash, status = _head_for(tx, c)
     # A run of a workflow queue that ends having been admitted frees its slot: the next is
@@ -206,26 +248,14 @@ def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
     _advance_head(tx, c, (prev_seq, prev_hash), (last_seq, last_hash), added)
     if snap is not None:
         status = snap.status
-    key = {"tenant": c.tenant, "run_id": c.run_id}
     if events:
         tx.many("insert_event", event_rows(tx, c.tenant, c.run_id, events))
-    if c.set_version is not None:
-        tx.run("set_run_version", {**key, "version": c.set_version})
-    if c.reopen_queue is not None:
-        _reopen_workflow_task(tx, c, c.reopen_queue)
-    fence_after = _workflow_task_op(tx, c, wt)
-    if c.reset_lapses:
-        tx.run("reset_run_lapses", key)
-    queued = _write_activities(tx, c, wt, events)
-    _write_timers(tx, c, status)
-    _write_approvals(tx, c)
-    _write_correlations(tx, c)
-    if c.start_children:
-        start_children(tx, c, commit_run, create_run)
-    if snap is not None and snap.finished:
+    done = _Applied(wt, events, status, last_seq, last_hash, _workflow_task_op(tx, c, wt))
+    if effects:
+        for kind in sorted(effects, key=_ORDER.__getitem__):
+            _WRITERS[kind](tx, c, effects[kind], done)
+    if snap is not None and snap.finished:  # never with ContinueAsNew (a running snapshot)
         _end_run(tx, c, snap, ending)
-    if c.continue_as is not None:
-        fence_after = begin_generation(tx, c, wt, last_seq, last_hash) or None
     return CommitResult(
         conflict=None,
         events=events,
@@ -233,16 +263,14 @@ def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
         last_seq=last_seq,
         last_hash=last_hash,
         status=status,
-        workflow_fence=fence_after,
+        workflow_fence=done.fence_after,
         workflow_queue=wt["queue"] if wt is not None else "",
-        queued_steps=tuple(queued),
+        queued_steps=done.queued,
     )
 
 
-def _settle_activity_task(tx: Tx, c: RunCommit) -> None:
+def _settle_activity(tx: Tx, c: RunCommit, a: SettleActivity) -> None:
     """The reported attempt's task done or set to retry, under its fence."""
-    a = c.activity
-    assert a is not None
     key = {"tenant": c.tenant, "run_id": c.run_id}
     if a.op is ActivityTaskOp.DONE:
         n = tx.run("finish_activity_task", {**key, "step": a.step, "fence": a.fence})
@@ -266,7 +294,7 @@ def _settle_activity_task(tx: Tx, c: RunCommit) -> None:
         raise Abort(CommitResult(Conflict.ACTIVITY_FENCE))
 
 
-def _workflow_task_for(tx: Tx, c: RunCommit) -> Row | None:
+def _workflow_task_for(tx: Tx, c: RunCommit, schedule: ScheduleActivities | None) -> Row | None:
     """The run's workflow task when the commit checks its fence or changes it (with the
     tenant's limited queues when it leases attempts: one round trip fewer a step on
     PostgreSQL)."""
@@ -278,7 +306,7 @@ def _workflow_task_for(tx: Tx, c: RunCommit) -> Row | None:
     )
     if not needs_task:
         return None
-    leasing = any(na.owner for na in c.new_activities)
+    leasing = schedule is not None and any(na.owner for na in schedule.tasks)
     key = {"tenant": c.tenant, "run_id": c.run_id}
     wt = tx.one("workflow_task_and_limits" if leasing else "workflow_task", key)
     if c.workflow_fence is not None and (wt is None or wt["fence"] != c.workflow_fence):
@@ -305,9 +333,10 @@ def _head_for(tx: Tx, c: RunCommit) -> tuple[Row | None, int, str, str]:
     prev_seq, prev_hash, status = head["last_seq"], head["last_hash"], head["status"]
     if c.require_active and status in _FINISHED:
         raise Abort(CommitResult(Conflict.RUN_FINISHED, status=status))
-    if c.max_pending_signals is not None and _signal_backlog(tx, c, head):
+    if c.limits.max_pending_signals is not None and _signal_backlog(tx, c, head):
         raise Abort(CommitResult(Conflict.BACKLOG, status=status))
-    if c.max_events is not None and prev_seq + len(c.events) > c.max_events:
+    most = c.limits.max_events
+    if most is not None and prev_seq + len(c.events) > most:
         raise Abort(CommitResult(Conflict.HISTORY_FULL, status=status))
     return head, prev_seq, prev_hash, status
 
@@ -326,7 +355,7 @@ def _advance_head(
         "expect_seq": prev[0],
         "expect_hash": prev[1],
         "added_bytes": added,
-        "max_bytes": c.max_run_bytes,
+        "max_bytes": c.limits.max_run_bytes,
     }
     snap = c.snapshot
     if snap is not None:
@@ -340,19 +369,25 @@ def _advance_head(
     head = tx.one("run_head", key)
     if head is None:
         raise Abort(CommitResult(Conflict.RUN_NOT_FOUND))
-    over = c.max_run_bytes is not None and head["history_bytes"] + added > c.max_run_bytes
+    most = c.limits.max_run_bytes
+    over = most is not None and head["history_bytes"] + added > most
     moved = (head["last_seq"], head["last_hash"]) != prev
     raise Abort(CommitResult(Conflict.HISTORY_BYTES if over and not moved else Conflict.SEQ))
 
 
-def _reopen_workflow_task(tx: Tx, c: RunCommit, queue: str) -> None:
+# == the effects' writers, one for each kind ======================================
+def _set_version(tx: Tx, c: RunCommit, e: SetVersion, done: _Applied) -> None:
+    tx.run("set_run_version", {"tenant": c.tenant, "run_id": c.run_id, "version": e.version})
+
+
+def _reopen_workflow_task(tx: Tx, c: RunCommit, e: ReopenQueue, done: _Applied) -> None:
     key = {"tenant": c.tenant, "run_id": c.run_id}
     row = tx.one("get_run", key)
     tx.run(
         "insert_workflow_task",
         {
             **key,
-            "queue": queue,
+            "queue": e.queue,
             "state": "ready",
             "visible_at": c.now,
             "owner": None,
@@ -364,19 +399,26 @@ def _reopen_workflow_task(tx: Tx, c: RunCommit, queue: str) -> None:
     tx.notify(TASKS)
 
 
-def _write_activities(tx: Tx, c: RunCommit, wt: Row | None, events: Sequence[Event]) -> list[str]:
-    """The commit's new attempts (leased to their engine when the tenant's limits leave
-    room, else ready for a claim), dropped and cancelled ones; the steps left queued."""
+def _reset_lapses(tx: Tx, c: RunCommit, e: ResetLapses, done: _Applied) -> None:
+    tx.run("reset_run_lapses", {"tenant": c.tenant, "run_id": c.run_id})
+
+
+def _schedule_activities(tx: Tx, c: RunCommit, e: ScheduleActivities, done: _Applied) -> None:
+    """The commit's new attempts: leased to their engine when the tenant's limits leave
+    room, else ready for a claim (the steps left queued are the commit's `queued_steps`)."""
     key = {"tenant": c.tenant, "run_id": c.run_id}
-    texts = {id(ev.data): ev.data_json for ev in events}  # a task's spec is often an event's data
-    leasing = any(na.owner for na in c.new_activities)
+    # A task's spec is often an event's data.
+    texts = {id(ev.data): ev.data_json for ev in done.events}
+    leasing = any(na.owner for na in e.tasks)
+    most = c.limits.max_concurrent_activities
     room: int | None = None  # leases the tenant's max_concurrent_activities leaves
-    if c.max_concurrent_activities is not None and leasing:
-        room = activity_room(tx, c.tenant, c.max_concurrent_activities, c.now)
+    if most is not None and leasing:
+        room = activity_room(tx, c.tenant, most, c.now)
     queued: list[str] = []
     # The tenant's queues with a limit, read when needed (with the workflow task if any).
+    wt = done.wt
     limited = limits_read_with(wt) if leasing and wt is not None else None
-    for na in c.new_activities:
+    for na in e.tasks:
         leased = na.owner is not None
         named = activity_queue(na.spec)
         if leased:
@@ -394,46 +436,62 @@ def _write_activities(tx: Tx, c: RunCommit, wt: Row | None, events: Sequence[Eve
         if not leased:
             tx.notify(TASKS)
         tx.run("insert_activity_task", {**key, **activity_task_params(tx, c, na, leased, texts)})
-    for step in c.drop_activities:
-        tx.run("delete_activity_task", {**key, "step": step})
-    for step in c.cancel_activities:
+    if queued:
+        done.queued = tuple(queued)
+
+
+def _drop_activities(tx: Tx, c: RunCommit, e: DropActivities, done: _Applied) -> None:
+    for step in e.steps:
+        tx.run("delete_activity_task", {"tenant": c.tenant, "run_id": c.run_id, "step": step})
+
+
+def _cancel_activities(tx: Tx, c: RunCommit, e: CancelActivities, done: _Applied) -> None:
+    key = {"tenant": c.tenant, "run_id": c.run_id}
+    for step in e.steps:
         if tx.run("delete_ready_activity", {**key, "step": step}) == 0:
             tx.run("request_activity_cancel", {**key, "step": step})
-    return queued
 
 
-def _write_timers(tx: Tx, c: RunCommit, status: str) -> None:
-    """Timers cancelled, then new ones within the tenant's pending timers."""
+def _cancel_timers(tx: Tx, c: RunCommit, e: CancelTimers, done: _Applied) -> None:
+    for step in e.steps:
+        tx.run("cancel_timer", {"tenant": c.tenant, "run_id": c.run_id, "step": step})
+
+
+def _start_timers(tx: Tx, c: RunCommit, e: StartTimers, done: _Applied) -> None:
+    """New timers (after those cancelled), within the tenant's pending timers."""
+    most = c.limits.max_pending_timers
+    if most is not None and timer_room(tx, c.tenant, most, c.now) < len(e.timers):
+        raise Abort(CommitResult(Conflict.TIMERS, status=done.status))
     key = {"tenant": c.tenant, "run_id": c.run_id}
-    for step in c.cancel_timers:
-        tx.run("cancel_timer", {**key, "step": step})
-    if (
-        c.new_timers
-        and c.max_pending_timers is not None
-        and timer_room(tx, c.tenant, c.max_pending_timers, c.now) < len(c.new_timers)
-    ):
-        raise Abort(CommitResult(Conflict.TIMERS, status=status))
-    for timer in c.new_timers:
+    for timer in e.timers:
         tx.run("insert_timer", {**key, "step": timer.step, "fire_at": timer.fire_at})
         tx.notify(TIMERS)
 
 
-def _write_approvals(tx: Tx, c: RunCommit) -> None:
-    for ap in c.new_approvals:
+def _open_approvals(tx: Tx, c: RunCommit, e: OpenApprovals, done: _Applied) -> None:
+    for ap in e.approvals:
         insert_approval(tx, c, ap)
-    for approval_id, ap_status in c.close_approvals:
+
+
+def _close_approvals(tx: Tx, c: RunCommit, e: CloseApprovals, done: _Applied) -> None:
+    for approval_id, ap_status in e.closed:
         close_approval(tx, c.tenant, approval_id, ap_status, c.now)
-    for approval_id, group in c.escalate_approvals:
+
+
+def _escalate_approvals(tx: Tx, c: RunCommit, e: EscalateApprovals, done: _Applied) -> None:
+    for approval_id, group in e.escalated:
         escalate_approval(tx, c.tenant, approval_id, group, c.now)
-    if c.close_run_approvals is not None:
-        key = {"tenant": c.tenant, "run_id": c.run_id, "now": c.now}
-        tx.run("close_run_approvals", {**key, "status": c.close_run_approvals})
-        tx.run("revoke_run_credentials", key)
 
 
-def _write_correlations(tx: Tx, c: RunCommit) -> None:
+def _close_run_approvals(tx: Tx, c: RunCommit, e: CloseRunApprovals, done: _Applied) -> None:
+    key = {"tenant": c.tenant, "run_id": c.run_id, "now": c.now}
+    tx.run("close_run_approvals", {**key, "status": e.status})
+    tx.run("revoke_run_credentials", key)
+
+
+def _open_correlations(tx: Tx, c: RunCommit, e: OpenCorrelations, done: _Applied) -> None:
     key = {"tenant": c.tenant, "run_id": c.run_id}
-    for corr in c.new_correlations:
+    for corr in e.correlations:
         tx.run(
             "insert_correlation",
             {
@@ -445,8 +503,45 @@ def _write_correlations(tx: Tx, c: RunCommit) -> None:
                 "now": c.now,
             },
         )
-    for step in c.withdraw_correlations:
-        tx.run("delete_correlation", {**key, "step": step})
+
+
+def _withdraw_correlations(tx: Tx, c: RunCommit, e: WithdrawCorrelations, done: _Applied) -> None:
+    for step in e.steps:
+        tx.run("delete_correlation", {"tenant": c.tenant, "run_id": c.run_id, "step": step})
+
+
+def _start_children(tx: Tx, c: RunCommit, e: StartChildren, done: _Applied) -> None:
+    start_children(tx, c, e.runs, commit_run, create_run)
+
+
+def _continue_as_new(tx: Tx, c: RunCommit, e: ContinueAsNew, done: _Applied) -> None:
+    fence = begin_generation(tx, c, e, done.wt, done.last_seq, done.last_hash)
+    done.fence_after = fence or None
+
+
+# Each kind of effect's one writer, in the order they write, after the core (but
+# SettleActivity's, `_settle_activity`: a condition, checked first). Order matters where
+# one writer sees what another wrote: the lapses reset after the workflow task is set,
+# timers cancelled before new ones count against the tenant's pending timers.
+_WRITERS: dict[type, Callable[[Tx, RunCommit, Any, _Applied], None]] = {
+    SetVersion: _set_version,
+    ReopenQueue: _reopen_workflow_task,
+    ResetLapses: _reset_lapses,
+    ScheduleActivities: _schedule_activities,
+    DropActivities: _drop_activities,
+    CancelActivities: _cancel_activities,
+    CancelTimers: _cancel_timers,
+    StartTimers: _start_timers,
+    OpenApprovals: _open_approvals,
+    CloseApprovals: _close_approvals,
+    EscalateApprovals: _escalate_approvals,
+    CloseRunApprovals: _close_run_approvals,
+    OpenCorrelations: _open_correlations,
+    WithdrawCorrelations: _withdraw_correlations,
+    StartChildren: _start_children,
+    ContinueAsNew: _continue_as_new,
+}
+_ORDER = {kind: n for n, kind in enumerate(_WRITERS)}
 
 
 def _end_run(tx: Tx, c: RunCommit, snap: Snapshot, ending: Row | None) -> None:
@@ -462,12 +557,12 @@ def _end_run(tx: Tx, c: RunCommit, snap: Snapshot, ending: Row | None) -> None:
 
 
 def _signal_backlog(tx: Tx, c: RunCommit, head: Row) -> bool:
-    """Whether the run has `c.max_pending_signals` signals its code has not taken in, as
+    """Whether the run has `c.limits.max_pending_signals` signals its code has not taken in, as
     they count for the signals `c` appends. Those not yet processed always count; those
     the code holds unread (buffered for a name it does not wait for) count too, unless
     every signal appended is of a name the code takes in now: a flood of signals it never
     reads is refused, and the signal it waits for still gets in."""
-    most = c.max_pending_signals
+    most = c.limits.max_pending_signals
     assert most is not None  # the caller checked
     row = tx.one(
         "pending_signals", {"tenant": c.tenant, "run_id": c.run_id, "after": head["processed_seq"]}
@@ -486,11 +581,12 @@ def _admit_bytes(tx: Tx, c: RunCommit, head: Row, added: int, status: str) -> No
     """Refuse an append after whatever is last that would take the run past its
     `max_run_bytes`, or the tenant's live runs past `max_live_run_bytes` (counted under
     the tenant's admission lock, taken after the run's rows, as every admission does)."""
-    if c.max_run_bytes is not None and head["history_bytes"] + added > c.max_run_bytes:
+    limits = c.limits
+    if limits.max_run_bytes is not None and head["history_bytes"] + added > limits.max_run_bytes:
         raise Abort(CommitResult(Conflict.HISTORY_BYTES, status=status))
-    if c.max_live_run_bytes is not None:
+    if limits.max_live_run_bytes is not None:
         lock_admission(tx, c.tenant, 1, c.now)
-        if live_run_bytes(tx, c.tenant) + added > c.max_live_run_bytes:
+        if live_run_bytes(tx, c.tenant) + added > limits.max_live_run_bytes:
             raise Abort(CommitResult(Conflict.TENANT_BYTES, status=status))
 
 

@@ -25,51 +25,46 @@ from typing import Any
 from waypost.model.events import Event
 
 from ..base import ActivityTaskOp, CommitResult, RunCommit, WorkflowTaskOp
+from ..effects import CancelTimers, ScheduleActivities, SettleActivity, WithdrawCorrelations
 from ..tx import Tx
 from .run_rows import activity_task_params, event_rows, history_bytes, snapshot_params
 
+_DONE = ActivityTaskOp.DONE
+# The effects each shape may have: any other is written only the long way.
+_STEP_EFFECTS = frozenset({SettleActivity, ScheduleActivities})
+_FINISH_EFFECTS = frozenset({SettleActivity, CancelTimers, WithdrawCorrelations})
 
-def _plain(c: RunCommit) -> bool:
-    """No part of `c` that only the long way writes (common to both shapes)."""
-    return (
+
+def _plain(c: RunCommit, effects: frozenset[type]) -> bool:
+    """No part of `c` that only the long way writes (common to both shapes): its effects
+    among `effects`, an attempt's result final."""
+    limits = c.limits
+    if not (
         c.expect_seq is not None
         and c.workflow_fence is not None
         and c.snapshot is not None
-        and bool(c.events)
-        and (c.activity is None or c.activity.op is ActivityTaskOp.DONE)
+        and c.events
         and not c.require_active
-        and c.max_pending_signals is None
-        and c.max_events is None
-        and not c.reset_lapses
-        and c.set_version is None
-        and c.reopen_queue is None
-        and c.continue_as is None
-        and not (
-            c.cancel_activities
-            or c.new_timers
-            or c.new_approvals
-            or c.close_approvals
-            or c.escalate_approvals
-            or c.close_run_approvals is not None
-            or c.new_correlations
-            or c.drop_activities
-            or c.start_children
-        )
-    )
+        and limits.max_pending_signals is None
+        and limits.max_events is None
+    ):
+        return False
+    for e in c.effects:
+        if type(e) not in effects or (isinstance(e, SettleActivity) and e.op is not _DONE):
+            return False
+    return True
 
 
 def step_shaped(c: RunCommit) -> bool:
     """Whether `c` is a step the one statement can make (see the module's text)."""
     snap = c.snapshot
-    return (
-        _plain(c)
-        and snap is not None
-        and not snap.finished
-        and c.activity is not None
-        and c.workflow_op is WorkflowTaskOp.IDLE
-        and all(na.owner for na in c.new_activities)
-        and c.max_concurrent_activities is None
-        and not (c.cancel_timers or c.withdraw_correlations)
+    if snap is None or snap.finished or c.workflow_op is not WorkflowTaskOp.IDLE:
+        return False
+    if c.limits.max_concurrent_activities is not None or not _plain(c, _STEP_EFFECTS):
+        return False
+    schedule = c.effect(ScheduleActivities)
+    return c.effect(SettleActivity) is not None and (
+        schedule is None or all(na.owner for na in schedule.tasks)
     )
 
 
@@ -78,18 +73,17 @@ def finish_shaped(c: RunCommit) -> bool:
     signal waits cancelled or withdrawn go with all the others the end removes."""
     snap = c.snapshot
     return (
-        _plain(c)
-        and snap is not None
+        snap is not None
         and snap.finished
         and c.workflow_op is WorkflowTaskOp.DELETE
-        and not c.new_activities
+        and _plain(c, _FINISH_EFFECTS)
     )
 
 
 def commit_step(tx: Tx, c: RunCommit) -> CommitResult | None:
     """`c` made in one statement, or None when it has neither shape or one of its
     conditions failed (nothing written: `commit_run` goes on the long way)."""
-    snap, expect, act = c.snapshot, c.expect_seq, c.activity
+    snap, expect = c.snapshot, c.expect_seq
     if not tx.one_statement_steps or snap is None or expect is None:
         return None
     if step_shaped(c):
@@ -101,7 +95,9 @@ def commit_step(tx: Tx, c: RunCommit) -> CommitResult | None:
     events: list[Event] = tx.chain.seal(expect, c.expect_hash, c.events)
     rows = event_rows(tx, c.tenant, c.run_id, events)
     texts = {id(ev.data): ev.data_json for ev in events}
-    tasks = [activity_task_params(tx, c, na, True, texts) for na in c.new_activities]
+    act, schedule = c.effect(SettleActivity), c.effect(ScheduleActivities)
+    new = schedule.tasks if schedule is not None else ()
+    tasks = [activity_task_params(tx, c, na, True, texts) for na in new]
     try:  # JSON has no infinity or NaN (no time here is either; the long way takes any)
         events_json = json.dumps([{k: r[k] for k in _EVENT_COLUMNS} for r in rows], allow_nan=False)
         tasks_json = json.dumps([{k: t[k] for k in _TASK_COLUMNS} for t in tasks], allow_nan=False)
@@ -119,7 +115,7 @@ def commit_step(tx: Tx, c: RunCommit) -> CommitResult | None:
         "last_hash": events[-1].hash,
         "now": c.now,
         "added_bytes": history_bytes(events),
-        "max_bytes": c.max_run_bytes,
+        "max_bytes": c.limits.max_run_bytes,
         **snapshot_params(tx, c, snap),
         # The rows as JSON: one parameter each, cheaper to send than a column of arrays.
         "events": events_json,
