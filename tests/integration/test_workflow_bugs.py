@@ -84,7 +84,9 @@ def suspended_by_bug(make_engine: Any, run_id: str, tenant: str = "default") -> 
     return engine
 
 
-def test_a_bug_suspends_the_run_and_a_fix_and_resume_complete_it(make_engine: Any) -> None:
+def test_a_bug_suspends_the_run_and_a_fix_and_resume_complete_it(
+    make_engine: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     run_id = f"bug-{uuid.uuid4().hex[:8]}"
     first = suspended_by_bug(make_engine, run_id)
     info = first.get(run_id)
@@ -103,6 +105,8 @@ def test_a_bug_suspends_the_run_and_a_fix_and_resume_complete_it(make_engine: An
     with pytest.raises(wp.ResultTimeout, match="still suspended") as waited:
         first.result(run_id, timeout=0.3)
     assert "KeyError at " + line_of(buggy, 'order["product"]') in str(waited.value)
+    (said,) = [r.getMessage() for r in caplog.records if "suspending run" in r.getMessage()]
+    assert said.endswith("KeyError at " + line_of(buggy, 'order["product"]') + ": 'product'")
     assert "resume it" in str(waited.value)
     assert [r.run_id for r in first.list_runs(status="suspended")] == [run_id]
 

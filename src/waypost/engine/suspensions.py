@@ -161,7 +161,10 @@ async def suspend_run(host: _Host, run: RunRecord, fence: int, err: Exception, n
     if run.status == RunStatus.SUSPENDED and same:
         events: list[NewEvent] = []
     else:
-        log.error("suspending run %s/%s: %s", run.tenant, run.run_id, error["message"])
+        at = f" at {error['site']}" if error.get("site") else ""
+        kind = error.get("type", "an error")
+        message = error["message"]
+        log.error("suspending run %s/%s: %s%s: %s", run.tenant, run.run_id, kind, at, message)
         events = [RunSuspended(error=error).at(now)]
     res = await host.commit(
         RunCommit(
