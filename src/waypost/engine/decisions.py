@@ -224,19 +224,19 @@ def _new_activity_tasks(
     dropped = set(_steps(by_type, ActivityCancelRequested))
     tasks = []
     for ev in by_type[_E.ACTIVITY_SCHEDULED]:
-        a = ActivityScheduled.parse(ev)
-        if a.step in dropped:
+        step, activity, timeout, heartbeat_timeout = ActivityScheduled.task_of(ev)
+        if step in dropped:
             continue
-        local = take_locally(a.activity)
+        local = take_locally(activity)
         # The task's spec is the whole scheduled data (the activity's options with it).
         spec = ev.data
         tasks.append(
             NewActivityTask(
-                step=a.step,
-                activity=a.activity,
+                step=step,
+                activity=activity,
                 spec=spec if trace is None else {**spec, TRACE_KEY: trace},
-                timeout=float(a.timeout),
-                heartbeat_timeout=a.heartbeat_timeout,
+                timeout=float(timeout),
+                heartbeat_timeout=heartbeat_timeout,
                 owner=owner if local else None,
                 lease=lease,
             )
