@@ -1,5 +1,6 @@
-"""`Retry(max_attempts=None)` (both stores): a step is retried for as long as its errors
-are retryable, and the policy is stored as no limit."""
+"""`Retry(max_attempts=None)` and a call's own options (both stores): a step is retried
+for as long as its errors are retryable, the policy stored as no limit; a call's options
+override the activity's own."""
 
 from __future__ import annotations
 
@@ -43,3 +44,26 @@ def test_a_step_without_an_attempt_limit_is_retried_until_it_succeeds(make_engin
     (scheduled,) = of_type(history, "ActivityScheduled")
     assert scheduled.data["retry"]["max_attempts"] is None
     assert tries[run.run_id] == 8
+
+
+@wp.activity(retry=wp.Retry(max_attempts=1))
+def gives_up_at_once(ctx: wp.ActivityContext, fails: int) -> int:
+    if ctx.attempt <= fails:
+        raise ConnectionError(f"attempt {ctx.attempt} failed")
+    return ctx.attempt
+
+
+@wp.workflow(name="options-per-call")
+async def patient_call(ctx: wp.WorkflowContext, fails: int) -> int:
+    patient = ctx.options(retry=wp.Retry(max_attempts=None, initial_interval=0.01), timeout=30)
+    return int(await patient.run(gives_up_at_once, fails))
+
+
+def test_a_calls_options_override_the_activitys_own(make_engine: Any) -> None:
+    engine = make_engine(patient_call, gives_up_at_once)
+    with engine.running():
+        run = engine.start(patient_call, 3)
+        assert run.result(timeout=60) == 4  # its decorator would have failed it at once
+    (scheduled,) = of_type(engine.history(run.run_id), "ActivityScheduled")
+    assert scheduled.data["timeout"] == 30.0
+    assert scheduled.data["retry"]["max_attempts"] is None

@@ -12,13 +12,14 @@ from typing import Any, NoReturn, Protocol
 
 from waypost.errors import ActivityCancelled
 from waypost.model.approvals import Decision
+from waypost.model.retry import Retry
 
 from .approval_waits import ApprovalWaits
 from .cancellation import CancelGrace
 from .children import ChildHandle, ChildRuns
 from .continuation import ContinueAsNew
 from .markers import Markers
-from .registry import WorkflowDefn
+from .registry import WorkflowDefn, call_options
 from .repairs import RepairHooks
 from .signals import SignalWaits
 from .updates import Handlers
@@ -114,6 +115,26 @@ class WorkflowContext:
         Raises `ActivityError` in the workflow if it fails for good.
         """
         return self._instance.schedule_activity(activity, args, kwargs)
+
+    def options(
+        self,
+        *,
+        timeout: timedelta | float | None = None,
+        heartbeat_timeout: timedelta | float | None = None,
+        retry: Retry | None = None,
+        queue: str | None = None,
+    ) -> ActivityOptions:
+        """Options for one call, over the activity's own (its decorator's):
+        `await ctx.options(timeout=10, retry=wp.Retry(max_attempts=None)).run(poll, url)`.
+
+        `timeout` bounds one attempt (start to close); `heartbeat_timeout` (at least 1 s);
+        `retry` replaces the activity's policy for this call; `queue` is the queue its
+        attempts wait in. The step records them, so a replay and every retry keep them.
+        """
+        spec = call_options(
+            timeout=timeout, heartbeat_timeout=heartbeat_timeout, retry=retry, queue=queue
+        )
+        return ActivityOptions(self._instance, spec)
 
     def sleep(self, duration: timedelta | float) -> asyncio.Future[None]:
         """A durable timer: the run holds no memory while it waits."""
@@ -271,6 +292,20 @@ class WorkflowContext:
         Runs that passed this point before the change keep their old path.
         """
         return self._instance.markers.patched(change_id)
+
+
+class ActivityOptions:
+    """A call's activity options (`WorkflowContext.options`): `run` as `ctx.run`."""
+
+    __slots__ = ("_instance", "_spec")
+
+    def __init__(self, instance: ContextHost, spec: dict[str, Any]) -> None:
+        self._instance = instance
+        self._spec = spec
+
+    def run(self, activity: Any, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+        """Run `activity(*args, **kwargs)` with these options; await its result."""
+        return self._instance.schedule_activity(activity, args, kwargs, self._spec)
 
 
 def instance_of(ctx: WorkflowContext) -> ContextHost:

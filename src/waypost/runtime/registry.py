@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import math
 import os
 import re
 import sys
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
-from waypost.errors import ConfigurationError, UnknownActivity, UnknownWorkflow
+from waypost.errors import ConfigurationError, UnknownActivity, UnknownWorkflow, WorkflowError
 from waypost.model.identity import preview
 from waypost.model.queues import DEFAULT_QUEUE
 from waypost.model.retry import Retry
@@ -231,6 +232,51 @@ def activity(
         return f
 
     return decorate(fn) if fn is not None else decorate
+
+
+def call_options(
+    *,
+    timeout: timedelta | float | None = None,
+    heartbeat_timeout: timedelta | float | None = None,
+    retry: Retry | None = None,
+    queue: str | None = None,
+) -> dict[str, Any]:
+    """An activity call's options over the activity's own (`ctx.options`), as the
+    scheduled step records them; `WorkflowError` for one that is not allowed."""
+    spec: dict[str, Any] = {}
+    if timeout is not None:
+        seconds = _seconds_of(timeout, "timeout")
+        if not 0 < seconds < math.inf:
+            raise WorkflowError(f"an activity's timeout must be positive, not {timeout!r}")
+        spec["timeout"] = seconds
+    if heartbeat_timeout is not None:
+        seconds = _seconds_of(heartbeat_timeout, "heartbeat_timeout")
+        if not 1 <= seconds < math.inf:
+            raise WorkflowError(
+                f"an activity's heartbeat_timeout must be at least 1 second, not "
+                f"{heartbeat_timeout!r}"
+            )
+        spec["heartbeat_timeout"] = seconds
+    if retry is not None:
+        if not isinstance(retry, Retry):
+            raise WorkflowError(f"retry must be a waypost.Retry, not {preview(retry)}")
+        spec["retry"] = retry.to_json()
+    if queue is not None:
+        if not isinstance(queue, str) or not _NAME.fullmatch(queue):
+            raise WorkflowError(
+                f"queue {preview(queue)} is not allowed: use 1-200 letters, digits, '_', "
+                "'-', '.', ':'"
+            )
+        spec["queue"] = queue
+    return spec
+
+
+def _seconds_of(duration: Any, what: str) -> float:
+    if isinstance(duration, timedelta):
+        return duration.total_seconds()
+    if isinstance(duration, int | float) and not isinstance(duration, bool):
+        return float(duration)
+    raise WorkflowError(f"{what} must be a timedelta or a number of seconds, not {duration!r}")
 
 
 def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
