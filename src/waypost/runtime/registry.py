@@ -406,15 +406,19 @@ class Registry:
 
 def items_in_modules(names: list[str] | tuple[str, ...]) -> list[Any]:
     """The `@workflow` and `@activity` functions of the modules `names`, imported as
-    `python -m` would find them (the working directory first)."""
+    `python -m` would find them (the working directory first). A name may be a module
+    (`shop`, `app.flows`), a module and one attribute (`app.flows:order`: that
+    workflow or activity, or a list of them), or a file (`shop.py`, `src/shop.py`: its
+    folder is put first on the import path)."""
     if names and "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     items = []
     for name in names:
-        try:
-            module = importlib.import_module(name)
-        except ImportError as exc:
-            raise ConfigurationError(f"cannot import app module {name!r}: {exc}") from exc
+        module_name, _, attribute = _module_of(name).partition(":")
+        module = _import_app(name, module_name)
+        if attribute:
+            items.extend(_items_named(name, module, attribute))
+            continue
         found = [
             obj
             for obj in vars(module).values()
@@ -424,3 +428,46 @@ def items_in_modules(names: list[str] | tuple[str, ...]) -> list[Any]:
             raise ConfigurationError(f"module {name!r} defines no @workflow or @activity")
         items.extend(found)
     return items
+
+
+def _module_of(name: str) -> str:
+    """The module name of an app given as a file path (its folder put on the import
+    path), or `name` as it is."""
+    path, colon, attribute = name.partition(":")
+    if not (path.endswith(".py") or os.sep in path or "/" in path):
+        return name
+    if not os.path.isfile(path):
+        raise ConfigurationError(f"cannot import app module {name!r}: no file {path!r}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return os.path.splitext(os.path.basename(path))[0] + colon + attribute
+
+
+def _import_app(name: str, module_name: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"cannot import app module {name!r}: {exc} (give a module importable from "
+            f"{os.getcwd()}, like shop or app.flows, or a file like ./shop.py)"
+        ) from exc
+    except Exception as exc:  # the module itself raised (a syntax error, a bug)
+        where = ""
+        if isinstance(exc, SyntaxError) and exc.filename:
+            where = f" at {os.path.basename(exc.filename)}:{exc.lineno}"
+        raise ConfigurationError(
+            f"importing app module {name!r} failed: {type(exc).__name__}{where}: {exc}"
+        ) from exc
+
+
+def _items_named(name: str, module: Any, attribute: str) -> list[Any]:
+    obj = getattr(module, attribute, None)
+    objs = list(obj) if isinstance(obj, list | tuple) else [obj]
+    if not objs or not all(
+        hasattr(o, "__waypost_workflow__") or hasattr(o, "__waypost_activity__") for o in objs
+    ):
+        raise ConfigurationError(
+            f"{name!r}: {attribute!r} is not a @workflow or @activity (or a list of them)"
+        )
+    return objs
