@@ -50,6 +50,7 @@ from waypost.store.effects import (
     StartChildren,
     StartTimers,
 )
+from waypost.store.reach import warn_unless_away
 
 from . import tracing
 from .attempts import Attempt, log_workflow_task
@@ -84,7 +85,8 @@ class _Next(enum.Enum):
 
 
 class StoreTrouble:
-    """Warns that writing to the store fails: one line per 30 s, not one per run or attempt."""
+    """Warns that writing to the store fails: one line per 30 s, not one per run or attempt
+    (at debug level while the store is away: it said so itself)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -92,9 +94,11 @@ class StoreTrouble:
 
     def __call__(self, exc: StoreError) -> None:
         now = time.monotonic()
-        if now >= self._next_warning and getattr(self.store, "reachable", True):  # else said
+        if now >= self._next_warning:
             self._next_warning = now + 30.0
-            log.warning(
+            warn_unless_away(
+                log,
+                self.store,
                 "writing to the store fails (%s); each step is retried, backing off to "
                 "every second, until it is recorded",
                 exc,
