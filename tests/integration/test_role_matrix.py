@@ -246,7 +246,8 @@ def test_only_an_operator_or_an_admin_reassigns_or_revokes_an_approver(
     with engine.running():
         run = engine.start(ask, tenant="default", started_by="sam")
         approval = pending_approval(engine, run.run_id)
-        mailbox.wait(approval.approval_id, "bob")
+        for approver in ("ann", "bob"):  # both asked: their credentials are all issued
+            mailbox.wait(approval.approval_id, approver)
 
         def credentials() -> list[tuple[Any, ...]]:
             return db_query(
