@@ -40,6 +40,8 @@ class Attempt:
     spec: dict[str, Any]
     deadline: float
     previous_details: Any = None
+    # Leased by a write that landed late: timed again from when it starts (store/landing.py).
+    retime: bool = False
     ctx: ActivityContext | None = None
     task: asyncio.Task[Any] | None = field(default=None, repr=False)
 
@@ -48,7 +50,7 @@ class Attempt:
         return TaskRef(self.tenant, self.run_id, "activity", self.step, self.fence)
 
     @classmethod
-    def from_claim(cls, t: ClaimedTask) -> Attempt:
+    def from_claim(cls, t: ClaimedTask, retime: bool = False) -> Attempt:
         spec = t.spec or {}
         return cls(
             tenant=t.tenant,
@@ -60,6 +62,7 @@ class Attempt:
             spec=spec,
             deadline=t.deadline if t.deadline is not None else 0.0,
             previous_details=t.heartbeat_details,
+            retime=retime,
         )
 
 

@@ -62,7 +62,7 @@ class Runner:
         self.background, self.serving = shared.background, shared.serving
         self.wakeups, self.held = shared.wakeups, shared.held
         self.committer = Committer(store, settings.faults, self.watch)
-        self.worker = Worker(shared, registry, codec, self._report)
+        self.worker = Worker(shared, store, registry, codec, self._report)
         self.tasks = WorkflowTasks(shared, self.committer, self.worker, self.quotas, self.compute)
         self._cache, self._ends = self.tasks.cache, self.tasks.ends
         self.outcomes = Outcomes(self.tasks)

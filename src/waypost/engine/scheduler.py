@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import os
 import socket
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
@@ -26,6 +27,7 @@ from waypost.model.queues import WORKER_TTL as QUEUES_WORKER_TTL, serves_entry
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE
 from waypost.runtime.registry import Registry
 from waypost.store.base import ClaimedTask, LeaseRenewal, Store, TaskRef, WorkerRecord
+from waypost.store.landing import came_late
 from waypost.store.reach import warn_unless_away
 
 from . import liveness
@@ -200,7 +202,7 @@ class Scheduler:
                 self.wakeups.activities_queued()
                 await self._sleep(self.wakeups.work, settings.poll_interval)
                 continue
-            now = settings.clock()
+            now, asked = settings.clock(), time.monotonic()
             lapsed = not 0.0 <= self._lapsed_at - now <= _LAPSED_EVERY  # also a clock set back
             if lapsed:
                 self._lapsed_at = now + _LAPSED_EVERY
@@ -217,6 +219,7 @@ class Scheduler:
                     quotas=settings.quotas,
                     after_tenant=self.after_tenant,
                     lapsed=lapsed,
+                    asked=asked,
                 )
             except StoreError as exc:
                 warn_unless_away(log, self.store, "claiming tasks failed (will retry): %s", exc)
@@ -235,8 +238,9 @@ class Scheduler:
             )
             if claimed:
                 self.after_tenant = claimed[-1].tenant
+            late = came_late(asked)  # its attempts are timed again as they start
             for task in claimed:
-                self._dispatch(task)
+                self._dispatch(task, late)
             if not claimed:
                 await self._sleep(self.wakeups.work, settings.poll_interval)
 
@@ -253,7 +257,7 @@ class Scheduler:
         self.workflows_claimed += 1
         task.add_done_callback(self._claimed_workflow_done)
 
-    def _dispatch(self, task: ClaimedTask) -> None:
+    def _dispatch(self, task: ClaimedTask, late: bool = False) -> None:
         if task.kind == "workflow":
             if task.taken_over:
                 self.settings.observer.lease_expired("workflow")
@@ -266,7 +270,7 @@ class Scheduler:
             self._track(self.background.spawn(processing))
             return
         self.worker.reserve()
-        self.worker.start(Attempt.from_claim(task))
+        self.worker.start(Attempt.from_claim(task, retime=late))
 
     async def _timer_loop(self) -> None:
         settings = self.settings
@@ -383,7 +387,7 @@ class Scheduler:
         settings = self.settings
         next_beat = 0.0
         while True:
-            now = settings.clock()
+            now, asked = settings.clock(), time.monotonic()
             try:
                 if now >= next_beat or next_beat - now > _BEAT_EVERY:  # also a clock set back
                     await self.store.beat_worker(
@@ -403,7 +407,7 @@ class Scheduler:
                 renewals = self._due_renewals(now)
                 if renewals:
                     states = await self.store.renew_leases(
-                        settings.owner, renewals, settings.lease, now
+                        settings.owner, renewals, settings.lease, now, asked
                     )
                     for state in states:
                         self._renewed[state.task] = now

@@ -12,18 +12,19 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from waypost.errors import ActivityCancelled, NonRetryableError, PayloadError
+from waypost.errors import ActivityCancelled, NonRetryableError, PayloadError, StoreError
 from waypost.model.codec import Codec, error_to_json
 from waypost.model.events import canonical_json
 from waypost.model.logs import log_context, logger
 from waypost.model.retry import Retry
 from waypost.runtime.context import ActivityContext
 from waypost.runtime.registry import ActivityDefn, Registry
-from waypost.store.base import LeaseRenewal, TaskRef
+from waypost.store.base import LeaseRenewal, Store, TaskRef
 
 from . import tracing
 from .attempts import Attempt, Outcome, Report, failure, log_attempt_claimed
@@ -35,8 +36,11 @@ log = logger("waypost.worker")
 class Worker:
     """The activity attempts this engine is running, and their leases."""
 
-    def __init__(self, shared: Shared, registry: Registry, codec: Codec, report: Report) -> None:
+    def __init__(
+        self, shared: Shared, store: Store, registry: Registry, codec: Codec, report: Report
+    ) -> None:
         self.settings = settings = shared.settings
+        self.store = store
         self.background, self.wakeups = shared.background, shared.wakeups
         self.registry, self.codec, self.report = registry, codec, report
         max_activities, threads = settings.max_activities, settings.activity_threads
@@ -71,6 +75,8 @@ class Worker:
         """Run an attempt whose slot is reserved, in its own task."""
         self.started += 1
         log_attempt_claimed(a)
+        # In flight from now: this engine's scheduler leaves its timeout to it.
+        self.inflight[a.ref] = a
         a.task = self.background.spawn(self.run(a))
 
     async def run(self, a: Attempt) -> None:
@@ -83,6 +89,10 @@ class Worker:
 
     async def _run(self, a: Attempt) -> None:
         settings = self.settings
+        if a.retime and not await self._timed_again(a):
+            self.inflight.pop(a.ref, None)
+            self.unreserve()
+            return
         defn = self.registry.activities().get(a.activity)
         a.ctx = ActivityContext(
             tenant=a.tenant,
@@ -137,6 +147,25 @@ class Worker:
         finally:
             # Leased (and renewed) until the outcome is recorded or given up on.
             self.inflight.pop(a.ref, None)
+
+    async def _timed_again(self, a: Attempt) -> bool:
+        """Time the attempt again from now (it was leased by a write that landed late, so
+        its deadline counted from before the wait); False when it is no longer ours."""
+        settings = self.settings
+        try:
+            deadline = await self.store.retime_activity(
+                settings.owner, a.ref, settings.lease, settings.clock(), time.monotonic()
+            )
+        except StoreError as exc:
+            log.warning(
+                "could not time attempt %d again (%s); it keeps its deadline", a.attempt, exc
+            )
+            return True
+        if deadline is None:
+            log.info("attempt %d is no longer this engine's: not run", a.attempt)
+            return False
+        a.deadline = deadline
+        return True
 
     async def _call(self, defn: ActivityDefn, a: Attempt, ctx: ActivityContext) -> Outcome:
         settings = self.settings

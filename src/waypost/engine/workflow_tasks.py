@@ -50,6 +50,7 @@ from waypost.store.effects import (
     StartChildren,
     StartTimers,
 )
+from waypost.store.landing import came_late
 from waypost.store.reach import warn_unless_away
 
 from . import tracing
@@ -547,6 +548,7 @@ class WorkflowTasks:
             self.wakeups.activities_queued()  # a slot that frees takes them
         schedule = commit.effect(ScheduleActivities)
         new = schedule.tasks if schedule is not None else ()
+        late = bool(new) and came_late(commit.asked)  # timed again as they start
         for na in new:
             if na.owner is None or na.step in queued:
                 continue
@@ -559,7 +561,8 @@ class WorkflowTasks:
                 fence=1,
                 attempt=1,
                 spec=na.spec,
-                deadline=commit.now + na.timeout,
+                deadline=(res.now or commit.now) + na.timeout,
+                retime=late,
             )
             self.worker.start(attempt)
         if started < reserved:

@@ -180,8 +180,8 @@ def activity(
     *,
     name: str | None = None,
     retry: Retry | None = None,
-    timeout: timedelta | None = None,
-    heartbeat_timeout: timedelta | None = None,
+    timeout: timedelta | float | None = None,
+    heartbeat_timeout: timedelta | float | None = None,
     queue: str = DEFAULT_QUEUE,
 ) -> Callable[[F], F]: ...
 def activity(
@@ -190,8 +190,8 @@ def activity(
     *,
     name: str | None = None,
     retry: Retry | None = None,
-    timeout: timedelta | None = None,
-    heartbeat_timeout: timedelta | None = None,
+    timeout: timedelta | float | None = None,
+    heartbeat_timeout: timedelta | float | None = None,
     queue: str = DEFAULT_QUEUE,
 ) -> F | Callable[[F], F]:
     """Mark a function taking `ActivityContext` first as an activity.
@@ -209,9 +209,11 @@ def activity(
                 f"activity {f.__qualname__}: queue {queue!r} is not allowed: use 1-200 "
                 "letters, digits, '_', '-', '.', ':'"
             )
-        if timeout is not None and timeout <= timedelta(0):
+        start_to_close = _duration_of(f, "timeout", timeout)
+        heartbeat = _duration_of(f, "heartbeat_timeout", heartbeat_timeout)
+        if start_to_close is not None and start_to_close <= timedelta(0):
             raise ConfigurationError(f"activity {f.__qualname__}: timeout must be positive")
-        if heartbeat_timeout is not None and heartbeat_timeout < timedelta(seconds=1):
+        if heartbeat is not None and heartbeat < timedelta(seconds=1):
             raise ConfigurationError(
                 f"activity {f.__qualname__}: heartbeat_timeout must be at least 1 second"
             )
@@ -221,8 +223,8 @@ def activity(
             fn=f,
             is_async=inspect.iscoroutinefunction(f),
             retry=retry or Retry(),
-            timeout=timeout or DEFAULT_ACTIVITY_TIMEOUT,
-            heartbeat_timeout=heartbeat_timeout,
+            timeout=start_to_close or DEFAULT_ACTIVITY_TIMEOUT,
+            heartbeat_timeout=heartbeat,
             param_hints=tuple(positional),
             kwarg_hints=keywords,
             result_hint=result,
@@ -269,6 +271,19 @@ def call_options(
             )
         spec["queue"] = queue
     return spec
+
+
+def _duration_of(f: Callable[..., Any], what: str, duration: Any) -> timedelta | None:
+    """An activity decorator's `duration` (a timedelta or seconds) as a timedelta."""
+    if duration is None:
+        return None
+    try:
+        seconds = _seconds_of(duration, what)
+    except WorkflowError as exc:
+        raise ConfigurationError(f"activity {f.__qualname__}: {exc}") from None
+    if not math.isfinite(seconds):
+        raise ConfigurationError(f"activity {f.__qualname__}: {what} must be finite")
+    return timedelta(seconds=seconds)
 
 
 def _seconds_of(duration: Any, what: str) -> float:

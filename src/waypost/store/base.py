@@ -11,6 +11,7 @@ Times are seconds since the epoch (floats) everywhere.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -186,6 +187,9 @@ class RunCommit:
     defer_until: float | None = None  # for WorkflowTaskOp.DEFER
     limits: Limits = NO_LIMITS
     effects: tuple[Effect, ...] = ()
+    # `time.monotonic()` when `now` was read: a commit that waits (for a connection, a
+    # lock, a store that is away) is moved on by its wait when it lands (`on_time`).
+    asked: float = field(default_factory=time.monotonic, compare=False, repr=False)
 
     def effect(self, kind: type[E]) -> E | None:
         """The commit's effect of this kind, if it has one."""
@@ -221,6 +225,9 @@ class CommitResult:
     # New activity tasks meant to be leased at once but queued: the tenant had its
     # `max_concurrent_activities` in flight.
     queued_steps: tuple[str, ...] = ()
+    # The time the commit was made at: its `now`, moved on by any wait before it landed;
+    # its new attempts' deadlines count from it.
+    now: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -411,6 +418,7 @@ class Store(
         quotas: Quotas | None = None,
         after_tenant: str = "",
         lapsed: bool = True,
+        asked: float | None = None,
     ) -> list[ClaimedTask]:
         """Lease due tasks of these queues to `owner` (fence + 1 each), up to the limits.
 
@@ -419,17 +427,32 @@ class Store(
         oldest first. A tenant with its `max_concurrent_activities` (the `quotas`
         defaults with its overrides) in flight gets no activity task. With `lapsed`,
         workflow tasks whose lease lapsed (a crashed engine's) are claimed first.
+        `asked`: `time.monotonic()` when `now` was read; a claim that waited is made at
+        the time it lands (leases and deadlines count from then).
         """
         ...
 
     async def renew_leases(
-        self, owner: str, renewals: Sequence[LeaseRenewal], lease: float, now: float
+        self,
+        owner: str,
+        renewals: Sequence[LeaseRenewal],
+        lease: float,
+        now: float,
+        asked: float | None = None,
     ) -> list[LeaseState]:
-        """Extend leases the caller still holds; report lost ones and cancel requests."""
+        """Extend leases the caller still holds (from the time the renewal lands, as
+        `claim_tasks`); report lost ones and cancel requests."""
         ...
 
     async def release_tasks(self, owner: str, tasks: Sequence[TaskRef], now: float) -> None:
         """Give back leased tasks that were never started, so others take them at once."""
+        ...
+
+    async def retime_activity(
+        self, owner: str, task: TaskRef, lease: float, now: float, asked: float | None = None
+    ) -> float | None:
+        """Time again from now an attempt leased by a write that landed late (its lease,
+        deadlines; `store/landing.py`): its new deadline, or None if it is not held."""
         ...
 
     async def expired_activities(self, now: float, limit: int) -> list[ClaimedTask]:

@@ -102,6 +102,7 @@ class SqlStore(ABC):
     claim_tasks = write(txn.claim_tasks)
     renew_leases = write(txn.renew_leases)
     release_tasks = write(txn.release_tasks)
+    retime_activity = write(txn.retime_activity)
     expired_activities = read(txn.expired_activities)
     fire_due_timers = write(txn.fire_due_timers)
     next_timer_at = read(txn.next_timer_at)

@@ -37,6 +37,7 @@ WRITES = frozenset(
         "claim_tasks",
         "renew_leases",
         "release_tasks",
+        "retime_activity",
         "fire_due_timers",
         "beat_worker",
         "remove_worker",

@@ -368,6 +368,23 @@ DELETE FROM workers WHERE worker_id = :worker_id;
 UPDATE tasks SET visible_at = :now
 WHERE owner = :owner AND state = 'leased' AND visible_at > :now;
 
+-- name: retime_activity_task
+-- An attempt leased by a write that landed late (store/landing.py): its lease, deadline
+-- and heartbeat deadline counted again from :now, as the attempt starts.
+UPDATE tasks SET
+    started_at = :now,
+    deadline = :now + timeout,
+    heartbeat_deadline = CASE WHEN heartbeat_timeout IS NULL THEN NULL
+                              ELSE :now + heartbeat_timeout END,
+    visible_at = :now + CASE
+        WHEN heartbeat_timeout IS NOT NULL AND heartbeat_timeout < timeout
+             AND heartbeat_timeout < :lease THEN heartbeat_timeout
+        WHEN timeout < :lease THEN timeout
+        ELSE :lease END
+WHERE tenant = :tenant AND run_id = :run_id AND kind = :kind AND step = :step
+  AND fence = :fence AND owner = :owner AND state = 'leased'
+RETURNING deadline;
+
 -- name: live_workers
 SELECT worker_id, host, pid, queues, started_at, heartbeat_at FROM workers
 WHERE heartbeat_at >= :since ORDER BY worker_id;

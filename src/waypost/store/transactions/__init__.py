@@ -95,6 +95,7 @@ from .tasks import (
     release_tasks,
     remove_worker,
     renew_leases,
+    retime_activity,
 )
 from .webhooks import (
     create_webhook_source,
@@ -169,6 +170,7 @@ __all__ = [
     "remove_group_members",
     "remove_worker",
     "renew_leases",
+    "retime_activity",
     "revoke_api_key",
     "run_counts",
     "run_ids_after",

@@ -3,6 +3,8 @@ its new attempts' tasks (shared by `commit_run` and the one-statement step)."""
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,9 +13,19 @@ from waypost.model.events import Event, canonical_json
 from waypost.model.queues import activity_queue
 
 from ..base import NewActivityTask, RunCommit, Snapshot
+from ..landing import landed_at
 from ..tx import Tx
 from .records import sealed
 from .row_checks import state_mac
+
+
+def on_time(c: RunCommit) -> RunCommit:
+    """The commit made at the time it lands (`landed_at`). Its events keep the time they
+    were decided at: the run's code saw that time, and a replay must see the same."""
+    now = landed_at(c.now, c.asked)
+    if now == c.now:
+        return c
+    return dataclasses.replace(c, now=now, asked=time.monotonic())
 
 
 def history_bytes(events: Sequence[Event]) -> int:

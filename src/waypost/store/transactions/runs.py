@@ -62,7 +62,7 @@ from .queues import limited_queues, limits_read_with
 from .quotas import activity_room, admit_run, live_run_bytes, lock_admission, timer_room
 from .records import approval_from_row, event_from_row, run_from_row, sealed, task_from_row
 from .row_checks import input_mac, state_mac
-from .run_rows import activity_task_params, event_rows, history_bytes, snapshot_params
+from .run_rows import activity_task_params, event_rows, history_bytes, on_time, snapshot_params
 from .step import commit_step
 from .workflow_queues import admit_enqueued_runs, admit_runs
 
@@ -227,6 +227,7 @@ def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
     """`commit_run` statement by statement (what a step's one statement falls back to):
     its conditions, the history and the run's head, the workflow task, then each effect
     through its writer, in the order of `_WRITERS`."""
+    c = on_time(c)
     effects: dict[type, Any] = {type(e): e for e in c.effects}
     if len(effects) != len(c.effects):
         raise ValueError(f"a commit of run {c.run_id!r} has two effects of one kind")
@@ -266,6 +267,7 @@ def commit_run_in_full(tx: Tx, c: RunCommit) -> CommitResult:
         workflow_fence=done.fence_after,
         workflow_queue=wt["queue"] if wt is not None else "",
         queued_steps=done.queued,
+        now=c.now,
     )
 
 

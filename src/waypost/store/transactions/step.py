@@ -27,7 +27,7 @@ from waypost.model.events import Event
 from ..base import ActivityTaskOp, CommitResult, RunCommit, WorkflowTaskOp
 from ..effects import CancelTimers, ScheduleActivities, SettleActivity, WithdrawCorrelations
 from ..tx import Tx
-from .run_rows import activity_task_params, event_rows, history_bytes, snapshot_params
+from .run_rows import activity_task_params, event_rows, history_bytes, on_time, snapshot_params
 
 _DONE = ActivityTaskOp.DONE
 # The effects each shape may have: any other is written only the long way.
@@ -92,6 +92,7 @@ def commit_step(tx: Tx, c: RunCommit) -> CommitResult | None:
         name = "finish_step"
     else:
         return None
+    c = on_time(c)
     events: list[Event] = tx.chain.seal(expect, c.expect_hash, c.events)
     rows = event_rows(tx, c.tenant, c.run_id, events)
     texts = {id(ev.data): ev.data_json for ev in events}
@@ -136,6 +137,7 @@ def commit_step(tx: Tx, c: RunCommit) -> CommitResult | None:
         status=snap.status,
         workflow_fence=None,
         workflow_queue=row["queue"],
+        now=c.now,
     )
 
 

@@ -26,6 +26,7 @@ from ..base import (
     WorkerRecord,
     WorkflowTaskOp,
 )
+from ..landing import landed_at
 from ..tx import TASKS, Abort, Tx
 from .queues import limited_queues, queue_room, took_from_queue
 from .quotas import activity_room, json_object
@@ -51,7 +52,10 @@ def claim_tasks(
     quotas: Quotas | None = None,
     after_tenant: str = "",
     lapsed: bool = True,
+    asked: float | None = None,
 ) -> list[ClaimedTask]:
+    if asked is not None:  # leases and deadlines count from when the claim lands
+        now = landed_at(now, asked)
     claimed: list[ClaimedTask] = []
     params = {"owner": owner, "now": now, "lease_until": now + lease}
     if workflow_queues and workflow_limit > 0:
@@ -205,10 +209,17 @@ _RENEW_CHUNK = 500  # leases renewed by one statement
 
 
 def renew_leases(
-    tx: Tx, owner: str, renewals: Sequence[LeaseRenewal], lease: float, now: float
+    tx: Tx,
+    owner: str,
+    renewals: Sequence[LeaseRenewal],
+    lease: float,
+    now: float,
+    asked: float | None = None,
 ) -> list[LeaseState]:
     """Renew leases: those with nothing but the lease to renew in one statement per
     chunk (one round trip for all of an engine's runs), those with a heartbeat one by one."""
+    if asked is not None:
+        now = landed_at(now, asked)
     states = []
     plain = [r.task for r in renewals if r.heartbeat_at is None and r.heartbeat_details is None]
     for i in range(0, len(plain), _RENEW_CHUNK):
@@ -256,6 +267,18 @@ def release_tasks(tx: Tx, owner: str, tasks: Sequence[TaskRef], now: float) -> N
         tx.notify(TASKS)
     for t in tasks:
         tx.run("release_task", {**_held_by(t, owner), "now": now})
+
+
+def retime_activity(
+    tx: Tx, owner: str, task: TaskRef, lease: float, now: float, asked: float | None = None
+) -> float | None:
+    """The attempt `owner` holds as `task`, leased by a write that landed late, timed again
+    from now: its lease, heartbeat deadline and start-to-close deadline. Its new deadline,
+    or None when `owner` no longer holds it."""
+    if asked is not None:
+        now = landed_at(now, asked)
+    row = tx.one("retime_activity_task", {**_held_by(task, owner), "lease": lease, "now": now})
+    return None if row is None else float(row["deadline"])
 
 
 def expired_activities(tx: Tx, now: float, limit: int) -> list[ClaimedTask]:
