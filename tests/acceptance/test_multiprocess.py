@@ -1,4 +1,6 @@
-"""Multi-process acceptance: three worker processes on one PostgreSQL database, one SIGKILLed.
+"""Multi-process acceptance: three worker processes on one PostgreSQL database, one lost:
+SIGKILLed, or (`cut`) on a host of its own whose network is cut off mid-step and mended
+once the others have finished its runs.
 
 Three `waypost worker --app multiproc_app --lease 4` processes serve one fresh
 database. The test process starts 500 runs of a workflow of ten activity steps
@@ -24,6 +26,12 @@ checks:
   worker logged an error;
 - the work was spread: at least two workers executed steps, the killed worker
   executed some before it died, and the survivors finished its runs.
+
+In the `cut` variant each worker runs in a network namespace of its own (three "hosts",
+veth links to the database's; tests/helpers/netns.py) and the lost one is cut off, not
+killed: it runs on, its leases lapse, the others take its work up within the lease and a
+little more, and when its link is mended its late results are recorded as ignored
+(fenced), none of its attempts completes a step, and it stops cleanly.
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ import pytest
 
 import waypost as wp
 from tests.helpers import pg_connect
+from tests.helpers.netns import Host, can_make_hosts, hosts
+from tests.helpers.pgserver import private_postgres
 from tests.helpers.workers import acceptance_env, complete_lines, quiet_worker
 from waypost.model.chain import verify_chain
 from waypost.model.events import TERMINAL_EVENTS, Event
@@ -73,6 +83,7 @@ class WorkerProc:
     stderr: Path
     killed: bool = False
     owner: str = ""
+    host: Host | None = None
 
     @property
     def pid(self) -> int:
@@ -87,6 +98,7 @@ class Kill:
     victim: WorkerProc
     completed_steps: int
     leased: dict[str, int]  # owner -> leased activity tasks at the moment of the kill
+    held: list[tuple[str, str]]  # the victim's leased activity tasks (run, step) then
     at: float
     seconds_in: float
 
@@ -97,14 +109,24 @@ class Cluster:
     tmp: Path
     log: Path
     workers: list[WorkerProc] = field(default_factory=list)
+    hosts: list[Host] = field(default_factory=list)  # cut: one for each worker
+    port: int = 0  # cut: the database's port, as every host reaches it
+
+    @property
+    def loss(self) -> str:
+        return "cut" if self.hosts else "sigkill"
 
     def start(self) -> None:
         env = acceptance_env(**{app.LOG_ENV: str(self.log)})
-        options = ["--db", self.url, "--app", "multiproc_app", "--lease", str(LEASE)]
         for i in range(N_WORKERS):
+            url, host = self.url, None
+            if self.hosts:
+                host = self.hosts[i]
+                url = f"postgresql://postgres@{host.address}:{self.port}/postgres"
+            options = ["--db", url, "--app", "multiproc_app", "--lease", str(LEASE)]
             stderr = self.tmp / f"worker-{i}.stderr"
-            proc = quiet_worker(options, env, stderr)
-            self.workers.append(WorkerProc(i, proc, stderr))
+            proc = quiet_worker(options, env, stderr, host.command() if host else ())
+            self.workers.append(WorkerProc(i, proc, stderr, host=host))
 
     def stop(self) -> dict[int, int]:
         """SIGTERM the live workers and wait for them; their return codes by index."""
@@ -158,13 +180,26 @@ def _wait(
         time.sleep(POLL)
 
 
-@pytest.fixture
-def cluster(fresh_postgres: str, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(fresh_postgres, tmp_path, tmp_path / "executions.log")
-    try:
-        yield c
-    finally:
-        c.kill_all()
+@pytest.fixture(params=["sigkill", "cut"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    log = tmp_path / "executions.log"
+    if request.param == "sigkill":
+        c = Cluster(request.getfixturevalue("fresh_postgres"), tmp_path, log)
+        try:
+            yield c
+        finally:
+            c.kill_all()
+        return
+    why = can_make_hosts()
+    if why is not None:
+        pytest.skip(f"hosts of the test's own cannot be made here: {why}")
+    with private_postgres(listen_addresses="'*'") as server, hosts(N_WORKERS) as made:
+        server.allow("10.231.0.0/16")
+        c = Cluster(server.url, tmp_path, log, hosts=made, port=server.port)
+        try:
+            yield c
+        finally:
+            c.kill_all()
 
 
 def _count(db: psycopg.Connection[Any], sql: str, *params: Any) -> int:
@@ -197,7 +232,8 @@ def _stuck(db: psycopg.Connection[Any]) -> str:
 
 
 def _kill_halfway(cluster: Cluster, db: psycopg.Connection[Any], started: float) -> Kill:
-    """SIGKILL the worker holding the most leased activity tasks once half the steps are done."""
+    """SIGKILL the worker holding the most leased activity tasks once half the steps are done
+    (or cut its host off)."""
     completed_sql = "SELECT count(*) FROM events WHERE type = 'ActivityCompleted'"
     _wait(
         cluster,
@@ -221,14 +257,23 @@ def _kill_halfway(cluster: Cluster, db: psycopg.Connection[Any], started: float)
         return (w, leased) if leased.get(w.owner, 0) else None
 
     victim, leased = _wait(cluster, "a worker with leased activity tasks", pick, 30.0)
-    os.kill(victim.pid, signal.SIGKILL)
-    victim.killed = True
-    assert victim.proc.wait(timeout=30) == -signal.SIGKILL
+    held_sql = (
+        "SELECT run_id, step FROM tasks WHERE kind = 'activity' AND state = 'leased' AND owner = %s"
+    )
+    held = [(r, s) for r, s in db.execute(held_sql, (victim.owner,)).fetchall()]
+    at = time.time()
+    if victim.host is not None:
+        victim.host.cut()
+    else:
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.killed = True
+        assert victim.proc.wait(timeout=30) == -signal.SIGKILL
     return Kill(
         victim=victim,
         completed_steps=_count(db, completed_sql),
         leased=leased,
-        at=time.time(),
+        held=held,
+        at=at,
         seconds_in=time.monotonic() - started,
     )
 
@@ -330,7 +375,7 @@ def _check_steps(
 
 
 @pytest.mark.slow
-def test_three_workers_one_sigkilled_complete_500_runs_without_applying_a_step_twice(
+def test_three_workers_one_lost_complete_500_runs_without_applying_a_step_twice(
     cluster: Cluster,
 ) -> None:
     started = time.monotonic()
@@ -361,6 +406,11 @@ def test_three_workers_one_sigkilled_complete_500_runs_without_applying_a_step_t
             lambda: _stuck(db),
         )
         finished = time.monotonic()
+        late_sql = "SELECT count(*) FROM events WHERE type = 'LateResultIgnored'"
+        if kill.victim.host is not None:
+            # Back: what it did while cut off reaches the database, fenced.
+            kill.victim.host.mend()
+            _wait(cluster, "the cut-off worker's late results", lambda: _count(db, late_sql), 60)
         codes = cluster.stop()
         assert codes == {w.index: 0 for w in survivors}, f"survivors stopped with {codes}"
 
@@ -380,9 +430,10 @@ def test_three_workers_one_sigkilled_complete_500_runs_without_applying_a_step_t
         unknown = set(logged) - {run_id(x) for x in range(N_RUNS)}
         assert not unknown, f"executions of unknown runs: {sorted(unknown)}"
         stats: Counter[str] = Counter()
+        histories: dict[str, list[Event]] = {}
         for x in range(N_RUNS):
             rid = run_id(x)
-            events = engine.history(rid)
+            events = histories[rid] = engine.history(rid)
             _check_history(rid, events)
             assert engine.verify(rid) == [], rid
             _check_steps(rid, x, events, logged[rid], kill, stats)
@@ -395,7 +446,31 @@ def test_three_workers_one_sigkilled_complete_500_runs_without_applying_a_step_t
         assert set(by_pid) <= pids, f"executions by unknown processes: {by_pid}"
         assert len(by_pid) >= 2, f"one worker did all the work: {by_pid}"
         assert before[kill.victim.pid] > 0, f"the killed worker executed nothing: {by_pid}"
-        assert after[kill.victim.pid] == 0, f"the killed worker executed after its death: {after}"
+        if cluster.loss == "sigkill":
+            assert after[kill.victim.pid] == 0, f"the killed worker executed after death: {after}"
+        else:
+            # What it ran while cut off (attempts it held) completed nothing: fenced.
+            for ex in executions:
+                if ex["pid"] == kill.victim.pid and ex["t"] >= kill.at:
+                    done = [
+                        ev.data["attempt"]
+                        for ev in histories[ex["run"]]
+                        if ev.type == "ActivityCompleted" and ev.data["step"] == ex["step"]
+                    ]
+                    assert done != [ex["attempt"]], f"a cut-off attempt completed a step: {ex}"
+            assert stats["late results ignored"] > 0, f"no late result was fenced: {stats}"
+        # The steps it held moved to the others within the lease and a little more.
+        moved = [
+            min(
+                ex["t"] - kill.at
+                for ex in logged[rid][step]
+                if ex["pid"] != kill.victim.pid and ex["t"] >= kill.at
+            )
+            for rid, step in kill.held
+            if any(ex["pid"] != kill.victim.pid for ex in logged[rid][step])
+        ]
+        stats["seconds until its held steps ran elsewhere (most)"] = round(max(moved, default=0))
+        assert max(moved, default=0) < LEASE + 6, f"its steps moved only after {moved}"
         assert stats["attempts lost with the killed worker"] > 0, (
             f"the kill lost no attempt (leased at the kill: {kill.leased}): {stats}"
         )
@@ -425,7 +500,7 @@ def test_three_workers_one_sigkilled_complete_500_runs_without_applying_a_step_t
 
     print(
         f"\n{N_RUNS} runs x {STEPS} steps on {N_WORKERS} workers: started in {starting:.1f}s; "
-        f"killed {kill.victim.describe()} at {kill.seconds_in:.1f}s with "
+        f"lost ({cluster.loss}) {kill.victim.describe()} at {kill.seconds_in:.1f}s with "
         f"{kill.completed_steps} steps completed and leased activity tasks {kill.leased}; "
         f"all finished {finished - ready:.1f}s after the workers were ready "
         f"({finished - ready - kill.seconds_in:.1f}s after the kill); "

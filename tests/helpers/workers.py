@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -37,11 +37,14 @@ def acceptance_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def quiet_worker(options: list[str], env: dict[str, str], stderr: Path) -> subprocess.Popen[bytes]:
-    """`waypost worker` with `options`: no input, its output dropped, its errors in `stderr`."""
+def quiet_worker(
+    options: list[str], env: dict[str, str], stderr: Path, within: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """`waypost worker` with `options`: no input, its output dropped, its errors in `stderr`;
+    run by the command `within` (`ip netns exec NS`) when given."""
     with open(stderr, "wb") as err:
         return subprocess.Popen(
-            [*waypost_command(), "worker", *options],
+            [*within, *waypost_command(), "worker", *options],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -145,7 +145,7 @@ def test_a_session_frozen_inside_a_transaction_is_ended_by_the_server(
         finally:
             await store.close()
 
-    assert asyncio.run(setting()) == ("30s",)
+    assert asyncio.run(setting()) == ("5s",)
 
 
 def test_connections_give_up_on_a_silent_peer_unless_the_url_says_otherwise(

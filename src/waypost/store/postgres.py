@@ -162,10 +162,11 @@ def channel_for(schema: str) -> str:
 
 
 _IDLE_CHECK = 2.0  # seconds a pooled connection may sit idle before it is pinged
-# A process frozen inside a transaction (SIGSTOP, a VM pause) would hold its row
-# locks and block the takeover of its work; the server ends such a session instead.
-# The engine's transactions last milliseconds.
-_STUCK_TRANSACTION = "-c idle_in_transaction_session_timeout=30000"
+# A process frozen or cut off inside a transaction (SIGSTOP, a VM pause, a lost network)
+# would hold its row locks and block the takeover of its work; the server ends such a
+# session after 5 s instead. The engine's transactions last milliseconds, and never wait
+# for anything but the database between their statements.
+_STUCK_TRANSACTION = "-c idle_in_transaction_session_timeout=5000"
 # A connection whose peer went silent (a host cut off, a port blackholed) is given up
 # after about 20 s, not the operating system's two hours: keepalives from 10 s idle,
 # and unacknowledged data given up after 20 s. A URL that sets any of them keeps its own.
