@@ -51,7 +51,7 @@ import pytest
 
 import waypost as wp
 from tests.helpers import pg_connect
-from tests.helpers.netns import Host, can_make_hosts, hosts
+from tests.helpers.netns import NETWORK, Host, can_make_hosts, hosts
 from tests.helpers.pgserver import private_postgres
 from tests.helpers.workers import acceptance_env, complete_lines, quiet_worker
 from waypost.model.chain import verify_chain
@@ -193,8 +193,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
     why = can_make_hosts()
     if why is not None:
         pytest.skip(f"hosts of the test's own cannot be made here: {why}")
-    with private_postgres(listen_addresses="'*'") as server, hosts(N_WORKERS) as made:
-        server.allow("10.231.0.0/16")
+    with private_postgres(NETWORK, listen_addresses="'*'") as server, hosts(N_WORKERS) as made:
         c = Cluster(server.url, tmp_path, log, hosts=made, port=server.port)
         try:
             yield c

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 _NET = "10.231"  # host i: 10.231.i.1 (the machine's side) and 10.231.i.2 (the host's)
+NETWORK = f"{_NET}.0.0/16"
+"""Every host's addresses: what a server must let in."""
 
 
 def can_make_hosts() -> str | None:

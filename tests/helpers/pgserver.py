@@ -40,7 +40,9 @@ def as_postgres(*cmd: str) -> list[str]:
 class PrivatePostgres:
     """One PostgreSQL server in its own data directory, on its own port."""
 
-    def __init__(self, **settings: str) -> None:
+    def __init__(self, allow: str | None = None, **settings: str) -> None:
+        """`allow`: a network (CIDR) whose clients get in without a password, as from
+        127.0.0.1 (with `listen_addresses` that reach it); `settings`: postgresql.conf's."""
         self.dir = Path(tempfile.mkdtemp(prefix="waypost-pg-"))
         os.chmod(self.dir, 0o777)  # the server runs as `postgres`
         self.data = self.dir / "data"
@@ -55,6 +57,9 @@ class PrivatePostgres:
         }
         with open(self.data / "postgresql.conf", "a") as f:
             f.writelines(f"{k} = {v}\n" for k, v in conf.items())
+        if allow is not None:
+            with open(self.data / "pg_hba.conf", "a") as f:
+                f.write(f"host all all {allow} trust\n")
 
     @property
     def url(self) -> str:
@@ -65,12 +70,6 @@ class PrivatePostgres:
         proc = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise RuntimeError(f"pg_ctl {' '.join(args)} failed: {proc.stdout}{proc.stderr}")
-
-    def allow(self, network: str) -> None:
-        """Let clients of `network` (CIDR) in without a password, as from 127.0.0.1."""
-        with open(self.data / "pg_hba.conf", "a") as f:
-            f.write(f"host all all {network} trust\n")
-        self._pg_ctl("reload")
 
     def start(self) -> None:
         self._pg_ctl("-w", "start")
@@ -86,9 +85,9 @@ class PrivatePostgres:
 
 
 @contextlib.contextmanager
-def private_postgres(**settings: str) -> Iterator[PrivatePostgres]:
+def private_postgres(allow: str | None = None, **settings: str) -> Iterator[PrivatePostgres]:
     """A started `PrivatePostgres`, removed afterwards."""
-    server = PrivatePostgres(**settings)
+    server = PrivatePostgres(allow, **settings)
     try:
         server.start()
         yield server
