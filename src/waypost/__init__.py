@@ -104,7 +104,7 @@ from waypost.model.records import (
 )
 from waypost.model.retry import Retry
 from waypost.model.status import RunStatus
-from waypost.runtime.context import ActivityContext, WorkflowContext
+from waypost.runtime.context import ActivityContext, WorkflowContext, WorkflowInfo
 from waypost.runtime.interpreter import DefinitionFailed
 from waypost.runtime.registry import activity, workflow
 
@@ -218,6 +218,7 @@ __all__ = [
     "WorkflowContext",
     "WorkflowError",
     "WorkflowFailed",
+    "WorkflowInfo",
     "WorkflowTerminated",
     "__version__",
     "activity",

@@ -25,6 +25,20 @@ from .signals import SignalWaits
 from .updates import Handlers
 
 
+@dataclass(frozen=True, slots=True)
+class WorkflowInfo:
+    """What a run's code knows about its run (`ctx.info`); the same on every replay."""
+
+    run_id: str
+    tenant: str
+    workflow: str
+    version: str
+    generation: int  # 1, then one more for each `continue_as_new`
+    started_by: str | None  # who started the run, when known (a principal, or a schedule)
+    parent_run_id: str | None  # the run that started this one as its child
+    forked_from: str | None  # the run this one was forked from (`runs fork`)
+
+
 class ContextHost(Protocol):
     """What a `WorkflowContext` drives: the run's instance (`instance.WorkflowInstance`)
     and the parts it owns.
@@ -44,6 +58,8 @@ class ContextHost(Protocol):
     cancellation: CancelGrace
     repairs: RepairHooks
     markers: Markers
+    started: dict[str, Any]  # RunStarted's data
+    generation: int
 
     @property
     def cancel_requested(self) -> bool: ...
@@ -99,6 +115,23 @@ class WorkflowContext:
     @property
     def workflow_version(self) -> str:
         return self._instance.workflow.version
+
+    @property
+    def info(self) -> WorkflowInfo:
+        """The run's id, tenant, workflow, version, generation, who started it, its parent
+        and the run it was forked from, as recorded when it (this generation) started."""
+        inst = self._instance
+        started = inst.started
+        return WorkflowInfo(
+            run_id=inst.run_id,
+            tenant=inst.tenant,
+            workflow=inst.workflow.name,
+            version=inst.workflow.version,
+            generation=inst.generation,
+            started_by=started.get("started_by"),
+            parent_run_id=(started.get("parent") or {}).get("run_id"),
+            forked_from=(started.get("forked_from") or {}).get("run_id"),
+        )
 
     @property
     def is_replaying(self) -> bool:
