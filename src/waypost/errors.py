@@ -263,8 +263,9 @@ class WorkflowBug(WaypostError):
 class ActivityError(WaypostError):
     """Raised inside a workflow when an activity failed for good.
 
-    `type` and `message` describe the activity's last error; `attempts` says
-    how many attempts were made.
+    `type` and `message` describe the activity's last error; `causes`, the errors
+    it was raised from (`raise ... from`, or while handling), each a dict of `type`,
+    `module`, `message` (and `details`); `attempts` says how many attempts were made.
     """
 
     def __init__(self, activity: str, step_id: str, error: dict[str, Any], attempts: int) -> None:
@@ -274,6 +275,11 @@ class ActivityError(WaypostError):
         self.type = str(error.get("type", "Exception"))
         self.message = str(error.get("message", ""))
         self.attempts = attempts
+        self.causes: list[dict[str, Any]] = []
+        cause = error.get("cause")
+        while isinstance(cause, dict):
+            self.causes.append({k: v for k, v in cause.items() if k != "cause"})
+            cause = cause.get("cause")
         super().__init__(
             f"activity {activity!r} (step {step_id}) failed after {attempts} "
             f"attempt{'s' if attempts != 1 else ''}: {self.type}: {self.message}"

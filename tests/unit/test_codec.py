@@ -370,8 +370,8 @@ def test_float_hints_refuse_what_is_not_a_number(data: Any) -> None:
     [
         ({"items": [1, 2, {3}]}, "value['items'][2]", "set"),
         ({"items": [1, 2, frozenset()]}, "value['items'][2]", "frozenset"),
-        ({"blob": b"\x00"}, "value['blob']", "bytes"),
-        ([0, [1, bytearray(b"x")]], "value[1][1]", "bytearray"),
+        ({"blob": complex(1, 2)}, "value['blob']", "complex"),
+        ([0, [1, range(3)]], "value[1][1]", "range"),
         ({"a": {"b": object()}}, "value['a']['b']", "object"),
     ],
 )
@@ -455,3 +455,50 @@ def test_error_to_json_keeps_type_module_message_and_traceback() -> None:
     out = error_to_json(wp.PayloadError("p"), traceback_text="Traceback ...")
     assert out["module"] == "waypost.errors"
     assert out["traceback"] == "Traceback ..."
+
+
+def test_bytes_are_stored_as_base64_text_and_read_back_by_their_hint() -> None:
+    codec = JsonCodec()
+    data = codec.encode({"raw": b"\x00\xffpdf", "more": [bytearray(b"x"), memoryview(b"yz")]})
+    assert data == {"raw": "AP9wZGY=", "more": ["eA==", "eXo="]}
+    assert codec.decode(data["raw"], bytes) == b"\x00\xffpdf"
+    assert codec.decode(data["more"], list[bytearray]) == [bytearray(b"x"), bytearray(b"yz")]
+    assert codec.decode(data["raw"]) == "AP9wZGY="  # no hint: the text, as for datetimes
+    with pytest.raises(wp.PayloadError, match="not valid base64"):
+        codec.decode("not base64!", bytes)
+    with pytest.raises(wp.PayloadError, match="should be base64 text, got int"):
+        codec.decode(3, bytes)
+
+
+def test_an_error_keeps_the_chain_of_errors_it_came_from() -> None:
+    def fails() -> None:
+        try:
+            try:
+                raise ConnectionError("reset by peer")
+            except ConnectionError as low:
+                raise TimeoutError("no answer") from low
+        except TimeoutError:
+            raise RuntimeError("charge failed")  # noqa: B904 (raised while handling)
+
+    with pytest.raises(RuntimeError) as caught:
+        fails()
+    error = error_to_json(caught.value, causes=True)
+    assert error["message"] == "charge failed"
+    assert error["cause"]["type"] == "TimeoutError"
+    assert error["cause"]["cause"] == {
+        "type": "ConnectionError",
+        "module": "builtins",
+        "message": "reset by peer",
+    }
+    assert "cause" not in error_to_json(caught.value)  # only where asked for
+    hidden = RuntimeError("hidden")
+    hidden.__context__, hidden.__suppress_context__ = ValueError("x"), True  # `from None`
+    assert "cause" not in error_to_json(hidden, causes=True)
+    looped = ValueError("a")
+    looped.__cause__ = KeyError("b")
+    looped.__cause__.__cause__ = looped  # a cycle ends the chain
+    assert error_to_json(looped, causes=True)["cause"] == {
+        "type": "KeyError",
+        "module": "builtins",
+        "message": "'b'",
+    }

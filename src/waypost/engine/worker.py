@@ -272,7 +272,7 @@ class Worker:
         tb = "".join(traceback.format_exception(exc))
         return failure(
             a,
-            error_to_json(exc, traceback_text=tb),
+            error_to_json(exc, traceback_text=tb, causes=True),
             now,
             retryable=retryable,
             details=self._details(ctx),

@@ -2,8 +2,8 @@
 
 Inputs, results, signal payloads and errors all pass through one `Codec`.
 The default `JsonCodec` converts dataclasses, pydantic models, enums,
-datetimes, UUIDs and decimals to JSON on the way in, and rebuilds them from the
-type hints of the receiving function on the way out. A codec that changes
+datetimes, UUIDs, decimals and bytes (as base64 text) to JSON on the way in, and
+rebuilds them from the type hints of the receiving function on the way out. A codec that changes
 payloads (compresses them, say) wraps this one: `encode` returns any JSON value
 and `decode` reverses it. Encryption at rest is not a codec's job: the store
 encrypts its payload columns, bound to their run and event
@@ -12,6 +12,8 @@ encrypts its payload columns, bound to their run and event
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import datetime as dt
 import enum
@@ -109,10 +111,12 @@ def _to_json(value: Any, path: str) -> Any:
         return str(value)
     if isinstance(value, Decimal):
         return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode("ascii")
     raise PayloadError(
         f"{path} is of type {type(value).__module__}.{type(value).__qualname__}, "
         "which cannot be stored as JSON (use dicts, lists, str, int, float, bool, None, "
-        "dataclasses or pydantic models)"
+        "bytes, dataclasses or pydantic models)"
     )
 
 
@@ -209,6 +213,14 @@ def _from_json(data: Any, hint: Any, path: str) -> Any:
             return parse(str(data))
         except (ValueError, ArithmeticError) as exc:
             raise PayloadError(f"{path} is {data!r}, not a valid {hint.__name__}: {exc}") from exc
+    if hint in (bytes, bytearray):
+        if not isinstance(data, str):
+            raise PayloadError(f"{path} should be base64 text, got {type(data).__name__}")
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise PayloadError(f"{path} is not valid base64: {exc}") from exc
+        return raw if hint is bytes else bytearray(raw)
     if hint is float:
         if not isinstance(data, int | float) or isinstance(data, bool):
             raise PayloadError(f"{path} should be float, got {type(data).__name__}")
@@ -229,8 +241,39 @@ _PARSERS: dict[Any, Any] = {
 }
 
 
-def error_to_json(exc: BaseException, *, traceback_text: str | None = None) -> dict[str, Any]:
-    """How an exception is stored: its type, message and (optionally) traceback."""
+MAX_CAUSES = 8
+"""The most causes (`raise ... from`, or an error raised while handling another) kept."""
+
+
+def error_to_json(
+    exc: BaseException, *, traceback_text: str | None = None, causes: bool = False
+) -> dict[str, Any]:
+    """How an exception is stored: its type, message and (optionally) traceback; with
+    `causes`, the chain of errors that led to it, each as `{type, module, message,
+    details?}` under the one before's `cause` (at most `MAX_CAUSES`)."""
+    out = _error_of(exc)
+    if traceback_text:
+        out["traceback"] = traceback_text
+    if causes:
+        at, seen = out, {id(exc)}
+        cause = _cause_of(exc)
+        for _ in range(MAX_CAUSES):
+            if cause is None or id(cause) in seen:
+                break
+            seen.add(id(cause))
+            at["cause"] = at = _error_of(cause)
+            cause = _cause_of(cause)
+    return out
+
+
+def _cause_of(exc: BaseException) -> BaseException | None:
+    """What `exc` was raised from, or while handling (unless `from None` hid it)."""
+    if exc.__cause__ is not None:
+        return exc.__cause__
+    return None if exc.__suppress_context__ else exc.__context__
+
+
+def _error_of(exc: BaseException) -> dict[str, Any]:
     out: dict[str, Any] = {
         "type": getattr(exc, "error_type", None) or type(exc).__name__,
         "module": type(exc).__module__,
@@ -239,6 +282,4 @@ def error_to_json(exc: BaseException, *, traceback_text: str | None = None) -> d
     details = getattr(exc, "error_details", None)
     if details:
         out["details"] = details
-    if traceback_text:
-        out["traceback"] = traceback_text
     return out
