@@ -201,7 +201,11 @@ class Runs:
         payload = m.codec.encode(req.input)
         await self.definitions.bounded(tenant, "input", payload)
         started = RunStarted(
-            workflow=workflow, version=version, input=payload, started_by=req.started_by
+            workflow=workflow,
+            version=version,
+            input=payload,
+            started_by=req.started_by,
+            run_timeout=run_timeout(req),
         )
         return await m.start_run(
             tenant=tenant,
@@ -685,6 +689,12 @@ class _ActivityLimits:
 def concurrency_key(req: AnyStart) -> str | None:
     """The run's concurrency key: a start may give one (a queue's per-key limit)."""
     return req.concurrency_key if isinstance(req, ops.StartFields) else None
+
+
+def run_timeout(req: AnyStart) -> float | None:
+    """The run timeout the start gives (seconds; None: the workflow's own, if any)."""
+    given = req.run_timeout if isinstance(req, ops.StartFields) else None
+    return ops.run_timeout_seconds(given)
 
 
 def dedup_id(req: AnyStart) -> str | None:

@@ -15,8 +15,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
-from waypost.errors import ConfigurationError, UnknownActivity, UnknownWorkflow, WorkflowError
+from waypost.errors import (
+    ConfigurationError,
+    InvalidRequest,
+    UnknownActivity,
+    UnknownWorkflow,
+    WorkflowError,
+)
 from waypost.model.identity import preview
+from waypost.model.operations_start import run_timeout_seconds
 from waypost.model.queues import DEFAULT_QUEUE
 from waypost.model.retry import Retry
 
@@ -40,6 +47,9 @@ class WorkflowDefn:
     # A definition a tenant wrote (run by the interpreter), not code of this process: its
     # activations run on the engine's compute lane, in the tenant's share.
     tenant_defined: bool = False
+    # Seconds after its start when a run ends `failed` (RunTimedOut), unless its start
+    # gives its own; None: no limit.
+    run_timeout: float | None = None
 
     @property
     def queue(self) -> str:
@@ -114,6 +124,7 @@ def workflow(
     version: str = "1",
     failure_types: tuple[type[BaseException], ...] = (),
     queue: str | None = None,
+    run_timeout: timedelta | float | None = None,
 ) -> Callable[[F], F]: ...
 def workflow(
     fn: F | None = None,
@@ -123,6 +134,7 @@ def workflow(
     version: str = "1",
     failure_types: tuple[type[BaseException], ...] = (),
     queue: str | None = None,
+    run_timeout: timedelta | float | None = None,
 ) -> F | Callable[[F], F]:
     """Mark `async def f(ctx: WorkflowContext, input)` as a workflow.
 
@@ -137,7 +149,16 @@ def workflow(
 
     `queue`: a start that names no queue puts the run in this workflow queue: it is
     `enqueued` until the queue's limits (`configure_queue`) admit it.
+
+    `run_timeout` (a timedelta or seconds): a run that has not ended that long after
+    its start ends `failed` with a `RunTimedOut` error, whatever it awaits (a start's
+    own `run_timeout` wins). It counts from the first generation's start: a run that
+    continues as new keeps its deadline.
     """
+    try:
+        run_seconds = run_timeout_seconds(run_timeout)
+    except InvalidRequest as exc:
+        raise ConfigurationError(f"workflow {name or getattr(fn, '__name__', '')}: {exc}") from None
     if queue is not None and (not isinstance(queue, str) or not _NAME.fullmatch(queue)):
         raise ConfigurationError(
             f"workflow queue {queue!r} is not allowed: use 1-200 letters, digits, '_', '-', "
@@ -166,6 +187,7 @@ def workflow(
             takes_input=bool(positional),
             failure_types=tuple(failure_types),
             run_queue=queue,
+            run_timeout=run_seconds,
         )
         f.__waypost_workflow__ = defn  # type: ignore[attr-defined]
         return f
