@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 import waypost as wp
 from tests.helpers import run_reaches
 from tests.helpers.gates import gate
 from tests.helpers.polling import eventually_async
+from waypost.cli.main import main
 from waypost.testing import TestEnv, event_types, events_of
 from waypost.testing.replay import ReplayStatus, replay_history
 
+from .server_fixtures import Api, make_key, serve
+
+__all__ = ["serve"]  # the fixture, used by name
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -177,3 +183,45 @@ def test_a_workflow_s_run_timeout_must_be_a_positive_duration() -> None:
             @wp.workflow(name="rt_bad", run_timeout=bad)
             async def bad_timeout(ctx: wp.WorkflowContext) -> None:
                 return None
+
+
+def test_the_client_and_the_http_api_pass_a_start_s_run_timeout(
+    make_engine: Any, serve: Any
+) -> None:
+    engine = make_engine(plain)
+    with engine.running():
+        base = serve(engine)
+        key = make_key(engine, "acme", "sam", "starter")
+        with wp.Client(base, key) as client:
+            run_id = client.start("rt_plain", None, run_timeout=timedelta(minutes=5))
+            with pytest.raises(wp.InvalidRequest, match="run_timeout"):
+                client.start("rt_plain", None, run_timeout=0)
+        api = Api(base, key)
+        posted = api.post("/v1/runs", json={"workflow": "rt_plain", "run_timeout": 90})
+        assert posted.status_code == 201, posted.text
+        for bad in (-3, 0, "soon", 1e300):
+            refused = api.post("/v1/runs", json={"workflow": "rt_plain", "run_timeout": bad})
+            assert refused.status_code == 422 and "run_timeout" in refused.text, refused.text
+        started = [engine.history(r, tenant="acme")[0] for r in (run_id, posted.json()["run_id"])]
+        assert [e.data["run_timeout"] for e in started] == [300, 90]
+        assert len(engine.list_runs(tenant="acme")) == 2  # the refused starts wrote nothing
+
+
+def test_the_command_line_starts_a_run_with_its_run_timeout(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    app = "tests.integration.test_run_timeout:plain"
+
+    def start(*timeout: str) -> Any:
+        return CliRunner().invoke(
+            main, ["runs", "start", "rt_plain", "--app", app, *timeout, "--db", db]
+        )
+
+    given = [start("--run-timeout", "90"), start("--run-timeout", "PT2H"), start()]
+    assert [r.exit_code for r in given] == [0, 0, 0], [r.output for r in given]
+    for bad in ("0", "-5", "soon", "inf"):
+        refused = start("--run-timeout", bad)
+        assert refused.exit_code == 2 and "--run-timeout" in refused.output, refused.output
+    with wp.Engine(db) as engine:
+        started = [engine.history(r.output.strip())[0].data for r in given]
+        assert len(engine.list_runs()) == 3
+    assert [d.get("run_timeout") for d in started] == [90, 7200, None]
