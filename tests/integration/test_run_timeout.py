@@ -176,15 +176,6 @@ def test_a_run_timeout_that_is_not_a_positive_duration_is_refused(db_url: str) -
     asyncio.run(scenario())
 
 
-def test_a_workflow_s_run_timeout_must_be_a_positive_duration() -> None:
-    for bad in (0, -1, timedelta(seconds=-1), "1h"):
-        with pytest.raises(wp.ConfigurationError, match="rt_bad: run_timeout must be a positive"):
-
-            @wp.workflow(name="rt_bad", run_timeout=bad)
-            async def bad_timeout(ctx: wp.WorkflowContext) -> None:
-                return None
-
-
 def test_the_client_and_the_http_api_pass_a_start_s_run_timeout(
     make_engine: Any, serve: Any
 ) -> None:
