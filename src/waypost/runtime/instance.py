@@ -648,9 +648,12 @@ class WorkflowInstance:
                     "site": site,
                 }
             )
+            now = self._clock()
+            if "schedule_to_close" in data:  # counted from now, across all attempts
+                data["close_by"] = now + float(data["schedule_to_close"])
             if kwargs:
                 data["kwargs"] = self.codec.encode(kwargs)
-            self._issue(ActivityScheduled.of_data(data, self._clock()))
+            self._issue(ActivityScheduled.of_data(data, now))
         hint = found.result_hint if found is not None else Any
         self._activities[step] = Pending(fut, name, hint, site)
         return fut

@@ -68,6 +68,7 @@ class ActivityDefn:
     kwarg_hints: dict[str, Any] = field(default_factory=dict)
     result_hint: Any = Any
     queue: str = DEFAULT_QUEUE
+    schedule_to_close: timedelta | None = None
 
     @functools.cached_property
     def spec(self) -> dict[str, Any]:
@@ -81,6 +82,8 @@ class ActivityDefn:
             spec["heartbeat_timeout"] = self.heartbeat_timeout.total_seconds()
         if self.queue != DEFAULT_QUEUE:
             spec["queue"] = self.queue
+        if self.schedule_to_close is not None:
+            spec["schedule_to_close"] = self.schedule_to_close.total_seconds()
         return spec
 
 
@@ -205,6 +208,7 @@ def activity(
     timeout: timedelta | None = None,
     heartbeat_timeout: timedelta | None = None,
     queue: str = DEFAULT_QUEUE,
+    schedule_to_close: timedelta | float | None = None,
 ) -> Callable[[F], F]: ...
 def activity(
     fn: F | None = None,
@@ -215,6 +219,7 @@ def activity(
     timeout: timedelta | None = None,
     heartbeat_timeout: timedelta | None = None,
     queue: str = DEFAULT_QUEUE,
+    schedule_to_close: timedelta | float | None = None,
 ) -> F | Callable[[F], F]:
     """Mark a function taking `ActivityContext` first as an activity.
 
@@ -223,7 +228,20 @@ def activity(
     set, fails an attempt that has not called `ctx.heartbeat()` for that long.
     Its attempts wait in the named `queue`, whose limits (`configure_queue`:
     concurrency, rate) every engine honours when it claims them.
+    `schedule_to_close` (a timedelta or seconds; default: none) bounds a step's whole
+    time, from when it is scheduled across all its attempts and retry waits: once it
+    is reached no further attempt starts (a running one is stopped then) and the step
+    fails with a `ScheduleToCloseTimeout` error.
     """
+    try:
+        close_seconds = (
+            None
+            if schedule_to_close is None
+            else _positive_seconds(schedule_to_close, "schedule_to_close")
+        )
+    except WorkflowError as exc:
+        where = name or getattr(fn, "__qualname__", "")
+        raise ConfigurationError(f"activity {where}: {exc}") from None
 
     def decorate(f: F) -> F:
         if not isinstance(queue, str) or not _NAME.fullmatch(queue):
@@ -249,6 +267,7 @@ def activity(
             kwarg_hints=keywords,
             result_hint=result,
             queue=queue,
+            schedule_to_close=None if close_seconds is None else timedelta(seconds=close_seconds),
         )
         f.__waypost_activity__ = defn  # type: ignore[attr-defined]
         return f
@@ -262,6 +281,7 @@ def call_options(
     heartbeat_timeout: timedelta | float | None = None,
     retry: Retry | None = None,
     queue: str | None = None,
+    schedule_to_close: timedelta | float | None = None,
 ) -> dict[str, Any]:
     """An activity call's options over the activity's own (`ctx.options`), as the
     scheduled step records them; `WorkflowError` for one that is not allowed."""
@@ -290,7 +310,19 @@ def call_options(
                 "'-', '.', ':'"
             )
         spec["queue"] = queue
+    if schedule_to_close is not None:
+        spec["schedule_to_close"] = _positive_seconds(schedule_to_close, "schedule_to_close")
     return spec
+
+
+def _positive_seconds(duration: Any, what: str) -> float:
+    """`duration` in seconds if it is positive and finite, else `WorkflowError`."""
+    seconds = _seconds_of(duration, what)
+    if not 0 < seconds < math.inf:
+        raise WorkflowError(
+            f"{what} must be a positive, finite duration (a timedelta or seconds), not {duration!r}"
+        )
+    return seconds
 
 
 def _seconds_of(duration: Any, what: str) -> float:
