@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 import waypost as wp
 from tests.helpers import run_reaches
+from tests.helpers.definitions import amount_hold
 from tests.helpers.gates import gate
 from tests.helpers.polling import eventually_async
 from waypost.cli.main import main
@@ -216,3 +217,13 @@ def test_the_command_line_starts_a_run_with_its_run_timeout(tmp_path: Path) -> N
         started = [engine.history(r.output.strip())[0].data for r in given]
         assert len(engine.list_runs()) == 3
     assert [d.get("run_timeout") for d in started] == [90, 7200, None]
+
+
+def test_a_definition_s_run_takes_its_own_timeout_not_a_start_s(make_engine: Any) -> None:
+    engine = make_engine()
+    engine.publish(amount_hold("rt_hold"))
+    with pytest.raises(wp.InvalidRequest, match="run_timeout is for workflows written as code"):
+        engine.start("rt_hold", {"amount": 5}, run_timeout=60)
+    assert engine.list_runs() == []
+    run = engine.start("rt_hold", {"amount": 5})
+    assert "run_timeout" not in engine.history(run.run_id)[0].data
