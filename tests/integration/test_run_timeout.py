@@ -227,3 +227,39 @@ def test_a_definition_s_run_takes_its_own_timeout_not_a_start_s(make_engine: Any
     assert engine.list_runs() == []
     run = engine.start("rt_hold", {"amount": 5})
     assert "run_timeout" not in engine.history(run.run_id)[0].data
+
+
+@wp.activity
+def first_step(ctx: wp.ActivityContext, n: int) -> int:
+    return n
+
+
+@wp.workflow(name="rt_forkable", run_timeout=100)
+async def forkable(ctx: wp.WorkflowContext, _: Any) -> str:
+    await ctx.run(first_step, 1)
+    await ctx.wait_signal("go")
+    return "went"
+
+
+def test_a_fork_has_its_own_run_timeout_from_when_it_was_made(db_url: str) -> None:
+    async def scenario() -> None:
+        async with TestEnv(forkable, first_step, url=db_url) as env:
+            run = await env.engine.start(forkable, None)
+            await run_reaches(run, lambda i: i.status == "waiting")
+            await env.advance(seconds=60)
+            forked = await env.engine.fork(run.run_id, reason="redo")
+            fork = wp.AsyncRunHandle(env.engine, forked.run_id)
+            await run_reaches(fork, lambda i: i.status == "waiting")
+            history = await fork.history()
+            (timer,) = events_of(history, "TimerStarted", step="run-timeout")
+            assert timer.data["fire_at"] == history[0].ts + 100
+            assert events_of(history, "ActivityCompleted", step="1")  # copied, not redone
+            await env.advance(seconds=41)
+            assert (await _timed_out(run)).type == "RunTimedOut"
+            await env.settle()
+            assert (await fork.get()).status == "waiting"
+            await env.advance(seconds=60)
+            assert (await _timed_out(fork)).type == "RunTimedOut"
+            assert await env.check() == []
+
+    asyncio.run(scenario())
