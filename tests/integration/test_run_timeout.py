@@ -162,6 +162,14 @@ def test_the_run_timeout_spans_continue_as_new(db_url: str) -> None:
             assert started.data["generation"] == 3
             timer = events_of(history, "TimerStarted", step="run-timeout")[0]
             assert timer.data["fire_at"] == started.data["run_deadline"]
+            # A fork of the last generation counts its own timeout from the fork.
+            forked = await env.engine.fork(run.run_id, reason="again")
+            fork = wp.AsyncRunHandle(env.engine, forked.run_id)
+            await run_reaches(fork, lambda i: i.status == "waiting")
+            copy = await fork.history()
+            assert "run_deadline" not in copy[0].data
+            (timer,) = events_of(copy, "TimerStarted", step="run-timeout")
+            assert timer.data["fire_at"] == copy[0].ts + 100
 
     asyncio.run(scenario())
 

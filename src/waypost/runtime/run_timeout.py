@@ -25,14 +25,14 @@ from __future__ import annotations
 from typing import Any
 
 from waypost.model.definitions.format import describe_duration
-from waypost.model.events import EventType, RunFailed, TimerStarted
+from waypost.model.events import RUN_TIMEOUT_STEP, EventType, RunFailed, TimerStarted
 
 from .port import InstancePort
 
 _E = EventType
 
-RUN_TIMEOUT_STEP = "run-timeout"
-"""The step of the timer after which a run that has not ended fails with `RunTimedOut`."""
+__all__ = ["RUN_TIMED_OUT", "RUN_TIMEOUT_STEP", "RunTimeout"]
+
 KIND = "run-timeout"
 RUN_TIMED_OUT = "RunTimedOut"
 """The error type of a run that did not end within its run timeout."""

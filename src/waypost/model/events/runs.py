@@ -10,6 +10,9 @@ from typing import Any, ClassVar
 from .base import UNSET, Command, EventData, register
 from .core import EventType as _E
 
+RUN_TIMEOUT_STEP = "run-timeout"
+"""The step of the timer after which a run that has not ended fails (`RunTimedOut`)."""
+
 
 @register
 class RunStarted(EventData):
