@@ -90,6 +90,7 @@ def test_a_run_that_would_wait_for_ever_fails_at_its_run_timeout(db_url: str) ->
             assert error.type == "RunTimedOut"
             assert "run timeout of 1 hours" in error.message
             history = await run.history()
+            assert history[0].data["run_timeout"] == 3600  # the decorator's, as started
             started = events_of(history, "TimerStarted", step="run-timeout")
             assert len(started) == 1 and started[0].data["duration"] == 3600
             assert events_of(history, "TimerFired", step="run-timeout")
