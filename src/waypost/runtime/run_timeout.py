@@ -3,8 +3,8 @@
 A run whose start (`RunStarted.run_timeout`) or workflow (`@workflow(run_timeout=...)`)
 gives it a run timeout has a timer at the fixed step `run-timeout`, due that long after
 the run started. If it fires before the run ended, the run ends `failed` at once with a
-`RunTimedOut` error naming the timeout; whatever the code still awaits is abandoned
-(its activities' tasks are removed with the run's, as a forced cancel leaves them).
+`RunTimedOut` error naming the timeout; whatever the code still awaits is dropped as a
+forced cancel drops it (a running attempt is told; its tasks and timers go with the run).
 
 Decisions:
 - The timer is a command the instance issues when it first takes in RunStarted (before
