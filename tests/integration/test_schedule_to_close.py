@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import waypost as wp
+from tests.helpers.breakage import broken_label, is_broken, mend
 from waypost.testing import TestEnv, events_of
 
 pytestmark = pytest.mark.timeout(120)
@@ -83,3 +84,35 @@ def test_a_running_attempt_is_stopped_at_the_step_s_bound(make_engine: Any) -> N
     assert ended["type"] == "ScheduleToCloseTimeout"
     assert ended["error"]["cause"]["type"] == "ActivityTimeout"
     assert ended["error"]["details"]["attempts"] == 1
+
+
+@wp.activity(name="stc_flaky", retry=EVERY_TEN_SECONDS, schedule_to_close=25)
+def flaky(ctx: wp.ActivityContext, label: str) -> str:
+    if is_broken(label):
+        raise ConnectionError("the service is down")
+    return f"done on attempt {ctx.attempt}"
+
+
+@wp.workflow(name="stc_strict")
+async def strict(ctx: wp.WorkflowContext, label: str) -> str:
+    result: str = await ctx.run(flaky, label)  # its failure fails the run
+    return result
+
+
+def test_an_operator_retry_gives_the_step_a_fresh_bound(db_url: str) -> None:
+    """Attempts at 0, 10 and 20 s fail; the bound (25 s) fails the run. Mended, a retry's
+    attempt runs in a bound of its own, not the one that has passed."""
+    label = broken_label()
+
+    async def scenario() -> None:
+        async with TestEnv(strict, flaky, url=db_url) as env:
+            run = await env.engine.start(strict, label)
+            with pytest.raises(wp.WorkflowFailed) as failed:
+                await env.fast_forward(run)
+            assert "ScheduleToCloseTimeout" in failed.value.message
+            await env.advance(hours=1)
+            mend(label)
+            await env.engine.retry(run.run_id, "the service is back")
+            assert await env.fast_forward(run) == "done on attempt 4"
+
+    asyncio.run(scenario())
