@@ -11,7 +11,9 @@ from typing import Any
 import click
 
 from waypost.errors import InvalidRequest
+from waypost.model.definitions.format import parse_duration
 from waypost.model.operations_runs import MAX_HISTORY_PAGE
+from waypost.model.operations_start import run_timeout_seconds
 from waypost.model.records import RunInfo
 
 from .common import (
@@ -62,6 +64,13 @@ def runs() -> None:
     default=None,
     help="A workflow queue: the run is enqueued until the queue's limits admit it.",
 )
+@click.option(
+    "--run-timeout",
+    default=None,
+    callback=lambda ctx, param, value: _duration(ctx, param, value),
+    help="Seconds or an ISO-8601 duration (PT30M): a run that has not ended that long "
+    "after its start fails (RunTimedOut). Default: the workflow's own run_timeout.",
+)
 @db_option
 @tenant_option
 def start(
@@ -74,6 +83,7 @@ def start(
     concurrency_key: str | None,
     dedup_id: str | None,
     queue: str | None,
+    run_timeout: float | None,
     db: str,
     tenant: str,
 ) -> None:
@@ -98,6 +108,7 @@ def start(
                 concurrency_key=concurrency_key,
                 dedup_id=dedup_id,
                 queue=queue,
+                run_timeout=run_timeout,
             )
         except InputError as exc:
             count = len(exc.problems)
@@ -112,6 +123,20 @@ def start(
         except InvalidRequest as exc:  # a malformed version, run id, tenant or principal
             raise click.UsageError(str(exc)) from exc
         click.echo(handle.run_id)
+
+
+def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """--run-timeout: a positive number of seconds or an ISO-8601 duration."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value) if value[:1].isdigit() else parse_duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    try:
+        return run_timeout_seconds(seconds, "--run-timeout")
+    except InvalidRequest as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
 
 
 @runs.command("list")

@@ -360,6 +360,7 @@ class AsyncEngine(Calls):
         concurrency_key: str | None = None,
         dedup_id: str | None = None,
         queue: str | None = None,
+        run_timeout: timedelta | float | None = None,
     ) -> AsyncRunHandle:
         """Start a run; with `run_id`, starting the same run again returns it.
 
@@ -371,7 +372,10 @@ class AsyncEngine(Calls):
         bounds the attempts running at once of the runs with one key. `dedup_id`:
         while a run started with it has not finished, a start with it returns that run.
         `queue` (default: the workflow's `queue`, if any): the run is `enqueued` until the
-        queue's limits admit it. Over a start quota of the tenant: `QuotaExceeded`.
+        queue's limits admit it. `run_timeout` (a timedelta or seconds; default: the
+        workflow's own `run_timeout`): a run that has not ended that long after its start
+        ends `failed` with a `RunTimedOut` error. Over a start quota of the tenant:
+        `QuotaExceeded`.
 
         A name that no registered workflow has starts a run of the tenant's
         published definition of that name: the newest version, or `version`.
@@ -387,6 +391,7 @@ class AsyncEngine(Calls):
             concurrency_key=concurrency_key,
             dedup_id=dedup_id,
             queue=queue,
+            run_timeout=ops.run_timeout_seconds(run_timeout),
         )
         return AsyncRunHandle(self, await self._local(request, tenant), tenant)
 
@@ -640,6 +645,7 @@ class AsyncEngine(Calls):
         concurrency_key: str | None = None,
         dedup_id: str | None = None,
         queue: str | None = None,
+        run_timeout: timedelta | float | None = None,
     ) -> Started:
         """Start a run as `start` does, and say whether this call created it.
 
@@ -662,6 +668,7 @@ class AsyncEngine(Calls):
             concurrency_key=concurrency_key,
             dedup_id=dedup_id,
             queue=queue,
+            run_timeout=ops.run_timeout_seconds(run_timeout),
         )
         return await self._local(request, tenant)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from waypost import errors as e
@@ -224,10 +225,11 @@ class AsyncClient(OperatorRemote, RepairRemote):
         concurrency_key: str | None = None,
         dedup_id: str | None = None,
         queue: str | None = None,
+        run_timeout: timedelta | float | None = None,
     ) -> str:
         """Start a run of a workflow the server's workers serve, or of a published
         definition; its run id (the same run_id and input again find the same run).
-        `concurrency_key`, `dedup_id`, `queue`: as `AsyncEngine.start`'s."""
+        `concurrency_key`, `dedup_id`, `queue`, `run_timeout`: as `AsyncEngine.start`'s."""
         body: dict[str, Any] = {"workflow": workflow, "input": input}
         if run_id is not None:
             body["run_id"] = run_id
@@ -237,6 +239,8 @@ class AsyncClient(OperatorRemote, RepairRemote):
             body["dedup_id"] = dedup_id
         if queue is not None:
             body["queue"] = queue
+        if run_timeout is not None:
+            body["run_timeout"] = ops.run_timeout_seconds(run_timeout)
         if version is not None:
             body["version"] = version
         answer = await self._request("POST", "/v1/runs", json=body)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from waypost.model.definitions.format import describe_duration
 from waypost.model.events import (
     UNSET,
     ActivityCompleted,
@@ -44,6 +45,12 @@ class Attempt:
     retime: bool = False
     ctx: ActivityContext | None = None
     task: asyncio.Task[Any] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # An attempt's start-to-close deadline is no later than its step's schedule-to-close.
+        close_by = self.spec.get("close_by")
+        if close_by is not None:
+            self.deadline = min(self.deadline, float(close_by))
 
     @property
     def ref(self) -> TaskRef:
@@ -106,6 +113,9 @@ class Outcome:
         ).at(now)
 
 
+SCHEDULE_TO_CLOSE_TIMEOUT = "ScheduleToCloseTimeout"
+"""The error type of a step that did not finish within its `schedule_to_close`."""
+
 Report = Callable[[Attempt, Outcome], Coroutine[Any, Any, None]]
 """Where an attempt's outcome goes: recorded, and decided on if it is final."""
 
@@ -113,12 +123,35 @@ Report = Callable[[Attempt, Outcome], Coroutine[Any, Any, None]]
 def failure(
     a: Attempt, error: dict[str, Any], now: float, *, retryable: bool, details: str | None = None
 ) -> Outcome:
+    """How attempt `a` failed with `error` at `now`: retried if the policy allows it and
+    the step's schedule-to-close leaves time for the retry."""
     policy = Retry.from_json(a.spec["retry"]) if "retry" in a.spec else Retry()
     retrying = retryable and policy.allows(a.attempt)
     retry_at = now + policy.delay(a.attempt, random.random()) if retrying else None
+    close_by = a.spec.get("close_by")
+    if close_by is not None and retryable and (now >= close_by or (retry_at or 0) >= close_by):
+        # No further attempt may start: the step fails, naming its bound.
+        error, retrying, retry_at = schedule_to_close_error(a, error), False, None
     return Outcome(
         False, error=error, retrying=retrying, retry_at=retry_at, heartbeat_details=details
     )
+
+
+def schedule_to_close_error(a: Attempt, last: dict[str, Any]) -> dict[str, Any]:
+    """The error of a step whose schedule-to-close was reached; the last attempt's error
+    is its `cause`."""
+    seconds = float(a.spec.get("schedule_to_close") or 0)
+    return {
+        "type": SCHEDULE_TO_CLOSE_TIMEOUT,
+        "message": (
+            f"the step did not finish within its schedule_to_close of "
+            f"{describe_duration(seconds)}: attempt {a.attempt} failed "
+            f"({last.get('type', 'error')}: {last.get('message', '')}) and no further "
+            "attempt may start"
+        ),
+        "details": {"schedule_to_close": seconds, "attempts": a.attempt},
+        "cause": last,
+    }
 
 
 # == the log of claims, finishes and retries ============================================

@@ -35,6 +35,7 @@ from waypost.model.quotas import Quotas
 from waypost.model.status import RunStatus
 from waypost.runtime.cancellation import CANCEL_GRACE_STEP, cancelled_error
 from waypost.runtime.instance import WorkflowInstance
+from waypost.runtime.run_timeout import RUN_TIMEOUT_STEP
 from waypost.store.base import (
     NO_LIMITS,
     ChildLink,
@@ -68,6 +69,7 @@ from waypost.store.effects import (
 from .tracing import TRACE_KEY, attempt_trace
 
 _E = EventType
+_LIMIT_STEPS = frozenset({CANCEL_GRACE_STEP, RUN_TIMEOUT_STEP})
 _OUTCOME_STATUS = {
     _E.RUN_COMPLETED: RunStatus.COMPLETED,
     _E.RUN_FAILED: RunStatus.FAILED,
@@ -166,10 +168,10 @@ def decision_limits(quotas: Quotas) -> Limits:
 
 
 def _timers_held(limits: Limits, effects: Sequence[Effect]) -> Limits:
-    """`limits`, but for a decision that starts the cancel grace's timer: never held for
-    the tenant's pending timers."""
+    """`limits`, but for a decision that starts the cancel grace's or the run timeout's
+    timer: never held for the tenant's pending timers."""
     for e in effects:
-        if isinstance(e, StartTimers) and any(t.step == CANCEL_GRACE_STEP for t in e.timers):
+        if isinstance(e, StartTimers) and any(t.step in _LIMIT_STEPS for t in e.timers):
             return replace(limits, max_pending_timers=None)
     return limits
 
@@ -337,6 +339,9 @@ def next_generation(inst: WorkflowInstance, outcome: NewEvent) -> ContinueAsNew:
         continued_from=None,
         input=ended.input,
         generation=ended.generation,
+        # The run timeout spans the chain: the next generation keeps this one's deadline.
+        run_timeout=inst.run_timeout.seconds,
+        run_deadline=inst.run_timeout.deadline,
     )
     signals = [
         SignalReceived(name=s["name"], payload=s["payload"]).at(outcome.ts) for s in ended.signals

@@ -140,6 +140,12 @@ class Definitions(Room):
                     f"{preview(tenant)}"
                 )
             record = found
+        if isinstance(req, ops.StartFields) and req.run_timeout is not None:
+            raise InvalidRequest(
+                f"run_timeout is for workflows written as code; a run of definition "
+                f"{preview(name)} takes the definition's own `timeout`",
+                field="run_timeout",
+            )
         definition = self.parsed(record)
         limits = self.limits_for(tenant)
         problems = input_problems(definition, req.input, limits)

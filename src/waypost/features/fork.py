@@ -107,11 +107,13 @@ class Forks:
         # A fork is nobody's child: its source's parent waits for the source alone. It is
         # started on the forking operator's behalf, not the source's starter's: the operator
         # may not decide the fork's approvals (segregation of duties), the source's starter may.
+        # Its run timeout counts from the fork, not from its source's chain of generations.
         started = replace(
             RunStarted.parse(history[0]),
             parent=None,
             forked_from=link,
             started_by=normal_identity(principal.subject),
+            run_deadline=None,
         )
         workflow, version, queue = _code_of(source, history[0])
         run_id = req.new_run_id if req.new_run_id is not None else new_run_id()

@@ -334,6 +334,8 @@ class Repairs:
                 if policy.get("max_attempts", 1) is not None:  # a policy without a limit keeps none
                     policy["max_attempts"] = int(policy.get("max_attempts", 1)) + attempts
                 spec["retry"] = policy
+                if spec.get("schedule_to_close") is not None:  # and a fresh bound on its time
+                    spec["close_by"] = now + float(spec["schedule_to_close"])
             tasks.append(
                 NewActivityTask(
                     step=step.step,

@@ -51,7 +51,7 @@ from waypost.model.records import HistoryPage, RunInfo, RunPage, Started
 from waypost.model.requests import handles
 from waypost.model.status import RunStatus, why_suspended
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE, definition_of
-from waypost.runtime.registry import version_key, workflow_queue
+from waypost.runtime.registry import WorkflowDefn, version_key, workflow_queue
 from waypost.store.base import (
     NO_LIMITS,
     Conflict,
@@ -201,7 +201,11 @@ class Runs:
         payload = m.codec.encode(req.input)
         await self.definitions.bounded(tenant, "input", payload)
         started = RunStarted(
-            workflow=workflow, version=version, input=payload, started_by=req.started_by
+            workflow=workflow,
+            version=version,
+            input=payload,
+            started_by=req.started_by,
+            run_timeout=run_timeout(req, m.registry.find_workflow(workflow, version)),
         )
         return await m.start_run(
             tenant=tenant,
@@ -685,6 +689,14 @@ class _ActivityLimits:
 def concurrency_key(req: AnyStart) -> str | None:
     """The run's concurrency key: a start may give one (a queue's per-key limit)."""
     return req.concurrency_key if isinstance(req, ops.StartFields) else None
+
+
+def run_timeout(req: AnyStart, defn: WorkflowDefn | None) -> float | None:
+    """The run's timeout in seconds, recorded at its start: the start's, else that of the
+    workflow's decorator when this process has it (None: the code that runs it decides)."""
+    given = req.run_timeout if isinstance(req, ops.StartFields) else None
+    seconds = ops.run_timeout_seconds(given)
+    return seconds if seconds is not None or defn is None else defn.run_timeout
 
 
 def dedup_id(req: AnyStart) -> str | None:

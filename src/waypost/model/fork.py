@@ -20,7 +20,9 @@ again — and goes on live from there. The rules, decided once here (decision 00
   the version its source started on) or a child run's start (the child is the
   source's; a fork starts its own, under its own run ids) on. A cut past one of
   these is refused.
-- **Never copied.** Audit facts (late results, refused approvals, changed
+- **Never copied.** The run timeout's timer (a fork's run timeout counts from the
+  fork: its RunStarted keeps the source's `run_timeout`, not the deadline of its
+  chain of generations), audit facts (late results, refused approvals, changed
   approvers, forks), operator events (pause, resume, suspension, termination) and
   the run's end (completed, failed, cancelled): the new run ends by its own code.
 - **Re-chained.** Copies keep their type, data and time and are numbered and hashed
@@ -41,6 +43,7 @@ from typing import Any
 from waypost.errors import InvalidRequest
 from waypost.model.events import (
     COMMAND_EVENTS,
+    RUN_TIMEOUT_STEP,
     Command,
     Event,
     EventType,
@@ -252,6 +255,8 @@ def plan_fork(
             step = _step_of(ev)
             if ev.type == _E.SIGNAL_RECEIVED or (ev.type == _E.MARKER_RECORDED and step is None):
                 keep = ev.seq not in skipped
+            elif step == RUN_TIMEOUT_STEP:
+                keep = False  # a fork's run timeout is its own, from when it is made
             elif ev.type in _STEP_EVENTS and step is not None:
                 keep = step in finished
             elif ev.type == _E.RUN_RETRIED and step is not None:

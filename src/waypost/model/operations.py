@@ -75,6 +75,7 @@ from waypost.model.operations_start import (
     MAX_PRIORITY as MAX_PRIORITY,
     StartFields as StartFields,
     check_priority as check_priority,
+    run_timeout_seconds as run_timeout_seconds,
 )
 from waypost.model.operations_tenants import (
     TENANT_OPERATIONS,

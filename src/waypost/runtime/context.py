@@ -156,16 +156,23 @@ class WorkflowContext:
         heartbeat_timeout: timedelta | float | None = None,
         retry: Retry | None = None,
         queue: str | None = None,
+        schedule_to_close: timedelta | float | None = None,
     ) -> ActivityOptions:
         """Options for one call, over the activity's own (its decorator's):
         `await ctx.options(timeout=10, retry=wp.Retry(max_attempts=None)).run(poll, url)`.
 
         `timeout` bounds one attempt (start to close); `heartbeat_timeout` (at least 1 s);
         `retry` replaces the activity's policy for this call; `queue` is the queue its
-        attempts wait in. The step records them, so a replay and every retry keep them.
+        attempts wait in; `schedule_to_close` bounds the step's whole time, all attempts
+        and retry waits together. The step records them, so a replay and every retry keep
+        them.
         """
         spec = call_options(
-            timeout=timeout, heartbeat_timeout=heartbeat_timeout, retry=retry, queue=queue
+            timeout=timeout,
+            heartbeat_timeout=heartbeat_timeout,
+            retry=retry,
+            queue=queue,
+            schedule_to_close=schedule_to_close,
         )
         return ActivityOptions(self._instance, spec)
 

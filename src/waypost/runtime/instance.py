@@ -70,6 +70,7 @@ from .markers import Markers
 from .recorded import Recorded, describe
 from .registry import DEFAULT_ACTIVITY_TIMEOUT, ActivityDefn, WorkflowDefn
 from .repairs import RepairHooks, step_value, voided
+from .run_timeout import RUN_TIMEOUT_STEP, RunTimeout
 from .signals import SignalWaits
 from .updates import Handlers
 
@@ -99,7 +100,7 @@ class WorkflowInstance:
 
     It owns its parts, each given the instance as its `port.InstancePort`: `signals`,
     `approvals`, `children`, `handlers` (queries and updates), `cancellation`,
-    `repairs` and `markers`. Activities, timers and conditions it keeps itself.
+    `repairs`, `markers` and `run_timeout`. Activities, timers and conditions it keeps itself.
     """
 
     def __init__(
@@ -162,6 +163,7 @@ class WorkflowInstance:
         self.cancellation = CancelGrace(self)
         self.repairs = RepairHooks(self)
         self.markers = Markers(self)
+        self.run_timeout = RunTimeout(self)
 
     # == feeding the instance ==============================================
     def replay(self, history: Sequence[Event], processed_seq: int) -> None:
@@ -351,6 +353,9 @@ class WorkflowInstance:
             if d["step"] == CANCEL_GRACE_STEP:
                 self.cancellation.grace_over()
                 return
+            if d["step"] == RUN_TIMEOUT_STEP:
+                self.run_timeout.expired()
+                return
             p = self._timers.pop(d["step"], None)
             if p is not None and not p.future.done():
                 p.future.set_result(None)
@@ -400,6 +405,7 @@ class WorkflowInstance:
         coro = fn(self.context, value) if self.workflow.takes_input else fn(self.context)
         self._root = asyncio.Task(coro, loop=self._loop, name=f"workflow:{self.run_id}")
         self._loop.set_task_path(self._root, step_prefix(self.generation))
+        self.run_timeout.begin(data, self.activation_time, self.workflow.run_timeout)
 
     def _run_until_quiescent(self) -> None:
         loop = self._loop
@@ -642,9 +648,12 @@ class WorkflowInstance:
                     "site": site,
                 }
             )
+            now = self._clock()
+            if "schedule_to_close" in data:  # counted from now, across all attempts
+                data["close_by"] = now + float(data["schedule_to_close"])
             if kwargs:
                 data["kwargs"] = self.codec.encode(kwargs)
-            self._issue(ActivityScheduled.of_data(data, self._clock()))
+            self._issue(ActivityScheduled.of_data(data, now))
         hint = found.result_hint if found is not None else Any
         self._activities[step] = Pending(fut, name, hint, site)
         return fut

@@ -15,8 +15,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
-from waypost.errors import ConfigurationError, UnknownActivity, UnknownWorkflow, WorkflowError
+from waypost.errors import (
+    ConfigurationError,
+    InvalidRequest,
+    UnknownActivity,
+    UnknownWorkflow,
+    WorkflowError,
+)
 from waypost.model.identity import preview
+from waypost.model.operations_start import run_timeout_seconds
 from waypost.model.queues import DEFAULT_QUEUE
 from waypost.model.retry import Retry
 
@@ -40,6 +47,9 @@ class WorkflowDefn:
     # A definition a tenant wrote (run by the interpreter), not code of this process: its
     # activations run on the engine's compute lane, in the tenant's share.
     tenant_defined: bool = False
+    # Seconds after its start when a run ends `failed` (RunTimedOut), unless its start
+    # gives its own; None: no limit.
+    run_timeout: float | None = None
 
     @property
     def queue(self) -> str:
@@ -58,6 +68,7 @@ class ActivityDefn:
     kwarg_hints: dict[str, Any] = field(default_factory=dict)
     result_hint: Any = Any
     queue: str = DEFAULT_QUEUE
+    schedule_to_close: timedelta | None = None
 
     @functools.cached_property
     def spec(self) -> dict[str, Any]:
@@ -71,6 +82,8 @@ class ActivityDefn:
             spec["heartbeat_timeout"] = self.heartbeat_timeout.total_seconds()
         if self.queue != DEFAULT_QUEUE:
             spec["queue"] = self.queue
+        if self.schedule_to_close is not None:
+            spec["schedule_to_close"] = self.schedule_to_close.total_seconds()
         return spec
 
 
@@ -114,6 +127,7 @@ def workflow(
     version: str = "1",
     failure_types: tuple[type[BaseException], ...] = (),
     queue: str | None = None,
+    run_timeout: timedelta | float | None = None,
 ) -> Callable[[F], F]: ...
 def workflow(
     fn: F | None = None,
@@ -123,6 +137,7 @@ def workflow(
     version: str = "1",
     failure_types: tuple[type[BaseException], ...] = (),
     queue: str | None = None,
+    run_timeout: timedelta | float | None = None,
 ) -> F | Callable[[F], F]:
     """Mark `async def f(ctx: WorkflowContext, input)` as a workflow.
 
@@ -137,7 +152,16 @@ def workflow(
 
     `queue`: a start that names no queue puts the run in this workflow queue: it is
     `enqueued` until the queue's limits (`configure_queue`) admit it.
+
+    `run_timeout` (a timedelta or seconds): a run that has not ended that long after
+    its start ends `failed` with a `RunTimedOut` error, whatever it awaits (a start's
+    own `run_timeout` wins). It counts from the first generation's start: a run that
+    continues as new keeps its deadline.
     """
+    try:
+        run_seconds = run_timeout_seconds(run_timeout)
+    except InvalidRequest as exc:
+        raise ConfigurationError(f"workflow {name or getattr(fn, '__name__', '')}: {exc}") from None
     if queue is not None and (not isinstance(queue, str) or not _NAME.fullmatch(queue)):
         raise ConfigurationError(
             f"workflow queue {queue!r} is not allowed: use 1-200 letters, digits, '_', '-', "
@@ -166,6 +190,7 @@ def workflow(
             takes_input=bool(positional),
             failure_types=tuple(failure_types),
             run_queue=queue,
+            run_timeout=run_seconds,
         )
         f.__waypost_workflow__ = defn  # type: ignore[attr-defined]
         return f
@@ -183,6 +208,7 @@ def activity(
     timeout: timedelta | float | None = None,
     heartbeat_timeout: timedelta | float | None = None,
     queue: str = DEFAULT_QUEUE,
+    schedule_to_close: timedelta | float | None = None,
 ) -> Callable[[F], F]: ...
 def activity(
     fn: F | None = None,
@@ -193,6 +219,7 @@ def activity(
     timeout: timedelta | float | None = None,
     heartbeat_timeout: timedelta | float | None = None,
     queue: str = DEFAULT_QUEUE,
+    schedule_to_close: timedelta | float | None = None,
 ) -> F | Callable[[F], F]:
     """Mark a function taking `ActivityContext` first as an activity.
 
@@ -201,7 +228,20 @@ def activity(
     set, fails an attempt that has not called `ctx.heartbeat()` for that long.
     Its attempts wait in the named `queue`, whose limits (`configure_queue`:
     concurrency, rate) every engine honours when it claims them.
+    `schedule_to_close` (a timedelta or seconds; default: none) bounds a step's whole
+    time, from when it is scheduled across all its attempts and retry waits: once it
+    is reached no further attempt starts (a running one is stopped then) and the step
+    fails with a `ScheduleToCloseTimeout` error.
     """
+    try:
+        close_seconds = (
+            None
+            if schedule_to_close is None
+            else _positive_seconds(schedule_to_close, "schedule_to_close")
+        )
+    except WorkflowError as exc:
+        where = name or getattr(fn, "__qualname__", "")
+        raise ConfigurationError(f"activity {where}: {exc}") from None
 
     def decorate(f: F) -> F:
         if not isinstance(queue, str) or not _NAME.fullmatch(queue):
@@ -229,6 +269,7 @@ def activity(
             kwarg_hints=keywords,
             result_hint=result,
             queue=queue,
+            schedule_to_close=None if close_seconds is None else timedelta(seconds=close_seconds),
         )
         f.__waypost_activity__ = defn  # type: ignore[attr-defined]
         return f
@@ -242,6 +283,7 @@ def call_options(
     heartbeat_timeout: timedelta | float | None = None,
     retry: Retry | None = None,
     queue: str | None = None,
+    schedule_to_close: timedelta | float | None = None,
 ) -> dict[str, Any]:
     """An activity call's options over the activity's own (`ctx.options`), as the
     scheduled step records them; `WorkflowError` for one that is not allowed."""
@@ -270,6 +312,8 @@ def call_options(
                 "'-', '.', ':'"
             )
         spec["queue"] = queue
+    if schedule_to_close is not None:
+        spec["schedule_to_close"] = _positive_seconds(schedule_to_close, "schedule_to_close")
     return spec
 
 
@@ -284,6 +328,16 @@ def _duration_of(f: Callable[..., Any], what: str, duration: Any) -> timedelta |
     if not math.isfinite(seconds):
         raise ConfigurationError(f"activity {f.__qualname__}: {what} must be finite")
     return timedelta(seconds=seconds)
+
+
+def _positive_seconds(duration: Any, what: str) -> float:
+    """`duration` in seconds if it is positive and finite, else `WorkflowError`."""
+    seconds = _seconds_of(duration, what)
+    if not 0 < seconds < math.inf:
+        raise WorkflowError(
+            f"{what} must be a positive, finite duration (a timedelta or seconds), not {duration!r}"
+        )
+    return seconds
 
 
 def _seconds_of(duration: Any, what: str) -> float:

@@ -18,6 +18,7 @@ from .core import (
     feeds_code,
 )
 from .runs import (
+    RUN_TIMEOUT_STEP,
     CancelRequested,
     ChildCompleted,
     ChildFailed,
@@ -65,6 +66,7 @@ __all__ = [
     "AUDIT_EVENTS",
     "CLASSES",
     "COMMAND_EVENTS",
+    "RUN_TIMEOUT_STEP",
     "TERMINAL_EVENTS",
     "UNSET",
     "ActivityCancelRequested",

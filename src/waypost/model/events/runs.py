@@ -10,13 +10,18 @@ from typing import Any, ClassVar
 from .base import UNSET, Command, EventData, register
 from .core import EventType as _E
 
+RUN_TIMEOUT_STEP = "run-timeout"
+"""The step of the timer after which a run that has not ended fails (`RunTimedOut`)."""
+
 
 @register
 class RunStarted(EventData):
     """A run (or a generation) began. `parent` links a child to its parent, `definition`
     names the definition a definition run runs, `forked_from` the run it was forked
     from, `continued_from` and `generation` the generation before it; `started_by`, who
-    started it, when known."""
+    started it, when known. `run_timeout` (seconds) is the timeout the start gave the
+    run; `run_deadline` (epoch seconds) the end of the timeout a generation it continues
+    had (the timeout spans the whole chain of generations)."""
 
     TYPE: ClassVar = _E.RUN_STARTED
     OMIT_NONE: ClassVar = frozenset(
@@ -28,6 +33,8 @@ class RunStarted(EventData):
             "continued_from",
             "generation",
             "trace",
+            "run_timeout",
+            "run_deadline",
         }
     )
     workflow: str
@@ -41,6 +48,8 @@ class RunStarted(EventData):
     generation: int | None = None
     # The trace the run's spans belong to (when tracing is on).
     trace: Any = None
+    run_timeout: float | None = None
+    run_deadline: float | None = None
 
 
 @register

@@ -23,6 +23,8 @@ class ActivityScheduled(Command):
             "compensates",
             "definition_step",
             "definition_version",
+            "schedule_to_close",
+            "close_by",
         }
     )
     step: str
@@ -38,6 +40,9 @@ class ActivityScheduled(Command):
     compensates: str | None = None
     definition_step: str | None = None
     definition_version: int | None = None
+    # The bound on the step's whole time (seconds), and when it is reached (epoch seconds).
+    schedule_to_close: float | None = None
+    close_by: float | None = None
 
     @staticmethod
     def task_of(ev: Event | NewEvent) -> tuple[str, str, float, float | None]:

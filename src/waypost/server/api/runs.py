@@ -48,6 +48,11 @@ class StartBody(StrictBody):
         description="A workflow queue: the run is 'enqueued' until the queue's limits admit "
         "it (default: the workflow's own queue, if any).",
     )
+    run_timeout: StrictFloat | StrictInt | None = Field(
+        default=None,
+        description="Seconds: a run that has not ended that long after its start ends "
+        "'failed' (RunTimedOut); default: the workflow's own run_timeout, if any.",
+    )
 
 
 class SignalBody(StrictBody):
