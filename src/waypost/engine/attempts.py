@@ -47,10 +47,13 @@ class Attempt:
     task: asyncio.Task[Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        # An attempt's start-to-close deadline is no later than its step's schedule-to-close.
+        self.time_to(self.deadline)
+
+    def time_to(self, deadline: float) -> None:
+        """Run to `deadline`: an attempt's start-to-close deadline, no later than its
+        step's schedule-to-close."""
         close_by = self.spec.get("close_by")
-        if close_by is not None:
-            self.deadline = min(self.deadline, float(close_by))
+        self.deadline = deadline if close_by is None else min(deadline, float(close_by))
 
     @property
     def ref(self) -> TaskRef:

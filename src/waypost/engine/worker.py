@@ -164,7 +164,7 @@ class Worker:
         if deadline is None:
             log.info("attempt %d is no longer this engine's: not run", a.attempt)
             return False
-        a.deadline = deadline
+        a.time_to(deadline)
         return True
 
     async def _call(self, defn: ActivityDefn, a: Attempt, ctx: ActivityContext) -> Outcome:
