@@ -4,6 +4,7 @@ changes, overlap policies, catch-up after downtime, backfill, and bad input refu
 from __future__ import annotations
 
 import contextlib
+import getpass
 import signal
 import subprocess
 import sys
@@ -539,3 +540,31 @@ def test_a_schedule_of_a_published_definition_fires(
     assert engine.result(run_id, timeout=10, tenant="acme") is not None
     assert engine.get(run_id, tenant="acme").workflow == "nightly"
     assert engine.schedules(tenant="other") == []
+
+
+# -- trigger now --------------------------------------------------------------------------
+def test_trigger_starts_a_run_now_through_the_overlap_policy(
+    make_engine: Any, serving: contextlib.ExitStack
+) -> None:
+    engine, sid, label, clock = fire_twice(make_engine, serving, "skip")
+    first = fire_run_id(sid, at("2026-06-01T10:00:00"))
+    # The regular fire's run is held: the schedule's policy (skip) skips the trigger...
+    skipped = engine.trigger_schedule(sid)
+    assert [run for _, run in skipped.fires] == [None]
+    assert sched_runs(engine, sid) == [first]
+    # ...another policy, named for this trigger, starts it at once, on the asker's behalf.
+    now = clock()
+    ((fired_at, run),) = engine.trigger_schedule(sid, overlap="allow_all").fires
+    assert run == fire_run_id(sid, datetime.fromisoformat(fired_at).timestamp())
+    assert int(now) <= datetime.fromisoformat(fired_at).timestamp() < now + 60  # to the second
+    assert sorted(sched_runs(engine, sid)) == sorted([first, run])
+    started = of_type(engine.history(run), "RunStarted")[0].data
+    assert started["started_by"] == getpass.getuser()  # the asker: this process's user
+    # The regular fires go on as they were: the triggered run is not their last.
+    assert engine.describe_schedule(sid).last_run_id == first
+    with pytest.raises(InvalidRequest, match="a trigger's overlap is one of"):
+        engine.trigger_schedule(sid, overlap="buffer_one")
+    with pytest.raises(ScheduleNotFound):
+        engine.trigger_schedule(sid, tenant="other")  # another tenant's schedule
+    release(engine, sid)
+    assert engine.result(run, timeout=10) == label

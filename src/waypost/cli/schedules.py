@@ -125,6 +125,25 @@ record_commands(
 )
 
 
+@schedules.command("trigger")
+@click.argument("schedule_id")
+@click.option(
+    "--overlap",
+    default="schedule",
+    show_default=True,
+    help="schedule (the schedule's policy against its last run), allow_all, skip or "
+    "cancel_previous.",
+)
+@tenant_option
+@db_option
+def schedules_trigger(schedule_id: str, overlap: str, tenant: str, db: str) -> None:
+    """Start SCHEDULE_ID's run now (JSON: the fire and its run, null where skipped); its
+    regular fires go on as they were."""
+    with open_engine(db, must_exist=True) as engine:
+        done = engine.trigger_schedule(schedule_id, overlap=overlap, tenant=tenant)
+    click.echo(dump(done.to_dict()))
+
+
 @schedules.command("backfill")
 @click.argument("schedule_id")
 @click.option("--start", required=True, help="ISO 8601 with a zone: 2026-06-01T00:00:00Z.")

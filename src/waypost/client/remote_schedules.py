@@ -40,6 +40,11 @@ async def _backfill(send: Sends, asked: sch.BackfillSchedule) -> Backfilled:
     return Backfilled(done["schedule_id"], [(f["fire_at"], f["run_id"]) for f in done["fires"]])
 
 
+async def _trigger(send: Sends, asked: sch.TriggerSchedule) -> Backfilled:
+    done = await send(*route(asked), json={"overlap": asked.overlap})
+    return Backfilled(done["schedule_id"], [(f["fire_at"], f["run_id"]) for f in done["fires"]])
+
+
 SCHEDULE_WIRES: Wires = {
     sch.CreateSchedule: _create,
     sch.ListSchedules: _list,
@@ -48,4 +53,5 @@ SCHEDULE_WIRES: Wires = {
     sch.ResumeSchedule: _one,
     sch.DeleteSchedule: _one,
     sch.BackfillSchedule: _backfill,
+    sch.TriggerSchedule: _trigger,
 }

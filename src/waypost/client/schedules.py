@@ -75,6 +75,14 @@ class ScheduleCalls:
         """Delete a schedule; the runs it started go on."""
         await self._local(sch.DeleteSchedule(schedule_id=id), tenant)
 
+    async def trigger_schedule(
+        self, id: str, *, overlap: str = "schedule", tenant: str = "default"
+    ) -> Backfilled:
+        """Start the schedule's run now, through its overlap policy against its last run
+        (or `overlap`: `allow_all`, `skip`, `cancel_previous`); its one fire and the run
+        (None: skipped). The regular fires go on as they were."""
+        return await self._local(sch.TriggerSchedule(schedule_id=id, overlap=overlap), tenant)
+
     async def backfill_schedule(
         self,
         id: str,

@@ -237,6 +237,7 @@ class Engine(OperatorBlocking, RepairBlocking):
     resume_schedule = blocking(AsyncEngine.resume_schedule)
     delete_schedule = blocking(AsyncEngine.delete_schedule)
     backfill_schedule = blocking(AsyncEngine.backfill_schedule)
+    trigger_schedule = blocking(AsyncEngine.trigger_schedule)
     # the approval page
     resolve_credential = blocking(AsyncEngine.resolve_credential)
     start_run = blocking(AsyncEngine.start_run)

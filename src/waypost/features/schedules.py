@@ -245,6 +245,18 @@ class Schedules:
             fires.append((sch.iso(at), started))
         return sch.Backfilled(rec.schedule_id, fires)
 
+    @handles(sch.TriggerSchedule)
+    async def trigger(self, req: sch.TriggerSchedule, principal: Principal) -> sch.Backfilled:
+        """Start the schedule's run now (see `TriggerSchedule`)."""
+        rec = await self._record(principal.tenant, req.schedule_id)
+        now = self.machinery.settings.clock()
+        policy = Overlap(rec.overlap) if req.overlap == "schedule" else Overlap(req.overlap)
+        by = normal_identity(principal.subject)
+        started, unstarted = await self._fire(rec, now, policy, rec.last_run_id, "triggered", by)
+        if unstarted is not None:
+            self._observe(rec, unstarted)
+        return sch.Backfilled(rec.schedule_id, [(sch.iso(now), started)])
+
     # == firing ==============================================================
     def wake(self) -> None:
         self._wake.set()

@@ -138,6 +138,7 @@ from waypost.model.schedules import (
     ListSchedules as ListSchedules,
     PauseSchedule as PauseSchedule,
     ResumeSchedule as ResumeSchedule,
+    TriggerSchedule as TriggerSchedule,
 )
 from waypost.model.status import RunStatus
 

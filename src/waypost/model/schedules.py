@@ -477,6 +477,33 @@ class BackfillSchedule(ScheduleRequest[Backfilled]):
         return BackfillSchedule(same.schedule_id, start, end, self.overlap)
 
 
+@dataclass(frozen=True)
+class TriggerSchedule(ScheduleRequest[Backfilled]):
+    """Start a schedule's run now, as a fire at this moment would: through the schedule's
+    overlap policy against the run its regular fires last started (`overlap` may name
+    another: `allow_all`, `skip`, `cancel_previous`; `buffer_one` skips, as a trigger does
+    not wait). Started on behalf of whoever asked; the regular fires go on as they were,
+    and the triggered run does not count for them (as a backfill's)."""
+
+    roles = CHANGERS
+    name = "trigger schedule"
+    call = "trigger_schedule"
+    http = Http("POST", "/v1/schedules/{schedule_id:id}/trigger", tag="schedules")
+    cli = Cli("schedules trigger")
+    overlap: str = "schedule"
+
+    def checked(self, principal: Principal) -> Request[Backfilled]:
+        if self.overlap not in BACKFILL_OVERLAPS:
+            raise InvalidRequest(
+                f"a trigger's overlap is one of {', '.join(BACKFILL_OVERLAPS)}, not "
+                f"{preview(self.overlap)} (a trigger does not wait, so it buffers nothing)",
+                field="overlap",
+            )
+        same = super().checked(principal)
+        assert isinstance(same, TriggerSchedule)
+        return TriggerSchedule(same.schedule_id, self.overlap)
+
+
 SCHEDULE_OPERATIONS: tuple[type[Request[Any]], ...] = (
     CreateSchedule,
     ListSchedules,
@@ -485,5 +512,6 @@ SCHEDULE_OPERATIONS: tuple[type[Request[Any]], ...] = (
     ResumeSchedule,
     DeleteSchedule,
     BackfillSchedule,
+    TriggerSchedule,
 )
 """The schedule operations the door serves."""

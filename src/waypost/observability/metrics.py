@@ -157,8 +157,8 @@ class Metrics:
 
         self.fires = counter(
             "waypost_schedule_fires",
-            "Schedule fires handled, by outcome (started, caught_up, backfilled, skipped, "
-            "buffered, not_started).",
+            "Schedule fires handled, by outcome (started, caught_up, backfilled, triggered, "
+            "skipped, buffered, not_started).",
             "tenant",
             "outcome",
         )
@@ -230,5 +230,5 @@ class Metrics:
 
     def schedule_fired(self, tenant: str, outcome: str, lag: float | None) -> None:
         self.fires(tenant, outcome).inc()
-        if lag is not None and outcome != "backfilled":
+        if lag is not None and outcome not in ("backfilled", "triggered"):
             self.fire_lag.observe(max(0.0, lag))

@@ -36,6 +36,14 @@ class ScheduleBody(StrictBody):
     )
 
 
+class TriggerBody(StrictBody):
+    overlap: str = Field(
+        default="schedule",
+        description="schedule (the schedule's policy against its last run), allow_all, "
+        "skip or cancel_previous.",
+    )
+
+
 class BackfillBody(StrictBody):
     start: str = Field(description="ISO 8601 with a zone: the range's first instant.")
     end: str = Field(description="ISO 8601 with a zone: the range's last instant.")
@@ -75,6 +83,13 @@ add_route(
     sch.DeleteSchedule,
     done("deleted"),
     summary="Delete a schedule (operator).",
+)
+add_route(
+    router,
+    sch.TriggerSchedule,
+    lambda done, _: done.to_dict(),
+    summary="Start the schedule's run now (operator).",
+    body=TriggerBody,
 )
 add_route(
     router,
