@@ -6,6 +6,7 @@ and long waits, with the whole history in one database.
 """
 
 from waypost.client.engine import AsyncEngine, AsyncRunHandle
+from waypost.client.handles import UpdateHandle
 from waypost.client.sync import Engine, RunHandle
 from waypost.errors import (
     ActivityCancelled,
@@ -203,6 +204,7 @@ __all__ = [
     "UnknownActivity",
     "UnknownWorkflow",
     "UpdateFailed",
+    "UpdateHandle",
     "UpdateRejected",
     "UpdateTimeout",
     "UserExists",

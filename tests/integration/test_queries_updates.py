@@ -434,3 +434,30 @@ def test_updates_in_a_later_generation_number_their_steps_under_it(
     assert completed.data["step"].startswith("2/u") and scheduled.data["step"].startswith("2/u")
     assert executions(label) == 2  # one per update; the keys of the generations differ
     assert engine._call(check_invariants(engine.aio.store)) == []
+
+
+def test_start_update_returns_once_accepted_and_its_handle_waits_for_the_result(
+    make_engine: Any, serve: Any, label: str
+) -> None:
+    engine = make_engine(account, record_deposit)
+    run = engine.start(account, label)  # not served yet: accepted, not completed
+    handle = engine.start_update(run.run_id, "deposit", 5, update_id="u-1")
+    assert (handle.run_id, handle.update_id, handle.name) == (run.run_id, "u-1", "deposit")
+    assert len(of_type(engine.history(run.run_id), "UpdateAccepted")) == 1
+    assert of_type(engine.history(run.run_id), "UpdateCompleted") == []
+    with pytest.raises(UpdateTimeout):
+        handle.result(timeout=0.2)
+    with pytest.raises(UpdateRejected):  # refused by its validator: nothing recorded
+        engine.start_update(run.run_id, "deposit", -1)
+    with engine.running():
+        assert handle.result() == 5
+        failing = engine.start_update(run.run_id, "withdraw", 100)  # more than the balance
+        with pytest.raises(UpdateFailed, match="cannot withdraw 100"):
+            failing.result()
+        # The same through the HTTP client: a handle of its own that waits over HTTP.
+        base = serve(engine)
+        key = make_key(engine, "default", "svc", "starter")
+        with wp.Client(base, key) as client:
+            remote = client.start_update(run.run_id, "deposit", 2, update_id="u-2")
+            assert remote.result(timeout=30) == 7
+    assert executions(label) == 2

@@ -1,8 +1,9 @@
-"""`AsyncRunHandle`: a started run of `AsyncEngine`, to read, wait for, signal and cancel."""
+"""`AsyncRunHandle`: a started run of `AsyncEngine`, to read, wait for, signal and cancel;
+`UpdateHandle`: an accepted update, to wait for its result."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from waypost.model.events import Event
@@ -45,3 +46,24 @@ class AsyncRunHandle:
 
     async def history(self) -> list[Event]:
         return await self.engine.history(self.run_id, tenant=self.tenant)
+
+
+@dataclass(frozen=True)
+class UpdateHandle:
+    """An update a run accepted (validated and recorded in its history), from
+    `start_update`: `result()` waits for what its handler returns."""
+
+    run_id: str
+    update_id: str
+    name: str
+    tenant: str | None = "default"  # None: a remote client's (its API key decides)
+    engine: Any = field(default=None, repr=False, compare=False)
+
+    def result(self, timeout: float = 60.0) -> Any:
+        """What the update's handler returned (awaitable from `AsyncEngine` and
+        `AsyncClient`): `UpdateFailed` if it raised, `UpdateTimeout` if it has not
+        completed within `timeout` seconds (ask again: it goes on)."""
+        where = {} if self.tenant is None else {"tenant": self.tenant}
+        return self.engine.update(
+            self.run_id, self.name, update_id=self.update_id, timeout=timeout, **where
+        )

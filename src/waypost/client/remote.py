@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -33,6 +34,7 @@ from waypost.model.requests import Http
 from waypost.model.status import RunStatus, why_suspended
 
 from .fork import ForkCalls
+from .handles import UpdateHandle
 from .operator import OperatorRemote, OperatorRemoteBlocking
 from .queues import QueueCalls
 from .remote_queues import QUEUE_WIRES
@@ -47,7 +49,7 @@ from .runs import RunQueryCalls
 from .schedules import ScheduleCalls
 from .sync import LoopThread, blocking
 from .twins import remote_twin
-from .updates import UpdateCalls
+from .updates import UpdateCalls, accept_update
 from .users import UserCalls
 
 try:
@@ -328,6 +330,14 @@ class AsyncClient(OperatorRemote, RepairRemote):
     trigger_schedule = remote_twin(ScheduleCalls.trigger_schedule)
     query = remote_twin(UpdateCalls.query)
     update = remote_twin(UpdateCalls.update)
+
+    async def start_update(
+        self, run_id: str, name: str, *args: Any, update_id: str | None = None
+    ) -> UpdateHandle:
+        """Send update `name` and return once the run accepted it (see
+        `AsyncEngine.start_update`); `await handle.result()` waits for its result."""
+        return await accept_update(self, run_id, name, args, update_id, None)
+
     create_user = remote_twin(UserCalls.create_user)
     list_users = remote_twin(UserCalls.list_users)
     disable_user = remote_twin(UserCalls.disable_user)
@@ -395,6 +405,7 @@ class Client(OperatorRemoteBlocking, RepairRemoteBlocking):
     trigger_schedule = blocking(AsyncClient.trigger_schedule)
     query = blocking(AsyncClient.query)
     update = blocking(AsyncClient.update)
+    start_update = blocking(AsyncClient.start_update, lambda self, h: replace(h, engine=self))
     create_user = blocking(AsyncClient.create_user)
     list_users = blocking(AsyncClient.list_users)
     disable_user = blocking(AsyncClient.disable_user)

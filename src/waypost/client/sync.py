@@ -20,7 +20,7 @@ import contextvars
 import signal
 import threading
 from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar
 
@@ -197,6 +197,7 @@ class Engine(OperatorBlocking, RepairBlocking):
     fork = blocking(AsyncEngine.fork)
     query = blocking(AsyncEngine.query)
     update = blocking(AsyncEngine.update)
+    start_update = blocking(AsyncEngine.start_update, lambda self, h: replace(h, engine=self))
     get = blocking(AsyncEngine.get)
     list_runs = blocking(AsyncEngine.list_runs)
     history = blocking(AsyncEngine.history)

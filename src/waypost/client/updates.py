@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from typing import Any
 
 from waypost.engine.runner import Runner
+from waypost.errors import UpdateFailed, UpdateTimeout
 from waypost.features.definitions import Definitions
 from waypost.model import operations as ops
 
 from .door import LocalDoor
+from .handles import UpdateHandle
+
+ACCEPTED_WAIT = 0.001
+"""How long `start_update` waits past the update's acceptance for its result."""
 
 
 class UpdateCalls:
@@ -57,3 +64,38 @@ class UpdateCalls:
         )
         answer: ops.UpdateAnswer = await self._local(request, tenant)
         return answer.result
+
+    async def start_update(
+        self,
+        run_id: str,
+        name: str,
+        *args: Any,
+        update_id: str | None = None,
+        tenant: str = "default",
+    ) -> UpdateHandle:
+        """Send update `name` with `args` to run `run_id` and return once the run has
+        accepted it (its validator passed and it is recorded, so it survives crashes), not
+        when it completes: `await handle.result(timeout=)` waits for that. A refusal is
+        `UpdateRejected` here; a handler that raises is `UpdateFailed` from `result()`.
+        `update_id` deduplicates as for `update`. Starter, operator."""
+        return await accept_update(self, run_id, name, args, update_id, tenant)
+
+
+async def accept_update(
+    engine: Any,
+    run_id: str,
+    name: str,
+    args: tuple[Any, ...],
+    update_id: str | None,
+    tenant: str | None,
+) -> UpdateHandle:
+    """`start_update` by `engine`'s `update` (an engine's, or a remote client's: `tenant`
+    None)."""
+    update_id = update_id or f"upd-{uuid.uuid4().hex}"
+    where = {} if tenant is None else {"tenant": tenant}
+    # Accepted by the time it times out or fails: what became of it is for `result()`.
+    with contextlib.suppress(UpdateTimeout, UpdateFailed):
+        await engine.update(
+            run_id, name, *args, update_id=update_id, timeout=ACCEPTED_WAIT, **where
+        )
+    return UpdateHandle(run_id, update_id, name, tenant, engine)
