@@ -441,6 +441,16 @@ class DeleteSchedule(ScheduleRequest[None]):
     cli = Cli("schedules delete")
 
 
+def _check_unwaiting(overlap: str, what: str) -> None:
+    """`InvalidRequest` unless `overlap` is a policy for fires that do not wait."""
+    if overlap not in BACKFILL_OVERLAPS:
+        raise InvalidRequest(
+            f"a {what}'s overlap is one of {', '.join(BACKFILL_OVERLAPS)}, not "
+            f"{preview(overlap)} (a {what} does not wait, so it buffers nothing)",
+            field="overlap",
+        )
+
+
 @dataclass(frozen=True)
 class BackfillSchedule(ScheduleRequest[Backfilled]):
     """Start the runs of a schedule's fire times in [start, end] (at most `MAX_FIRES`).
@@ -466,12 +476,7 @@ class BackfillSchedule(ScheduleRequest[Backfilled]):
         end = instant_of(self.end, "end")
         if end < start:
             raise InvalidRequest("end comes before start", field="end")
-        if self.overlap not in BACKFILL_OVERLAPS:
-            raise InvalidRequest(
-                f"a backfill's overlap is one of {', '.join(BACKFILL_OVERLAPS)}, not "
-                f"{preview(self.overlap)} (a backfill does not wait, so it buffers nothing)",
-                field="overlap",
-            )
+        _check_unwaiting(self.overlap, "backfill")
         same = super().checked(principal)
         assert isinstance(same, BackfillSchedule)
         return BackfillSchedule(same.schedule_id, start, end, self.overlap)
@@ -493,12 +498,7 @@ class TriggerSchedule(ScheduleRequest[Backfilled]):
     overlap: str = "schedule"
 
     def checked(self, principal: Principal) -> Request[Backfilled]:
-        if self.overlap not in BACKFILL_OVERLAPS:
-            raise InvalidRequest(
-                f"a trigger's overlap is one of {', '.join(BACKFILL_OVERLAPS)}, not "
-                f"{preview(self.overlap)} (a trigger does not wait, so it buffers nothing)",
-                field="overlap",
-            )
+        _check_unwaiting(self.overlap, "trigger")
         same = super().checked(principal)
         assert isinstance(same, TriggerSchedule)
         return TriggerSchedule(same.schedule_id, self.overlap)
