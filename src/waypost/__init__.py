@@ -108,6 +108,7 @@ from waypost.model.status import RunStatus
 from waypost.runtime.context import ActivityContext, WorkflowContext, WorkflowInfo
 from waypost.runtime.interpreter import DefinitionFailed
 from waypost.runtime.registry import activity, workflow
+from waypost.runtime.workflow_classes import query, signal, update
 
 __version__ = "0.1.0"
 
@@ -224,7 +225,10 @@ __all__ = [
     "WorkflowTerminated",
     "__version__",
     "activity",
+    "query",
     "senders_from_url",
+    "signal",
+    "update",
     "verify_webhook",
     "workflow",
 ]

@@ -27,6 +27,8 @@ from waypost.model.operations_start import run_timeout_seconds
 from waypost.model.queues import DEFAULT_QUEUE
 from waypost.model.retry import Retry
 
+from .workflow_classes import class_workflow
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_ACTIVITY_TIMEOUT = timedelta(minutes=5)
@@ -139,7 +141,8 @@ def workflow(
     queue: str | None = None,
     run_timeout: timedelta | float | None = None,
 ) -> F | Callable[[F], F]:
-    """Mark `async def f(ctx: WorkflowContext, input)` as a workflow.
+    """Mark `async def f(ctx: WorkflowContext, input)` as a workflow (or a class with an
+    `async def run(self, ctx, input)` and handler methods: `workflow_classes`).
 
     `version` tells versions of one workflow apart: a run replays on the
     version it started with, new runs take the newest registered one.
@@ -174,20 +177,30 @@ def workflow(
             )
 
     def decorate(f: F) -> F:
-        if not inspect.iscoroutinefunction(f):
-            raise ConfigurationError(f"workflow {f.__qualname__} must be an 'async def' function")
-        positional, _, result = _hints(f)
-        if len(positional) > 1:
+        if inspect.isclass(f):  # state on an object, handlers as its methods
+            made = class_workflow(f)
+            entry, input_hint, result = made.entry, made.input_hint, made.result_hint
+            takes_input = made.takes_input
+        elif not inspect.iscoroutinefunction(f):
             raise ConfigurationError(
-                f"workflow {f.__qualname__} must take (ctx, input): one input parameter at most"
+                f"workflow {f.__qualname__} must be an 'async def' function or a class "
+                "with an 'async def run(self, ctx[, input])'"
             )
+        else:
+            positional, _, result = _hints(f)
+            if len(positional) > 1:
+                raise ConfigurationError(
+                    f"workflow {f.__qualname__} must take (ctx, input): one input parameter at most"
+                )
+            entry, takes_input = f, bool(positional)
+            input_hint = positional[0] if positional else Any
         defn = WorkflowDefn(
             name=_check_name("workflow", name or f.__name__),
             version=_check_name("version", str(version)),
-            fn=f,
-            input_hint=positional[0] if positional else Any,
+            fn=entry,
+            input_hint=input_hint,
             result_hint=result,
-            takes_input=bool(positional),
+            takes_input=takes_input,
             failure_types=tuple(failure_types),
             run_queue=queue,
             run_timeout=run_seconds,
