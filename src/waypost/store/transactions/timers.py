@@ -43,8 +43,10 @@ def fire_due_timers(
     # One statement marks the batch fired (a timer another scheduler took is not in it);
     # then each run gets its TimerFired, earliest due first.
     taken = tx.all("take_due_timers", {"now": now, "limit": limit})
-    commits = [_firing(due, now, owner, queues, lease) for due in _by_due(taken)]
-    return [fired for c, due in commits if (fired := _fire_alone(tx, c, due)) is not None]
+    fired = (
+        _fire_alone(tx, _firing(due, now, owner, queues, lease), due) for due in _by_due(taken)
+    )
+    return [one for one in fired if one is not None]
 
 
 def next_timer_at(tx: Tx) -> float | None:
@@ -58,9 +60,9 @@ def _by_due(rows: list[Row]) -> list[Row]:
 
 def _firing(
     due: Row, now: float, owner: str | None, queues: Sequence[str], lease: float
-) -> tuple[RunCommit, Row]:
-    """The commit that appends the timer's `TimerFired` to its run (and the timer's row)."""
-    commit = RunCommit(
+) -> RunCommit:
+    """The commit that appends the timer's `TimerFired` to its run."""
+    return RunCommit(
         tenant=due["tenant"],
         run_id=due["run_id"],
         events=[TimerFired(step=due["step"], generation=due["generation"]).at(now)],
@@ -70,7 +72,6 @@ def _firing(
         lease=lease,
         claim_queues=frozenset(queues),
     )
-    return commit, due
 
 
 def _fire_alone(tx: Tx, c: RunCommit, due: Row) -> FiredTimer | None:
@@ -112,7 +113,7 @@ def _fire_in_batch(
         head = timers[0]  # the run's head and workflow task, as claim_due_timers locked them
         if head["status"] in _FINISHED:
             continue  # its timers stay fired; a finished run takes no event
-        commits = [_firing(due, now, owner, queues, lease)[0] for due in timers]
+        commits = [_firing(due, now, owner, queues, lease) for due in timers]
         sealed = tx.chain.seal(head["last_seq"], head["last_hash"], [c.events[0] for c in commits])
         heads.append(
             {
@@ -140,18 +141,17 @@ def _fire_in_batch(
                 step=due["step"],
                 queue=head["queue"],
                 event=event,
-                workflow_fence=fence if event is sealed[0] else None,
+                workflow_fence=fence if n == 0 else None,  # the run is processed once
                 due=due["fire_at"],
             )
-            for due, event in zip(timers, sealed, strict=True)
+            for n, (due, event) in enumerate(zip(timers, sealed, strict=True))
         )
     if heads:
         _write_batch(tx, now, heads, events, tasks)
     if ready:
         tx.notify(TASKS)
     for due in stray:  # a run gone or without its workflow task: the long way
-        c, _ = _firing(due, now, owner, queues, lease)
-        one = _fire_alone(tx, c, due)
+        one = _fire_alone(tx, _firing(due, now, owner, queues, lease), due)
         if one is not None:
             fired.append(one)
     return sorted(fired, key=lambda f: (f.due, f.tenant, f.run_id, f.step))
