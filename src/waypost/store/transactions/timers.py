@@ -131,7 +131,9 @@ def _fire_in_batch(
         if head["state"] != "held":  # an enqueued run's task waits for admission
             woken = woken_task(head, commits[0])
             if woken.columns is not None:
-                tasks.append({"tenant": tenant, "run_id": run_id, **woken.columns})
+                tasks.append(
+                    {**_WORKFLOW_TASK, "tenant": tenant, "run_id": run_id, **woken.columns}
+                )
             ready = ready or woken.ready
             fence = woken.fence
         fired.extend(
@@ -167,10 +169,10 @@ def _write_batch(
     """Every head, event and workflow task of the batch in the one statement `fire_timers`."""
     params = {
         "now": now,
-        # The rows as JSON, one parameter each (as the one-statement step sends them).
-        "heads": json.dumps(heads),
+        **_arrays(heads, _HEAD_COLUMNS, "head_"),
+        **_arrays(tasks, _TASK_COLUMNS, "task_"),
+        # The events as JSON, one parameter (as the one-statement step sends them).
         "events": json.dumps([{k: r[k] for k in _EVENT_COLUMNS} for r in events]),
-        "tasks": json.dumps(tasks),
     }
     row = tx.one("fire_timers", params)
     written = (row["advanced"], row["appended"], row["woken"]) if row is not None else None
@@ -178,4 +180,33 @@ def _write_batch(
         raise RuntimeError(f"firing a batch of timers wrote {written}")
 
 
+def _arrays(rows: list[dict[str, Any]], columns: tuple[str, ...], key: str) -> dict[str, list[Any]]:
+    """`rows` as one list per column, named by column (`tenant` and `run_id` after `key`)."""
+    return {
+        (key + name if name in ("tenant", "run_id") else name): [r[name] for r in rows]
+        for name in columns
+    }
+
+
+_HEAD_COLUMNS = (
+    "tenant",
+    "run_id",
+    "expect_seq",
+    "expect_hash",
+    "last_seq",
+    "last_hash",
+    "added_bytes",
+)
+_TASK_COLUMNS = (
+    "tenant",
+    "run_id",
+    "kind",
+    "step",
+    "state",
+    "visible_at",
+    "owner",
+    "fence",
+    "lapses",
+)
+_WORKFLOW_TASK = {"kind": "workflow", "step": ""}  # the rest of a workflow task's key
 _EVENT_COLUMNS = ("tenant", "run_id", "seq", "type", "data", "ts", "hash")

@@ -48,15 +48,19 @@ LEFT JOIN wt ON wt.tenant = fired.tenant AND wt.run_id = fired.run_id;
 -- name: fire_timers
 -- The rest of the batch's firing, for the timers `claim_due_timers` returned with their
 -- runs: each run's head advanced from the one read, its TimerFired events appended and
--- its workflow task woken or leased. %(heads)s, %(events)s and %(tasks)s are JSON arrays
--- of rows; the rows they change are locked by `claim_due_timers`, so every head is still
--- where it was read (the counts returned say so, and the caller checks them).
+-- its workflow task woken or leased. The heads and tasks come as one array per column,
+-- each row then found by its primary key, all of whose columns the join names (a JSON
+-- parameter is taken for 100 rows, and a join on part of the key, with no statistics,
+-- scanned a whole table). The events come as JSON.
+-- The rows it changes are locked by `claim_due_timers`, so every head is still where it
+-- was read (the counts returned say so, and the caller checks them).
 WITH heads AS (
     UPDATE runs AS r SET last_seq = h.last_seq, last_hash = h.last_hash, updated_at = %(now)s,
                          history_bytes = r.history_bytes + h.added_bytes
-    FROM json_to_recordset(%(heads)s::json)
-         AS h(tenant text, run_id text, expect_seq bigint, expect_hash text, last_seq bigint,
-              last_hash text, added_bytes bigint)
+    FROM unnest(%(head_tenant)s::text[], %(head_run_id)s::text[], %(expect_seq)s::bigint[],
+                %(expect_hash)s::text[], %(last_seq)s::bigint[], %(last_hash)s::text[],
+                %(added_bytes)s::bigint[])
+         AS h(tenant, run_id, expect_seq, expect_hash, last_seq, last_hash, added_bytes)
     WHERE r.tenant = h.tenant AND r.run_id = h.run_id
       AND r.last_seq = h.expect_seq AND r.last_hash = h.expect_hash
     RETURNING 1
@@ -70,10 +74,12 @@ WITH heads AS (
 ), woken AS (
     UPDATE tasks AS w SET state = k.state, visible_at = k.visible_at, owner = k.owner,
                           fence = k.fence, lapses = k.lapses
-    FROM json_to_recordset(%(tasks)s::json)
-         AS k(tenant text, run_id text, state text, visible_at double precision,
-              owner text, fence bigint, lapses integer)
-    WHERE w.tenant = k.tenant AND w.run_id = k.run_id AND w.kind = 'workflow' AND w.step = ''
+    FROM unnest(%(task_tenant)s::text[], %(task_run_id)s::text[], %(kind)s::text[],
+                %(step)s::text[], %(state)s::text[], %(visible_at)s::double precision[],
+                %(owner)s::text[], %(fence)s::bigint[], %(lapses)s::integer[])
+         AS k(tenant, run_id, kind, step, state, visible_at, owner, fence, lapses)
+    WHERE w.tenant = k.tenant AND w.run_id = k.run_id AND w.kind = k.kind AND w.step = k.step
+      AND k.kind = 'workflow' AND k.step = ''
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM heads) AS advanced,
