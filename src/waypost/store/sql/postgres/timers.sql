@@ -7,10 +7,10 @@
 -- Mark at most %(limit)s due timers fired, earliest first, with their runs' heads and
 -- workflow tasks locked; return them with those rows as locked. A timer whose row, run
 -- or workflow task another transaction holds is skipped, not waited for (a later batch
--- fires it): nothing here waits for a lock, so a batch never deadlocks
--- with a step that holds a run and wants its timers. A timer of a run that is gone or
--- has no workflow task is returned without the run's columns (the caller fires it the
--- long way).
+-- fires it): nothing here waits for a lock, so a batch never deadlocks with a run's last
+-- step, which holds the run and deletes its timers. A timer of a run that is gone or has
+-- no workflow task is returned without the run's columns (the caller fires it the long
+-- way).
 WITH due AS (
     SELECT tenant, run_id, step FROM timers
     WHERE status = 'pending' AND fire_at <= %(now)s
