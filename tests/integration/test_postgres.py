@@ -318,3 +318,48 @@ def test_a_server_without_autovacuum_is_named_when_the_store_opens(
         asyncio.run(open_and_close())
     warned = [r.getMessage() for r in caplog.records if "autovacuum is off" in r.getMessage()]
     assert len(warned) == (1 if row[0] == "off" else 0), warned
+
+
+@pytest.mark.parametrize("held", ["runs", "tasks"])
+def test_a_batch_of_timers_skips_a_run_another_transaction_holds(
+    fresh_postgres: str, held: str
+) -> None:
+    """Firing never waits for a lock: a due timer whose run (or workflow task) another
+    transaction holds stays pending while the others fire, and fires once it is let go."""
+    from waypost.model.events import EventType, NewEvent
+    from waypost.store.base import NewRun, NewTimer, RunCommit
+    from waypost.store.effects import StartTimers
+
+    t0 = 1_700_000_000.0
+
+    async def scenario() -> None:
+        store = PostgresStore(fresh_postgres)
+        await store.open()
+        try:
+            for run_id in ("r1", "r2"):
+                started = NewEvent(EventType.RUN_STARTED, {"workflow": "wf"}, t0)
+                await store.create_run(NewRun("default", run_id, "wf", "1", None, t0, started))
+                timer = NewEvent(EventType.TIMER_STARTED, {"step": "1", "fire_at": t0 + 1}, t0)
+                effects = (StartTimers([NewTimer("1", t0 + 1)]),)
+                res = await store.commit_run(
+                    RunCommit("default", run_id, [timer], t0, effects=effects)
+                )
+                assert res.ok
+            with pg_connect(fresh_postgres) as other:
+                other.execute(
+                    f"SELECT 1 FROM {held} WHERE tenant = 'default' AND run_id = 'r1' FOR UPDATE"
+                )
+                fired = await asyncio.wait_for(store.fire_due_timers(t0 + 5, 16, None, [], 30), 10)
+                assert [t.run_id for t in fired] == ["r2"]
+                assert await store.next_timer_at() == t0 + 1  # r1's, still pending
+                other.rollback()
+            (again,) = await store.fire_due_timers(t0 + 5, 16, None, [], 30)
+            assert again.run_id == "r1"
+            assert await store.fire_due_timers(t0 + 5, 16, None, [], 30) == []
+            for run_id in ("r1", "r2"):
+                history = await store.load_history("default", run_id)
+                assert [e.type for e in history].count("TimerFired") == 1
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())

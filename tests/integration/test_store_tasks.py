@@ -574,6 +574,93 @@ def test_two_stores_firing_at_once_fire_each_timer_once(
     run(aio, body)
 
 
+def test_a_batch_of_many_timers_across_many_runs_fires_each_once(
+    store: Store, aio: asyncio.Runner
+) -> None:
+    """Many runs with due timers, fired a batch at a time: a run with two timers gets
+    both in order, cancelled timers and finished runs get nothing, a run whose workflow
+    task another engine holds is only told, and every history verifies."""
+
+    async def body() -> None:
+        n = 40
+        expected: dict[str, list[str]] = {}
+        for i in range(n):
+            run_id = f"r{i:02}"
+            steps = ["a", "b"] if i % 5 == 0 else ["a"]
+            await make_run(store, run_id)
+            res = await store.commit_run(
+                RunCommit(
+                    TENANT,
+                    run_id,
+                    [ev(E.TIMER_STARTED, step=s, fire_at=T0 + 10 + i / 100) for s in steps],
+                    T0,
+                    effects=(StartTimers([NewTimer(s, T0 + 10 + i / 100) for s in steps]),),
+                )
+            )
+            assert res.ok
+            expected[run_id] = steps
+        for i in range(1, n, 7):  # cancelled: no TimerFired
+            run_id = f"r{i:02}"
+            res = await store.commit_run(
+                RunCommit(
+                    TENANT,
+                    run_id,
+                    [ev(E.TIMER_CANCELLED, T0 + 1, step="a")],
+                    T0 + 1,
+                    effects=(CancelTimers(["a"]),),
+                )
+            )
+            assert res.ok
+            expected[run_id] = expected[run_id][1:]  # its "b", if it has one, still fires
+        for i in range(2, n, 9):  # finished before the timer was due
+            await finish_run(store, f"r{i:02}")
+            expected[f"r{i:02}"] = []
+        # Another engine holds r03's workflow task: the firing leaves its lease alone.
+        claimed = await claim_workflows(store, "w9", now=T0 + 19, limit=n)
+        held = {t.run_id: t.fence for t in claimed if t.run_id == "r03"}
+        await store.release_tasks(
+            "w9",
+            [
+                TaskRef(TENANT, t.run_id, "workflow", "", t.fence)
+                for t in claimed
+                if t.run_id != "r03"
+            ],
+            T0 + 19,
+        )
+
+        fired = []
+        for _ in range(n):
+            batch = await store.fire_due_timers(T0 + 20, 7, "w1", [WF_QUEUE], 30)
+            if not batch:
+                break
+            fired += batch
+        assert await store.fire_due_timers(T0 + 1000, 100, "w1", [WF_QUEUE], 30) == []
+        got = sorted((t.run_id, t.step) for t in fired)
+        assert got == sorted((r, s) for r, steps in expected.items() for s in steps)
+        claims = {t.run_id: t.workflow_fence for t in fired if t.workflow_fence is not None}
+        assert "r03" not in claims  # held by w9, which takes the events in itself
+        assert len(claims) == len({r for r, steps in expected.items() if steps}) - 1
+
+        for run_id, steps in expected.items():
+            history = await store.load_history(TENANT, run_id)
+            timers = [e.data["step"] for e in history if e.type == "TimerFired"]
+            assert timers == steps, run_id
+            assert verify_chain(history, run=(TENANT, run_id)) == []
+            audit = await store.audit_run(TENANT, run_id)
+            assert audit is not None and audit.problems == []
+            assert (audit.last_seq, audit.last_hash) == (history[-1].seq, history[-1].hash)
+            tasks = {t.kind: t for t in await store.run_tasks(TENANT, run_id)}
+            if not steps:
+                continue
+            wt = tasks["workflow"]
+            if run_id == "r03":
+                assert (wt.owner, wt.fence) == ("w9", held["r03"])
+            else:  # leased to the engine that fired it, once
+                assert (wt.owner, wt.fence) == ("w1", claims[run_id])
+
+    run(aio, body)
+
+
 # == list_runs, workers ========================================================
 
 

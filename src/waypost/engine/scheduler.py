@@ -44,6 +44,10 @@ _BATCH = 256
 # of one long transaction (on PostgreSQL a timer costs several round trips).
 _FIRE_BATCH = 16
 _FIRING = 4
+# A timer that was due when a batch fired nothing is held by another transaction (on
+# PostgreSQL a batch skips a timer whose run another holds): look again after this,
+# rather than at once and again while the holder's transaction lasts.
+_HELD_AGAIN = 0.01
 _LAPSED_EVERY = 1.0
 _BEAT_EVERY = 1.0
 WORKER_TTL = QUEUES_WORKER_TTL
@@ -278,6 +282,7 @@ class Scheduler:
         while True:
             self.wakeups.timers.clear()
             now = settings.clock()
+            fired = 0
             try:
                 fired, full = await self._fire_due(now, firing)
                 firing = min(_FIRING, firing * 2) if full else max(1, firing // 2)
@@ -302,6 +307,8 @@ class Scheduler:
             wait = settings.poll_interval
             if next_at is not None:
                 wait = min(wait, max(0.0, next_at - settings.clock()))
+                if not fired and next_at <= now:
+                    wait = min(settings.poll_interval, max(wait, _HELD_AGAIN))
             await self._sleep(self.wakeups.timers, wait)
 
     async def _fire_due(self, now: float, firing: int) -> tuple[int, bool]:

@@ -223,6 +223,8 @@ class PostgresTx(Tx):
 
     __slots__ = ("channel", "conn", "dirty", "one_statement_steps", "stepped", "writes")
 
+    batch_timer_fires = True  # see transactions/timers.py
+
     def __init__(
         self,
         conn: psycopg.Connection[Any],
@@ -315,7 +317,8 @@ class PostgresStore(SqlStore):
         self.schema: str = options["schema"]
         self.channel = channel_for(self.schema)
         self._connect_options = _session_options(self.conninfo, self.schema)
-        self.queries = load_queries("postgres")
+        # With the two statements of a batch of due timers (transactions/timers.py).
+        self.queries = load_queries("postgres") | load_queries("postgres", "timers.sql")
         self._writes = write_statements(self.queries)
         self._lanes: dict[str, _Lane] = {}
         self._lock = threading.Lock()  # for the counters, kept by many threads

@@ -99,6 +99,8 @@ class Tx(ABC):
 
     # Whether `step_statement` can make a run's step in one statement (transactions/step.py).
     one_statement_steps = False
+    # Whether a batch of due timers fires in two statements (transactions/timers.py).
+    batch_timer_fires = False
 
     def step_statement(self, name: str, params: dict[str, Any]) -> Row | None:
         """Run the one-statement step `name` (only where `one_statement_steps`); its row."""

@@ -17,7 +17,8 @@ By domain, each module importing only those listed before it:
     runs.py           create, commit and read runs; history; a run's tasks; pages
     queues.py         named queues' limits at claim time, and what they hold
     workflow_queues.py  runs enqueued on a workflow queue, admitted under its limits
-    tasks.py          claim and lease tasks, fire due timers, workers
+    tasks.py          claim and lease tasks, workers
+    timers.py         fire due timers, a batch at a time
     approvals.py      decide, change approvers, credentials, votes
     directory.py      the built-in groups, and what membership changes do to credentials
     refusals.py       refused decisions, counted and bounded
@@ -88,15 +89,14 @@ from .tasks import (
     beat_worker,
     claim_tasks,
     expired_activities,
-    fire_due_timers,
     live_workers,
-    next_timer_at,
     release_owner,
     release_tasks,
     remove_worker,
     renew_leases,
     retime_activity,
 )
+from .timers import fire_due_timers, next_timer_at
 from .webhooks import (
     create_webhook_source,
     delete_webhook_source,

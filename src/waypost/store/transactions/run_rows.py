@@ -6,15 +6,16 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from waypost.model.encryption import event_place, run_place, task_place
 from waypost.model.events import Event, canonical_json
 from waypost.model.queues import activity_queue
 
-from ..base import NewActivityTask, RunCommit, Snapshot
+from ..base import NewActivityTask, RunCommit, Snapshot, WorkflowTaskOp
 from ..landing import landed_at
-from ..tx import Tx
+from ..tx import Row, Tx
 from .records import sealed
 from .row_checks import state_mac
 
@@ -103,3 +104,49 @@ def event_rows(tx: Tx, tenant: str, run_id: str, events: list[Event]) -> list[di
         }
         for ev in events
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class Woken:
+    """What waking a run's workflow task (`WorkflowTaskOp.WAKE` or `CLAIM`) does to it."""
+
+    columns: dict[str, Any] | None  # its new state, visible_at, owner, fence, lapses; None: kept
+    fence: int | None = None  # the fence it was leased with, when the commit claimed it
+    ready: bool = False  # it is ready for any engine's claim: tell them
+
+
+def woken_task(wt: Row, c: RunCommit) -> Woken:
+    """The run's workflow task `wt` (not held for a workflow queue) as `c` wakes it.
+
+    A live lease is left alone: its holder's commit fails the sequence check and takes
+    the new events in. Otherwise `c` takes the lease for its owner (CLAIM, in one of its
+    `claim_queues`) or makes the task ready now; taking over a lease that lapsed counts a
+    lapse, as the claim of a lapsed task does.
+    """
+    state, visible_at, fence = wt["state"], wt["visible_at"], wt["fence"]
+    if state == "leased" and visible_at is not None and visible_at > c.now:
+        return Woken(None)
+    lapses = wt["lapses"] + (1 if state == "leased" else 0)
+    if (
+        c.workflow_op is WorkflowTaskOp.CLAIM
+        and c.owner is not None
+        and (c.claim_queues is None or wt["queue"] in c.claim_queues)
+    ):
+        leased = {
+            "state": "leased",
+            "visible_at": c.now + c.lease,
+            "owner": c.owner,
+            "fence": fence + 1,
+            "lapses": lapses,
+        }
+        return Woken(leased, fence=int(fence + 1))
+    if state == "ready" and (visible_at is None or visible_at <= c.now):
+        return Woken(None, ready=True)
+    ready = {
+        "state": "ready",
+        "visible_at": c.now,
+        "owner": wt["owner"],
+        "fence": fence,
+        "lapses": lapses,
+    }
+    return Woken(ready, ready=True)

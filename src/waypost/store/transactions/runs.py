@@ -62,7 +62,14 @@ from .queues import limited_queues, limits_read_with
 from .quotas import activity_room, admit_run, live_run_bytes, lock_admission, timer_room
 from .records import approval_from_row, event_from_row, run_from_row, sealed, task_from_row
 from .row_checks import input_mac, state_mac
-from .run_rows import activity_task_params, event_rows, history_bytes, on_time, snapshot_params
+from .run_rows import (
+    activity_task_params,
+    event_rows,
+    history_bytes,
+    on_time,
+    snapshot_params,
+    woken_task,
+)
 from .step import commit_step
 from .workflow_queues import admit_enqueued_runs, admit_runs
 
@@ -615,63 +622,28 @@ def _workflow_task_op(tx: Tx, c: RunCommit, wt: Row | None) -> int | None:
             },
         )
         return None
-    state = wt["state"]
-    visible_at = wt["visible_at"]
-    owner = wt["owner"]
-    fence = wt["fence"]
-    key = {"tenant": c.tenant, "run_id": c.run_id}
     if op is WorkflowTaskOp.IDLE:
         # The holder got through: its lapses are forgotten.
-        if state != "idle" or wt["lapses"]:  # a busy run's step leaves the row untouched
+        if wt["state"] != "idle" or wt["lapses"]:  # a busy run's step leaves the row untouched
             tx.run(
                 "set_workflow_task",
                 {
-                    **key,
+                    "tenant": c.tenant,
+                    "run_id": c.run_id,
                     "state": "idle",
                     "visible_at": None,
-                    "owner": owner,
-                    "fence": fence,
+                    "owner": wt["owner"],
+                    "fence": wt["fence"],
                     "lapses": 0,
                 },
             )
         return None
-    held_by_other = state == "leased" and visible_at is not None and visible_at > c.now
-    if held_by_other:
-        # Its holder's commit will fail the sequence check and take this event in.
-        return None
-    # Taking over a lease that lapsed counts a lapse, as the claim of a lapsed task does.
-    lapses = wt["lapses"] + (1 if state == "leased" else 0)
-    if (
-        op is WorkflowTaskOp.CLAIM
-        and c.owner is not None
-        and (c.claim_queues is None or wt["queue"] in c.claim_queues)
-    ):
-        tx.run(
-            "set_workflow_task",
-            {
-                **key,
-                "state": "leased",
-                "visible_at": c.now + c.lease,
-                "owner": c.owner,
-                "fence": fence + 1,
-                "lapses": lapses,
-            },
-        )
-        return int(fence + 1)
-    if state != "ready" or (visible_at is not None and visible_at > c.now):
-        tx.run(
-            "set_workflow_task",
-            {
-                **key,
-                "state": "ready",
-                "visible_at": c.now,
-                "owner": owner,
-                "fence": fence,
-                "lapses": lapses,
-            },
-        )
-    tx.notify(TASKS)
-    return None
+    woken = woken_task(wt, c)
+    if woken.columns is not None:
+        tx.run("set_workflow_task", {"tenant": c.tenant, "run_id": c.run_id, **woken.columns})
+    if woken.ready:
+        tx.notify(TASKS)
+    return woken.fence
 
 
 def load_run(

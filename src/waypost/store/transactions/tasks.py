@@ -1,8 +1,7 @@
-"""Tasks, timers and workers: claiming and leasing work, firing due timers.
+"""Tasks and workers: claiming and leasing work.
 
 A claim takes due tasks and bumps each one's fence, so a holder whose lease
-ran out is refused when it reports. A timer fires once per generation; the
-event it adds to its run goes through `commit_run`.
+ran out is refused when it reports. (Due timers are fired in timers.py.)
 """
 
 from __future__ import annotations
@@ -13,25 +12,20 @@ from dataclasses import replace
 from typing import Any
 
 from waypost.model.encryption import task_place
-from waypost.model.events import TimerFired
 from waypost.model.quotas import Quotas
 
 from ..base import (
     ClaimedTask,
-    FiredTimer,
     LeaseRenewal,
     LeaseState,
-    RunCommit,
     TaskRef,
     WorkerRecord,
-    WorkflowTaskOp,
 )
 from ..landing import landed_at
-from ..tx import TASKS, Abort, Tx
+from ..tx import TASKS, Tx
 from .queues import limited_queues, queue_room, took_from_queue
 from .quotas import activity_room, json_object
 from .records import sealed, task_from_row, worker_from_row
-from .runs import commit_run
 
 MAX_TENANTS_PER_CLAIM = 64
 LAPSE_BACKOFF = 1.0
@@ -286,53 +280,6 @@ def expired_activities(tx: Tx, now: float, limit: int) -> list[ClaimedTask]:
         task_from_row(r, tx.keys)
         for r in tx.all("expired_activities", {"now": now, "limit": limit})
     ]
-
-
-def fire_due_timers(
-    tx: Tx, now: float, limit: int, owner: str | None, queues: Sequence[str], lease: float
-) -> list[FiredTimer]:
-    fired: list[FiredTimer] = []
-    claim_queues = frozenset(queues)
-    # One statement marks the batch fired (a timer another scheduler took is not in it);
-    # then each run gets its TimerFired, earliest due first.
-    taken = tx.all("take_due_timers", {"now": now, "limit": limit})
-    for due in sorted(taken, key=lambda r: (r["fire_at"], r["tenant"], r["run_id"], r["step"])):
-        tenant = due["tenant"]
-        run_id = due["run_id"]
-        step = due["step"]
-        generation = due["generation"]
-        commit = RunCommit(
-            tenant=tenant,
-            run_id=run_id,
-            events=[TimerFired(step=step, generation=generation).at(now)],
-            now=now,
-            workflow_op=WorkflowTaskOp.CLAIM if owner else WorkflowTaskOp.WAKE,
-            owner=owner,
-            lease=lease,
-            claim_queues=claim_queues,
-        )
-        try:
-            with tx.savepoint():
-                result = commit_run(tx, commit)
-        except Abort:
-            continue  # the run is gone; the timer stays fired
-        fired.append(
-            FiredTimer(
-                tenant=tenant,
-                run_id=run_id,
-                step=step,
-                queue=result.workflow_queue,
-                event=result.events[0],
-                workflow_fence=result.workflow_fence,
-                due=due["fire_at"],
-            )
-        )
-    return fired
-
-
-def next_timer_at(tx: Tx) -> float | None:
-    row = tx.one("next_timer_at", {})
-    return None if row is None or row["next_fire_at"] is None else float(row["next_fire_at"])
 
 
 def beat_worker(tx: Tx, worker: WorkerRecord) -> None:
