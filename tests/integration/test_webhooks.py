@@ -506,8 +506,8 @@ def test_signal_with_start_creates_then_signals_the_existing_run(setup: dict[str
     viewer = setup["viewer"].post("/v1/runs/signal-with-start", json={**body, "run_id": "v"})
     assert viewer.status_code == 403
     assert signals_of(engine, "sws", "acme") == [
-        {"name": "add", "payload": "a"},
-        {"name": "add", "payload": "b"},
+        {"name": "add", "payload": "a", "by": "sam"},
+        {"name": "add", "payload": "b", "by": "sam"},
     ]
 
 

@@ -4,6 +4,7 @@ its parent — recorded when it started, so a replay sees the same."""
 from __future__ import annotations
 
 import dataclasses
+import getpass
 from typing import Any
 
 import waypost as wp
@@ -45,3 +46,18 @@ def test_a_run_knows_its_generation_starter_and_parent(make_engine: Any) -> None
     assert child["run_id"] != "info-1"
     assert again["own"]["forked_from"] == "info-1"
     assert again["own"]["run_id"] == "info-2"
+
+
+@wp.workflow(name="info_waits")
+async def info_waits(ctx: wp.WorkflowContext) -> Any:
+    return await ctx.wait_signal("go")
+
+
+def test_a_signal_records_who_sent_it(make_engine: Any) -> None:
+    engine = make_engine(info_waits)
+    with engine.running():
+        run = engine.start(info_waits)
+        engine.signal(run.run_id, "go", 1)
+        assert engine.result(run.run_id, timeout=60) == 1
+    (signal,) = [ev for ev in engine.history(run.run_id) if ev.type == "SignalReceived"]
+    assert signal.data["by"] == getpass.getuser()  # the embedded API's local principal

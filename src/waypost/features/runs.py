@@ -42,7 +42,7 @@ from waypost.model.events import (
     SignalReceived,
     canonical_json,
 )
-from waypost.model.identity import Principal, preview
+from waypost.model.identity import Principal, normal_identity, preview
 from waypost.model.logs import logger
 from waypost.model.operations_runs import HISTORY_PAGE_BYTES, RUN_PAGE_BYTES
 from waypost.model.paging import RunCursor, decode_cursor
@@ -137,19 +137,21 @@ class Runs:
         has that id: one transaction, so of concurrent calls one creates the run and every
         signal arrives. A run of that id of another workflow is `RunIdConflict`; a finished
         one `RunNotActive`."""
-        arriving = await self._signal_arriving(principal.tenant, req)
+        arriving = await self._signal_arriving(principal, req)
         return await self.start_run(req, principal, StartSignal(*arriving))
 
     async def _signal_arriving(
-        self, tenant: str, req: ops.Signal | ops.SignalWithStart
+        self, principal: Principal, req: ops.Signal | ops.SignalWithStart
     ) -> tuple[NewEvent, int | None, Quotas]:
-        """The event of the signal `req` sends, its payload within the tenant's bounds;
-        and the bounds the run that gets it is held to: the signals it may have pending
-        (not taken in yet), and the tenant's quotas."""
+        """The event of the signal `req` sends (naming who sent it), its payload within
+        the tenant's bounds; and the bounds the run that gets it is held to: the signals
+        it may have pending (not taken in yet), and the tenant's quotas."""
         m = self.machinery
+        tenant = principal.tenant
         payload = m.codec.encode(req.payload)
         await self.definitions.bounded(tenant, "signal's payload", payload)
-        event = SignalReceived(name=req.signal, payload=payload).at(m.settings.clock())
+        by = normal_identity(principal.subject)
+        event = SignalReceived(name=req.signal, payload=payload, by=by).at(m.settings.clock())
         pending = self.definitions.limits_for(tenant).max_pending_signals
         return event, pending, await m.quotas.get(tenant)
 
@@ -248,7 +250,7 @@ class Runs:
     async def signal(self, req: ops.Signal, principal: Principal) -> None:
         """Deliver a signal; the run sees it at its next wait for the signal's name."""
         tenant = principal.tenant
-        event, pending, quotas = await self._signal_arriving(tenant, req)
+        event, pending, quotas = await self._signal_arriving(principal, req)
         await self._external(
             tenant,
             req.run_id,

@@ -122,13 +122,15 @@ class MarkerRecorded(Command):
 
 @register
 class SignalReceived(EventData):
-    """A signal; `webhook` names the delivery it came in (webhooks by correlation)."""
+    """A signal; `webhook` names the delivery it came in (webhooks by correlation), `by`
+    the principal that sent it, where one did."""
 
     TYPE: ClassVar = _E.SIGNAL_RECEIVED
-    OMIT_NONE: ClassVar = frozenset({"webhook"})
+    OMIT_NONE: ClassVar = frozenset({"webhook", "by"})
     name: str
     payload: Any = None
     webhook: dict[str, Any] | None = None
+    by: str | None = None
 
 
 @register

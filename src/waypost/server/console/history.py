@@ -14,7 +14,7 @@ from typing import Any
 
 from waypost.model.events import Event, EventType
 
-ACTORS = ("by", "approver", "started_by", "requested_by")
+ACTORS = ("by", "approver", "principal", "started_by", "requested_by")
 
 
 @dataclass
