@@ -60,10 +60,12 @@ def output_option(json_help: str = "Print JSON.", *, default: str = "table") -> 
                 "--output",
                 type=click.Choice(OUTPUTS),
                 default=None,
-                help=f"Print a table (a header row, then a row a record) or JSON "
-                f"[default: {default}].",
+                help=f"table (for a person: a list has a header row, then a row a record) "
+                f"or json [default: {default}].",
             ),
-            click.option("--json", "as_json", is_flag=True, help=f"{json_help} (--output json)"),
+            click.option(
+                "--json", "as_json", is_flag=True, help=f"{json_help.rstrip('.')} (--output json)."
+            ),
         )
 
     return decorate

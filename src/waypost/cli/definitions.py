@@ -137,7 +137,7 @@ list_command(
 @definitions.command("show")
 @click.argument("name")
 @click.option("--version", "version", type=int, default=None, help="Default: the newest.")
-@output_option("Print JSON (what it prints by default).", default="json")
+@output_option("Print JSON, what it prints by default.", default="json")
 @db_option
 @tenant_option
 def definitions_show(name: str, version: int | None, as_json: bool, db: str, tenant: str) -> None:

@@ -43,7 +43,7 @@ from .schedules import schedules
 from .sealing import runs_seal_legacy
 from .server import server
 from .stopping import (
-    STOPPED_AT_ONCE,
+    INTERRUPTED,
     Interrupted,
     activities,
     interrupts,
@@ -77,7 +77,7 @@ def demo(db: str) -> None:
         with interrupts(raising=True, say=stopping_line("the activities")):
             code = run_demo(db, say=click.echo)
     except Interrupted:
-        code = STOPPED_AT_ONCE  # stopped gracefully, but the demo did not finish
+        code = INTERRUPTED  # stopped gracefully, but the demo did not finish
     except WaypostError as exc:
         raise click.ClickException(str(exc)) from exc
     sys.exit(code)

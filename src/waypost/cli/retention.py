@@ -134,7 +134,7 @@ def _purged_row(p: PurgedRun) -> tuple[Any, ...]:
 @click.command("purged")
 @click.argument("run_id", required=False)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
-@output_option("Print JSON (what it prints by default).", default="json")
+@output_option("Print JSON, what it prints by default.", default="json")
 @db_option
 @tenant_option
 def runs_purged(run_id: str | None, limit: int, as_json: bool, db: str, tenant: str) -> None:

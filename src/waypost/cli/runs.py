@@ -187,7 +187,7 @@ def runs_show(run_id: str, db: str, tenant: str, as_json: bool) -> None:
 )
 @db_option
 @tenant_option
-@output_option("One JSON event a line (what it prints by default).", default="json")
+@output_option("One JSON event a line, what it prints by default.", default="json")
 def runs_history(
     run_id: str, after: int, limit: int | None, db: str, tenant: str, as_json: bool
 ) -> None:

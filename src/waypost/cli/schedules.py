@@ -121,7 +121,7 @@ list_command(
 @schedules.command("show")
 @click.argument("schedule_id")
 @tenant_option
-@output_option("Print JSON (what it prints by default).", default="json")
+@output_option("Print JSON, what it prints by default.", default="json")
 @db_option
 def schedules_show(schedule_id: str, tenant: str, as_json: bool, db: str) -> None:
     """Show SCHEDULE_ID: as JSON, or a table with --output table."""
@@ -164,7 +164,7 @@ record_commands(
     "or schedule (the schedule's; buffer_one skips). Regular fires' runs do not count.",
 )
 @tenant_option
-@output_option("Print JSON (what it prints by default).", default="json")
+@output_option("Print JSON, what it prints by default.", default="json")
 @db_option
 def schedules_backfill(
     schedule_id: str, start: str, end: str, overlap: str, tenant: str, as_json: bool, db: str

@@ -23,8 +23,9 @@ import click
 
 from waypost.model.logs import logger
 
-STOPPED_AT_ONCE = 130
-"""The exit code of a process stopped at once by a second Ctrl-C."""
+INTERRUPTED = 130
+"""The exit code of a process Ctrl-C ended (128 + SIGINT): stopped at once by a second
+one, or the demo, cut short by a first."""
 
 
 def stopping_line(in_flight: str) -> str:
@@ -53,7 +54,7 @@ def stop_at_once(*_: Any) -> None:
         sys.stderr.write("stopped at once: work in flight is taken again when its lease lapses\n")
         sys.stderr.flush()
     finally:
-        os._exit(STOPPED_AT_ONCE)  # no clean-up to wait on: that is what was asked
+        os._exit(INTERRUPTED)  # no clean-up to wait on: that is what was asked
 
 
 class Interrupted(Exception):
