@@ -22,7 +22,9 @@ def test_a_tenant_a_key_for_it_and_the_key_revoked(tmp_path: Path) -> None:
     assert "exists already" in failed(waypost(tmp_path, "tenants", "create", "acme"))
     [tenant] = json.loads(ok(waypost(tmp_path, "tenants", "list", "--json")).stdout)
     assert tenant["tenant"] == "acme" and tenant["quotas"] == {"max_runs": 10}
-    assert ok(waypost(tmp_path, "tenants", "list")).stdout.startswith("acme  created ")
+    header, row = ok(waypost(tmp_path, "tenants", "list")).stdout.splitlines()
+    assert header.split() == ["TENANT", "CREATED", "CREATED", "BY", "STATUS"]
+    assert row.split()[0] == "acme" and row.split()[-1] == "active"
 
     made = ok(create_key(tmp_path, "acme", "CI-Bot", "operator, viewer", "--expires", "30d"))
     key = made.stdout.strip()
@@ -35,7 +37,7 @@ def test_a_tenant_a_key_for_it_and_the_key_revoked(tmp_path: Path) -> None:
     assert info["status"] == "active" and info["expires_at"] is not None
     assert key.split("_")[2] not in json.dumps(info)
     listing = ok(waypost(tmp_path, "keys", "list", "--tenant", "acme")).stdout
-    assert listing.startswith(f"{info['key_id']}  active ")
+    assert listing.splitlines()[1].split()[:3] == [info["key_id"], "active", "ci-bot"]
 
     engine = wp.Engine(f"sqlite:///{tmp_path / 'waypost.db'}")
     try:
@@ -79,7 +81,7 @@ def test_bad_key_requests_are_one_line_errors_that_write_nothing(tmp_path: Path)
     assert listed.stdout == "" and "no keys" in listed.stderr
     assert [
         line.split()[0] for line in ok(waypost(tmp_path, "tenants", "list")).stdout.splitlines()
-    ] == ["acme"]
+    ] == ["TENANT", "acme"]
 
 
 def test_commands_that_read_refuse_a_missing_database(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def test_users_are_made_listed_and_disabled_without_a_password_in_argv(tmp_path:
     assert "argon2" not in json.dumps(rita) and "$" not in json.dumps(rita)
     assert users(tmp_path, "users", "disable", "rita", "--tenant", "acme").returncode == 0
     listed = users(tmp_path, "users", "list", "--tenant", "acme").stdout
-    assert listed.startswith("rita  disabled")
+    assert listed.splitlines()[1].split()[:2] == ["rita", "disabled"]
 
 
 def test_a_session_works_on_every_process_of_a_server(tmp_path: Path) -> None:

@@ -35,7 +35,8 @@ ORDER = {"order_id": "PO-1", "amount": 2500, "requester": "rita", "supplier": "a
 def server_env(notes: Path) -> dict[str, str]:
     """The environment of a `waypost` process: notifications to the file `notes`."""
     env = {k: v for k, v in os.environ.items() if k not in ("WAYPOST_DB", "WAYPOST_DEBUG")}
-    env["PYTHONPATH"] = os.pathsep.join([str(EXAMPLES), str(ROOT)])
+    inherited = os.environ.get("PYTHONPATH", "")  # where waypost itself may come from
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(EXAMPLES), str(ROOT), inherited) if p)
     env["WAYPOST_NOTIFY"] = f"file:{notes}"
     return env
 

@@ -84,7 +84,8 @@ def test_an_existing_database_others_can_read_is_named_in_a_warning_at_open(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """waypost leaves an existing file's mode as it is (a group may be meant to read it)
-    but says, at every open, which files others may read and how to fix it."""
+    but says, when it opens (once per process), which files others may read and how to
+    fix it."""
     path = tmp_path / "runs.db"
     engine = wp.Engine(f"sqlite:///{path}")
     engine.register(hello)

@@ -31,6 +31,7 @@ STDLIB_PRIVATE = {
     "_replace",  # namedtuple's public API
     "_asdict",
     "_fields",
+    "_exit",  # os: a second Ctrl-C ends the process at once, with no clean-up
 }
 
 

@@ -23,6 +23,7 @@ from .common import (
     echo_found,
     json_option,
     open_engine,
+    output_option,
     record_commands,
     record_json,
     role_names,
@@ -81,10 +82,13 @@ def _key_json(key: KeyInfo, now: datetime) -> dict[str, Any]:
     )
 
 
-def _key_line(key: KeyInfo, now: datetime) -> str:
+KEY_COLUMNS = ("KEY ID", "STATUS", "PRINCIPAL", "ROLES", "EXPIRES")
+
+
+def _key_row(key: KeyInfo, now: datetime) -> tuple[str, ...]:
     expires = key.expires_at.isoformat(timespec="seconds") if key.expires_at else "never"
     roles = ",".join(r.value for r in key.roles)
-    return f"{key.key_id}  {_status(key, now):<8} {key.principal}  {roles}  expires {expires}"
+    return (key.key_id, _status(key, now), key.principal, roles, expires)
 
 
 def _tenant_json(tenant: TenantInfo) -> dict[str, Any]:
@@ -93,14 +97,17 @@ def _tenant_json(tenant: TenantInfo) -> dict[str, Any]:
     )
 
 
-def _tenant_line(t: TenantInfo) -> str:
+TENANT_COLUMNS = ("TENANT", "CREATED", "CREATED BY", "STATUS")
+
+
+def _tenant_row(t: TenantInfo) -> tuple[str, ...]:
     created = t.created_at.isoformat(timespec="seconds") if t.created_at else "never"
-    disabled = (
-        f"  DISABLED {t.disabled_at.isoformat(timespec='seconds')} by {t.disabled_by}"
+    status = (
+        f"DISABLED {t.disabled_at.isoformat(timespec='seconds')} by {t.disabled_by}"
         if t.disabled_at
-        else ""
+        else "active"
     )
-    return f"{t.tenant}  created {created} by {t.created_by}{disabled}"
+    return (t.tenant, created, t.created_by or "-", status)
 
 
 def _quotas(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, int]:
@@ -144,7 +151,7 @@ def tenants_list(as_json: bool, db: str) -> None:
     """List tenants."""
     with open_engine(db, must_exist=True) as engine:
         found = engine.list_tenants()
-    echo_found(found, as_json, _tenant_json, _tenant_line, "no tenants")
+    echo_found(found, as_json, _tenant_json, TENANT_COLUMNS, _tenant_row, "no tenants")
 
 
 @tenants.command("show")
@@ -236,7 +243,7 @@ def _set_quotas(
 @tenants.command("set-quota")
 @click.argument("tenant")
 @click.argument("quotas", nargs=-1, required=True, metavar="NAME=N...", callback=_set_quotas)
-@click.option("--json", "as_json", is_flag=True, help="Print the tenant as JSON afterwards.")
+@output_option("Print the tenant as JSON afterwards.")
 @db_option
 def tenants_set_quota(tenant: str, quotas: dict[str, Any], as_json: bool, db: str) -> None:
     """Override quotas of TENANT: NAME=N, NAME=unlimited, or NAME=default (the engine's).
@@ -315,7 +322,8 @@ def keys_list(tenant: str, as_json: bool, db: str) -> None:
         found,
         as_json,
         lambda k: _key_json(k, now),
-        lambda k: _key_line(k, now),
+        KEY_COLUMNS,
+        lambda k: _key_row(k, now),
         f"no keys in tenant {tenant}",
     )
 

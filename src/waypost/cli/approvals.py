@@ -25,7 +25,7 @@ from .common import (
     stacked,
     tenant_option,
 )
-from .output import cell, facts_grid, show
+from .output import cell, facts_grid, show, table
 
 
 @click.group()
@@ -52,13 +52,13 @@ def _approval_json(info: ApprovalInfo) -> dict[str, Any]:
     )
 
 
-def _line(a: ApprovalInfo) -> str:
+COLUMNS = ("APPROVAL ID", "STATUS", "NAME", "RUN ID", "EXPIRES", "VOTES")
+
+
+def _row(a: ApprovalInfo) -> tuple[str, ...]:
     votes = ", ".join(f"{v['principal']}:{v['decision']}" for v in a.votes) or "-"
     expires = a.expires_at.isoformat(timespec="seconds") if a.expires_at else "never"
-    return (
-        f"{a.approval_id}  {a.status:<9} {a.name:<16} run {a.run_id}  "
-        f"expires {expires}  votes {votes}"
-    )
+    return (a.approval_id, a.status, a.name, a.run_id, expires, votes)
 
 
 @approvals.command("list")
@@ -78,7 +78,7 @@ def approvals_list(
         found = engine.approvals(
             principal, None if status == "all" else status, tenant=tenant, run_id=run_id
         )
-    echo_found(found, as_json, _approval_json, _line, "no approvals")
+    echo_found(found, as_json, _approval_json, COLUMNS, _row, "no approvals")
 
 
 @approvals.command("show")
@@ -219,7 +219,10 @@ def groups_list(as_json: bool, db: str, tenant: str) -> None:
     if as_json:
         click.echo(dump(found))
         return
-    for group, members in found.items():
-        click.echo(f"{group}: {', '.join(members)}")
     if not found:
         click.echo("no groups", err=True)
+        return
+    shown = table("GROUP", "MEMBERS")
+    for group, members in found.items():
+        shown.add_row(cell(group), cell(", ".join(members)))
+    show(shown)

@@ -4,13 +4,14 @@ lines, and building the commands that list a tenant's records or act on one of t
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -20,6 +21,8 @@ from waypost.model.logs import LOG_FORMATS
 from waypost.runtime.registry import items_in_modules
 from waypost.store import DEFAULT_URL
 from waypost.store.sqlite import parse_sqlite_url
+
+from .output import cell, show, table
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -35,7 +38,40 @@ db_option = click.option(
 tenant_option = click.option(
     "--tenant", default="default", show_default=True, help="Tenant of the run."
 )
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+OUTPUTS = ("table", "json")
+
+
+def output_option(json_help: str = "Print JSON.", *, default: str = "table") -> Callable[[F], F]:
+    """--output table|json, and --json as its alias for json: the command is called with
+    `as_json`. A command whose records a person reads prints a table by default; one whose
+    only form was JSON keeps JSON as its default (`default`)."""
+
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def run(*args: Any, output: str | None, as_json: bool, **kwargs: Any) -> Any:
+            if as_json and output == "table":
+                raise click.UsageError("--json is --output json: give one or the other")
+            chosen = "json" if as_json else (output or default)
+            return command(*args, as_json=chosen == "json", **kwargs)
+
+        return stacked(
+            cast(F, run),
+            click.option(
+                "--output",
+                type=click.Choice(OUTPUTS),
+                default=None,
+                help=f"table (for a person: a list has a header row, then a row a record) "
+                f"or json [default: {default}].",
+            ),
+            click.option(
+                "--json", "as_json", is_flag=True, help=f"{json_help.rstrip('.')} (--output json)."
+            ),
+        )
+
+    return decorate
+
+
+json_option = output_option()
 roles_option = click.option(
     "--roles",
     required=True,
@@ -136,18 +172,22 @@ def echo_found(
     found: Sequence[T],
     as_json: bool,
     to_json: Callable[[T], Any],
-    line: Callable[[T], str],
+    columns: Sequence[str],
+    row: Callable[[T], Sequence[Any]],
     none: str,
 ) -> None:
-    """Records a list command found: with --json one JSON list, else a line each, and
-    `none` on stderr when there are none."""
+    """Records a list command found: with --json one JSON list, else a table of `columns`
+    with a row each (`row`), and `none` on stderr when there are none."""
     if as_json:
         click.echo(dump([to_json(r) for r in found]))
         return
-    for r in found:
-        click.echo(line(r))
     if not found:
         click.echo(none, err=True)
+        return
+    shown = table(*columns)
+    for r in found:
+        shown.add_row(*(cell(value) for value in row(r)))
+    show(shown)
 
 
 def check_http_allow(
@@ -203,20 +243,22 @@ def list_command(
     group: click.Group,
     doc: str,
     fetch: Callable[..., Sequence[T]],
-    line: Callable[[T], str],
+    columns: Sequence[str],
+    row: Callable[[T], Sequence[Any]],
     *,
     to_json: Callable[[T], Any],
     none: str,
     options: Sequence[Callable[[Any], Any]],
 ) -> None:
     """Add `list` to `group`: the tenant's records `fetch(engine, tenant=...)` reads,
-    printed by `echo_found` (`none` may name {tenant}). `options` are its --tenant,
-    --json and --db options in the order --help shows them."""
+    printed by `echo_found` as a table of `columns`, a `row` each (`none` may name
+    {tenant}). `options` are its --tenant, --json and --db options in the order --help
+    shows them."""
 
     def run(tenant: str, as_json: bool, db: str) -> None:
         with open_engine(db, must_exist=True) as engine:
             found = fetch(engine, tenant=tenant)
-        echo_found(found, as_json, to_json, line, none.format(tenant=tenant))
+        echo_found(found, as_json, to_json, columns, row, none.format(tenant=tenant))
 
     run.__doc__ = doc
     group.command("list")(stacked(run, *options))
@@ -273,7 +315,7 @@ def run_or_all_options(counted: str) -> Callable[[F], F]:
             click.option(
                 "--dry-run", is_flag=True, help=f"Count what would be {counted}; write nothing."
             ),
-            click.option("--json", "as_json", is_flag=True, help="Print the totals as JSON."),
+            output_option("Print the totals as JSON."),
             db_option,
             tenant_option,
         )

@@ -15,9 +15,11 @@ from waypost.model.records import DefinitionInfo, MigrationReport
 from .common import (
     db_option,
     dump,
+    echo_found,
     json_option,
     list_command,
     open_engine,
+    output_option,
     record_json,
     tenant_option,
 )
@@ -88,9 +90,12 @@ def _definition_json(d: DefinitionInfo) -> dict[str, Any]:
     return record_json(d, "name", "version", "digest", "tenant", "published_at", "published_by")
 
 
-def _line(d: DefinitionInfo) -> str:
+COLUMNS = ("NAME", "VERSION", "DIGEST", "PUBLISHED", "BY")
+
+
+def _row(d: DefinitionInfo) -> tuple[str, ...]:
     when = d.published_at.isoformat(timespec="seconds")
-    return f"{d.name}  v{d.version}  {d.digest[:16]}  {when}  {d.published_by or '-'}"
+    return (d.name, f"v{d.version}", d.digest[:16], when, d.published_by or "-")
 
 
 @definitions.command("publish")
@@ -121,7 +126,8 @@ list_command(
     definitions,
     "List published definitions and their versions.",
     Engine.definitions,
-    _line,
+    COLUMNS,
+    _row,
     to_json=_definition_json,
     none="no definitions",
     options=(json_option, db_option, tenant_option),
@@ -131,16 +137,20 @@ list_command(
 @definitions.command("show")
 @click.argument("name")
 @click.option("--version", "version", type=int, default=None, help="Default: the newest.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (what it prints anyway).")
+@output_option("Print JSON, what it prints by default.", default="json")
 @db_option
 @tenant_option
 def definitions_show(name: str, version: int | None, as_json: bool, db: str, tenant: str) -> None:
-    """Show a published definition (its canonical form) as JSON; --json says so."""
+    """Show a published definition: as JSON, with its canonical form, or its row of
+    `definitions list` with --output table."""
     with open_engine(db, must_exist=True) as engine:
         try:
             info = engine.definition(name, version, tenant=tenant)
         except LookupError as exc:
             raise click.ClickException(str(exc)) from exc
+    if not as_json:
+        echo_found([info], False, _definition_json, COLUMNS, _row, "")
+        return
     click.echo(dump({**_definition_json(info), "definition": info.body}))
 
 
@@ -183,7 +193,7 @@ def definitions_show(name: str, version: int | None, as_json: bool, db: str, ten
     f"says {NO_REASON!r}).",
 )
 @click.option("--by", default=None, help="Who moves them (recorded; default: the OS user).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report(s) as JSON.")
+@output_option("Print the report(s) as JSON.")
 @db_option
 @tenant_option
 def runs_migrate(

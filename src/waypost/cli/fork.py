@@ -6,7 +6,13 @@ import click
 
 from waypost.model.wire import to_wire
 
-from .common import db_option, dump, open_engine, tenant_option
+from .common import (
+    db_option,
+    dump,
+    open_engine,
+    output_option,
+    tenant_option,
+)
 
 
 @click.command("fork")
@@ -17,7 +23,7 @@ from .common import db_option, dump, open_engine, tenant_option
     "--seq", type=click.IntRange(1), default=None, help="Fork after this event of the run."
 )
 @click.option("--new-id", "new_id", default=None, help="The new run's id (default: a new one).")
-@click.option("--json", "as_json", is_flag=True, help="Print the fork as JSON.")
+@output_option("Print the fork as JSON.")
 @db_option
 @tenant_option
 def runs_fork(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from datetime import timedelta
 
 import click
 
@@ -43,6 +42,14 @@ from .runs import cancel, runs, signal, start
 from .schedules import schedules
 from .sealing import runs_seal_legacy
 from .server import server
+from .stopping import (
+    INTERRUPTED,
+    Interrupted,
+    activities,
+    interrupts,
+    say_on_stderr,
+    stopping_line,
+)
 from .updates import runs_query, runs_update
 from .users import users
 from .webhooks import webhooks
@@ -67,7 +74,10 @@ def demo(db: str) -> None:
     from .demo import run_demo
 
     try:
-        code = run_demo(db, say=click.echo)
+        with interrupts(raising=True, say=stopping_line("the activities")):
+            code = run_demo(db, say=click.echo)
+    except Interrupted:
+        code = INTERRUPTED  # stopped gracefully, but the demo did not finish
     except WaypostError as exc:
         raise click.ClickException(str(exc)) from exc
     sys.exit(code)
@@ -152,6 +162,7 @@ def worker(
         metrics = metrics_observer()
         options["observer"] = metrics
     with (
+        interrupts() as stop,
         open_engine(db, **options) as engine,
         exporting(metrics, engine, metrics_host, metrics_port),
     ):
@@ -168,7 +179,11 @@ def worker(
             calls,
             only,
         )
-        engine.run_forever(grace=timedelta(seconds=grace))
+        with engine.running():  # leaving it stops gracefully, within --grace
+            stop.wait()
+            if stop.interrupted:
+                in_flight = activities(engine.stats()["running_activities"])
+                say_on_stderr(stopping_line(in_flight), log_format, "waypost.worker")
 
 
 @main.group("db")

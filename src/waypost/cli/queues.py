@@ -10,7 +10,14 @@ import click
 from waypost.model.operations_queues import KEEP
 from waypost.model.queues import QueueInfo
 
-from .common import db_option, dump, json_option, open_engine, tenant_option
+from .common import (
+    db_option,
+    dump,
+    json_option,
+    open_engine,
+    output_option,
+    tenant_option,
+)
 
 _RATE = re.compile(r"([0-9]{1,7})/([0-9]{0,9}(?:\.[0-9]{1,6})?)([smhd]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -119,7 +126,7 @@ def queues_show(name: str, tenant: str, as_json: bool, db: str) -> None:
     callback=_concurrency,
     help="At most N attempts of the queue held at once by one worker process ('none').",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the queue as JSON afterwards.")
+@output_option("Print the queue as JSON afterwards.")
 @db_option
 def queues_set(
     name: str,

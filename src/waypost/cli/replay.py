@@ -26,7 +26,11 @@ from waypost.store.base import RunRecord
 from waypost.store.readonly import HistoryReader, open_reader
 from waypost.testing.replay import ReplayResult, ReplayStatus, replay_history
 
-from .common import app_option, db_option
+from .common import (
+    app_option,
+    db_option,
+    output_option,
+)
 
 OPEN = (RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAUSED, RunStatus.SUSPENDED)
 FINISHED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TERMINATED)
@@ -66,7 +70,7 @@ class CannotCheck(click.ClickException):
 @db_option
 @click.option("--tenant", default=None, help="Check this tenant's runs [default: default].")
 @click.option("--all-tenants", is_flag=True, help="Check the runs of every tenant.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@output_option("One JSON document on stdout.")
 def replay(
     apps: tuple[str, ...],
     workflows: tuple[str, ...],

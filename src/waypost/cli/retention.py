@@ -8,6 +8,7 @@ on stderr and the totals on stdout.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 import click
@@ -15,7 +16,15 @@ import click
 from waypost.model.operations import MAX_RETENTION_SECONDS, PURGE_BATCH
 from waypost.model.records import PurgedRun
 
-from .common import db_option, dump, open_engine, record_json, tenant_option
+from .common import (
+    db_option,
+    dump,
+    echo_found,
+    open_engine,
+    output_option,
+    record_json,
+    tenant_option,
+)
 
 _AGE = re.compile(r"([0-9]{1,9})([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -103,16 +112,42 @@ def runs_purge(
     )
 
 
+PURGED_COLUMNS = ("RUN ID", "WORKFLOW", "STATUS", "FINISHED", "PURGED", "BY", "REASON", "EVENTS")
+
+
+def _purged_row(p: PurgedRun) -> tuple[Any, ...]:
+    def when(value: datetime | None) -> str:
+        return value.isoformat(timespec="seconds") if value is not None else "-"
+
+    return (
+        p.run_id,
+        f"{p.workflow}@{p.version}",
+        p.status.value,
+        when(p.finished_at),
+        when(p.purged_at),
+        p.purged_by or "-",
+        p.reason or "-",
+        p.last_seq,
+    )
+
+
 @click.command("purged")
 @click.argument("run_id", required=False)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@output_option("Print JSON, what it prints by default.", default="json")
 @db_option
 @tenant_option
-def runs_purged(run_id: str | None, limit: int, db: str, tenant: str) -> None:
-    """Show, as JSON, the summary a purged run left (RUN_ID), or the latest summaries."""
+def runs_purged(run_id: str | None, limit: int, as_json: bool, db: str, tenant: str) -> None:
+    """Show the summary a purged run left (RUN_ID), or the latest summaries: as JSON, or a
+    table with --output table."""
     with open_engine(db, must_exist=True) as engine:
         if run_id is not None:
             found = [engine.purged_run(run_id, tenant=tenant)]
         else:
             found = engine.purged_runs(limit=limit, tenant=tenant)
-    click.echo(dump([purged_json(p) for p in found] if run_id is None else purged_json(found[0])))
+    if as_json:
+        click.echo(
+            dump([purged_json(p) for p in found] if run_id is None else purged_json(found[0]))
+        )
+        return
+    echo_found(found, False, purged_json, PURGED_COLUMNS, _purged_row, "no purged runs")

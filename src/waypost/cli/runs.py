@@ -21,13 +21,15 @@ from .common import (
     check_cancel_grace,
     db_option,
     dump,
+    json_option,
     json_value,
     load_apps,
     open_engine,
+    output_option,
     record_json,
     tenant_option,
 )
-from .output import run_words, runs_table, show
+from .output import run_words, runs_table, show, timeline
 
 
 @click.group()
@@ -145,7 +147,7 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--status", default=None, help="Only runs with this status.")
 @click.option("--workflow", default=None, help="Only runs of this workflow.")
 @click.option("--limit", type=int, default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 def runs_list(
     db: str, tenant: str | None, status: str | None, workflow: str | None, limit: int, as_json: bool
 ) -> None:
@@ -189,7 +191,7 @@ def _info_json(info: RunInfo) -> dict[str, Any]:
 @click.argument("run_id")
 @db_option
 @tenant_option
-@click.option("--json", "as_json", is_flag=True, help="Print the run's snapshot as JSON.")
+@output_option("Print the run's snapshot as JSON.")
 def runs_show(run_id: str, db: str, tenant: str, as_json: bool) -> None:
     """Show one run in words: its status, what it waits on and what happens next, the
     current step's attempt, last error and next retry, then a timeline of its history."""
@@ -210,16 +212,23 @@ def runs_show(run_id: str, db: str, tenant: str, as_json: bool) -> None:
 )
 @db_option
 @tenant_option
-def runs_history(run_id: str, after: int, limit: int | None, db: str, tenant: str) -> None:
-    """Print a run's history, one JSON event per line: read a page at a time, so a long
-    history is never held whole."""
+@output_option("One JSON event a line, what it prints by default.", default="json")
+def runs_history(
+    run_id: str, after: int, limit: int | None, db: str, tenant: str, as_json: bool
+) -> None:
+    """Print a run's history, one JSON event per line (or a table with --output table):
+    read a page at a time, so a long history is never held whole."""
     left = limit
     with open_engine(db, must_exist=True) as engine:
         next_after: int | None = after
         while next_after is not None and (left is None or left > 0):
             size = MAX_HISTORY_PAGE if left is None else min(left, MAX_HISTORY_PAGE)
             page = engine.history_page(run_id, after_seq=next_after, limit=size, tenant=tenant)
-            for ev in page.events:
+            if not as_json:  # a table a page, its header over the first
+                rows = timeline(page.events, limit=0)
+                rows.show_header = next_after == after
+                show(rows)
+            for ev in page.events if as_json else ():
                 line: dict[str, Any] = {
                     "seq": ev.seq,
                     "type": ev.type,

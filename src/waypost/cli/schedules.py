@@ -11,15 +11,31 @@ import click
 from waypost.client.sync import Engine
 from waypost.model.schedules import ScheduleInfo
 
-from .common import db_option, dump, json_option, list_command, open_engine, record_commands
+from .common import (
+    db_option,
+    dump,
+    echo_found,
+    json_option,
+    list_command,
+    open_engine,
+    output_option,
+    record_commands,
+)
 
 tenant_option = click.option("--tenant", default="default", show_default=True)
 
 
-def _line(info: ScheduleInfo) -> str:
+COLUMNS = ("SCHEDULE ID", "WORKFLOW", "WHEN", "OVERLAP", "STATE")
+
+
+def _row(info: ScheduleInfo) -> tuple[str, ...]:
     when = f"every {info.every:g}s" if info.every is not None else f"{info.cron!r} in {info.tz}"
     state = "paused" if info.paused else f"next {info.to_dict()['next_fire']}"
-    return f"{info.schedule_id}  {info.workflow}  {when}  {info.overlap}  {state}"
+    return (info.schedule_id, info.workflow, when, info.overlap, state)
+
+
+def _line(info: ScheduleInfo) -> str:
+    return "  ".join(_row(info))
 
 
 def _input(text: str | None) -> Any:
@@ -94,15 +110,27 @@ list_command(
     schedules,
     "List the schedules of a tenant.",
     Engine.schedules,
-    _line,
+    COLUMNS,
+    _row,
     to_json=ScheduleInfo.to_dict,
     none="no schedules in tenant {tenant}",
     options=(tenant_option, json_option, db_option),
 )
 
 
-def _shown(_: str, info: ScheduleInfo) -> str:
-    return dump(info.to_dict())
+@schedules.command("show")
+@click.argument("schedule_id")
+@tenant_option
+@output_option("Print JSON, what it prints by default.", default="json")
+@db_option
+def schedules_show(schedule_id: str, tenant: str, as_json: bool, db: str) -> None:
+    """Show SCHEDULE_ID: as JSON, or a table with --output table."""
+    with open_engine(db, must_exist=True) as engine:
+        info = engine.describe_schedule(schedule_id, tenant=tenant)
+    if as_json:
+        click.echo(dump(info.to_dict()))
+        return
+    echo_found([info], False, ScheduleInfo.to_dict, COLUMNS, _row, "")
 
 
 def _its_line(_: str, info: ScheduleInfo) -> str:
@@ -113,7 +141,6 @@ record_commands(
     schedules,
     "schedule_id",
     tenant_option,
-    ("show", Engine.describe_schedule, _shown, "Show SCHEDULE_ID (JSON)."),
     ("pause", Engine.pause_schedule, _its_line, "Stop SCHEDULE_ID firing; its runs go on."),
     ("resume", Engine.resume_schedule, _its_line, "Fire SCHEDULE_ID again, from now on."),
     (
@@ -156,12 +183,17 @@ def schedules_trigger(schedule_id: str, overlap: str, tenant: str, db: str) -> N
     "or schedule (the schedule's; buffer_one skips). Regular fires' runs do not count.",
 )
 @tenant_option
+@output_option("Print JSON, what it prints by default.", default="json")
 @db_option
 def schedules_backfill(
-    schedule_id: str, start: str, end: str, overlap: str, tenant: str, db: str
+    schedule_id: str, start: str, end: str, overlap: str, tenant: str, as_json: bool, db: str
 ) -> None:
     """Start the runs of SCHEDULE_ID's fire times in [--start, --end] (JSON: each fire and
-    its run, null where skipped)."""
+    its run, null where skipped; --output table: a row each, - where skipped)."""
     with open_engine(db, must_exist=True) as engine:
         done = engine.backfill_schedule(schedule_id, start, end, overlap=overlap, tenant=tenant)
-    click.echo(dump(done.to_dict()))
+    if as_json:
+        click.echo(dump(done.to_dict()))
+        return
+    rows = [(at, run or "-") for at, run in done.fires]
+    echo_found(rows, False, list, ("FIRE AT", "RUN ID"), list, "no fire times in the range")

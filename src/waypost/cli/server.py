@@ -139,12 +139,15 @@ def server(
         from waypost.server.connections import protocol
         from waypost.server.console.security import new_secret_text
         from waypost.server.proxies import TrustedProxies
+
+        from .serving import check_address, serve
     except ImportError as exc:
         raise click.ClickException(
             f"the server needs its extra: pip install 'waypost[server]' ({exc})"
         ) from exc
     from waypost.runtime.registry import items_in_modules
 
+    check_address(host, port)  # a taken port is said before anything is opened or printed
     try:
         items_in_modules(apps)  # a wrong --app is said here, once, not in every process
         open_store(db)  # and so is a wrong URL
@@ -199,14 +202,16 @@ def server(
     sys.stderr.flush()
     # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again to the
     # handler found before it: this one, so that a clean stop exits 0 (as a worker does).
+    # A second Ctrl-C stops at once (serving.py).
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    uvicorn.run(
+    serve(
         "waypost.server.app:app_from_environment",
+        processes,
+        log_format,
         factory=True,
         host=host,
         port=port,
-        workers=processes if processes > 1 else None,
         log_level="warning",
         # In JSON, uvicorn's own lines go through the root logger's formatter too.
         log_config=None if log_format == "json" else uvicorn.config.LOGGING_CONFIG,

@@ -60,16 +60,17 @@ def users_create(tenant: str, name: str, roles: str, password_stdin: bool, db: s
     )
 
 
-def _line(user: UserInfo) -> str:
+def _row(user: UserInfo) -> tuple[str, ...]:
     state = "disabled" if user.disabled else "active"
-    return f"{user.name}  {state:<8} {','.join(r.value for r in user.roles)}"
+    return (user.name, state, ",".join(r.value for r in user.roles))
 
 
 list_command(
     users,
     "List the console users of a tenant.",
     Engine.list_users,
-    _line,
+    ("NAME", "STATUS", "ROLES"),
+    _row,
     to_json=UserInfo.to_json,
     none="no users in tenant {tenant}",
     options=(tenant_option, json_option, db_option),

@@ -42,10 +42,14 @@ def _source_json(source: WebhookSourceInfo) -> dict[str, Any]:
     )
 
 
-def _line(s: WebhookSourceInfo) -> str:
+def _row(s: WebhookSourceInfo) -> tuple[str, ...]:
     return (
-        f"{s.source}  {s.url_path}  signal {s.signal}  key {s.correlate_key}  "
-        f"path {s.correlate_path}  tolerance {s.tolerance_seconds}s"
+        s.source,
+        s.url_path,
+        s.signal,
+        s.correlate_key,
+        s.correlate_path,
+        f"{s.tolerance_seconds}s",
     )
 
 
@@ -89,7 +93,8 @@ list_command(
     webhooks,
     "List the webhook sources of a tenant (never their secrets).",
     Engine.webhook_sources,
-    _line,
+    ("SOURCE", "URL PATH", "SIGNAL", "KEY", "KEY PATH", "TOLERANCE"),
+    _row,
     to_json=_source_json,
     none="no webhook sources in tenant {tenant}",
     options=(tenant_option, json_option, db_option),

@@ -12,6 +12,9 @@ While the engine works on a run (a workflow task, an activity attempt) it names 
 run in `log_context`: a context variable, so every line logged meanwhile, by waypost
 or by the workflow's and activities' own code, can say which run, step and attempt it
 is about (`JsonLogFormatter` writes them on every line).
+
+A warning about the set-up (a database server's setting, a file's mode), which every
+store opened on it would repeat, is logged once per process (`warn_once`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -58,6 +62,24 @@ def logger(name: str) -> logging.Logger:
 
 # == which run a line is about ===========================================================
 RUN_FIELDS = ("run_id", "step", "attempt", "tenant")
+_said: set[tuple[str, str]] = set()
+_said_lock = threading.Lock()
+
+
+def warn_once(log: logging.Logger, message: str, *args: Any) -> bool:
+    """Log the warning `message % args` unless this process has logged it already (to
+    `log`); whether it did. For facts about the set-up, which do not change while the
+    process runs: a command or a server process that opens several stores on one
+    database says each once."""
+    key = (log.name, message % args if args else message)
+    with _said_lock:
+        if key in _said:
+            return False
+        _said.add(key)
+    log.warning(message, *args)
+    return True
+
+
 _run_fields: ContextVar[Mapping[str, Any] | None] = ContextVar("waypost_log_run", default=None)
 
 

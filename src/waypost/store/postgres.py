@@ -42,7 +42,7 @@ from waypost.errors import ConfigurationError, SchemaError, StoreError, StoreRej
 from waypost.model.chain import PLAIN, Chain
 from waypost.model.encryption import Keys
 from waypost.model.identity import preview
-from waypost.model.logs import logger
+from waypost.model.logs import logger, warn_once
 
 from . import transactions as txn
 from .base import RunCommit
@@ -403,7 +403,7 @@ class PostgresStore(SqlStore):
                     self.conninfo, connect_timeout=30, **self._connect_options
                 ) as conn:
                     migrate_connection(conn, self.schema)
-                    _warn_without_autovacuum(conn)
+                    _warn_without_autovacuum(conn, self._where())
                 return
             except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
                 # Two processes created the schema or the migrations table at the same
@@ -673,14 +673,16 @@ def rows_insert(sql: str, n: int) -> str:
     return f"{head}VALUES {', '.join(rows)}"
 
 
-def _warn_without_autovacuum(conn: psycopg.Connection[Any]) -> None:
+def _warn_without_autovacuum(conn: psycopg.Connection[Any], where: str) -> None:
     row = conn.execute("SHOW autovacuum").fetchone()
     if row is not None and str(row[0]).lower() == "off":
-        log.warning(
-            "autovacuum is off on this PostgreSQL server: nothing refreshes the planner's "
+        warn_once(
+            log,
+            "autovacuum is off on the PostgreSQL server of %s: nothing refreshes the planner's "
             "statistics as waypost's tables grow, and PostgreSQL may then read a whole "
             "table to find one run (measured: 48 ms per lookup at 35,000 runs). Turn it "
-            "on, or run ANALYZE regularly"
+            "on, or run ANALYZE regularly",
+            where,
         )
 
 

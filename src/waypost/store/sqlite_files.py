@@ -20,7 +20,7 @@ import os
 import stat
 
 from waypost.errors import ConfigurationError, StoreError, WaypostError
-from waypost.model.logs import logger
+from waypost.model.logs import logger, warn_once
 
 log = logger("waypost.sqlite")
 
@@ -102,8 +102,8 @@ def create_private(path: str) -> None:
 
 
 def warn_if_shared(path: str) -> list[str]:
-    """Log a warning if others than its owner may read or write the database file or its
-    -wal and -shm files; the files it named (with their modes)."""
+    """Log a warning (once per process) if others than its owner may read or write the
+    database file or its -wal and -shm files; the files it named (with their modes)."""
     shared = []
     for name in (path, f"{path}-wal", f"{path}-shm"):
         try:
@@ -113,7 +113,8 @@ def warn_if_shared(path: str) -> list[str]:
         if mode & 0o077:
             shared.append(f"{name} ({mode:04o})")
     if shared:
-        log.warning(
+        warn_once(
+            log,
             "the SQLite database holds histories, payloads and credential hashes, and others "
             "than its owner may read or write %s: chmod 600 the file and its -wal and -shm "
             "files (SQLite gives new -wal and -shm files the database file's mode)",
