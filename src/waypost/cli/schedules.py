@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from waypost.client.sync import Engine
-from waypost.model.schedules import ScheduleInfo
+from waypost.model.schedules import Backfilled, ScheduleInfo
 
 from .common import (
     db_option,
@@ -162,13 +162,14 @@ record_commands(
     "cancel_previous.",
 )
 @tenant_option
+@output_option("Print JSON, what it prints by default.", default="json")
 @db_option
-def schedules_trigger(schedule_id: str, overlap: str, tenant: str, db: str) -> None:
-    """Start SCHEDULE_ID's run now (JSON: the fire and its run, null where skipped); its
-    regular fires go on as they were."""
+def schedules_trigger(schedule_id: str, overlap: str, tenant: str, as_json: bool, db: str) -> None:
+    """Start SCHEDULE_ID's run now (JSON: the fire and its run, null where skipped;
+    --output table: a row, - where skipped); its regular fires go on as they were."""
     with open_engine(db, must_exist=True) as engine:
         done = engine.trigger_schedule(schedule_id, overlap=overlap, tenant=tenant)
-    click.echo(dump(done.to_dict()))
+    _fires(done, as_json, "nothing fired")
 
 
 @schedules.command("backfill")
@@ -192,8 +193,13 @@ def schedules_backfill(
     its run, null where skipped; --output table: a row each, - where skipped)."""
     with open_engine(db, must_exist=True) as engine:
         done = engine.backfill_schedule(schedule_id, start, end, overlap=overlap, tenant=tenant)
+    _fires(done, as_json, "no fire times in the range")
+
+
+def _fires(done: Backfilled, as_json: bool, none: str) -> None:
+    """A backfill's or trigger's fires: JSON, or a table of fire times and runs."""
     if as_json:
         click.echo(dump(done.to_dict()))
         return
     rows = [(at, run or "-") for at, run in done.fires]
-    echo_found(rows, False, list, ("FIRE AT", "RUN ID"), list, "no fire times in the range")
+    echo_found(rows, False, list, ("FIRE AT", "RUN ID"), list, none)
