@@ -32,3 +32,14 @@ def held(ctx: wp.ActivityContext) -> str:
 async def held_run(ctx: wp.WorkflowContext) -> str:
     result: str = await ctx.run(held)
     return result
+
+
+def hold_one(db: str, folder: Path) -> None:
+    """Start a run of `held_run` on `db` (its id `held-1`) and return once its activity is
+    in flight in the process that serves it (`folder` is that process's STOPPING_DIR)."""
+    from tests.helpers import eventually  # the tests' side only: workers never call this
+
+    with wp.Engine(db) as client:
+        client.register(held_run, held)
+        client.start(held_run, run_id="held-1")
+    eventually(lambda: (folder / "entered").exists(), "the activity to start", 60)

@@ -150,10 +150,13 @@ def note_for(notes: Path, who: str, run_id: str | None = None) -> dict[str, Any]
 _LOGS: dict[int, Path] = {}  # each start_server process's output file, by pid
 
 
-def start_server(tmp_path: Path, db: str, *options: str) -> tuple[subprocess.Popen[str], str]:
-    """A `waypost server` process and its base URL; stop it with `stop_server`."""
+def start_server(
+    tmp_path: Path, db: str, *options: str, **extra_env: str
+) -> tuple[subprocess.Popen[str], str]:
+    """A `waypost server` process (with `extra_env` in its environment) and its base URL;
+    stop it with `stop_server`; what it printed is in `server_log(proc)`."""
     port = free_port()
-    env = server_env(tmp_path / "notes.jsonl")
+    env = {**server_env(tmp_path / "notes.jsonl"), **extra_env}
     env["PYTHONPATH"] = os.pathsep.join([str(ACCEPTANCE), env["PYTHONPATH"]])
     # Its output goes to files: a pipe nobody reads while the test runs would fill, and
     # the server would wait on its next log line.
@@ -179,6 +182,11 @@ def start_server(tmp_path: Path, db: str, *options: str) -> tuple[subprocess.Pop
 
     eventually(ready, "the server to answer", timeout=60)
     return proc, base
+
+
+def server_log(proc: subprocess.Popen[str]) -> Path:
+    """The file a server `start_server` started prints to."""
+    return _LOGS[proc.pid]
 
 
 def stop_server(proc: subprocess.Popen[str]) -> str:

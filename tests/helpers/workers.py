@@ -54,7 +54,7 @@ def quiet_worker(
 
 @contextmanager
 def signalled_at_the_end(
-    worker: subprocess.Popen[bytes], sig: int = signal.SIGKILL, wait: float = 10
+    worker: subprocess.Popen[Any], sig: int = signal.SIGKILL, wait: float = 10
 ) -> Iterator[None]:
     """Send `sig` to `worker` when the block ends and wait up to `wait` seconds for it to
     exit; kill it if it is still alive then, or if the block failed."""
@@ -114,3 +114,11 @@ def start_app_workers(
     for i, extra in enumerate(extras):
         with open(stderr_dir / f"worker-{i}.stderr", "wb") as err:
             workers.append(subprocess.Popen([*base, *extra], stderr=err, env=env))
+
+
+def stopped_at_once(out: str) -> None:
+    """`out`, what a process stopped by a second Ctrl-C printed, says so as it should:
+    one "stopping:" line, "stopped at once" last, no traceback."""
+    assert "Traceback" not in out, out
+    assert out.count("stopping:") == 1, out
+    assert "stopped at once" in out.splitlines()[-1], out

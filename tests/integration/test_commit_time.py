@@ -22,7 +22,6 @@ from tests.helpers.store_calls import (
     T0,
     TENANT,
     activity_task,
-    claim_activities,
     ev,
     make_run,
     run,
@@ -117,75 +116,50 @@ def test_a_commit_held_up_past_a_steps_timeout_does_not_spend_it(
 WAITED = 5.0  # seconds a write is made to have waited before its transaction
 
 
-def test_a_commit_that_waited_leases_its_attempts_from_when_it_lands(
-    store: Store, aio: asyncio.Runner
+@pytest.mark.parametrize("waited", [0.0, WAITED])
+def test_a_commit_leases_its_attempts_from_when_it_lands(
+    store: Store, aio: asyncio.Runner, waited: float
 ) -> None:
     async def body() -> None:
         await make_run(store, "r1")
         task = dataclasses.replace(activity_task("1", timeout=10.0), owner="w1", lease=30.0)
-        started = ev(EventType.ACTIVITY_SCHEDULED, T0, step="1", activity="act")
-        commit = RunCommit(
-            tenant=TENANT,
-            run_id="r1",
-            events=[started],
-            now=T0,
-            effects=(ScheduleActivities((task,)),),
-            asked=time.monotonic() - WAITED,  # read T0 five seconds ago, landing now
-        )
+        scheduled = ev(EventType.ACTIVITY_SCHEDULED, T0, step="1", activity="act")
+        effects = (ScheduleActivities((task,)),)
+        # Its time read `waited` seconds ago: it waited that long before it landed.
+        asked = time.monotonic() - waited
+        commit = RunCommit(TENANT, "r1", [scheduled], T0, effects=effects, asked=asked)
         res = await store.commit_run(commit)
         assert res.ok
-        assert T0 + WAITED <= res.now < T0 + WAITED + 5
+        if waited:
+            assert T0 + waited <= res.now < T0 + waited + 5
+        else:
+            assert res.now == T0  # on time: made at its own time, exactly
         (leased,) = [t for t in await store.run_tasks(TENANT, "r1") if t.kind == "activity"]
-        assert leased.deadline == pytest.approx(res.now + 10.0)
-        assert leased.visible_at == pytest.approx(res.now + 10.0)  # never past the deadline
+        assert (leased.deadline, leased.visible_at) == (res.now + 10.0, res.now + 10.0)
         # Its event keeps the time it was decided at: the run's code saw that time.
         assert (await store.load_history(TENANT, "r1"))[-1].ts == T0
 
     run(aio, body)
 
 
-def test_a_commit_on_time_is_made_at_its_own_time(store: Store, aio: asyncio.Runner) -> None:
-    async def body() -> None:
-        await make_run(store, "r1")
-        task = dataclasses.replace(activity_task("1", timeout=10.0), owner="w1")
-        res = await store.commit_run(
-            RunCommit(TENANT, "r1", events=[], now=T0, effects=(ScheduleActivities((task,)),))
-        )
-        assert res.now == T0
-        (leased,) = [t for t in await store.run_tasks(TENANT, "r1") if t.kind == "activity"]
-        assert leased.deadline == T0 + 10.0
-
-    run(aio, body)
-
-
-def test_a_claim_that_waited_counts_from_when_it_lands(store: Store, aio: asyncio.Runner) -> None:
-    async def body() -> None:
-        await make_run(store, "r1")
-        await schedule_activities(store, "r1", activity_task("1", timeout=10.0))
-        asked = time.monotonic() - WAITED
-        (claimed,) = await store.claim_tasks("w1", [], ["act"], 0, 5, 30.0, T0 + 1, asked=asked)
-        assert T0 + 1 + WAITED + 10 <= claimed.deadline < T0 + 1 + WAITED + 15
-
-    run(aio, body)
-
-
-def test_an_attempt_is_timed_again_only_by_the_engine_that_holds_it(
+def test_a_claim_that_waited_counts_from_when_it_lands_and_is_timed_again_by_its_owner(
     store: Store, aio: asyncio.Runner
 ) -> None:
     async def body() -> None:
         await make_run(store, "r1")
-        await schedule_activities(
-            store, "r1", activity_task("1", timeout=10.0, heartbeat_timeout=4.0)
-        )
-        (claimed,) = await claim_activities(store, "w1", now=T0, lease=30.0)
-        assert claimed.deadline == T0 + 10.0
-        ref = TaskRef(TENANT, "r1", "activity", "1", claimed.fence)
-        assert await store.retime_activity("w2", ref, 30.0, T0 + 50) is None
-        stale = dataclasses.replace(ref, fence=claimed.fence - 1)
+        task = activity_task("1", timeout=10.0, heartbeat_timeout=4.0)
+        await schedule_activities(store, "r1", task)
+        asked = time.monotonic() - WAITED
+        (claimed,) = await store.claim_tasks("w1", [], ["act"], 0, 5, 30.0, T0 + 1, asked=asked)
+        assert T0 + 1 + WAITED + 10 <= claimed.deadline < T0 + 1 + WAITED + 15
+        # Timed again from T0 + 50 by the engine that holds it, under its fence only.
+        mine = TaskRef(TENANT, "r1", "activity", "1", claimed.fence)
+        stale = dataclasses.replace(mine, fence=claimed.fence - 1)
+        assert await store.retime_activity("w2", mine, 30.0, T0 + 50) is None
         assert await store.retime_activity("w1", stale, 30.0, T0 + 50) is None
-        assert await store.retime_activity("w1", ref, 30.0, T0 + 50) == T0 + 60.0
-        (task,) = [t for t in await store.run_tasks(TENANT, "r1") if t.kind == "activity"]
-        assert (task.deadline, task.heartbeat_deadline, task.owner) == (T0 + 60, T0 + 54, "w1")
-        assert task.visible_at == T0 + 54.0  # the lease never outlives a deadline
+        assert await store.retime_activity("w1", mine, 30.0, T0 + 50) == T0 + 60.0
+        (held,) = [t for t in await store.run_tasks(TENANT, "r1") if t.kind == "activity"]
+        assert (held.deadline, held.heartbeat_deadline, held.owner) == (T0 + 60, T0 + 54, "w1")
+        assert held.visible_at == T0 + 54.0  # the lease never outlives a deadline
 
     run(aio, body)

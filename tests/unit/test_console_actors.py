@@ -11,21 +11,15 @@ def _ev(seq: int, type_: str, **data: object) -> Event:
     return Event(seq, type_, dict(data), 1_700_000_000.0 + seq, "")
 
 
+DECIDED = {"step": "2", "approval_id": "a1", "decision": "approve", "outcome": "approved"}
+
+
 def test_history_names_the_approver_and_the_signals_sender() -> None:
     events = [
         _ev(1, "RunStarted", workflow="po", version="1", started_by="rita"),
         _ev(2, "SignalReceived", name="goods", payload={"n": 1}, by="ops-bot"),
         _ev(3, "SignalReceived", name="goods", payload={"n": 2}),  # sent before `by`
-        _ev(
-            4,
-            "ApprovalDecided",
-            step="2",
-            approval_id="a1",
-            decision="approve",
-            outcome="approved",
-            principal="mia",
-            comment="fine",
-        ),
+        _ev(4, "ApprovalDecided", **{"principal": "mia", "comment": "fine", **DECIDED}),
     ]
     actors = [row.actor for row in story(events).rows]
     assert actors == ["rita", "ops-bot", "sender", "mia"]
