@@ -137,6 +137,7 @@ SAMPLES: dict[str, Callable[[], ops.Request[Any]]] = {
     "ResumeSchedule": lambda: sch.ResumeSchedule(schedule_id="missing"),
     "DeleteSchedule": lambda: sch.DeleteSchedule(schedule_id="missing"),
     "BackfillSchedule": lambda: sch.BackfillSchedule(schedule_id="missing", start=0, end=0),
+    "TriggerSchedule": lambda: sch.TriggerSchedule(schedule_id="missing"),
     # the tenant's keys, users, webhook sources and encryption
     "CreateKey": lambda: ops.CreateKey(principal="newcomer", roles=["viewer"]),
     "ListKeys": lambda: ops.ListKeys(),
