@@ -116,7 +116,11 @@ def test_a_tenants_heaviest_definition_and_query_flood_leave_another_tenant_serv
         f"p50 {statistics.median(latencies) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms"
     )
     print(summary)
-    assert p99 < 0.050, summary
+    # What this guards is a stall: another tenant's flood holding b's requests for
+    # seconds. Its speed is bench/noisy_neighbour.py's to measure: p99 was 26 ms on one
+    # machine and 59-77 ms on another of the same kind (2 cores, shared), so the bound
+    # here leaves room for the machine and none for a stall.
+    assert p99 < 0.250, summary
 
 
 def measure(b: httpx.Client) -> tuple[list[float], list[str]]:
