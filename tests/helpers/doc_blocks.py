@@ -35,7 +35,7 @@ class DirectiveError(ValueError):
 class Block:
     """One ```python block: where it is, its code, and what its comment asks for."""
 
-    path: str  # relative to the repository, e.g. "docs/guide.md"
+    path: str  # relative to the repository, e.g. "docs/guide/engine.md"
     line: int  # the line of the opening fence, 1-based
     code: str
     id: str | None = None

@@ -1,7 +1,7 @@
 """Every operation x every role, through the door, on both stores: allowed exactly as the
 guide's role table says.
 
-The table ("Who may send each operation" in docs/guide.md) is read here, not copied: an
+The table ("Who may send each operation" in docs/guide/roles.md) is read here, not copied: an
 operation whose roles change without the table changing, or one the table does not list,
 fails these tests. Each operation is sent as a real request by a principal holding one
 role (and by one holding none, the unauthenticated one and the local one); what is
@@ -37,7 +37,7 @@ from waypost.model.identity import Principal, Role
 
 pytestmark = pytest.mark.timeout(300)
 
-GUIDE = Path(__file__).parents[2] / "docs" / "guide.md"
+ROLES = Path(__file__).parents[2] / "docs" / "guide" / "roles.md"
 TENANT = "acme"
 NO_ROLE = "no role"
 ANONYMOUS = "anonymous"
@@ -47,8 +47,8 @@ CALLERS = (*[r.value for r in Role], NO_ROLE, ANONYMOUS, LOCAL)
 
 def documented() -> dict[str, frozenset[str]]:
     """Each operation the guide's table lists, and the callers it says may send it."""
-    text = GUIDE.read_text()
-    start = text.index("#### Who may send each operation")
+    text = ROLES.read_text()
+    start = text.index("## Who may send each operation")
     rows = re.findall(r"^\| (`.+?) \| (.+?) \|$", text[start:].split("\n\n#", 1)[0], re.M)
     table: dict[str, frozenset[str]] = {}
     for names, who in rows:

@@ -30,7 +30,7 @@ OPERATIONS = surfaces.EVERY_OPERATION
 DOCS = "\n".join(
     p.read_text()
     for p in [
-        *pathlib.Path(__file__).parents[2].joinpath("docs").glob("*.md"),
+        *pathlib.Path(__file__).parents[2].joinpath("docs").rglob("*.md"),
         pathlib.Path(__file__).parents[2] / "README.md",
     ]
 )
