@@ -175,7 +175,7 @@ def test_a_new_user_signs_in_approves_and_watches_the_runs_go_on(demo: Demo, new
     assert step_state(page, "place_order") == ""  # not reached
     assert "approval" in page.locator("dl.facts").inner_text()
     screenshot(page, "console-run")
-    screenshot(page, "console", full_page=False)  # the README's (docs/img/console.png)
+    screenshot(page, "console", full_page=False)  # the tour's (docs/img/console.png)
 
     # Approve demo-po-1 from the notification's link, in the same browser.
     page.goto(demo.link("demo-po-1", "mia"))
