@@ -357,6 +357,23 @@ class ScheduleRequest(Request[T]):
 
 
 @dataclass(frozen=True)
+class ScheduleCommand(ScheduleRequest[T]):
+    """An operator's command on one schedule, its surfaces made from its `verb`:
+    `<verb> schedule`, the engine's `<verb>_schedule`, `POST
+    /v1/schedules/{schedule_id}/<verb>` and `waypost schedules <verb>`."""
+
+    roles = CHANGERS
+
+    def __init_subclass__(cls, *, verb: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if verb:
+            cls.name = f"{verb} schedule"
+            cls.call = f"{verb}_schedule"
+            cls.http = Http("POST", f"/v1/schedules/{{schedule_id:id}}/{verb}", tag="schedules")
+            cls.cli = Cli(f"schedules {verb}")
+
+
+@dataclass(frozen=True)
 class CreateSchedule(Request[ScheduleInfo]):
     """Make a schedule of the caller's tenant (operators and admins)."""
 
@@ -409,25 +426,13 @@ class GetSchedule(ScheduleRequest[ScheduleInfo]):
 
 
 @dataclass(frozen=True)
-class PauseSchedule(ScheduleRequest[ScheduleInfo]):
+class PauseSchedule(ScheduleCommand[ScheduleInfo], verb="pause"):
     """Stop a schedule firing until it is resumed (its runs go on)."""
-
-    roles = CHANGERS
-    name = "pause schedule"
-    call = "pause_schedule"
-    http = Http("POST", "/v1/schedules/{schedule_id:id}/pause", tag="schedules")
-    cli = Cli("schedules pause")
 
 
 @dataclass(frozen=True)
-class ResumeSchedule(ScheduleRequest[ScheduleInfo]):
+class ResumeSchedule(ScheduleCommand[ScheduleInfo], verb="resume"):
     """Fire again, from now on: fires that fell while it was paused are not caught up."""
-
-    roles = CHANGERS
-    name = "resume schedule"
-    call = "resume_schedule"
-    http = Http("POST", "/v1/schedules/{schedule_id:id}/resume", tag="schedules")
-    cli = Cli("schedules resume")
 
 
 @dataclass(frozen=True)
@@ -452,7 +457,7 @@ def _check_unwaiting(overlap: str, what: str) -> None:
 
 
 @dataclass(frozen=True)
-class BackfillSchedule(ScheduleRequest[Backfilled]):
+class BackfillSchedule(ScheduleCommand[Backfilled], verb="backfill"):
     """Start the runs of a schedule's fire times in [start, end] (at most `MAX_FIRES`).
 
     A backfill has its own overlap policy, applied between its own runs only (decision
@@ -462,11 +467,6 @@ class BackfillSchedule(ScheduleRequest[Backfilled]):
     for it, and its runs do not count for later regular fires. A fire that already has
     its run (it fired, or was backfilled before) finds that run again."""
 
-    roles = CHANGERS
-    name = "backfill schedule"
-    call = "backfill_schedule"
-    http = Http("POST", "/v1/schedules/{schedule_id:id}/backfill", tag="schedules")
-    cli = Cli("schedules backfill")
     start: Any = None
     end: Any = None
     overlap: str = "allow_all"
@@ -483,18 +483,13 @@ class BackfillSchedule(ScheduleRequest[Backfilled]):
 
 
 @dataclass(frozen=True)
-class TriggerSchedule(ScheduleRequest[Backfilled]):
+class TriggerSchedule(ScheduleCommand[Backfilled], verb="trigger"):
     """Start a schedule's run now, as a fire at this moment would: through the schedule's
     overlap policy against the run its regular fires last started (`overlap` may name
     another: `allow_all`, `skip`, `cancel_previous`; `buffer_one` skips, as a trigger does
     not wait). Started on behalf of whoever asked; the regular fires go on as they were,
     and the triggered run does not count for them (as a backfill's)."""
 
-    roles = CHANGERS
-    name = "trigger schedule"
-    call = "trigger_schedule"
-    http = Http("POST", "/v1/schedules/{schedule_id:id}/trigger", tag="schedules")
-    cli = Cli("schedules trigger")
     overlap: str = "schedule"
 
     def checked(self, principal: Principal) -> Request[Backfilled]:
