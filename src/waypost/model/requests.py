@@ -189,6 +189,18 @@ class Request(Generic[T]):
     cli: ClassVar[Cli | NotOffered | None] = None
     form: ClassVar[Form | None] = None
 
+    def __init_subclass__(cls, *, verb: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if verb:
+            cls.declare(verb)
+
+    @classmethod
+    def declare(cls, verb: str) -> None:
+        """Declare this request's name and surfaces from `verb` (`class
+        PauseSchedule(ScheduleCommand[...], verb="pause")`), by its family's rule: a
+        family whose requests follow one overrides this."""
+        raise TypeError(f"{cls.__name__}: its family makes no surfaces from a verb")
+
     def checked(self, principal: Principal) -> Request[T]:
         """This request with every field checked and normalised for `principal`."""
         changes: dict[str, Any] = {}

@@ -364,13 +364,12 @@ class ScheduleCommand(ScheduleRequest[T]):
 
     roles = CHANGERS
 
-    def __init_subclass__(cls, *, verb: str = "", **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if verb:
-            cls.name = f"{verb} schedule"
-            cls.call = f"{verb}_schedule"
-            cls.http = Http("POST", f"/v1/schedules/{{schedule_id:id}}/{verb}", tag="schedules")
-            cls.cli = Cli(f"schedules {verb}")
+    @classmethod
+    def declare(cls, verb: str) -> None:
+        cls.name = f"{verb} schedule"
+        cls.call = f"{verb}_schedule"
+        cls.http = Http("POST", f"/v1/schedules/{{schedule_id:id}}/{verb}", tag="schedules")
+        cls.cli = Cli(f"schedules {verb}")
 
 
 @dataclass(frozen=True)
