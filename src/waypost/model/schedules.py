@@ -35,7 +35,7 @@ from croniter import croniter  # type: ignore[import-untyped]
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role, check_id, preview
 from waypost.model.numbers import finite
-from waypost.model.requests import READERS, Check, Cli, Http, Request, checked
+from waypost.model.requests import READERS, Check, Request, Resource, checked
 
 T = TypeVar("T")
 
@@ -349,38 +349,31 @@ class Backfilled:
 
 
 # == operations =========================================================================
+SCHEDULES = Resource("schedule", "/v1/schedules", key="schedule_id")
+
+
 @dataclass(frozen=True)
 class ScheduleRequest(Request[T]):
     """A request about one schedule of the caller's tenant, named by its first field."""
 
+    resource = SCHEDULES
     schedule_id: str = checked(Check.ID, what="schedule_id")
 
 
 @dataclass(frozen=True)
 class ScheduleCommand(ScheduleRequest[T]):
-    """An operator's command on one schedule, its surfaces made from its `verb`:
-    `<verb> schedule`, the engine's `<verb>_schedule`, `POST
-    /v1/schedules/{schedule_id}/<verb>` and `waypost schedules <verb>`."""
+    """An operator's command on one schedule."""
 
     roles = CHANGERS
-
-    @classmethod
-    def declare(cls, verb: str) -> None:
-        cls.name = f"{verb} schedule"
-        cls.call = f"{verb}_schedule"
-        cls.http = Http("POST", f"/v1/schedules/{{schedule_id:id}}/{verb}", tag="schedules")
-        cls.cli = Cli(f"schedules {verb}")
 
 
 @dataclass(frozen=True)
-class CreateSchedule(Request[ScheduleInfo]):
+class CreateSchedule(Request[ScheduleInfo], verb="create"):
     """Make a schedule of the caller's tenant (operators and admins)."""
 
     roles = CHANGERS
-    name = "create schedule"
+    resource = SCHEDULES
     call = "schedule"
-    http = Http("POST", "/v1/schedules", status=201, tag="schedules")
-    cli = Cli("schedules create")
     schedule_id: str
     workflow: Any
     cron: str | None = None
@@ -403,25 +396,20 @@ class CreateSchedule(Request[ScheduleInfo]):
 
 
 @dataclass(frozen=True)
-class ListSchedules(Request[list[ScheduleInfo]]):
+class ListSchedules(Request[list[ScheduleInfo]], verb="list"):
     """The schedules of the caller's tenant, by id."""
 
     roles = READERS
-    name = "list schedules"
+    resource = SCHEDULES
     call = "schedules"
-    http = Http("GET", "/v1/schedules", tag="schedules")
-    cli = Cli("schedules list")
 
 
 @dataclass(frozen=True)
-class GetSchedule(ScheduleRequest[ScheduleInfo]):
+class GetSchedule(ScheduleRequest[ScheduleInfo], verb="get"):
     """One schedule of the caller's tenant (`ScheduleNotFound`)."""
 
     roles = READERS
-    name = "get schedule"
     call = "describe_schedule"
-    http = Http("GET", "/v1/schedules/{schedule_id:id}", tag="schedules")
-    cli = Cli("schedules show")
 
 
 @dataclass(frozen=True)
@@ -435,14 +423,8 @@ class ResumeSchedule(ScheduleCommand[ScheduleInfo], verb="resume"):
 
 
 @dataclass(frozen=True)
-class DeleteSchedule(ScheduleRequest[None]):
+class DeleteSchedule(ScheduleCommand[None], verb="delete"):
     """Delete a schedule; the runs it started go on."""
-
-    roles = CHANGERS
-    name = "delete schedule"
-    call = "delete_schedule"
-    http = Http("DELETE", "/v1/schedules/{schedule_id:id}", tag="schedules")
-    cli = Cli("schedules delete")
 
 
 def _check_unwaiting(overlap: str, what: str) -> None:
