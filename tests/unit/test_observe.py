@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from waypost.engine.attempts import Outcome
 from waypost.engine.observing import CommitWatch
 from waypost.model.events import EventType as E, NewEvent
-from waypost.model.observe import NO_OBSERVER, NoObserver, fan_out
+from waypost.model.observe import NO_OBSERVER, OBSERVER_CALLS, NoObserver, fan_out
 from waypost.observability import Metrics
 from waypost.store.base import ActivityTaskOp, CommitResult, Conflict, RunCommit
 from waypost.store.effects import SettleActivity
@@ -121,6 +122,19 @@ def test_fan_out_tells_each_observer() -> None:
     assert fan_out(a) is a
     fan_out(a, b).run_started("t", "w")
     assert a.calls == b.calls == [("run_started", "t", "w")]
+
+
+def test_fan_out_tells_every_call_of_the_protocol() -> None:
+    a, b = Recorder(), Recorder()
+    both = fan_out(a, b)
+    names = sorted(OBSERVER_CALLS)
+    assert len(names) == 13 and "schedule_fired" in names
+    for i, name in enumerate(names):
+        getattr(both, name)("t", i)
+        getattr(NO_OBSERVER, name)("t", i)  # counts nothing
+    assert a.calls == b.calls == [(name, "t", i) for i, name in enumerate(names)]
+    with pytest.raises(AttributeError):
+        both.run_start  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_the_prometheus_observer_counts_into_its_own_registry() -> None:

@@ -22,7 +22,8 @@ from waypost.client.remote import AsyncClient, Client
 from waypost.client.sync import Engine
 from waypost.errors import InvalidRequest
 from waypost.model import surfaces
-from waypost.model.requests import Cli, Http, NotOffered, Request
+from waypost.model.requests import Cli, Http, NotOffered, Request, Resource
+from waypost.model.schedules import DeleteSchedule, GetSchedule, ListSchedules, PauseSchedule
 from waypost.server.api import ROUTERS
 from waypost.server.console.commands import COMMANDS
 
@@ -143,3 +144,32 @@ def test_a_remote_twin_takes_no_tenant_and_checks_before_sending() -> None:
 
     asyncio.run(calls())
     assert "tenant" not in inspect.signature(AsyncClient.pause).parameters
+
+
+def test_a_resource_makes_the_surfaces_of_its_verbs_but_those_a_request_declares() -> None:
+    things = Resource("thing", "/v1/things", key="thing_id", group="stuff")
+    assert things.surfaces("create") == {
+        "name": "create thing",
+        "call": "create_thing",
+        "http": Http("POST", "/v1/things", status=201, tag="stuff"),
+        "cli": Cli("stuff create"),
+    }
+    assert things.surfaces("list")["name"] == "list things"
+    assert things.surfaces("get")["cli"] == Cli("stuff show")
+    assert things.surfaces("delete")["http"] == Http(
+        "DELETE", "/v1/things/{thing_id:id}", tag="stuff"
+    )
+    assert things.surfaces("pause")["http"] == Http(
+        "POST", "/v1/things/{thing_id:id}/pause", tag="stuff"
+    )
+    assert (PauseSchedule.name, PauseSchedule.call) == ("pause schedule", "pause_schedule")
+    assert PauseSchedule.http == Http(
+        "POST", "/v1/schedules/{schedule_id:id}/pause", tag="schedules"
+    )
+    assert DeleteSchedule.cli == Cli("schedules delete")
+    assert (ListSchedules.call, GetSchedule.call) == ("schedules", "describe_schedule")
+    assert GetSchedule.name == "get schedule"
+    with pytest.raises(TypeError, match="a verb without a resource"):
+
+        class Loose(Request[None], verb="pause"):
+            pass

@@ -12,8 +12,8 @@ locks held for long) and never raises; the engine does not guard them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 
 class Observer(Protocol):
@@ -63,109 +63,41 @@ class Observer(Protocol):
         for a fire that started a run, is the start's time minus the fire's."""
 
 
-class NoObserver:
-    """Counts nothing."""
-
-    def run_started(self, tenant: str, workflow: str) -> None:
-        pass
-
-    def run_ended(self, tenant: str, workflow: str, outcome: str) -> None:
-        pass
-
-    def run_suspended(self, tenant: str, workflow: str) -> None:
-        pass
-
-    def compensated(self, tenant: str, workflow: str, outcome: str, steps: int) -> None:
-        pass
-
-    def step_scheduled(self, activity: str) -> None:
-        pass
-
-    def activity_attempt(self, activity: str, outcome: str, retrying: bool) -> None:
-        pass
-
-    def committed(self, seconds: float, events: int) -> None:
-        pass
-
-    def timer_fired(self, lag: float) -> None:
-        pass
-
-    def lease_expired(self, kind: str) -> None:
-        pass
-
-    def lease_taken_over(self, kind: str) -> None:
-        pass
-
-    def approval_decided(self, tenant: str, outcome: str, dwell: float) -> None:
-        pass
-
-    def quota_refused(self, tenant: str, quota: str) -> None:
-        pass
-
-    def schedule_fired(self, tenant: str, outcome: str, lag: float | None) -> None:
-        pass
-
-
-NO_OBSERVER: Observer = NoObserver()
+OBSERVER_CALLS = frozenset(
+    name for name, value in vars(Observer).items() if callable(value) and not name.startswith("_")
+)
+"""The names of `Observer`'s calls."""
 
 
 class FanOut:
-    """Tells every one of `observers`, in order."""
+    """Tells every one of `observers`, in order. Each of `Observer`'s calls is made
+    here from the protocol (`OBSERVER_CALLS`), once per instance, so that a call added
+    to the protocol needs nothing written here."""
 
-    def __init__(self, observers: Sequence[Observer]) -> None:
+    def __init__(self, observers: Sequence[Observer] = ()) -> None:
         self.observers = tuple(observers)
 
-    def run_started(self, tenant: str, workflow: str) -> None:
-        for o in self.observers:
-            o.run_started(tenant, workflow)
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        if name not in OBSERVER_CALLS:
+            raise AttributeError(name)
+        calls = tuple(getattr(o, name) for o in self.observers)
 
-    def run_ended(self, tenant: str, workflow: str, outcome: str) -> None:
-        for o in self.observers:
-            o.run_ended(tenant, workflow, outcome)
+        def tell(*args: Any) -> None:
+            for call in calls:
+                call(*args)
 
-    def run_suspended(self, tenant: str, workflow: str) -> None:
-        for o in self.observers:
-            o.run_suspended(tenant, workflow)
+        setattr(self, name, tell)  # found directly from now on
+        return tell
 
-    def compensated(self, tenant: str, workflow: str, outcome: str, steps: int) -> None:
-        for o in self.observers:
-            o.compensated(tenant, workflow, outcome, steps)
 
-    def step_scheduled(self, activity: str) -> None:
-        for o in self.observers:
-            o.step_scheduled(activity)
+class NoObserver(FanOut):
+    """Counts nothing: a fan-out to no observer."""
 
-    def activity_attempt(self, activity: str, outcome: str, retrying: bool) -> None:
-        for o in self.observers:
-            o.activity_attempt(activity, outcome, retrying)
+    def __init__(self) -> None:
+        super().__init__(())
 
-    def committed(self, seconds: float, events: int) -> None:
-        for o in self.observers:
-            o.committed(seconds, events)
 
-    def timer_fired(self, lag: float) -> None:
-        for o in self.observers:
-            o.timer_fired(lag)
-
-    def lease_expired(self, kind: str) -> None:
-        for o in self.observers:
-            o.lease_expired(kind)
-
-    def lease_taken_over(self, kind: str) -> None:
-        for o in self.observers:
-            o.lease_taken_over(kind)
-
-    def approval_decided(self, tenant: str, outcome: str, dwell: float) -> None:
-        for o in self.observers:
-            o.approval_decided(tenant, outcome, dwell)
-
-    def quota_refused(self, tenant: str, quota: str) -> None:
-        for o in self.observers:
-            o.quota_refused(tenant, quota)
-
-    def schedule_fired(self, tenant: str, outcome: str, lag: float | None) -> None:
-        for o in self.observers:
-            o.schedule_fired(tenant, outcome, lag)
+NO_OBSERVER: Observer = NoObserver()
 
 
 def fan_out(*observers: Observer) -> Observer:

@@ -290,13 +290,9 @@ def _check_quotas(value: Any) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
-class CreateTenant(TenantCommand[Any]):
+class CreateTenant(TenantCommand[Any], verb="create"):
     """Create a tenant, so that API keys can be made for it (`TenantInfo`); platform only."""
 
-    name = "create tenant"
-    call = "create_tenant"
-    cli = Cli("tenants create")
-    refused = "create tenants"
     quotas: Mapping[str, int] | None = None
 
     def checked(self, principal: Principal) -> Request[Any]:

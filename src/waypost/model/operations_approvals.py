@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from waypost.errors import InvalidRequest, PermissionDenied
 from waypost.model.identity import (
@@ -26,8 +26,17 @@ from waypost.model.requests import (
     checked,
 )
 
+T = TypeVar("T")
+
 
 # == approvals =========================================================================
+@dataclass(frozen=True)
+class ApprovalRequest(Request[T]):
+    """A request about one approval of the caller's tenant, named by its first field."""
+
+    approval_id: str = checked(Check.ID, what="approval_id")
+
+
 @dataclass(frozen=True)
 class ListApprovals(Request[Any]):
     """Approvals (`list[ApprovalInfo]`); with `approver`, those they may decide now."""
@@ -66,7 +75,7 @@ class ListApprovals(Request[Any]):
 
 
 @dataclass(frozen=True)
-class GetApproval(Request[Any]):
+class GetApproval(ApprovalRequest[Any]):
     """One approval (`ApprovalInfo`)."""
 
     roles = frozenset({Role.APPROVER, Role.OPERATOR, Role.AUDITOR, Role.VIEWER})
@@ -75,7 +84,6 @@ class GetApproval(Request[Any]):
     remote = REMOTE_LATER
     http = Http("GET", "/v1/approvals/{approval_id:id}", tag="approvals")
     cli = Cli("approvals show")
-    approval_id: str = checked(Check.ID, what="approval_id")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,28 +132,26 @@ class Decide(Request[Any]):
 
 
 @dataclass(frozen=True)
-class Revoke(Request[None]):
+class Revoke(ApprovalRequest[None]):
     """Take an approver off a pending approval; their credentials stop working."""
 
     roles = frozenset({Role.OPERATOR})
     name = "revoke"
     call = "revoke"
     http = cli = NotOffered("revoking an approval link is an operator's call from the embedded API")
-    approval_id: str = checked(Check.ID, what="approval_id")
     approver: str = checked(Check.IDENTITY, what="principal")
     by: str | None = checked(Check.ACTOR, what="by", default=None)
     reason: str = checked(Check.REASON, what="reason", default="")
 
 
 @dataclass(frozen=True)
-class Reassign(Request[None]):
+class Reassign(ApprovalRequest[None]):
     """Replace an approver of a pending approval; the new one is notified."""
 
     roles = frozenset({Role.OPERATOR})
     name = "reassign"
     call = "reassign"
     http = cli = NotOffered("reassigning an approval is an operator's call from the embedded API")
-    approval_id: str = checked(Check.ID, what="approval_id")
     from_approver: str = checked(Check.IDENTITY, what="from_principal")
     to_approver: str = checked(Check.IDENTITY, what="to_principal")
     by: str | None = checked(Check.ACTOR, what="by", default=None)
@@ -153,29 +159,32 @@ class Reassign(Request[None]):
 
 
 @dataclass(frozen=True)
-class AddToGroup(Request[int]):
-    """Add members to a group of the built-in directory; answers how many were new."""
+class GroupChange(Request[int]):
+    """A change of the members of a group of the built-in directory (admin only); answers
+    how many members it changed."""
 
     roles = frozenset({Role.ADMIN})
-    name = "add to group"
-    call = "add_to_group"
     http = GROUPS_ONLY
-    cli = Cli("groups add")
     group: str = checked(Check.ID, what="group")
     members: list[str] = checked(Check.IDENTITIES, what="principal")
 
 
 @dataclass(frozen=True)
-class RemoveFromGroup(Request[int]):
+class AddToGroup(GroupChange):
+    """Add members to a group of the built-in directory; answers how many were new."""
+
+    name = "add to group"
+    call = "add_to_group"
+    cli = Cli("groups add")
+
+
+@dataclass(frozen=True)
+class RemoveFromGroup(GroupChange):
     """Remove members from a group of the built-in directory; answers how many were."""
 
-    roles = frozenset({Role.ADMIN})
     name = "remove from group"
     call = "remove_from_group"
-    http = GROUPS_ONLY
     cli = Cli("groups remove")
-    group: str = checked(Check.ID, what="group")
-    members: list[str] = checked(Check.IDENTITIES, what="principal")
 
 
 @dataclass(frozen=True)

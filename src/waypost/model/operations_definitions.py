@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import (
@@ -22,6 +22,8 @@ from waypost.model.requests import (
     RunRequest,
     checked,
 )
+
+T = TypeVar("T")
 
 
 def check_migration_reason(dry_run: bool, reason: str | None) -> None:
@@ -85,12 +87,12 @@ class GetDefinition(Request[Any]):
 
 
 @dataclass(frozen=True)
-class Migrate(RunRequest[Any]):
-    """Check, and unless `dry_run` move, a waiting definition run (`MigrationReport`)."""
+class Migration(Request[Any]):
+    """A move of waiting definition runs to version `to_version` (an operator's, from the
+    CLI or the embedded API), its steps renamed by `mapping`; unless `dry_run`, it needs a
+    reason, recorded in each run's history."""
 
     roles = frozenset({Role.OPERATOR})
-    name = "migrate"
-    call = "migrate"
     http = MIGRATION_ONLY
     cli = Cli("runs migrate")
     to_version: int | str = checked(Check.VERSION, what="to_version")
@@ -105,22 +107,25 @@ class Migrate(RunRequest[Any]):
 
 
 @dataclass(frozen=True)
-class MigrateAll(Request[Any]):
-    """`Migrate` every unfinished run of one version (`list[MigrationReport]`)."""
+class DefinitionVersion(Request[T]):
+    """A request about the runs of one version of a definition (`definition`,
+    `from_version`), named by its first fields."""
 
-    roles = frozenset({Role.OPERATOR})
-    name = "migrate all"
-    call = "migrate_all"
-    http = MIGRATION_ONLY
-    cli = Cli("runs migrate")
     definition: str = checked(Check.ID, what="definition name")
     from_version: int | str = checked(Check.VERSION, what="from_version")
-    to_version: int | str = checked(Check.VERSION, what="to_version")
-    mapping: Mapping[str, str] = checked(Check.MAPPING, default=None)
-    reason: str = checked(Check.OPTIONAL_REASON, what="migrate's reason", default="")
-    dry_run: bool = False
-    by: str | None = checked(Check.ACTOR, what="by", default=None)
 
-    def checked(self, principal: Principal) -> Request[Any]:
-        check_migration_reason(self.dry_run, self.reason)
-        return super().checked(principal)
+
+@dataclass(frozen=True)
+class Migrate(Migration, RunRequest[Any]):
+    """Check, and unless `dry_run` move, a waiting definition run (`MigrationReport`)."""
+
+    name = "migrate"
+    call = "migrate"
+
+
+@dataclass(frozen=True)
+class MigrateAll(Migration, DefinitionVersion[Any]):
+    """`Migrate` every unfinished run of one version (`list[MigrationReport]`)."""
+
+    name = "migrate all"
+    call = "migrate_all"

@@ -54,42 +54,38 @@ class PlatformCommand(Request[T]):
 
 @dataclass(frozen=True)
 class TenantCommand(PlatformCommand[T]):
-    """A platform operator's command on one tenant."""
+    """A platform operator's command on one tenant. With a `verb`, its surfaces are made
+    from it: `<verb> tenant`, the engine's `<verb>_tenant`, `waypost tenants <verb>`, and
+    a refusal that says the caller may not `<verb> tenants`."""
 
     tenant: str = checked(Check.ID, what="tenant")
 
+    @classmethod
+    def declare(cls, verb: str) -> None:
+        cls.name = f"{verb} tenant"
+        cls.call = f"{verb}_tenant"
+        cls.cli = Cli(f"tenants {verb}")
+        cls.refused = f"{verb} tenants"
+
 
 @dataclass(frozen=True)
-class DisableTenant(TenantCommand[Any]):
+class DisableTenant(TenantCommand[Any], verb="disable"):
     """Disable a tenant (`TenantInfo`); platform only. Disabling a disabled tenant keeps
     when and by whom it was first disabled."""
 
-    name = "disable tenant"
-    call = "disable_tenant"
-    cli = Cli("tenants disable")
-    refused = "disable tenants"
     reason: str = checked(Check.OPTIONAL_REASON, what="reason", default="")
 
 
 @dataclass(frozen=True)
-class EnableTenant(TenantCommand[Any]):
+class EnableTenant(TenantCommand[Any], verb="enable"):
     """Enable a disabled tenant again (`TenantInfo`); platform only."""
-
-    name = "enable tenant"
-    call = "enable_tenant"
-    cli = Cli("tenants enable")
-    refused = "enable tenants"
 
 
 @dataclass(frozen=True)
-class DeleteTenant(TenantCommand[Any]):
+class DeleteTenant(TenantCommand[Any], verb="delete"):
     """Delete up to `batch` rows of a disabled tenant (`TenantDeletion`); platform only.
     Send it again until the answer is `done`: the tenant's own row goes last."""
 
-    name = "delete tenant"
-    call = "delete_tenant"
-    cli = Cli("tenants delete")
-    refused = "delete tenants"
     batch: int = checked(Check.LIMIT, what="batch", default=DELETE_BATCH)
 
 

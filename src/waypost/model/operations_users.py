@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role
-from waypost.model.requests import Check, Cli, Http, NotOffered, Request, checked
+from waypost.model.requests import Check, Cli, Http, NotOffered, Request, Resource, checked
 from waypost.model.users import MAX_PASSWORD, MIN_PASSWORD, NewSession, SessionView, UserInfo
+
+T = TypeVar("T")
 
 MAX_ADDRESS = 100
 
@@ -35,18 +37,25 @@ def check_password(value: Any) -> str:
     return value
 
 
+USERS = Resource("user", "/v1/users", key="name")
+
+
 @dataclass(frozen=True)
-class CreateUser(Request[UserInfo]):
+class UserRequest(Request[T]):
+    """A request about one console user of the caller's tenant, named by its first field
+    (admin only: no role listed)."""
+
+    resource = USERS
+    user: str = checked(Check.IDENTITY, what="user")
+
+
+@dataclass(frozen=True)
+class CreateUser(UserRequest[UserInfo], verb="create"):
     """Make a console user of the caller's tenant with `roles` and a password. Admin only.
 
     The user's `roles` field shadows the class attribute on instances (as `CreateKey`'s
     does): no role listed on the class, so admin only."""
 
-    name = "create user"
-    call = "create_user"
-    http = Http("POST", "/v1/users", status=201, tag="users")
-    cli = Cli("users create")
-    user: str = checked(Check.IDENTITY, what="user")
     roles: Sequence[Role | str] = checked(Check.ROLES)  # type: ignore[assignment,misc]
     password: str = checked(Check.TOKEN, what="password")
 
@@ -56,36 +65,27 @@ class CreateUser(Request[UserInfo]):
 
 
 @dataclass(frozen=True)
-class ListUsers(Request[list[UserInfo]]):
+class ListUsers(Request[list[UserInfo]], verb="list"):
     """The console users of the caller's tenant, disabled ones too. Admin only."""
 
-    name = "list users"
-    call = "list_users"
-    http = Http("GET", "/v1/users", tag="users")
-    cli = Cli("users list")
+    resource = USERS
 
 
 @dataclass(frozen=True)
-class DisableUser(Request[None]):
+class DisableUser(UserRequest[None], verb="disable"):
     """Disable a user: it can no longer sign in and its sessions end at once. Admin only."""
 
-    name = "disable user"
-    call = "disable_user"
-    http = Http("POST", "/v1/users/{name:id}/disable", tag="users")
-    cli = Cli("users disable")
-    user: str = checked(Check.IDENTITY, what="user")
     reason: str = checked(Check.OPTIONAL_REASON, what="reason", default="")
 
 
 @dataclass(frozen=True)
-class SetPassword(Request[None]):
+class SetPassword(UserRequest[None]):
     """Replace a user's password; its sessions end. Admin only."""
 
     name = "set password"
     call = "set_password"
     http = Http("PUT", "/v1/users/{name:id}/password", tag="users")
     cli = Cli("users set-password")
-    user: str = checked(Check.IDENTITY, what="user")
     password: str = checked(Check.TOKEN, what="password")
 
     def checked(self, principal: Principal) -> Request[None]:
@@ -129,23 +129,28 @@ class SignIn(Request[NewSession]):
 
 
 @dataclass(frozen=True)
-class ResolveSession(Request[SessionView]):
-    """Who a session's token is now (`SessionView`), or `SessionEnded`. Open to anyone."""
+class SessionRequest(Request[T]):
+    """A request about the console session whose token it presents: open to anyone (the
+    token authenticates it), and the console's alone."""
 
     open_to_anonymous = True
-    name = "resolve session"
-    call = http = cli = NotOffered("the console resolves its sign-in cookie")
     token: str = checked(Check.TOKEN)
 
 
 @dataclass(frozen=True)
-class SignOut(Request[None]):
+class ResolveSession(SessionRequest[SessionView]):
+    """Who a session's token is now (`SessionView`), or `SessionEnded`. Open to anyone."""
+
+    name = "resolve session"
+    call = http = cli = NotOffered("the console resolves its sign-in cookie")
+
+
+@dataclass(frozen=True)
+class SignOut(SessionRequest[None]):
     """End a session (a token that is no session's is ignored). Open to anyone."""
 
-    open_to_anonymous = True
     name = "sign out"
     call = http = cli = NotOffered("the console's sign-out button")
-    token: str = checked(Check.TOKEN)
 
 
 USER_OPERATIONS: tuple[type[Request[Any]], ...] = (

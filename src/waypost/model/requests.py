@@ -173,6 +173,40 @@ MIGRATION_ONLY = NotOffered(
 )
 
 
+@dataclass(frozen=True)
+class Resource:
+    """What a tenant keeps many of (schedules, users, webhook sources), whose requests'
+    names and surfaces follow from their verb (`class PauseSchedule(..., verb="pause")`):
+    the name `<verb> <noun>` (`list <noun>s`), the engine's call the same with
+    underscores, the CLI command `<group> <verb>` (`show` for get) and the route, tagged
+    `group` (`<noun>s` unless given): create POSTs to `path` (201), list GETs it, get GETs
+    `path/{key}`, delete DELETEs it, any other verb POSTs to `path/{key}/<verb>`. A
+    request declares itself what differs."""
+
+    noun: str
+    path: str
+    key: str
+    group: str = ""
+
+    def surfaces(self, verb: str) -> dict[str, Any]:
+        """The name, call, route and CLI command of the request with `verb`."""
+        one = f"{self.path}/{{{self.key}:id}}"
+        method, path, status = {
+            "create": ("POST", self.path, 201),
+            "list": ("GET", self.path, 200),
+            "get": ("GET", one, 200),
+            "delete": ("DELETE", one, 200),
+        }.get(verb, ("POST", f"{one}/{verb}", 200))
+        name = f"list {self.noun}s" if verb == "list" else f"{verb} {self.noun}"
+        group = self.group or f"{self.noun}s"
+        return {
+            "name": name,
+            "call": name.replace(" ", "_"),
+            "http": Http(method, path, status, tag=group),
+            "cli": Cli(f"{group} {'show' if verb == 'get' else verb}"),
+        }
+
+
 class Request(Generic[T]):
     """An operation; `T` is what it answers."""
 
@@ -188,6 +222,24 @@ class Request(Generic[T]):
     remote: ClassVar[str | NotOffered | None] = None
     cli: ClassVar[Cli | NotOffered | None] = None
     form: ClassVar[Form | None] = None
+    # What its name and surfaces follow from, with its verb (see `Resource`).
+    resource: ClassVar[Resource | None] = None
+
+    def __init_subclass__(cls, *, verb: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if verb:
+            cls.declare(verb)
+
+    @classmethod
+    def declare(cls, verb: str) -> None:
+        """Declare this request's name and surfaces from `verb` (`class
+        PauseSchedule(ScheduleCommand[...], verb="pause")`) by its `resource`'s rule, but
+        for those it declares itself (a family with a rule of its own overrides this)."""
+        if cls.resource is None:
+            raise TypeError(f"{cls.__name__}: a verb without a resource to follow from")
+        for attr, value in cls.resource.surfaces(verb).items():
+            if attr not in vars(cls):
+                setattr(cls, attr, value)
 
     def checked(self, principal: Principal) -> Request[T]:
         """This request with every field checked and normalised for `principal`."""

@@ -35,7 +35,7 @@ from croniter import croniter  # type: ignore[import-untyped]
 from waypost.errors import InvalidRequest
 from waypost.model.identity import Principal, Role, check_id, preview
 from waypost.model.numbers import finite
-from waypost.model.requests import READERS, Check, Cli, Http, Request, checked
+from waypost.model.requests import READERS, Check, Request, Resource, checked
 
 T = TypeVar("T")
 
@@ -349,22 +349,31 @@ class Backfilled:
 
 
 # == operations =========================================================================
+SCHEDULES = Resource("schedule", "/v1/schedules", key="schedule_id")
+
+
 @dataclass(frozen=True)
 class ScheduleRequest(Request[T]):
     """A request about one schedule of the caller's tenant, named by its first field."""
 
+    resource = SCHEDULES
     schedule_id: str = checked(Check.ID, what="schedule_id")
 
 
 @dataclass(frozen=True)
-class CreateSchedule(Request[ScheduleInfo]):
+class ScheduleCommand(ScheduleRequest[T]):
+    """An operator's command on one schedule."""
+
+    roles = CHANGERS
+
+
+@dataclass(frozen=True)
+class CreateSchedule(Request[ScheduleInfo], verb="create"):
     """Make a schedule of the caller's tenant (operators and admins)."""
 
     roles = CHANGERS
-    name = "create schedule"
+    resource = SCHEDULES
     call = "schedule"
-    http = Http("POST", "/v1/schedules", status=201, tag="schedules")
-    cli = Cli("schedules create")
     schedule_id: str
     workflow: Any
     cron: str | None = None
@@ -387,58 +396,35 @@ class CreateSchedule(Request[ScheduleInfo]):
 
 
 @dataclass(frozen=True)
-class ListSchedules(Request[list[ScheduleInfo]]):
+class ListSchedules(Request[list[ScheduleInfo]], verb="list"):
     """The schedules of the caller's tenant, by id."""
 
     roles = READERS
-    name = "list schedules"
+    resource = SCHEDULES
     call = "schedules"
-    http = Http("GET", "/v1/schedules", tag="schedules")
-    cli = Cli("schedules list")
 
 
 @dataclass(frozen=True)
-class GetSchedule(ScheduleRequest[ScheduleInfo]):
+class GetSchedule(ScheduleRequest[ScheduleInfo], verb="get"):
     """One schedule of the caller's tenant (`ScheduleNotFound`)."""
 
     roles = READERS
-    name = "get schedule"
     call = "describe_schedule"
-    http = Http("GET", "/v1/schedules/{schedule_id:id}", tag="schedules")
-    cli = Cli("schedules show")
 
 
 @dataclass(frozen=True)
-class PauseSchedule(ScheduleRequest[ScheduleInfo]):
+class PauseSchedule(ScheduleCommand[ScheduleInfo], verb="pause"):
     """Stop a schedule firing until it is resumed (its runs go on)."""
 
-    roles = CHANGERS
-    name = "pause schedule"
-    call = "pause_schedule"
-    http = Http("POST", "/v1/schedules/{schedule_id:id}/pause", tag="schedules")
-    cli = Cli("schedules pause")
-
 
 @dataclass(frozen=True)
-class ResumeSchedule(ScheduleRequest[ScheduleInfo]):
+class ResumeSchedule(ScheduleCommand[ScheduleInfo], verb="resume"):
     """Fire again, from now on: fires that fell while it was paused are not caught up."""
 
-    roles = CHANGERS
-    name = "resume schedule"
-    call = "resume_schedule"
-    http = Http("POST", "/v1/schedules/{schedule_id:id}/resume", tag="schedules")
-    cli = Cli("schedules resume")
-
 
 @dataclass(frozen=True)
-class DeleteSchedule(ScheduleRequest[None]):
+class DeleteSchedule(ScheduleCommand[None], verb="delete"):
     """Delete a schedule; the runs it started go on."""
-
-    roles = CHANGERS
-    name = "delete schedule"
-    call = "delete_schedule"
-    http = Http("DELETE", "/v1/schedules/{schedule_id:id}", tag="schedules")
-    cli = Cli("schedules delete")
 
 
 def _check_unwaiting(overlap: str, what: str) -> None:
@@ -452,7 +438,7 @@ def _check_unwaiting(overlap: str, what: str) -> None:
 
 
 @dataclass(frozen=True)
-class BackfillSchedule(ScheduleRequest[Backfilled]):
+class BackfillSchedule(ScheduleCommand[Backfilled], verb="backfill"):
     """Start the runs of a schedule's fire times in [start, end] (at most `MAX_FIRES`).
 
     A backfill has its own overlap policy, applied between its own runs only (decision
@@ -462,11 +448,6 @@ class BackfillSchedule(ScheduleRequest[Backfilled]):
     for it, and its runs do not count for later regular fires. A fire that already has
     its run (it fired, or was backfilled before) finds that run again."""
 
-    roles = CHANGERS
-    name = "backfill schedule"
-    call = "backfill_schedule"
-    http = Http("POST", "/v1/schedules/{schedule_id:id}/backfill", tag="schedules")
-    cli = Cli("schedules backfill")
     start: Any = None
     end: Any = None
     overlap: str = "allow_all"
@@ -483,18 +464,13 @@ class BackfillSchedule(ScheduleRequest[Backfilled]):
 
 
 @dataclass(frozen=True)
-class TriggerSchedule(ScheduleRequest[Backfilled]):
+class TriggerSchedule(ScheduleCommand[Backfilled], verb="trigger"):
     """Start a schedule's run now, as a fire at this moment would: through the schedule's
     overlap policy against the run its regular fires last started (`overlap` may name
     another: `allow_all`, `skip`, `cancel_previous`; `buffer_one` skips, as a trigger does
     not wait). Started on behalf of whoever asked; the regular fires go on as they were,
     and the triggered run does not count for them (as a backfill's)."""
 
-    roles = CHANGERS
-    name = "trigger schedule"
-    call = "trigger_schedule"
-    http = Http("POST", "/v1/schedules/{schedule_id:id}/trigger", tag="schedules")
-    cli = Cli("schedules trigger")
     overlap: str = "schedule"
 
     def checked(self, principal: Principal) -> Request[Backfilled]:

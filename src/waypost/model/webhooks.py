@@ -24,14 +24,16 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from waypost.errors import InvalidRequest, WebhookRefused
 from waypost.model.definitions.format import MAX_NESTING, too_deep_at, unstorable_problem
 from waypost.model.identity import Principal, check_id, preview
 from waypost.model.numbers import whole_number
 from waypost.model.operations import Check, Request, checked
-from waypost.model.requests import REMOTE_LATER, Cli, Http, NotOffered
+from waypost.model.requests import REMOTE_LATER, Http, NotOffered, Resource
+
+T = TypeVar("T")
 
 MAX_WEBHOOK_BODY = 4 * 1024 * 1024  # bytes; the server's --max-body refuses larger first
 MAX_HEADER = 4096  # characters of each webhook header read
@@ -142,17 +144,24 @@ def correlation_value(body: Any, path: tuple[str, ...]) -> str:
 
 
 # == the operations ====================================================================
+WEBHOOK_SOURCES = Resource("webhook source", "/v1/webhook-sources", key="source", group="webhooks")
+
+
 @dataclass(frozen=True)
-class CreateWebhookSource(Request[Any]):
+class WebhookSourceRequest(Request[T]):
+    """A request about the webhook sources of the caller's tenant (admin only: no role
+    listed), served over HTTP only for now."""
+
+    resource = WEBHOOK_SOURCES
+    remote = REMOTE_LATER
+
+
+@dataclass(frozen=True)
+class CreateWebhookSource(WebhookSourceRequest[Any], verb="create"):
     """Register a webhook source in the caller's tenant (`NewWebhookSource`, with its secret:
     shown this once). Admin only. Its deliveries signal `signal` to the runs waiting with
     `correlate=(correlate_key, <the body's value at correlate_path>)`."""
 
-    name = "create webhook source"
-    call = "create_webhook_source"
-    remote = REMOTE_LATER
-    http = Http("POST", "/v1/webhook-sources", status=201, tag="webhooks")
-    cli = Cli("webhooks create")
     source: str = checked(Check.ID, what="source")
     signal: str = checked(Check.ID, what="signal name")
     correlate_key: str = checked(Check.ID, what="correlate_key")
@@ -167,25 +176,16 @@ class CreateWebhookSource(Request[Any]):
 
 
 @dataclass(frozen=True)
-class ListWebhookSources(Request[Any]):
+class ListWebhookSources(WebhookSourceRequest[Any], verb="list"):
     """The webhook sources of the caller's tenant (`list[WebhookSourceInfo]`: no secret)."""
 
-    name = "list webhook sources"
     call = "webhook_sources"
-    remote = REMOTE_LATER
-    http = Http("GET", "/v1/webhook-sources", tag="webhooks")
-    cli = Cli("webhooks list")
 
 
 @dataclass(frozen=True)
-class DeleteWebhookSource(Request[None]):
+class DeleteWebhookSource(WebhookSourceRequest[None], verb="delete"):
     """Delete a webhook source of the caller's tenant: its deliveries are refused at once."""
 
-    name = "delete webhook source"
-    call = "delete_webhook_source"
-    remote = REMOTE_LATER
-    http = Http("DELETE", "/v1/webhook-sources/{source:id}", tag="webhooks")
-    cli = Cli("webhooks delete")
     source: str = checked(Check.ID, what="source")
 
 
