@@ -443,6 +443,7 @@ class PostgresStore(SqlStore):
     def _run_once(
         self, pool: ConnectionPool[Any], fn: Callable[..., T], args: tuple[Any, ...], read: bool
     ) -> T:
+        began = time.monotonic()
         try:
             with pool.connection() as conn:
                 tx = self._tx(conn)
@@ -457,7 +458,7 @@ class PostgresStore(SqlStore):
                     self._count(0 if read else 1, 0 if read else 1, tx.stepped)
         except (psycopg.Error, PoolTimeout) as exc:
             raise self._store_error(exc) from exc
-        self._reach.back(wrote=not read)
+        self._reach.back(began, wrote=not read)
         return result
 
     def _store_error(self, exc: psycopg.Error | PoolTimeout) -> StoreError:
@@ -511,7 +512,7 @@ class PostgresStore(SqlStore):
                     return [made]
                 fn = txn.commit_run_in_full  # its one statement was tried, or cannot apply
             return [self._alone(pool, fn, args)]
-        landed = False
+        landed, began = False, time.monotonic()
         try:
             with pool.connection() as conn:
                 tx = self._tx(conn)
@@ -519,7 +520,7 @@ class PostgresStore(SqlStore):
                     outcomes = run_requests(tx, requests)
                     landed = True  # from here on, only the COMMIT can fail
             self._count(1, len(requests), tx.stepped)
-            self._reach.back()
+            self._reach.back(began)
             return outcomes
         except PoolTimeout as exc:
             return [(None, self._store_error(exc))] * len(requests)
@@ -547,6 +548,7 @@ class PostgresStore(SqlStore):
         then makes it in a transaction, the long way (`commit_run_in_full`)."""
         if not (self.step_statement and (step_shaped(c) or finish_shaped(c))):
             return None
+        began = time.monotonic()
         try:
             with pool.connection() as conn:
                 conn.autocommit = True
@@ -565,7 +567,7 @@ class PostgresStore(SqlStore):
             self._count(0, 0)
             return None
         self._count(1, 1, tx.stepped)
-        self._reach.back()
+        self._reach.back(began)
         return result, None
 
     def _alone(
@@ -606,6 +608,7 @@ class PostgresStore(SqlStore):
         """
         delay = 0.1
         while True:
+            began = time.monotonic()
             try:
                 conn = await psycopg.AsyncConnection.connect(
                     self.conninfo, autocommit=True, connect_timeout=10, **self._connect_options
@@ -613,7 +616,7 @@ class PostgresStore(SqlStore):
                 async with conn:
                     await conn.execute(f"LISTEN {self.channel}")
                     delay = 0.1
-                    self._reach.back(wrote=False)
+                    self._reach.back(began, wrote=False)
                     on_notify("reconnected")
                     async for note in conn.notifies():
                         on_notify(note.payload)

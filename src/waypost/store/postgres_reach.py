@@ -52,13 +52,14 @@ def revive(pool: ConnectionPool[Any], reach: Reach) -> None:
     with contextlib.suppress(Exception):
         pool.check()
     while not reach.reachable and not pool.closed:
+        began = time.monotonic()
         try:
             with pool.connection(timeout=RECONNECT_AFTER):
                 pass
         except Exception:  # still away (or closed): ask again
             time.sleep(RECONNECT_AFTER / 10)
         else:
-            reach.back(wrote=False)
+            reach.back(began, wrote=False)
             time.sleep(RECONNECT_AFTER)  # (a loss of writes ends with a write)
 
 

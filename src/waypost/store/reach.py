@@ -55,21 +55,24 @@ class Reach:
             f". {hint}" if hint else "",
         )
 
-    def back(self, wrote: bool = True) -> None:
-        """A request got through (cheap when nothing was lost); a read (not `wrote`)
-        does not end a loss of writes."""
+    def back(self, began: float, wrote: bool = True) -> None:
+        """A request that began at `began` (monotonic) got through (cheap when nothing
+        was lost). One that began before the loss proves nothing: a server shutting down
+        finishes some requests after it failed others. A read (not `wrote`) does not end
+        a loss of writes."""
         if self.lost_at is None or (self.writes_only and not wrote):
             return
         with _LOCK:
-            lost_at, self.lost_at = self.lost_at, None
-            if lost_at is not None:
-                Reach._away -= 1
-        if lost_at is not None:
-            log.warning(
-                "the database at %s is reachable again after %.1f s",
-                self.where,
-                time.monotonic() - lost_at,
-            )
+            lost_at = self.lost_at
+            if lost_at is None or began < lost_at:
+                return
+            self.lost_at = None
+            Reach._away -= 1
+        log.warning(
+            "the database at %s is reachable again after %.1f s",
+            self.where,
+            time.monotonic() - lost_at,
+        )
 
 
 def warn_unless_away(log: logging.Logger, store: Any, message: str, *args: Any) -> None:
