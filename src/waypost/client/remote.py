@@ -47,7 +47,7 @@ from .repairs import RepairRemote, RepairRemoteBlocking
 from .retention import RetentionCalls
 from .runs import RunQueryCalls
 from .schedules import ScheduleCalls
-from .sync import LoopThread, blocking
+from .sync import LoopFace, LoopThread, blocking
 from .twins import remote_twin
 from .updates import UpdateCalls, accept_update
 from .users import UserCalls
@@ -344,7 +344,7 @@ class AsyncClient(OperatorRemote, RepairRemote):
     set_password = remote_twin(UserCalls.set_password)
 
 
-class Client(OperatorRemoteBlocking, RepairRemoteBlocking):
+class Client(LoopFace, OperatorRemoteBlocking, RepairRemoteBlocking):
     """The blocking face of `AsyncClient`: `Client(url, api_key)`, then `close()` (or `with`)."""
 
     aio: AsyncClient
@@ -362,21 +362,6 @@ class Client(OperatorRemoteBlocking, RepairRemoteBlocking):
 
     def _call(self, coro: Any) -> Any:
         return self._loop.call(coro, "the client is closed")
-
-    def close(self) -> None:
-        """Close the connections to the server."""
-        if self._loop.closed:
-            return
-        try:
-            self._call(self.aio.close())
-        finally:
-            self._loop.stop()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     execute = blocking(AsyncClient.execute)
     start = blocking(AsyncClient.start)

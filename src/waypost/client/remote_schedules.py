@@ -1,5 +1,7 @@
 """How the requests of the remote client's schedule calls cross the wire, over
-`/v1/schedules...` (the calls are the embedded engine's, made remote: `twins.remote_twin`)."""
+`/v1/schedules...` (the calls are the embedded engine's, made remote: `twins.remote_twin`):
+as their declarations say (`remote_wire.declared`), but a new schedule's times, sent as
+seconds, and a backfill's range, as ISO 8601."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from waypost.model import schedules as sch
 from waypost.model.schedules import Backfilled, ScheduleInfo, iso
 
 from .door import Sends
-from .remote_wire import Wires, body, route
+from .remote_wire import Wires, body, declared, route
 
 
 def _seconds(value: Any) -> Any:
@@ -24,34 +26,26 @@ async def _create(send: Sends, asked: sch.CreateSchedule) -> ScheduleInfo:
     return ScheduleInfo.from_dict(await send(*route(asked), json=sent))
 
 
-async def _list(send: Sends, asked: sch.ListSchedules) -> list[ScheduleInfo]:
-    found = await send("GET", "/v1/schedules")
-    return [ScheduleInfo.from_dict(s) for s in found["schedules"]]
-
-
-async def _one(send: Sends, asked: Any) -> ScheduleInfo | None:
-    data = await send(*route(asked))  # GET, DELETE, POST .../pause or .../resume of it
-    return None if isinstance(asked, sch.DeleteSchedule) else ScheduleInfo.from_dict(data)
+def _backfilled(done: Any) -> Backfilled:
+    return Backfilled(done["schedule_id"], [(f["fire_at"], f["run_id"]) for f in done["fires"]])
 
 
 async def _backfill(send: Sends, asked: sch.BackfillSchedule) -> Backfilled:
     sent = {"start": iso(asked.start), "end": iso(asked.end), "overlap": asked.overlap}
-    done = await send(*route(asked), json=sent)
-    return Backfilled(done["schedule_id"], [(f["fire_at"], f["run_id"]) for f in done["fires"]])
+    return _backfilled(await send(*route(asked), json=sent))
 
 
-async def _trigger(send: Sends, asked: sch.TriggerSchedule) -> Backfilled:
-    done = await send(*route(asked), json={"overlap": asked.overlap})
-    return Backfilled(done["schedule_id"], [(f["fire_at"], f["run_id"]) for f in done["fires"]])
-
+_ONE = declared(ScheduleInfo.from_dict)  # GET, POST .../pause or .../resume of one schedule
 
 SCHEDULE_WIRES: Wires = {
     sch.CreateSchedule: _create,
-    sch.ListSchedules: _list,
-    sch.GetSchedule: _one,
-    sch.PauseSchedule: _one,
-    sch.ResumeSchedule: _one,
-    sch.DeleteSchedule: _one,
+    sch.ListSchedules: declared(
+        lambda found: [ScheduleInfo.from_dict(s) for s in found["schedules"]]
+    ),
+    sch.GetSchedule: _ONE,
+    sch.PauseSchedule: _ONE,
+    sch.ResumeSchedule: _ONE,
+    sch.DeleteSchedule: declared(lambda _: None),
     sch.BackfillSchedule: _backfill,
-    sch.TriggerSchedule: _trigger,
+    sch.TriggerSchedule: declared(_backfilled),
 }

@@ -11,7 +11,7 @@ from waypost.model.identity import Role
 from waypost.model.users import UserInfo
 
 from .door import Sends
-from .remote_wire import Wires, route
+from .remote_wire import Wires, declared, route
 
 
 def _path(user: str, tail: str) -> str:
@@ -27,11 +27,6 @@ async def _create(send: Sends, asked: ops.CreateUser) -> UserInfo:
     return UserInfo.from_json(await send(*route(asked), json=body))
 
 
-async def _list(send: Sends, asked: ops.ListUsers) -> list[UserInfo]:
-    data = await send(*route(asked))
-    return [UserInfo.from_json(item) for item in data["users"]]
-
-
 async def _disable(send: Sends, asked: ops.DisableUser) -> None:
     await send("POST", _path(asked.user, "/disable"), json={"reason": asked.reason})
 
@@ -42,7 +37,7 @@ async def _set_password(send: Sends, asked: ops.SetPassword) -> None:
 
 USER_WIRES: Wires = {
     ops.CreateUser: _create,
-    ops.ListUsers: _list,
+    ops.ListUsers: declared(lambda found: [UserInfo.from_json(u) for u in found["users"]]),
     ops.DisableUser: _disable,
     ops.SetPassword: _set_password,
 }

@@ -52,6 +52,20 @@ def body(request: ops.Request[Any], **names: str) -> dict[str, Any]:
     return {names.get(field, field): value for field, value in surfaces.body_of(request).items()}
 
 
+def declared(answer: Callable[[Any], Any], **names: str) -> Wire:
+    """The wire of a request sent as its declaration (`Http`) says: over its route, its
+    path fields in the path, the others its JSON body (`body`; none if it has no other
+    field); `answer` reads what the route answers."""
+
+    async def wire(send: Sends, asked: Any) -> Any:
+        sent = body(asked, **names)
+        if not sent:
+            return answer(await send(*route(asked)))
+        return answer(await send(*route(asked), json=sent))
+
+    return wire
+
+
 def segment(text: str) -> str:
     """`text` as one path segment of a URL."""
     return quote(text, safe="")

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Self, TypeVar
 
 from waypost.errors import ConfigurationError
 from waypost.model.definitions import Limits
@@ -83,11 +83,34 @@ class LoopThread:
         self.loop.close()
 
 
+class LoopFace(Blocking):
+    """A blocking face of an async object `aio` that runs on a `LoopThread` of its own
+    (the `Engine`, the `Client`): closing it closes `aio`, then stops the loop."""
+
+    _loop: LoopThread
+
+    def close(self) -> None:
+        """Close it: an engine stops serving (gracefully) and closes the database, a
+        client its connections to the server."""
+        if self._loop.closed:
+            return
+        try:
+            self._call(self.aio.close())
+        finally:
+            self._loop.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def _handle(engine: Engine, handle: AsyncRunHandle) -> RunHandle:
     return RunHandle(engine, handle.run_id, handle.tenant)
 
 
-class Engine(OperatorBlocking, RepairBlocking):
+class Engine(LoopFace, OperatorBlocking, RepairBlocking):
     """The waypost engine for ordinary (synchronous) Python code.
 
     `Engine(url)` opens (and if needed creates) the database; `url` defaults
@@ -165,21 +188,6 @@ class Engine(OperatorBlocking, RepairBlocking):
             self._call(self.aio.stop_serving(seconds))
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-
-    def close(self) -> None:
-        """Stop serving (gracefully) and close the database."""
-        if self._loop.closed:
-            return
-        try:
-            self._call(self.aio.close())
-        finally:
-            self._loop.stop()
-
-    def __enter__(self) -> Engine:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def limits_for(self, tenant: str) -> Limits:
         """What `tenant`'s definitions may contain (the engine's `limits` option)."""

@@ -39,8 +39,9 @@ from waypost.model.requests import handles
 from waypost.model.status import RunStatus
 from waypost.runtime.interpreter import DEFINITIONS_QUEUE
 from waypost.runtime.registry import workflow_queue
-from waypost.store.base import Conflict, RunCommit, RunRecord
+from waypost.store.base import Conflict, RunRecord
 
+from .operator import operator_commit
 from .runs import run_not_found
 
 _E = EventType
@@ -173,17 +174,8 @@ class Forks:
             ):
                 return
             now = m.settings.clock()
-            res = await m.commit(
-                RunCommit(
-                    tenant=run.tenant,
-                    run_id=run.run_id,
-                    events=[forked.at(now)],
-                    now=now,
-                    expect_seq=run.last_seq,
-                    expect_hash=run.last_hash,
-                    require_active=True,
-                )
-            )
+            change = replace(operator_commit(run, forked, now), require_active=True)
+            res = await m.commit(change)
             if res.conflict is not Conflict.SEQ:
                 return
             run, history = await m.store.load_run(run.tenant, run.run_id)

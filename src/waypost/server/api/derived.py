@@ -110,13 +110,15 @@ def add_route(
     name: str | None = None,
     tag: str | None = None,
     responses: dict[int | str, dict[str, Any]] | None = None,
+    at: Http | None = None,
 ) -> None:
     """Add to `router` the route of `kind`'s declaration (its method, path, status and
     tag) that makes the request of `fields(path, body)`, hands it to the door and
     answers `answer(result, path)`. Its endpoint is named `name` (default: the
     operation's name), which the OpenAPI document's operation id is made of; `tag`
-    files it elsewhere than its declaration's tag in that document."""
-    http = kind.http
+    files it elsewhere than its declaration's tag in that document; `at` is a route of
+    the operation's besides its declared one (one queue of `ListQueues`)."""
+    http = at or kind.http
     assert isinstance(http, Http)
     in_path = http.path_fields()
 

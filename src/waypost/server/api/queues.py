@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from waypost.model import operations_queues as oq
+from waypost.model.requests import Http
 
 from ..bodies import api_router
-from .common import ERRORS, Caller, door
+from .common import ERRORS, StrictBody
 from .derived import add_route, listed, renamed
 
 router = api_router(responses=ERRORS)
 
 
-class QueueBody(BaseModel):
+class QueueBody(StrictBody):
     """Limits to set; a field left out keeps its limit, null removes it."""
 
-    model_config = ConfigDict(extra="forbid")
     concurrency: Any = Field(
         default=oq.KEEP,
         description="At most this many attempts at once, across every engine; null: no limit.",
@@ -47,11 +46,15 @@ add_route(
 )
 
 
-@router.get("/v1/queues/{name:id}", tags=["queues"], summary="One named queue and its load.")
-async def get_queue(request: Request, name: str, principal: Caller) -> dict[str, Any]:
-    found = await door(request, oq.ListQueues(queue=name), principal)
-    out: dict[str, Any] = found[0].to_json()
-    return out
+add_route(
+    router,
+    oq.ListQueues,
+    lambda found, _: found[0].to_json(),
+    summary="One named queue and its load.",
+    fields=renamed(name="queue"),
+    name="get_queue",
+    at=Http("GET", "/v1/queues/{name:id}", tag="queues"),
+)
 
 
 add_route(

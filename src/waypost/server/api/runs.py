@@ -12,8 +12,9 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from waypost.errors import InvalidRequest, ResultTimeout, RunEndedError
 from waypost.model import operations as ops
-from waypost.model.identity import Principal, preview
+from waypost.model.identity import preview
 from waypost.model.operations_runs import DEFAULT_HISTORY_PAGE
+from waypost.model.requests import Http
 from waypost.model.wire import event_wire, problems_wire, to_wire
 
 from ..bodies import api_router
@@ -59,27 +60,47 @@ class SignalBody(StrictBody):
     payload: Any = Field(default=None, description="What the run receives with the signal.")
 
 
-@router.post(
-    "/v1/runs",
-    tags=["runs"],
-    status_code=201,
+def _add_start_route(
+    kind: type[ops.StartRun] | type[ops.SignalWithStart],
+    model: type[StrictBody],
+    *,
+    name: str,
+    summary: str,
+    existed: str,
+) -> None:
+    """Add the route of `kind`'s declaration for a request that starts a run, its fields
+    the body's (`model`): it answers the run, made (201) or found (200, `existed`)."""
+    http = kind.http
+    assert isinstance(http, Http)
+
+    async def endpoint(
+        request: Request, response: Response, body: Any, principal: Caller
+    ) -> dict[str, Any]:
+        started = await door(request, kind(**by_name({}, body)), principal)
+        if not started.created:
+            response.status_code = 200
+        return _run(await door(request, ops.GetRun(run_id=started.run_id), principal))
+
+    endpoint.__annotations__["body"] = model  # what FastAPI reads the body with
+    endpoint.__name__ = endpoint.__qualname__ = name
+    router.add_api_route(
+        http.path,
+        endpoint,
+        methods=[http.method],
+        tags=[http.tag],
+        status_code=http.status,
+        summary=summary,
+        responses={200: {"description": existed}},
+    )
+
+
+_add_start_route(
+    ops.StartRun,
+    StartBody,
+    name="start",
     summary="Start a run (the same run_id and input again: the same run, 200).",
-    responses={200: {"description": "A run with this id and input existed already."}},
+    existed="A run with this id and input existed already.",
 )
-async def start(
-    request: Request, response: Response, body: StartBody, principal: Caller
-) -> dict[str, Any]:
-    return await _started(request, response, ops.StartRun(**by_name({}, body)), principal)
-
-
-async def _started(
-    request: Request, response: Response, asked: ops.Request[Any], principal: Principal
-) -> dict[str, Any]:
-    """The run a start made (201) or found (200)."""
-    started = await door(request, asked, principal)
-    if not started.created:
-        response.status_code = 200
-    return _run(await door(request, ops.GetRun(run_id=started.run_id), principal))
 
 
 @router.get("/v1/runs", tags=["runs"], summary="Runs, newest first, a page at a time.")
@@ -320,14 +341,10 @@ class SignalWithStartBody(StrictBody):
     version: StrictStr | StrictInt | None = Field(default=None, description="Default: the newest.")
 
 
-@router.post(
-    "/v1/runs/signal-with-start",
-    tags=["runs"],
-    status_code=201,
+_add_start_route(
+    ops.SignalWithStart,
+    SignalWithStartBody,
+    name="signal_with_start",
     summary="Start the run and signal it, or signal the run of that id (200).",
-    responses={200: {"description": "The run existed; it got the signal."}},
+    existed="The run existed; it got the signal.",
 )
-async def signal_with_start(
-    request: Request, response: Response, body: SignalWithStartBody, principal: Caller
-) -> dict[str, Any]:
-    return await _started(request, response, ops.SignalWithStart(**by_name({}, body)), principal)

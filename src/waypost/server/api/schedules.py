@@ -54,8 +54,8 @@ class BackfillBody(StrictBody):
     )
 
 
-def _out(info: sch.ScheduleInfo, _: object = None) -> dict[str, Any]:
-    return info.to_dict()
+def _out(record: sch.ScheduleInfo | sch.Backfilled, _: object = None) -> dict[str, Any]:
+    return record.to_dict()
 
 
 add_route(
@@ -72,29 +72,19 @@ add_route(
     listed("schedules", _out),
     summary="The tenant's schedules.",
 )
-for kind, summary in (
-    (sch.GetSchedule, "A schedule."),
-    (sch.PauseSchedule, "Stop a schedule firing (operator)."),
-    (sch.ResumeSchedule, "Fire again from now (operator)."),
+# The routes of one schedule (`/v1/schedules/{schedule_id}...`): what each answers, its
+# summary and its body, if it takes one.
+for kind, answer, summary, body in (
+    (sch.GetSchedule, _out, "A schedule.", None),
+    (sch.PauseSchedule, _out, "Stop a schedule firing (operator).", None),
+    (sch.ResumeSchedule, _out, "Fire again from now (operator).", None),
+    (sch.DeleteSchedule, done("deleted"), "Delete a schedule (operator).", None),
+    (sch.TriggerSchedule, _out, "Start the schedule's run now (operator).", TriggerBody),
+    (
+        sch.BackfillSchedule,
+        _out,
+        "Start the runs of the fire times in [start, end] (operator).",
+        BackfillBody,
+    ),
 ):
-    add_route(router, kind, _out, summary=summary)
-add_route(
-    router,
-    sch.DeleteSchedule,
-    done("deleted"),
-    summary="Delete a schedule (operator).",
-)
-add_route(
-    router,
-    sch.TriggerSchedule,
-    lambda done, _: done.to_dict(),
-    summary="Start the schedule's run now (operator).",
-    body=TriggerBody,
-)
-add_route(
-    router,
-    sch.BackfillSchedule,
-    lambda done, _: done.to_dict(),
-    summary="Start the runs of the fire times in [start, end] (operator).",
-    body=BackfillBody,
-)
+    add_route(router, kind, answer, summary=summary, body=body)
