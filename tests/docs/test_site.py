@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_docs_links import problems
+from tests.helpers.doc_links import problems
 
 ROOT = Path(__file__).resolve().parents[2]
 
