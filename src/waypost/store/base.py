@@ -453,7 +453,7 @@ class Store(Protocol):
         """Tasks due by `now` that nobody holds, by tenant, queue and kind."""
         ...
 
-    # -- console users and sessions ------------------------------------------------------------
+    # -- console users and sessions ---------------------------------------------------
     @verb_of(users.create_user)
     async def create_user(self, *args: Any, **kwargs: Any) -> Any:
         """Store a user of a tenant that exists; False (nothing written) if the tenant
@@ -509,7 +509,7 @@ class Store(Protocol):
     @verb_of(users.end_session)
     async def end_session(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    # -- a tenant's lifecycle ------------------------------------------------------------------
+    # -- a tenant's lifecycle ---------------------------------------------------------
     @verb_of(tenants.disable_tenant)
     async def disable_tenant(self, *args: Any, **kwargs: Any) -> Any:
         """Mark a tenant disabled (a disabled one keeps its first `disabled_at` and
@@ -527,7 +527,7 @@ class Store(Protocol):
         row once every other is gone. Nothing is deleted of a tenant not disabled."""
         ...
 
-    # -- schedules (decision 0017) -------------------------------------------------------------
+    # -- schedules (decision 0017) ----------------------------------------------------
     @verb_of(schedules.create_schedule)
     async def create_schedule(self, *args: Any, **kwargs: Any) -> Any:
         """Insert a schedule; False if the tenant has one of that id. Under `quotas` (the
@@ -570,7 +570,7 @@ class Store(Protocol):
         (plaintext ones are encrypted), in one transaction; `dry_run` writes nothing."""
         ...
 
-    # -- webhook sources -----------------------------------------------------------------------
+    # -- webhook sources --------------------------------------------------------------
     @verb_of(txn.create_webhook_source)
     async def create_webhook_source(self, *args: Any, **kwargs: Any) -> Any:
         """Store a webhook source of its tenant; False (nothing written) if the tenant has
@@ -599,7 +599,7 @@ class Store(Protocol):
         too): (sources, re-sealed); `dry_run` counts and writes nothing."""
         ...
 
-    # -- named queues --------------------------------------------------------------------------
+    # -- named queues -----------------------------------------------------------------
     @verb_of(txn.configure_queue)
     async def configure_queue(self, *args: Any, **kwargs: Any) -> Any:
         """Set checked limits of the tenant's queue `name` (`concurrency`, `rate`; None: no
@@ -624,7 +624,7 @@ class Store(Protocol):
         the named queues' depth, running count and oldest due task."""
         ...
 
-    # -- child runs: a run's links both ways ---------------------------------------------------
+    # -- child runs: a run's links both ways ------------------------------------------
     @verb_of(txn.run_links)
     async def run_links(self, *args: Any, **kwargs: Any) -> Any:
         """The run's `parent` (`run_id`, `step`, `close`; None if it has none) and its
@@ -632,7 +632,7 @@ class Store(Protocol):
         first; None if there is no such run."""
         ...
 
-    # -- audits: runs read whole, legacy runs sealed (decision 0030) ---------------------------
+    # -- audits: runs read whole, legacy runs sealed (decision 0030) ------------------
     @verb_of(txn.audit_run)
     async def audit_run(self, *args: Any, **kwargs: Any) -> Any:
         """The run's row and history as stored, and what fails the checks of its rows
