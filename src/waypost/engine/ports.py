@@ -8,14 +8,11 @@ machinery in turn knows features only through `WorkflowSource`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from waypost.model.codec import Codec
-from waypost.model.events import Event, NewEvent, RunStarted
-from waypost.model.quotas import Quotas
-from waypost.model.records import Started
+from waypost.model.events import Event
 from waypost.runtime.instance import WorkflowInstance
 from waypost.runtime.registry import Registry, WorkflowDefn
 from waypost.store.base import CommitResult, RunCommit, RunRecord, Store
@@ -23,17 +20,23 @@ from waypost.store.base import CommitResult, RunCommit, RunRecord, Store
 from .compute import ComputeLane
 from .quotas import QuotaBook
 from .settings import Settings
+from .starts import Starts, StartSignal as StartSignal
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class StartSignal:
-    """A signal sent with a start (signal-with-start): the new run gets it after RunStarted,
-    an existing run of that id gets it as any signal (refused beyond `max_pending_signals`
-    signals it has not taken in)."""
+def declared_by(
+    method: Callable[Concatenate[Any, P], T],
+) -> Callable[[Callable[..., Any]], Callable[Concatenate[Any, P], T]]:
+    """Declare the decorated Protocol method with the parameters and result of `method`,
+    the one that does it (they are written once, there); it keeps its own docstring."""
 
-    event: NewEvent
-    max_pending_signals: int | None = None
-    quotas: Quotas | None = None  # the tenant's: an existing run is held to their bounds
+    def declare(declared: Callable[..., Any]) -> Callable[Concatenate[Any, P], T]:
+        declared.__wrapped__ = method  # type: ignore[attr-defined]
+        return declared
+
+    return declare
 
 
 class WorkflowSource(Protocol):
@@ -92,24 +95,8 @@ class Machinery(Protocol):
         """Commit events from outside the workflow code, and have the run process them."""
         ...
 
-    async def start_run(
-        self,
-        *,
-        tenant: str,
-        run_id: str | None,
-        workflow: str,
-        version: str,
-        payload: Any,
-        started_data: RunStarted,
-        queue: str,
-        signal: StartSignal | None = None,
-        priority: int = 0,
-        concurrency_key: str | None = None,
-        dedup_id: str | None = None,
-        history: Sequence[NewEvent] = (),
-        processed_seq: int = 0,
-        run_queue: str | None = None,
-    ) -> Started:
+    @declared_by(Starts.start_run)
+    async def start_run(self, *args: Any, **kwargs: Any) -> Any:
         """Create a run (or find the same one again) and start processing it; its id and
         whether this call created it. With `signal`, a run that has the id gets the signal
         (whatever its input) instead of being found again, in the same transaction. Over a

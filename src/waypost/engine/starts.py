@@ -11,7 +11,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from waypost.errors import RunIdConflict, RunNotActive
@@ -24,17 +24,28 @@ from waypost.model.events import (
     canonical_json,
 )
 from waypost.model.identity import preview
+from waypost.model.quotas import Quotas
 from waypost.model.records import Started
 from waypost.store.base import CommitResult, Limits, NewRun, RunCommit
 
 from . import tracing
 from .cache import Loaded
 from .committer import Committer
-from .ports import StartSignal
 from .quotas import refused_append
 from .signals import Shared
 
 _E = EventType
+
+
+@dataclass(frozen=True)
+class StartSignal:
+    """A signal sent with a start (signal-with-start): the new run gets it after RunStarted,
+    an existing run of that id gets it as any signal (refused beyond `max_pending_signals`
+    signals it has not taken in)."""
+
+    event: NewEvent
+    max_pending_signals: int | None = None
+    quotas: Quotas | None = None  # the tenant's: an existing run is held to their bounds
 
 
 def new_run_id() -> str:

@@ -1,13 +1,12 @@
-"""Audits in the store's vocabulary, declared apart from `base.py` for its size (`Store`
-includes them): a run read whole for `verify` without refusing what fails its checks,
-and the sealing of a run written before histories and rows were bound to their run
-(decision 0030).
+"""Audits in the store's vocabulary (the verbs are `Store`'s, in `base.py`): a run read
+whole for `verify` without refusing what fails its checks, and the sealing of a run
+written before histories and rows were bound to their run (decision 0030).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from waypost.model.events import Event
 
@@ -37,18 +36,3 @@ class LegacySeal:
     rehashed: bool = False
     rows: int = 0
     refused: str | None = None
-
-
-class AuditStore(Protocol):
-    async def audit_run(self, tenant: str, run_id: str) -> RunAudit | None:
-        """The run's row and history as stored, and what fails the checks of its rows
-        and its approvals' rows (None: no such run)."""
-        ...
-
-    async def seal_legacy_run(self, tenant: str, run_id: str, dry_run: bool) -> LegacySeal | None:
-        """Bind a run written before histories and rows were bound to their run: its
-        history hashed again from its genesis under the current chain key, and a check
-        on its row and its approvals' rows that have none; in one transaction, only if
-        its history verifies as a legacy one and its rows agree with it (None: no such
-        run). `dry_run` writes nothing."""
-        ...

@@ -7,32 +7,51 @@ fence, the activity task's fence) are what make stale workers and racing engines
 harmless: a failed condition changes nothing and says which one failed.
 
 Times are seconds since the epoch (floats) everywhere.
+
+A verb that a function of `transactions/` does is declared by that function
+(`@verb_of(fn)`, verbs.py): its parameters and result are the function's, written once;
+the declaration here says what it does. The records the verbs take and return are in
+commits.py, rows.py and the modules of each topic; they are re-exported here.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from waypost.model.chain import Chain
 from waypost.model.encryption import Keys
-from waypost.model.events import Event, NewEvent
-from waypost.model.quotas import Quotas
 
-from .accounts import AccountStore
-from .audits import AuditStore, LegacySeal as LegacySeal, RunAudit as RunAudit
-from .children import ChildLink as ChildLink, ChildStore
+from . import transactions as txn
+from .audits import LegacySeal as LegacySeal, RunAudit as RunAudit
+from .children import ChildLink as ChildLink
+from .commits import (
+    NO_LIMITS as NO_LIMITS,
+    ClaimedTask as ClaimedTask,
+    CommitResult as CommitResult,
+    Conflict as Conflict,
+    CorrelatedDelivery as CorrelatedDelivery,
+    CreateRunResult as CreateRunResult,
+    DeliveryResult as DeliveryResult,
+    FiredTimer as FiredTimer,
+    LeaseRenewal as LeaseRenewal,
+    LeaseState as LeaseState,
+    Limits as Limits,
+    RunCommit as RunCommit,
+    RunOutlook as RunOutlook,
+    RunRecord as RunRecord,
+    Snapshot as Snapshot,
+    TaskRef as TaskRef,
+    TaskState as TaskState,
+    WorkerRecord as WorkerRecord,
+    WorkflowTaskOp as WorkflowTaskOp,
+)
 from .effects import (
     ActivityTaskOp as ActivityTaskOp,
-    Effect,
     NewActivityTask as NewActivityTask,
     NewRun as NewRun,
     NewTimer as NewTimer,
 )
-from .queues import QueueStore
 from .rows import (
     ApiKeyRecord as ApiKeyRecord,
     ApprovalRecord as ApprovalRecord,
@@ -56,315 +75,12 @@ from .rows import (
     RunCount as RunCount,
     TenantRecord as TenantRecord,
 )
-from .schedules import ScheduleStore
-from .tenants import TenantStore
-from .webhooks import WebhookSourceRecord as WebhookSourceRecord, WebhookStore
-
-E = TypeVar("E")
+from .transactions import schedules, search, tenants, users
+from .verbs import verb_of
+from .webhooks import WebhookSourceRecord as WebhookSourceRecord
 
 
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """The snapshot row of a run."""
-
-    tenant: str
-    run_id: str
-    workflow: str
-    version: str
-    status: str
-    input: Any
-    input_json: str
-    result: Any
-    error: dict[str, Any] | None
-    waiting_for: list[dict[str, Any]]
-    last_seq: int
-    last_hash: str
-    processed_seq: int
-    created_at: float
-    updated_at: float
-    finished_at: float | None
-    priority: int = 0
-    history_bytes: int = 0  # bytes of JSON of its history's events' data (this generation)
-
-
-@dataclass(frozen=True, slots=True)
-class CreateRunResult:
-    created: bool
-    run: RunRecord
-    workflow_fence: int | None = None
-
-
-class WorkflowTaskOp(StrEnum):
-    """What a commit does to the run's workflow task."""
-
-    LEAVE = "leave"
-    IDLE = "idle"  # nothing to do until an event wakes it
-    WAKE = "wake"  # claimable now (unless someone holds a live lease)
-    CLAIM = "claim"  # wake, and take the lease for `owner` if nobody holds it
-    DELETE = "delete"
-    DEFER = "defer"  # claimable again at `defer_until`: the run's decision waits for a quota
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    status: str
-    waiting_for: list[dict[str, Any]]
-    processed_seq: int
-    result: Any = None
-    error: dict[str, Any] | None = None
-    finished: bool = False
-    # What the code has of the signals it received, as of `processed_seq` (a decision
-    # knows; None keeps what is stored): those it holds unread, and the names it takes in
-    # now (it waits for them or handles them). They bound what signals are admitted.
-    unread_signals: int | None = None
-    signal_names: Sequence[str] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """The tenant's quotas a commit is held to (None: unlimited).
-
-    An append after whatever is last is refused if the run has `max_pending_signals`
-    signals its code has not taken in yet (Conflict.BACKLOG: a flood of signals must not
-    bury the run's own progress; signals of a name the code takes in now count only while
-    not yet processed, others count with those the code holds unread,
-    `Snapshot.unread_signals`), or if it would take the history past `max_events`
-    (HISTORY_FULL). New timers that would take the tenant past `max_pending_timers`
-    refuse the commit (TIMERS); new activity tasks to lease at once beyond the tenant's
-    `max_concurrent_activities` are queued instead (`CommitResult.queued_steps`). Events
-    that would take the run's history past `max_run_bytes` (`history_bytes`) refuse the
-    commit (HISTORY_BYTES); an append after whatever is last that would take the bytes of
-    the tenant's live runs past `max_live_run_bytes` too (TENANT_BYTES).
-    """
-
-    max_pending_signals: int | None = None
-    max_events: int | None = None
-    max_pending_timers: int | None = None
-    max_concurrent_activities: int | None = None
-    max_run_bytes: int | None = None
-    max_live_run_bytes: int | None = None
-
-    @classmethod
-    def of_signal(cls, quotas: Quotas | None, max_pending_signals: int | None) -> Limits:
-        """What a signal appended from outside the run is held to under `quotas`."""
-        if quotas is None:
-            return cls(max_pending_signals=max_pending_signals)
-        return cls(
-            max_pending_signals=max_pending_signals,
-            max_events=quotas.max_events_per_run,
-            max_run_bytes=quotas.max_run_bytes,
-            max_live_run_bytes=quotas.max_live_run_bytes,
-        )
-
-
-NO_LIMITS = Limits()
-
-
-@dataclass(frozen=True, slots=True)
-class RunCommit:
-    """One atomic change of one run: a core and its effects.
-
-    The core is what every commit has: the events and the conditions they are appended
-    under, the snapshot, what becomes of the run's workflow task, the limits. `effects`
-    are the other changes (store/effects.py), at most one of each kind, none empty; the
-    store writes each with its one writer, in its own order.
-    """
-
-    tenant: str
-    run_id: str
-    events: Sequence[NewEvent]
-    now: float
-    # Append after this event (optimistic check); None appends after whatever is last.
-    expect_seq: int | None = None
-    expect_hash: str = ""
-    require_active: bool = False
-    snapshot: Snapshot | None = None
-    workflow_fence: int | None = None
-    workflow_op: WorkflowTaskOp = WorkflowTaskOp.LEAVE
-    owner: str | None = None  # for WorkflowTaskOp.CLAIM (and a next generation's task)
-    lease: float = 30.0
-    claim_queues: frozenset[str] | None = None  # CLAIM only tasks of these queues
-    defer_until: float | None = None  # for WorkflowTaskOp.DEFER
-    limits: Limits = NO_LIMITS
-    effects: tuple[Effect, ...] = ()
-    # `time.monotonic()` when `now` was read: a commit that waits (for a connection, a
-    # lock, a store that is away) is moved on by its wait when it lands (`on_time`).
-    asked: float = field(default_factory=time.monotonic, compare=False, repr=False)
-
-    def effect(self, kind: type[E]) -> E | None:
-        """The commit's effect of this kind, if it has one."""
-        for e in self.effects:
-            if isinstance(e, kind):
-                return e
-        return None
-
-
-class Conflict(StrEnum):
-    RUN_NOT_FOUND = "run_not_found"
-    RUN_FINISHED = "run_finished"
-    SEQ = "seq"
-    WORKFLOW_FENCE = "workflow_fence"
-    ACTIVITY_FENCE = "activity_fence"
-    BACKLOG = "backlog"  # the run has more signals waiting than the commit allows
-    HISTORY_FULL = "history_full"  # the run's history has the most events its tenant allows
-    TIMERS = "timers"  # the tenant has the most pending timers it may have
-    HISTORY_BYTES = "history_bytes"  # the events would take the run past its max_run_bytes
-    TENANT_BYTES = "tenant_bytes"  # ...the tenant's live runs past its max_live_run_bytes
-
-
-@dataclass(frozen=True, slots=True)
-class CommitResult:
-    conflict: Conflict | None
-    events: list[Event] = field(default_factory=list)
-    prev_seq: int = 0
-    last_seq: int = 0
-    last_hash: str = ""
-    status: str = ""
-    workflow_fence: int | None = None  # set when the commit claimed the workflow task
-    workflow_queue: str = ""
-    # New activity tasks meant to be leased at once but queued: the tenant had its
-    # `max_concurrent_activities` in flight.
-    queued_steps: tuple[str, ...] = ()
-    # The time the commit was made at: its `now`, moved on by any wait before it landed;
-    # its new attempts' deadlines count from it.
-    now: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.conflict is None
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimedTask:
-    """A task leased to the caller: the fence proves it in every later report."""
-
-    kind: str
-    tenant: str
-    run_id: str
-    step: str
-    queue: str
-    fence: int
-    attempt: int
-    spec: dict[str, Any] | None = None
-    deadline: float | None = None
-    heartbeat_deadline: float | None = None
-    visible_at: float | None = None
-    owner: str | None = None
-    heartbeat_details: Any = None
-    cancel_requested: bool = False
-    lapses: int = 0  # how often its lease lapsed without the work getting through
-    taken_over: bool = False  # claimed because its holder's lease lapsed
-
-
-@dataclass(frozen=True, slots=True)
-class TaskRef:
-    """A task by its natural key, with the fence its holder was given."""
-
-    tenant: str
-    run_id: str
-    kind: str
-    step: str
-    fence: int
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseRenewal:
-    task: TaskRef
-    heartbeat_at: float | None = None
-    heartbeat_details: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseState:
-    task: TaskRef
-    held: bool
-    cancel_requested: bool
-
-
-@dataclass(frozen=True, slots=True)
-class FiredTimer:
-    tenant: str
-    run_id: str
-    step: str
-    queue: str
-    event: Event
-    workflow_fence: int | None  # set when the firing claimed the workflow task
-    due: float = 0.0  # when it was to fire (its lag is the firing's time minus this)
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerRecord:
-    worker_id: str
-    host: str
-    pid: int
-    queues: list[str]
-    started_at: float
-    heartbeat_at: float
-
-
-# -- pages of runs and what is in motion for them -------------------------------------
-@dataclass(frozen=True, slots=True)
-class TaskState:
-    """A run's task as it stands: what a reader needs to say what happens next."""
-
-    run_id: str
-    kind: str  # workflow | activity
-    step: str
-    queue: str
-    state: str  # ready | leased | idle
-    visible_at: float | None  # ready: claimable from; leased: the lease ends
-    owner: str | None
-    attempt: int
-    deadline: float | None  # a leased attempt's start-to-close deadline
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutlook:
-    """What is in motion for one run: its tasks and its pending approvals."""
-
-    tasks: list[TaskState] = field(default_factory=list)
-    approvals: list[ApprovalRecord] = field(default_factory=list)
-
-
-# -- signals from outside: signal-with-start, webhooks by correlation ------------------
-@dataclass(frozen=True, slots=True)
-class CorrelatedDelivery:
-    """A webhook's signal for the runs of a tenant waiting for it with (key, value)."""
-
-    tenant: str
-    source: str
-    delivery_id: str
-    signal: str
-    key: str
-    value: str
-    event: NewEvent  # the SignalReceived each run gets
-    wake: RunCommit  # how each run's commit wakes it (its run_id and events are set per run)
-    now: float
-    keep_since: float  # the source's delivery ids received before this are forgotten
-    max_runs: int
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryResult:
-    """The runs delivered to; a `duplicate` id's first outcome; or nothing (`conflict`)."""
-
-    duplicate: bool = False
-    outcome: dict[str, Any] | None = None
-    delivered: list[tuple[str, CommitResult]] = field(default_factory=list)
-    conflict: Conflict | None = None
-    run_id: str = ""
-
-
-class Store(
-    AccountStore,
-    ScheduleStore,
-    ChildStore,
-    QueueStore,
-    AuditStore,
-    WebhookStore,
-    TenantStore,
-    Protocol,
-):
+class Store(Protocol):
     """What the engine needs from a database; SQLite and PostgreSQL implement it."""
 
     url: str
@@ -398,7 +114,8 @@ class Store(
 
     async def close(self) -> None: ...
 
-    async def create_run(self, new: NewRun) -> CreateRunResult:
+    @verb_of(txn.create_run)
+    async def create_run(self, *args: Any, **kwargs: Any) -> Any:
         """Create a run with its first event and workflow task, or return the existing one."""
         ...
 
@@ -406,20 +123,8 @@ class Store(
         """Apply one atomic change to a run, or nothing if a condition fails."""
         ...
 
-    async def claim_tasks(
-        self,
-        owner: str,
-        workflow_queues: Sequence[str],
-        activity_queues: Sequence[str],
-        workflow_limit: int,
-        activity_limit: int,
-        lease: float,
-        now: float,
-        quotas: Quotas | None = None,
-        after_tenant: str = "",
-        lapsed: bool = True,
-        asked: float | None = None,
-    ) -> list[ClaimedTask]:
+    @verb_of(txn.claim_tasks)
+    async def claim_tasks(self, *args: Any, **kwargs: Any) -> Any:
         """Lease due tasks of these queues to `owner` (fence + 1 each), up to the limits.
 
         Fair across tenants: each tenant with ready tasks gets a share, starting after
@@ -432,146 +137,131 @@ class Store(
         """
         ...
 
-    async def renew_leases(
-        self,
-        owner: str,
-        renewals: Sequence[LeaseRenewal],
-        lease: float,
-        now: float,
-        asked: float | None = None,
-    ) -> list[LeaseState]:
+    @verb_of(txn.renew_leases)
+    async def renew_leases(self, *args: Any, **kwargs: Any) -> Any:
         """Extend leases the caller still holds (from the time the renewal lands, as
         `claim_tasks`); report lost ones and cancel requests."""
         ...
 
-    async def release_tasks(self, owner: str, tasks: Sequence[TaskRef], now: float) -> None:
+    @verb_of(txn.release_tasks)
+    async def release_tasks(self, *args: Any, **kwargs: Any) -> Any:
         """Give back leased tasks that were never started, so others take them at once."""
         ...
 
-    async def retime_activity(
-        self, owner: str, task: TaskRef, lease: float, now: float, asked: float | None = None
-    ) -> float | None:
+    @verb_of(txn.retime_activity)
+    async def retime_activity(self, *args: Any, **kwargs: Any) -> Any:
         """Time again from now an attempt leased by a write that landed late (its lease,
         deadlines; `store/landing.py`): its new deadline, or None if it is not held."""
         ...
 
-    async def expired_activities(self, now: float, limit: int) -> list[ClaimedTask]:
+    @verb_of(txn.expired_activities)
+    async def expired_activities(self, *args: Any, **kwargs: Any) -> Any:
         """Leased activity tasks past their lease, deadline or heartbeat deadline."""
         ...
 
-    async def fire_due_timers(
-        self, now: float, limit: int, owner: str | None, queues: Sequence[str], lease: float
-    ) -> list[FiredTimer]:
+    @verb_of(txn.fire_due_timers)
+    async def fire_due_timers(self, *args: Any, **kwargs: Any) -> Any:
         """Fire due timers once each: mark fired, append TimerFired, wake the run.
 
         A workflow task whose queue is in `queues` is claimed for `owner`.
         """
         ...
 
-    async def next_timer_at(self) -> float | None: ...
+    @verb_of(txn.next_timer_at)
+    async def next_timer_at(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def get_run(self, tenant: str, run_id: str, checked: bool = True) -> RunRecord | None:
+    @verb_of(txn.get_run)
+    async def get_run(self, *args: Any, **kwargs: Any) -> Any:
         """The run's row; `BrokenRecord` if it fails its checks, unless not `checked`
         (what suspends such a run reads it anyway)."""
         ...
 
-    async def load_history(self, tenant: str, run_id: str, after_seq: int = 0) -> list[Event]: ...
+    @verb_of(txn.load_history)
+    async def load_history(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def history_page(
-        self, tenant: str, run_id: str, after_seq: int, limit: int, max_bytes: int
-    ) -> tuple[bool, list[Event], bool]:
+    @verb_of(txn.history_page)
+    async def history_page(self, *args: Any, **kwargs: Any) -> Any:
         """Whether the run exists; its events after `after_seq`, at most `limit` of them
         and at most `max_bytes` of their data (one at least); whether more follow."""
         ...
 
-    async def list_runs(
-        self,
-        tenant: str | None = None,
-        status: str | None = None,
-        workflow: str | None = None,
-        limit: int = 100,
-        max_bytes: int | None = None,
-    ) -> list[RunRecord]:
+    @verb_of(txn.list_runs)
+    async def list_runs(self, *args: Any, **kwargs: Any) -> Any:
         """Up to `limit` runs (every tenant's if `tenant` is None), newest first; with
         `max_bytes`, no more than that of their stored payloads (one run at least), the
         runs left out never read."""
         ...
 
-    async def run_tasks(self, tenant: str, run_id: str) -> list[ClaimedTask]:
+    @verb_of(txn.run_tasks)
+    async def run_tasks(self, *args: Any, **kwargs: Any) -> Any:
         """The run's open tasks (for inspection and tests)."""
         ...
 
-    async def load_run(
-        self, tenant: str, run_id: str, after_seq: int = 0
-    ) -> tuple[RunRecord | None, list[Event]]:
+    @verb_of(txn.load_run)
+    async def load_run(self, *args: Any, **kwargs: Any) -> Any:
         """The run's snapshot and its events after `after_seq`, read together."""
         ...
 
-    async def load_idle_run(
-        self, tenant: str, run_id: str, queues: Sequence[str]
-    ) -> tuple[RunRecord | None, list[Event], int | None]:
+    @verb_of(txn.load_idle_run)
+    async def load_idle_run(self, *args: Any, **kwargs: Any) -> Any:
         """`load_run`, and the fence of the run's workflow task if it is idle and in one
         of `queues` (else None), read together: a decision made on this history under
         that fence commits only if nobody took the task meanwhile."""
         ...
 
-    async def beat_worker(self, worker: WorkerRecord) -> None: ...
+    @verb_of(txn.beat_worker)
+    async def beat_worker(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def remove_worker(self, worker_id: str) -> None: ...
+    @verb_of(txn.remove_worker)
+    async def remove_worker(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def release_owner(self, worker_id: str, now: float) -> int:
+    @verb_of(txn.release_owner)
+    async def release_owner(self, *args: Any, **kwargs: Any) -> Any:
         """A dead engine's leased tasks become due now and its worker row goes; how many."""
         ...
 
-    async def live_workers(self, since: float) -> list[WorkerRecord]: ...
+    @verb_of(txn.live_workers)
+    async def live_workers(self, *args: Any, **kwargs: Any) -> Any: ...
 
     # -- pages of runs and what is in motion for them ---------------------------------
-    async def page_runs(
-        self,
-        tenant: str,
-        status: str | None,
-        workflow: str | None,
-        after: tuple[float, str] | None,
-        limit: int,
-        max_bytes: int | None,
-        version: str | None = None,
-    ) -> tuple[list[RunRecord], bool]:
+    @verb_of(txn.page_runs)
+    async def page_runs(self, *args: Any, **kwargs: Any) -> Any:
         """Up to `limit` of the tenant's runs, newest first (by created_at, then run_id),
         after the position `after` (or from the newest), and no more than `max_bytes` of
         their stored payloads (one run at least); whether more follow. Read through an
         index, the sizes first: the runs a page leaves out are never read."""
         ...
 
-    async def search_runs(
-        self, tenant: str, text: str, limit: int, max_bytes: int | None = None
-    ) -> list[RunRecord]:
+    @verb_of(search.search_runs)
+    async def search_runs(self, *args: Any, **kwargs: Any) -> Any:
         """The run of id `text`, runs whose id starts with it, runs waiting with it as a
         correlation value: up to `limit`, newest first, and no more than `max_bytes` of
         their stored payloads (one run at least)."""
         ...
 
-    async def count_runs(self, tenant: str) -> dict[str, int]: ...
+    @verb_of(search.count_runs)
+    async def count_runs(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def run_outlooks(self, tenant: str, run_ids: Sequence[str]) -> dict[str, RunOutlook]:
+    @verb_of(txn.run_outlooks)
+    async def run_outlooks(self, *args: Any, **kwargs: Any) -> Any:
         """The tasks and pending approvals of some of the tenant's runs, by run id."""
         ...
 
     # -- approvals, the directory and the outbox --------------------------------
-    async def get_approval(self, tenant: str, approval_id: str) -> ApprovalRecord | None: ...
+    @verb_of(txn.get_approval)
+    async def get_approval(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def list_approvals(
-        self,
-        tenant: str | None,
-        status: str | None = None,
-        run_id: str | None = None,
-        limit: int = 100,
-    ) -> list[ApprovalRecord]: ...
+    @verb_of(txn.list_approvals)
+    async def list_approvals(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def get_credential(self, tenant: str, credential_id: str) -> CredentialRecord | None: ...
+    @verb_of(txn.get_credential)
+    async def get_credential(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def approval_votes(self, tenant: str, approval_id: str) -> list[dict[str, Any]]: ...
+    @verb_of(txn.approval_votes)
+    async def approval_votes(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def look_up_credential(self, credential_id: str) -> CredentialLookup | None:
+    @verb_of(txn.look_up_credential)
+    async def look_up_credential(self, *args: Any, **kwargs: Any) -> Any:
         """A credential by its id alone, whatever its tenant, with its approval; changes nothing.
 
         For the approval page, where a token is all the caller has: the secret
@@ -588,7 +278,8 @@ class Store(
         """Count a refused decision; True if it also became an event of the run's history."""
         ...
 
-    async def approval_refusals(self, tenant: str, approval_id: str) -> list[dict[str, Any]]:
+    @verb_of(txn.approval_refusals)
+    async def approval_refusals(self, *args: Any, **kwargs: Any) -> Any:
         """The refused decisions kept for an approval, with how often each happened."""
         ...
 
@@ -600,109 +291,93 @@ class Store(
         """
         ...
 
-    async def issue_credentials(
-        self,
-        tenant: str,
-        approval_id: str,
-        approver: str,
-        credentials: Sequence[NewCredential],
-        now: float,
-    ) -> ApprovalRecord | None:
+    @verb_of(txn.issue_credentials)
+    async def issue_credentials(self, *args: Any, **kwargs: Any) -> Any:
         """Store credential hashes for a pending approval; None if it is not pending.
 
         The approver's credentials issued before on this approval stop working.
         """
         ...
 
-    async def add_outbox(self, items: Sequence[OutboxItem], now: float) -> None: ...
+    @verb_of(txn.add_outbox)
+    async def add_outbox(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def claim_outbox(
-        self, owner: str, now: float, limit: int, lease: float
-    ) -> list[OutboxItem]: ...
+    @verb_of(txn.claim_outbox)
+    async def claim_outbox(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def finish_outbox(
-        self, item_id: str, owner: str, now: float, error: str | None, retry_at: float | None
-    ) -> None:
+    @verb_of(txn.finish_outbox)
+    async def finish_outbox(self, *args: Any, **kwargs: Any) -> Any:
         """Sent (error None), to retry at `retry_at`, or given up (retry_at None)."""
         ...
 
-    async def group_members(self, tenant: str, group: str) -> list[str]: ...
+    @verb_of(txn.group_members)
+    async def group_members(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def list_groups(self, tenant: str) -> dict[str, list[str]]: ...
+    @verb_of(txn.list_groups)
+    async def list_groups(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def add_group_members(
-        self, tenant: str, group: str, principals: Sequence[str], now: float
-    ) -> int: ...
+    @verb_of(txn.add_group_members)
+    async def add_group_members(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def remove_group_members(
-        self, tenant: str, group: str, principals: Sequence[str], now: float
-    ) -> int: ...
+    @verb_of(txn.remove_group_members)
+    async def remove_group_members(self, *args: Any, **kwargs: Any) -> Any: ...
 
     # -- definitions -------------------------------------------------------------
-    async def publish_definition(
-        self,
-        tenant: str,
-        name: str,
-        digest: str,
-        body: dict[str, Any],
-        source: str,
-        by: str | None,
-        now: float,
-        quotas: Quotas | None = None,
-    ) -> tuple[DefinitionRecord, bool]:
+    @verb_of(txn.publish_definition)
+    async def publish_definition(self, *args: Any, **kwargs: Any) -> Any:
         """The version with this digest, created as the next version if new (and whether);
         a new version over the tenant's `max_definitions` raises `QuotaExceeded`."""
         ...
 
-    async def get_definition(
-        self, tenant: str, name: str, version: int | None = None
-    ) -> DefinitionRecord | None:
+    @verb_of(txn.get_definition)
+    async def get_definition(self, *args: Any, **kwargs: Any) -> Any:
         """A version of a definition; the newest without `version`."""
         ...
 
-    async def list_definitions(
-        self, tenant: str, name: str | None = None
-    ) -> list[DefinitionRecord]: ...
+    @verb_of(txn.list_definitions)
+    async def list_definitions(self, *args: Any, **kwargs: Any) -> Any: ...
 
     # -- tenants and API keys ----------------------------------------------------
-    async def create_tenant(
-        self, tenant: str, quotas: Mapping[str, Any], by: str, now: float
-    ) -> bool:
+    @verb_of(txn.create_tenant)
+    async def create_tenant(self, *args: Any, **kwargs: Any) -> Any:
         """Create a tenant; False (and nothing written) if it exists already."""
         ...
 
-    async def list_tenants(self) -> list[TenantRecord]: ...
+    @verb_of(txn.list_tenants)
+    async def list_tenants(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def create_api_key(
-        self, key: NewApiKey, quotas: Quotas | None = None, *, distinct: bool = False
-    ) -> KeyCreation:
+    @verb_of(txn.create_api_key)
+    async def create_api_key(self, *args: Any, **kwargs: Any) -> Any:
         """Store a key of a tenant that exists (nothing written unless CREATED). Under
         `quotas`, one over `max_api_keys` is `QuotaExceeded`. With `distinct`,
         `IdentityTaken` (nothing written) if the key's principal is already a user, a
         key's principal, a group member or a pending approval's approver."""
         ...
 
-    async def list_api_keys(self, tenant: str) -> list[ApiKeyRecord]: ...
+    @verb_of(txn.list_api_keys)
+    async def list_api_keys(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def revoke_api_key(self, tenant: str, key_id: str, by: str, now: float) -> bool:
+    @verb_of(txn.revoke_api_key)
+    async def revoke_api_key(self, *args: Any, **kwargs: Any) -> Any:
         """Revoke a key of `tenant` (a revoked one stays as it was); False if it has none."""
         ...
 
-    async def api_key_to_authenticate(self, key_id: str) -> tuple[ApiKeyRecord | None, float]:
+    @verb_of(txn.api_key_to_authenticate)
+    async def api_key_to_authenticate(self, *args: Any, **kwargs: Any) -> Any:
         """The key with this id, if its tenant exists, and the database's clock.
 
         The one read not scoped by a tenant: it is how a key's tenant is learnt.
         """
         ...
 
-    async def touch_api_key(self, tenant: str, key_id: str, now: float, every: float) -> None:
+    @verb_of(txn.touch_api_key)
+    async def touch_api_key(self, *args: Any, **kwargs: Any) -> Any:
         """Record that a key was used at `now`, unless it was in the last `every` seconds."""
         ...
 
     # -- signals from outside: signal-with-start, webhooks by correlation ------------
-    async def signal_with_start(
-        self, new: NewRun, signal: RunCommit
-    ) -> tuple[CreateRunResult, CommitResult | None]:
+    @verb_of(txn.signal_with_start)
+    async def signal_with_start(self, *args: Any, **kwargs: Any) -> Any:
         """Create the run with its signal, or commit `signal` to the run of its id (None: that
         run is of another workflow, and nothing was written), in one transaction."""
         ...
@@ -712,60 +387,265 @@ class Store(
         id delivers nothing again. Nothing is written if no run waits or one refuses."""
 
     # -- quotas ---------------------------------------------------------------------
-    async def tenant_state(self, tenant: str) -> tuple[TenantRecord | None, dict[str, int]]:
+    @verb_of(txn.tenant_state)
+    async def tenant_state(self, *args: Any, **kwargs: Any) -> Any:
         """The tenant's row (None if never created) and what it holds now: running_runs,
         activities_in_flight, pending_timers, definitions."""
         ...
 
-    async def tenant_quotas(self, tenant: str) -> dict[str, Any]:
+    @verb_of(txn.tenant_quotas)
+    async def tenant_quotas(self, *args: Any, **kwargs: Any) -> Any:
         """The tenant's stored quota overrides (none without a row)."""
         ...
 
-    async def set_quotas(self, tenant: str, changes: Mapping[str, Any]) -> TenantRecord | None:
+    @verb_of(txn.set_quotas)
+    async def set_quotas(self, *args: Any, **kwargs: Any) -> Any:
         """Apply checked quota changes to an existing tenant; None if there is none."""
         ...
 
     # -- retention: purged runs -------------------------------------------------------
-    async def purge_runs(
-        self, tenant: str, cutoff: float, limit: int, now: float, by: str, reason: str
-    ) -> PurgeCounts:
+    @verb_of(txn.purge_runs)
+    async def purge_runs(self, *args: Any, **kwargs: Any) -> Any:
         """Purge up to `limit` of the tenant's runs that finished before `cutoff`, oldest
         first, in one transaction: each leaves its summary in `purged_runs`, and its
         events, tasks, timers, correlations, approvals (with their credentials, votes,
         refusals and outbox messages) and row are deleted."""
         ...
 
-    async def count_purgeable(self, tenant: str, cutoff: float, limit: int) -> PurgeCounts:
+    @verb_of(txn.count_purgeable)
+    async def count_purgeable(self, *args: Any, **kwargs: Any) -> Any:
         """How many runs (up to `limit`) and events `purge_runs` would purge; writes nothing."""
         ...
 
-    async def get_purged_run(self, tenant: str, run_id: str) -> PurgedRunRecord | None: ...
+    @verb_of(txn.get_purged_run)
+    async def get_purged_run(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    async def finished_run_tenants(self, after: str, limit: int) -> list[str]:
+    @verb_of(txn.finished_run_tenants)
+    async def finished_run_tenants(self, *args: Any, **kwargs: Any) -> Any:
         """Up to `limit` tenants after `after` (in order) that have finished runs."""
         ...
 
-    async def list_purged_runs(self, tenant: str, limit: int) -> list[PurgedRunRecord]:
+    @verb_of(txn.list_purged_runs)
+    async def list_purged_runs(self, *args: Any, **kwargs: Any) -> Any:
         """The tenant's purged runs, most recently purged first."""
         ...
 
     # -- payload encryption -----------------------------------------------------------
-    async def run_ids_after(self, tenant: str, after: str, limit: int) -> list[str]:
+    @verb_of(txn.run_ids_after)
+    async def run_ids_after(self, *args: Any, **kwargs: Any) -> Any:
         """Up to `limit` of the tenant's run ids that sort after `after`, in order."""
         ...
 
-    async def reencrypt_run(self, tenant: str, run_id: str, dry_run: bool) -> ResealCounts | None:
+    @verb_of(txn.reencrypt_run)
+    async def reencrypt_run(self, *args: Any, **kwargs: Any) -> Any:
         """Re-encrypt the run's stored payloads under the current key, in one transaction
         (None: no such run); `dry_run` counts and writes nothing."""
         ...
 
     # -- gauges for metrics, across tenants (operators' counts, no run's data) ---------
-    async def run_counts(self) -> list[RunCount]:
+    @verb_of(txn.run_counts)
+    async def run_counts(self, *args: Any, **kwargs: Any) -> Any:
         """How many runs each tenant has of each workflow in each status."""
         ...
 
-    async def queue_gauges(self, now: float) -> list[QueueGauge]:
+    @verb_of(txn.queue_gauges)
+    async def queue_gauges(self, *args: Any, **kwargs: Any) -> Any:
         """Tasks due by `now` that nobody holds, by tenant, queue and kind."""
+        ...
+
+    # -- console users and sessions ---------------------------------------------------
+    @verb_of(users.create_user)
+    async def create_user(self, *args: Any, **kwargs: Any) -> Any:
+        """Store a user of a tenant that exists; False (nothing written) if the tenant
+        has a user of that name, or does not exist. Under `quotas`, one over `max_users`
+        is `QuotaExceeded`. With `distinct`, `IdentityTaken` (nothing written) if the name
+        is already a key's principal, a group member or a pending approval's approver."""
+        ...
+
+    @verb_of(users.get_user)
+    async def get_user(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    @verb_of(users.list_users)
+    async def list_users(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    @verb_of(users.disable_user)
+    async def disable_user(self, *args: Any, **kwargs: Any) -> Any:
+        """Disable a user (a disabled one stays as it was) and end its sessions; False if
+        the tenant has no such user."""
+        ...
+
+    @verb_of(users.set_password)
+    async def set_password(self, *args: Any, **kwargs: Any) -> Any:
+        """Replace a user's password hash, clear its failures and end its sessions."""
+        ...
+
+    @verb_of(users.record_sign_in)
+    async def record_sign_in(self, *args: Any, **kwargs: Any) -> Any:
+        """Count a failed sign-in of a user (and hold it back until `locked_until`), or
+        clear the count after a success."""
+        ...
+
+    @verb_of(users.reserve_sign_in)
+    async def reserve_sign_in(self, *args: Any, **kwargs: Any) -> Any:
+        """Count an attempt as a failure before its password is checked (None), or say
+        what holds it back (nothing counted). Rows untouched for `limits.forget_after`
+        are forgotten."""
+        ...
+
+    @verb_of(users.settle_sign_in)
+    async def settle_sign_in(self, *args: Any, **kwargs: Any) -> Any:
+        """An attempt reserved before succeeded: it is no failure of its address or user,
+        and the user's failures in a row at that address are cleared."""
+        ...
+
+    @verb_of(users.create_session)
+    async def create_session(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    @verb_of(users.get_session)
+    async def get_session(self, *args: Any, **kwargs: Any) -> Any:
+        """The live (not ended) session of this token hash, with its user's or key's row."""
+        ...
+
+    @verb_of(users.end_session)
+    async def end_session(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    # -- a tenant's lifecycle ---------------------------------------------------------
+    @verb_of(tenants.disable_tenant)
+    async def disable_tenant(self, *args: Any, **kwargs: Any) -> Any:
+        """Mark a tenant disabled (a disabled one keeps its first `disabled_at` and
+        `disabled_by`); None if there is no such tenant."""
+        ...
+
+    @verb_of(tenants.enable_tenant)
+    async def enable_tenant(self, *args: Any, **kwargs: Any) -> Any:
+        """Clear a tenant's disabled mark; None if there is no such tenant."""
+        ...
+
+    @verb_of(tenants.delete_tenant_rows)
+    async def delete_tenant_rows(self, *args: Any, **kwargs: Any) -> Any:
+        """Delete at most `batch` rows of a disabled tenant, table by table, and its own
+        row once every other is gone. Nothing is deleted of a tenant not disabled."""
+        ...
+
+    # -- schedules (decision 0017) ----------------------------------------------------
+    @verb_of(schedules.create_schedule)
+    async def create_schedule(self, *args: Any, **kwargs: Any) -> Any:
+        """Insert a schedule; False if the tenant has one of that id. Under `quotas` (the
+        engine's, with the tenant's overrides) one over `max_schedules` is `QuotaExceeded`."""
+        ...
+
+    @verb_of(schedules.get_schedule)
+    async def get_schedule(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    @verb_of(schedules.list_schedules)
+    async def list_schedules(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    @verb_of(schedules.delete_schedule)
+    async def delete_schedule(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    @verb_of(schedules.set_schedule_paused)
+    async def set_schedule_paused(self, *args: Any, **kwargs: Any) -> Any:
+        """Pause or resume (then from `next_fire_at`), recording `by` and `now` as who
+        changed it last; False if there is no such schedule."""
+        ...
+
+    @verb_of(schedules.due_schedules)
+    async def due_schedules(self, *args: Any, **kwargs: Any) -> Any:
+        """Unpaused schedules, of every tenant, due at `now` (or holding a buffered fire)."""
+        ...
+
+    @verb_of(schedules.advance_schedule)
+    async def advance_schedule(self, *args: Any, **kwargs: Any) -> Any:
+        """Apply `advance` if the schedule's `next_fire_at` is still `advance.seen`."""
+        ...
+
+    @verb_of(schedules.schedule_counts)
+    async def schedule_counts(self, *args: Any, **kwargs: Any) -> Any:
+        """How many schedules each tenant has in each state (for the metrics' gauges)."""
+        ...
+
+    @verb_of(schedules.reencrypt_schedules)
+    async def reencrypt_schedules(self, *args: Any, **kwargs: Any) -> Any:
+        """Re-seal the inputs of the tenant's schedules under the current encryption key
+        (plaintext ones are encrypted), in one transaction; `dry_run` writes nothing."""
+        ...
+
+    # -- webhook sources --------------------------------------------------------------
+    @verb_of(txn.create_webhook_source)
+    async def create_webhook_source(self, *args: Any, **kwargs: Any) -> Any:
+        """Store a webhook source of its tenant; False (nothing written) if the tenant has
+        one of that id. Its secret is sealed when the store has keys. Under `quotas`, one
+        over `max_webhook_sources` is `QuotaExceeded`; a `url_id` another source has is
+        `StoreContention`."""
+        ...
+
+    @verb_of(txn.list_webhook_sources)
+    async def list_webhook_sources(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    @verb_of(txn.delete_webhook_source)
+    async def delete_webhook_source(self, *args: Any, **kwargs: Any) -> Any:
+        """Delete a source of `tenant` and its delivery ids; False if the tenant has none."""
+        ...
+
+    @verb_of(txn.webhook_source)
+    async def webhook_source(self, *args: Any, **kwargs: Any) -> Any:
+        """A source by its URL id alone, whatever its tenant (how a webhook's tenant is
+        learnt)."""
+        ...
+
+    @verb_of(txn.reencrypt_webhook_secrets)
+    async def reencrypt_webhook_secrets(self, *args: Any, **kwargs: Any) -> Any:
+        """Seal the tenant's webhook sources' secrets under the current key (plaintext ones
+        too): (sources, re-sealed); `dry_run` counts and writes nothing."""
+        ...
+
+    # -- named queues -----------------------------------------------------------------
+    @verb_of(txn.configure_queue)
+    async def configure_queue(self, *args: Any, **kwargs: Any) -> Any:
+        """Set checked limits of the tenant's queue `name` (`concurrency`, `rate`; None: no
+        such limit; a limit not in `changes` stays as it was); the queue as it is now. Under
+        `quotas`, a new queue over `max_queues` is `QuotaExceeded`."""
+        ...
+
+    @verb_of(txn.list_queues)
+    async def list_queues(self, *args: Any, **kwargs: Any) -> Any:
+        """The tenant's queues (configured, or holding attempts), by name; or just `only`."""
+        ...
+
+    @verb_of(txn.admit_enqueued)
+    async def admit_enqueued(self, *args: Any, **kwargs: Any) -> Any:
+        """Admit the enqueued runs that their workflow queues' limits allow now (a refilled
+        rate bucket, a raised limit, a slot freed); how many were admitted."""
+        ...
+
+    @verb_of(txn.queue_loads)
+    async def queue_loads(self, *args: Any, **kwargs: Any) -> Any:
+        """For metrics, across tenants: the tasks each queue holds running (leased), and
+        the named queues' depth, running count and oldest due task."""
+        ...
+
+    # -- child runs: a run's links both ways ------------------------------------------
+    @verb_of(txn.run_links)
+    async def run_links(self, *args: Any, **kwargs: Any) -> Any:
+        """The run's `parent` (`run_id`, `step`, `close`; None if it has none) and its
+        `children` (`run_id`, `step`, `workflow`, `version`, `status`, `close`), oldest
+        first; None if there is no such run."""
+        ...
+
+    # -- audits: runs read whole, legacy runs sealed (decision 0030) ------------------
+    @verb_of(txn.audit_run)
+    async def audit_run(self, *args: Any, **kwargs: Any) -> Any:
+        """The run's row and history as stored, and what fails the checks of its rows
+        and its approvals' rows (None: no such run)."""
+        ...
+
+    @verb_of(txn.seal_legacy_run)
+    async def seal_legacy_run(self, *args: Any, **kwargs: Any) -> Any:
+        """Bind a run written before histories and rows were bound to their run: its
+        history hashed again from its genesis under the current chain key, and a check
+        on its row and its approvals' rows that have none; in one transaction, only if
+        its history verifies as a legacy one and its rows agree with it (None: no such
+        run). `dry_run` writes nothing."""
         ...
 
     async def listen(self, on_notify: Callable[[str], None]) -> None:

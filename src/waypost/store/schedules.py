@@ -1,12 +1,9 @@
-"""The store verbs of schedules (decision 0017), beside the `Store` Protocol that
-includes them."""
+"""Schedules in the store's vocabulary (decision 0017); the verbs are `Store`'s, in
+`base.py`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
-
-from waypost.model.quotas import Quotas
 
 
 @dataclass(frozen=True)
@@ -66,46 +63,3 @@ class SchedulesResealed:
 
     schedules: int
     resealed: int
-
-
-class ScheduleStore(Protocol):
-    async def create_schedule(self, schedule: ScheduleRecord, quotas: Quotas | None = None) -> bool:
-        """Insert a schedule; False if the tenant has one of that id. Under `quotas` (the
-        engine's, with the tenant's overrides) one over `max_schedules` is `QuotaExceeded`."""
-        ...
-
-    async def get_schedule(self, tenant: str, schedule_id: str) -> ScheduleRecord | None: ...
-
-    async def list_schedules(self, tenant: str) -> list[ScheduleRecord]: ...
-
-    async def delete_schedule(self, tenant: str, schedule_id: str) -> bool: ...
-
-    async def set_schedule_paused(
-        self,
-        tenant: str,
-        schedule_id: str,
-        paused: bool,
-        next_fire_at: float | None,
-        by: str,
-        now: float,
-    ) -> bool:
-        """Pause or resume (then from `next_fire_at`), recording `by` and `now` as who
-        changed it last; False if there is no such schedule."""
-        ...
-
-    async def due_schedules(self, now: float, limit: int) -> list[ScheduleRecord]:
-        """Unpaused schedules, of every tenant, due at `now` (or holding a buffered fire)."""
-        ...
-
-    async def advance_schedule(self, advance: ScheduleAdvance) -> bool:
-        """Apply `advance` if the schedule's `next_fire_at` is still `advance.seen`."""
-        ...
-
-    async def schedule_counts(self) -> list[ScheduleCount]:
-        """How many schedules each tenant has in each state (for the metrics' gauges)."""
-        ...
-
-    async def reencrypt_schedules(self, tenant: str, dry_run: bool) -> SchedulesResealed:
-        """Re-seal the inputs of the tenant's schedules under the current encryption key
-        (plaintext ones are encrypted), in one transaction; `dry_run` writes nothing."""
-        ...

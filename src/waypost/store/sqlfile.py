@@ -105,10 +105,10 @@ def with_parts(sql: str, parts: Mapping[str, str], within: tuple[str, ...] = ())
 def load_queries(dialect: str, file: str = "queries.sql") -> dict[str, str]:
     """The named queries of `dialect`, their parts put in: for `queries.sql`, the shared
     ones in the dialect's parameters, with those of `sql/<dialect>/queries.sql` over them
-    (parts likewise); any other file's (`steps.sql`) as written."""
+    (parts likewise); any other file's (`steps.sql`) as written, with its own parts."""
     own = read_sections(f"{dialect}/{file}")
     if file != "queries.sql":
-        return own["name"]
+        return {name: with_parts(sql, own["part"]) for name, sql in own["name"].items()}
     parameters = _PARAMETERS[dialect]
     shared = read_sections("queries.sql")
     parts = {name: parameters(sql) for name, sql in shared["part"].items()} | own["part"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Callable
+from typing import Any, Concatenate, TypeVar
 
 from waypost.errors import ConfigurationError
 from waypost.model.chain import PLAIN, Chain
@@ -22,10 +22,9 @@ from waypost.model.encryption import Keys
 from . import transactions as txn
 from .transactions import schedules, search, tenants, users
 from .tx import Tx
+from .verbs import P, Verb
 
-P = ParamSpec("P")
 T = TypeVar("T")
-Verb = Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]
 
 
 def _verb(fn: Callable[Concatenate[Tx, P], T], writes: bool) -> Verb[P, T]:

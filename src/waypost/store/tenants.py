@@ -1,5 +1,5 @@
-"""The store's verbs for a tenant's lifecycle, declared apart from `base.py` for its size
-(`Store` includes them): disabled, enabled again, deleted a batch at a time.
+"""A tenant's lifecycle in the store's vocabulary (the verbs are `Store`'s, in `base.py`):
+disabled, enabled again, deleted a batch at a time.
 
 A disabled tenant's row says since when (`disabled_at`); the claims of tasks, timers,
 schedules and notifications leave its work where it is, and the lookups that
@@ -10,9 +10,6 @@ table by table (`TENANT_TABLES`), at most a batch per transaction, its own row l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
-
-from .rows import TenantRecord
 
 # Every table that holds a tenant's rows, in the order its deletion empties them (what
 # points at a run before the run; the tenant's own row, and what authenticates, last).
@@ -52,19 +49,3 @@ class TenantPurge:
     disabled: bool
     deleted: dict[str, int]
     done: bool
-
-
-class TenantStore(Protocol):
-    async def disable_tenant(self, tenant: str, by: str, now: float) -> TenantRecord | None:
-        """Mark a tenant disabled (a disabled one keeps its first `disabled_at` and
-        `disabled_by`); None if there is no such tenant."""
-        ...
-
-    async def enable_tenant(self, tenant: str) -> TenantRecord | None:
-        """Clear a tenant's disabled mark; None if there is no such tenant."""
-        ...
-
-    async def delete_tenant_rows(self, tenant: str, batch: int) -> TenantPurge:
-        """Delete at most `batch` rows of a disabled tenant, table by table, and its own
-        row once every other is gone. Nothing is deleted of a tenant not disabled."""
-        ...

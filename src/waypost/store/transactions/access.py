@@ -18,7 +18,7 @@ from typing import Any
 from waypost.model.events import canonical_json
 from waypost.model.quotas import Quotas
 
-from ..base import ApiKeyRecord, KeyCreation, NewApiKey, TenantRecord
+from ..rows import ApiKeyRecord, KeyCreation, NewApiKey, TenantRecord
 from ..tx import Row, Tx
 from .identities import refuse_taken
 from .quotas import admit_one_more, tenant_record

@@ -12,7 +12,8 @@ from waypost.model import approvals as ap_model
 from waypost.model.encryption import approval_place
 from waypost.model.events import canonical_json
 
-from ..base import NewApproval, OutboxItem, RunCommit
+from ..commits import RunCommit
+from ..rows import NewApproval, OutboxItem
 from ..tx import Row, Tx
 from .outbox import add_outbox_item
 from .records import approval_from_row, opened, sealed

@@ -17,7 +17,8 @@ from waypost.model.events import (
 )
 from waypost.model.identity import normal_identity
 
-from ..base import (
+from ..commits import RunCommit, WorkflowTaskOp
+from ..rows import (
     ApprovalRecord,
     ApproverChange,
     CredentialLookup,
@@ -26,8 +27,6 @@ from ..base import (
     DecideResult,
     NewCredential,
     OutboxItem,
-    RunCommit,
-    WorkflowTaskOp,
 )
 from ..tx import Abort, Tx
 from .approval_rows import close_approval, set_approval_policy

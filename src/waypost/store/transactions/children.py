@@ -24,16 +24,9 @@ from waypost.model.children import ChildClosing, child_closing, parent_told
 from waypost.model.events import ChildFailed, NewEvent, RunStarted
 from waypost.model.status import FINISHED
 
-from ..base import (
-    ChildLink,
-    CommitResult,
-    CreateRunResult,
-    NewRun,
-    RunCommit,
-    Snapshot,
-    WorkflowTaskOp,
-)
-from ..effects import CloseRunApprovals
+from ..children import ChildLink
+from ..commits import CommitResult, CreateRunResult, RunCommit, Snapshot, WorkflowTaskOp
+from ..effects import CloseRunApprovals, NewRun
 from ..tx import Tx
 from .definitions import get_definition
 

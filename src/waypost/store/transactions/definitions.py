@@ -22,7 +22,7 @@ from waypost.errors import StoreContention
 from waypost.model.events import canonical_json
 from waypost.model.quotas import Quotas
 
-from ..base import DefinitionRecord
+from ..rows import DefinitionRecord
 from ..tx import Tx
 from .quotas import admit_definition
 from .records import definition_from_row

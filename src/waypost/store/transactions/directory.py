@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from waypost.model import approvals as ap_model
 from waypost.model.identity import normal_identity
 
-from ..base import OutboxItem
+from ..rows import OutboxItem
 from ..tx import Row, Tx
 from .approvals import approval_votes, is_group_member
 from .outbox import add_outbox_item

@@ -24,7 +24,7 @@ from waypost.model.encryption import (
     task_place,
 )
 
-from ..base import ResealCounts
+from ..rows import ResealCounts
 from ..tx import Tx
 
 

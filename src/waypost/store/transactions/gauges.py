@@ -9,8 +9,8 @@ a tenant's caller: counts and names, no run's data.
 
 from __future__ import annotations
 
-from ..base import QueueGauge, RunCount
 from ..queues import QueueLoad
+from ..rows import QueueGauge, RunCount
 from ..tx import Tx
 
 

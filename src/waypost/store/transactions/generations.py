@@ -20,7 +20,7 @@ from waypost.model.encryption import run_place
 from waypost.model.events import RunStarted, canonical_json
 from waypost.model.status import RunStatus
 
-from ..base import RunCommit
+from ..commits import RunCommit
 from ..effects import ContinueAsNew
 from ..tx import TASKS, Row, Tx
 from .records import sealed

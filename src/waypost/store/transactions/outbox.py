@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from waypost.model.events import canonical_json
 
-from ..base import OutboxItem
+from ..rows import OutboxItem
 from ..tx import OUTBOX, Tx
 from .records import outbox_item_from_row
 

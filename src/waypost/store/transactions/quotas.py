@@ -27,7 +27,7 @@ from waypost.model.events import canonical_json
 from waypost.model.identity import preview
 from waypost.model.quotas import Quotas, apply_overrides
 
-from ..base import TenantRecord
+from ..rows import TenantRecord
 from ..tx import Row, Tx
 from .records import from_row
 

@@ -42,15 +42,8 @@ from waypost.model.encryption import (
 from waypost.model.events import Event
 from waypost.model.identity import preview
 
-from ..base import (
-    ApprovalRecord,
-    ClaimedTask,
-    CredentialRecord,
-    DefinitionRecord,
-    OutboxItem,
-    RunRecord,
-    WorkerRecord,
-)
+from ..commits import ClaimedTask, RunRecord, WorkerRecord
+from ..rows import ApprovalRecord, CredentialRecord, DefinitionRecord, OutboxItem
 from ..tx import Row, Tx, loads_nullable
 from .row_checks import approval_row_problem, run_row_problems
 

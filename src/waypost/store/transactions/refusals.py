@@ -17,7 +17,8 @@ from typing import Any
 from waypost.model import approvals as ap_model
 from waypost.model.events import ApprovalRefused
 
-from ..base import Refusal, RunCommit
+from ..commits import RunCommit
+from ..rows import Refusal
 from ..tx import Tx
 from .records import approval_from_row
 from .runs import commit_run

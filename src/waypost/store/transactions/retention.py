@@ -11,7 +11,7 @@ so nothing the engine does races with it; the batch bound keeps each transaction
 
 from __future__ import annotations
 
-from ..base import PurgeCounts, PurgedRunRecord
+from ..rows import PurgeCounts, PurgedRunRecord
 from ..tx import Row, Tx
 from .records import from_row
 

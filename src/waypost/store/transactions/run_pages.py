@@ -16,7 +16,7 @@ import json
 import math
 from collections.abc import Sequence
 
-from ..base import RunRecord
+from ..commits import RunRecord
 from ..tx import Row, Tx
 from .records import run_from_row
 

@@ -13,7 +13,8 @@ from waypost.model.encryption import event_place, run_place, task_place
 from waypost.model.events import Event, canonical_json
 from waypost.model.queues import activity_queue
 
-from ..base import NewActivityTask, RunCommit, Snapshot, WorkflowTaskOp
+from ..commits import RunCommit, Snapshot, WorkflowTaskOp
+from ..effects import NewActivityTask
 from ..landing import landed_at
 from ..tx import Row, Tx
 from .records import sealed

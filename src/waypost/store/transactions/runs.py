@@ -20,14 +20,11 @@ from waypost.model.events import Event, EventType, SignalReceived, canonical_jso
 from waypost.model.queues import activity_queue
 from waypost.model.status import FINISHED, RunStatus
 
-from ..base import (
-    ActivityTaskOp,
-    ApprovalRecord,
+from ..commits import (
     ClaimedTask,
     CommitResult,
     Conflict,
     CreateRunResult,
-    NewRun,
     RunCommit,
     RunOutlook,
     RunRecord,
@@ -36,6 +33,7 @@ from ..base import (
     WorkflowTaskOp,
 )
 from ..effects import (
+    ActivityTaskOp,
     CancelActivities,
     CancelTimers,
     CloseApprovals,
@@ -43,6 +41,7 @@ from ..effects import (
     ContinueAsNew,
     DropActivities,
     EscalateApprovals,
+    NewRun,
     OpenApprovals,
     OpenCorrelations,
     ReopenQueue,
@@ -54,6 +53,7 @@ from ..effects import (
     StartTimers,
     WithdrawCorrelations,
 )
+from ..rows import ApprovalRecord
 from ..tx import TASKS, TIMERS, Abort, Row, Tx, loads_nullable
 from .approval_rows import close_approval, escalate_approval, insert_approval
 from .children import run_ended, start_children

@@ -3,7 +3,7 @@ counting a tenant's runs by status."""
 
 from __future__ import annotations
 
-from ..base import RunRecord
+from ..commits import RunRecord
 from ..tx import Row, Tx
 from .run_pages import fitting, runs_by_ids
 

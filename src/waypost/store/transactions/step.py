@@ -24,8 +24,14 @@ from typing import Any
 
 from waypost.model.events import Event
 
-from ..base import ActivityTaskOp, CommitResult, RunCommit, WorkflowTaskOp
-from ..effects import CancelTimers, ScheduleActivities, SettleActivity, WithdrawCorrelations
+from ..commits import CommitResult, RunCommit, WorkflowTaskOp
+from ..effects import (
+    ActivityTaskOp,
+    CancelTimers,
+    ScheduleActivities,
+    SettleActivity,
+    WithdrawCorrelations,
+)
 from ..tx import Tx
 from .run_rows import activity_task_params, event_rows, history_bytes, on_time, snapshot_params
 

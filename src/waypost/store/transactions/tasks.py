@@ -14,13 +14,7 @@ from typing import Any
 from waypost.model.encryption import task_place
 from waypost.model.quotas import Quotas
 
-from ..base import (
-    ClaimedTask,
-    LeaseRenewal,
-    LeaseState,
-    TaskRef,
-    WorkerRecord,
-)
+from ..commits import ClaimedTask, LeaseRenewal, LeaseState, TaskRef, WorkerRecord
 from ..landing import landed_at
 from ..tx import TASKS, Tx
 from .queues import limited_queues, queue_room, took_from_queue

@@ -24,7 +24,7 @@ from typing import Any
 from waypost.model.events import TimerFired
 from waypost.model.status import FINISHED
 
-from ..base import FiredTimer, RunCommit, WorkflowTaskOp
+from ..commits import FiredTimer, RunCommit, WorkflowTaskOp
 from ..tx import TASKS, Abort, Row, Tx
 from .run_rows import event_rows, history_bytes, woken_task
 from .runs import commit_run

@@ -24,16 +24,10 @@ from waypost.model.encryption import Place, open_text
 from waypost.model.events import canonical_json
 from waypost.model.quotas import Quotas
 
-from ..base import (
-    CommitResult,
-    CorrelatedDelivery,
-    CreateRunResult,
-    DeliveryResult,
-    NewRun,
-    RunCommit,
-    WebhookSourceRecord,
-)
+from ..commits import CommitResult, CorrelatedDelivery, CreateRunResult, DeliveryResult, RunCommit
+from ..effects import NewRun
 from ..tx import Abort, Row, Tx, loads_nullable
+from ..webhooks import WebhookSourceRecord
 from .quotas import admit_one_more
 from .records import reseal_column, sealed
 from .runs import commit_run, create_run

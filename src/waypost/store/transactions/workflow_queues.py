@@ -21,7 +21,7 @@ from typing import Any
 from waypost.model.events import RunAdmitted
 from waypost.model.queues import refill
 
-from ..base import RunCommit
+from ..commits import RunCommit
 from ..tx import TASKS, Tx
 from .queues import rate_of, took_from_queue
 from .row_checks import state_mac

@@ -11,12 +11,38 @@
 -- (otherwise that attempt would wait for a claim). The rows it checks are locked first;
 -- every write depends on all the conditions (`ok`), so when one fails nothing is written
 -- and `commit_run` runs the request the long way, which names the conflict.
+-- What both statements hold is written once, as a part (`-- part: x`, put in as `{x}`).
+
+-- part: leased_attempt
+-- The attempt's task, leased under `act_fence`.
+tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'activity'
+      AND step = %(act_step)s AND fence = %(act_fence)s AND state = 'leased'
+
+-- part: new_head
+-- The run's head and snapshot as the step leaves them (the columns every step sets).
+last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s,
+                    status = %(status)s, waiting_for = %(waiting_for)s,
+                    processed_seq = %(processed_seq)s, result = %(result)s, error = %(error)s,
+                    state_mac = %(state_mac)s,
+
+-- part: at_expected_head
+-- The run, while its head is at `expect_seq`/`expect_hash` and every condition holds.
+tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
+      AND last_hash = %(expect_hash)s AND EXISTS (SELECT 1 FROM ok)
+
+-- part: append_events
+-- The step's events appended, when every condition holds.
+INSERT INTO events (tenant, run_id, seq, type, data, ts, hash)
+    SELECT %(tenant)s, %(run_id)s, e.seq, e.type, e.data, e.ts, e.hash
+    FROM json_to_recordset(%(events)s::json)
+         AS e(seq bigint, type text, data text, ts double precision, hash text)
+    WHERE EXISTS (SELECT 1 FROM ok)
+    RETURNING 1
 
 -- name: commit_step
 WITH act AS (
     SELECT 1 FROM tasks
-    WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'activity'
-      AND step = %(act_step)s AND fence = %(act_fence)s AND state = 'leased'
+    WHERE {leased_attempt}
     FOR UPDATE
 ), wt AS (
     SELECT fence, state, lapses, queue FROM tasks
@@ -43,29 +69,19 @@ WITH act AS (
                  OR q.key_concurrency IS NOT NULL OR q.worker_concurrency IS NOT NULL))
 ), fin AS (
     DELETE FROM tasks
-    WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'activity'
-      AND step = %(act_step)s AND fence = %(act_fence)s AND state = 'leased'
+    WHERE {leased_attempt}
       AND EXISTS (SELECT 1 FROM ok)
     RETURNING 1
 ), adv AS (
-    UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s,
-                    status = %(status)s, waiting_for = %(waiting_for)s,
-                    processed_seq = %(processed_seq)s, result = %(result)s, error = %(error)s,
-                    state_mac = %(state_mac)s,
+    UPDATE runs SET {new_head}
                     finished_at = NULL, history_bytes = history_bytes + %(added_bytes)s,
                     unread_signals = coalesce(%(unread_signals)s, unread_signals),
                     signal_names = CASE WHEN %(names_known)s = 1 THEN %(signal_names)s
                                         ELSE signal_names END
-    WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
-      AND last_hash = %(expect_hash)s AND EXISTS (SELECT 1 FROM ok)
+    WHERE {at_expected_head}
     RETURNING 1
 ), ev AS (
-    INSERT INTO events (tenant, run_id, seq, type, data, ts, hash)
-    SELECT %(tenant)s, %(run_id)s, e.seq, e.type, e.data, e.ts, e.hash
-    FROM json_to_recordset(%(events)s::json)
-         AS e(seq bigint, type text, data text, ts double precision, hash text)
-    WHERE EXISTS (SELECT 1 FROM ok)
-    RETURNING 1
+    {append_events}
 ), nt AS (
     INSERT INTO tasks (tenant, run_id, kind, step, queue, state, visible_at, owner, fence,
                        attempt, started_at, deadline, heartbeat_deadline, timeout,
@@ -96,8 +112,7 @@ SELECT (SELECT count(*) FROM ok) AS ok,
 -- no workflow queue to admit the next run of; otherwise nothing is written here.
 WITH act AS (
     SELECT 1 FROM tasks
-    WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND kind = 'activity'
-      AND step = %(act_step)s AND fence = %(act_fence)s AND state = 'leased'
+    WHERE {leased_attempt}
     FOR UPDATE
 ), wt AS (
     SELECT fence, queue FROM tasks
@@ -118,21 +133,12 @@ WITH act AS (
       AND NOT EXISTS (SELECT 1 FROM runs child
                       WHERE child.tenant = %(tenant)s AND child.parent_run_id = %(run_id)s)
 ), adv AS (
-    UPDATE runs SET last_seq = %(last_seq)s, last_hash = %(last_hash)s, updated_at = %(now)s,
-                    status = %(status)s, waiting_for = %(waiting_for)s,
-                    processed_seq = %(processed_seq)s, result = %(result)s, error = %(error)s,
-                    state_mac = %(state_mac)s,
+    UPDATE runs SET {new_head}
                     finished_at = %(now)s, history_bytes = history_bytes + %(added_bytes)s
-    WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND last_seq = %(expect_seq)s
-      AND last_hash = %(expect_hash)s AND EXISTS (SELECT 1 FROM ok)
+    WHERE {at_expected_head}
     RETURNING 1
 ), ev AS (
-    INSERT INTO events (tenant, run_id, seq, type, data, ts, hash)
-    SELECT %(tenant)s, %(run_id)s, e.seq, e.type, e.data, e.ts, e.hash
-    FROM json_to_recordset(%(events)s::json)
-         AS e(seq bigint, type text, data text, ts double precision, hash text)
-    WHERE EXISTS (SELECT 1 FROM ok)
-    RETURNING 1
+    {append_events}
 ), gone_tasks AS (
     DELETE FROM tasks
     WHERE tenant = %(tenant)s AND run_id = %(run_id)s AND EXISTS (SELECT 1 FROM ok)
