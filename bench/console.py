@@ -140,6 +140,16 @@ def main() -> None:
         engine.close()
 
 
+def sign_in(http: httpx.Client, key: str) -> None:
+    """Sign `http` in to the console with API key `key`, as a browser does (the form's
+    CSRF token, then the session cookie)."""
+    page = http.get("/sign-in")
+    token = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert token is not None
+    signed = http.post("/sign-in", data={"csrf": token.group(1), "key": key})
+    assert signed.status_code == 303, signed.text
+
+
 def report(engine: wp.Engine, key: str, n: int, repeat: int, start: float) -> None:
     app = create_app(engine.aio)
     sock = socket.socket()
@@ -156,11 +166,7 @@ def report(engine: wp.Engine, key: str, n: int, repeat: int, start: float) -> No
     status_cursor = RunCursor(start + completed_deep * 0.01, f"run-{completed_deep:07d}").encode()
     local = engine.aio.local(TENANT)
     with httpx.Client(base_url=base, timeout=60) as http:
-        page = http.get("/sign-in")
-        token = re.search(r'name="csrf" value="([^"]+)"', page.text)
-        assert token is not None
-        signed = http.post("/sign-in", data={"csrf": token.group(1), "key": key})
-        assert signed.status_code == 303, signed.text
+        sign_in(http, key)
 
         def get(path: str) -> Callable[[], None]:
             def call() -> None:

@@ -67,6 +67,13 @@ def event_time(events: list[Any], kind: str) -> float:
     return float(next(e.ts for e in events if e.type == kind))
 
 
+def timer_lags(events: list[Any]) -> tuple[float, float]:
+    """A finished sleeper's lags in seconds: its `TimerFired` event's time, and its
+    `RunCompleted` event's, minus the due time its `TimerStarted` event recorded."""
+    due = next(e.data["fire_at"] for e in events if e.type == "TimerStarted")
+    return event_time(events, "TimerFired") - due, event_time(events, "RunCompleted") - due
+
+
 @contextmanager
 def fresh_database(db: str, folder: str, label: str) -> Iterator[str]:
     if db == "sqlite":
@@ -134,9 +141,9 @@ async def one_repeat(url: str, args: argparse.Namespace) -> dict[str, Any]:
             fired, continued = [], []
             for run_id in ids:
                 events = await finished_at(engine, run_id, args.window + 300)
-                due = next(e.data["fire_at"] for e in events if e.type == "TimerStarted")
-                fired.append(event_time(events, "TimerFired") - due)
-                continued.append(event_time(events, "RunCompleted") - due)
+                lag_fired, lag_continued = timer_lags(events)
+                fired.append(lag_fired)
+                continued.append(lag_continued)
             out["timer_fired_ms"] = percentiles(fired)
             out["timer_continued_ms"] = percentiles(continued)
             if args.signals:

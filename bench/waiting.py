@@ -164,10 +164,16 @@ def autovacuum(url: str) -> str | None:
 
 
 async def fill(
-    engine: wp.AsyncEngine, url: str, runs: int, window: int, analyze_every: int = 0
+    engine: wp.AsyncEngine,
+    url: str,
+    runs: int,
+    window: int,
+    analyze_every: int = 0,
+    progress: bool = True,
 ) -> float:
     """Start `runs` waiting runs, `window` at a time; seconds until all wait. With
-    `analyze_every`, ANALYZE each time that many more runs were started."""
+    `analyze_every`, ANALYZE each time that many more runs were started; `progress`
+    prints how far it got to stderr."""
     t0 = time.perf_counter()
     started = 0
     last_report = t0
@@ -179,21 +185,23 @@ async def fill(
         if analyze_every and started - analyzed >= analyze_every:
             await asyncio.to_thread(analyze, url)
             analyzed = started
-        if time.perf_counter() - last_report > 10:
+        if progress and time.perf_counter() - last_report > 10:
             last_report = time.perf_counter()
             print(f"  started {started:,} of {runs:,}", file=sys.stderr, flush=True)
     while (running := count_status(url, "running")) > 0:
-        print(f"  {running:,} runs not waiting yet", file=sys.stderr, flush=True)
+        if progress:
+            print(f"  {running:,} runs not waiting yet", file=sys.stderr, flush=True)
         await asyncio.sleep(2)
     return time.perf_counter() - t0
 
 
-async def drained(url: str) -> float:
+async def drained(url: str, progress: bool = True) -> float:
     """Seconds until the approvals' notifications (the outbox) are all sent: the engine's
     work for the runs started, apart from waiting."""
     t0 = time.perf_counter()
     while (pending := count_outbox(url)) > 0:
-        print(f"  {pending:,} notifications to send", file=sys.stderr, flush=True)
+        if progress:
+            print(f"  {pending:,} notifications to send", file=sys.stderr, flush=True)
         await asyncio.sleep(5)
     return time.perf_counter() - t0
 
