@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -72,11 +73,22 @@ def output_option(json_help: str = "Print JSON.", *, default: str = "table") -> 
 
 
 json_option = output_option()
+json_first_option = output_option("Print JSON, what it prints by default.", default="json")
 roles_option = click.option(
     "--roles",
     required=True,
     help="Comma-separated: admin, operator, starter, approver, auditor, viewer.",
 )
+
+
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def duration_seconds(text: str, digits: int) -> int | None:
+    """`text` as a whole number of at most `digits` digits and a unit s, m, h, d or w
+    (`90m`, `12h`, `30d`, `2w`), in seconds; None if it is not one."""
+    found = re.fullmatch(f"([0-9]{{1,{digits}}})([smhdw])", text.strip())
+    return None if found is None else int(found.group(1)) * UNIT_SECONDS[found.group(2)]
 
 
 def role_names(roles: str) -> list[str]:
@@ -239,6 +251,28 @@ log_format_option = click.option(
 )
 
 
+def answer_command(
+    group: click.Group,
+    name: str,
+    doc: str,
+    call: Callable[..., T],
+    echo: Callable[..., None],
+    options: Sequence[Callable[[Any], Any]],
+) -> None:
+    """Add `name` to `group`: a command that makes one call on the engine,
+    `call(engine, **given)`, and prints its answer by `echo(answer, as_json, **given)`,
+    `given` being the command's arguments and options but --output/--json and --db.
+    `options` are all of them in the order --help shows them."""
+
+    def run(as_json: bool, db: str, **given: Any) -> None:
+        with open_engine(db, must_exist=True) as engine:
+            answer = call(engine, **given)
+        echo(answer, as_json, **given)
+
+    run.__doc__ = doc
+    group.command(name)(stacked(run, *options))
+
+
 def list_command(
     group: click.Group,
     doc: str,
@@ -250,18 +284,15 @@ def list_command(
     none: str,
     options: Sequence[Callable[[Any], Any]],
 ) -> None:
-    """Add `list` to `group`: the tenant's records `fetch(engine, tenant=...)` reads,
-    printed by `echo_found` as a table of `columns`, a `row` each (`none` may name
-    {tenant}). `options` are its --tenant, --json and --db options in the order --help
-    shows them."""
+    """Add `list` to `group`: the records `fetch(engine, **given)` reads (`given`: its
+    --tenant, if it has one), printed by `echo_found` as a table of `columns`, a `row`
+    each (`none` may name {tenant}). `options` are its --tenant, --json and --db options
+    in the order --help shows them."""
 
-    def run(tenant: str, as_json: bool, db: str) -> None:
-        with open_engine(db, must_exist=True) as engine:
-            found = fetch(engine, tenant=tenant)
-        echo_found(found, as_json, to_json, columns, row, none.format(tenant=tenant))
+    def echo(found: Sequence[T], as_json: bool, **given: Any) -> None:
+        echo_found(found, as_json, to_json, columns, row, none.format(**given))
 
-    run.__doc__ = doc
-    group.command("list")(stacked(run, *options))
+    answer_command(group, "list", doc, fetch, echo, options)
 
 
 def record_commands(
