@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar, cast
@@ -360,10 +361,53 @@ def check_run_or_all(run_id: str | None, all_runs: bool) -> None:
         raise click.UsageError("give --run RUN_ID or --all")
 
 
+@dataclass(frozen=True)
+class Serving:
+    """What `worker_options` give a process that serves work."""
+
+    lease: float
+    grace: float
+    cancel_grace: float | None
+    max_activities: int
+    notify: str
+    approval_url: str | None
+    http_allow: tuple[str, ...]
+
+    def engine_options(self) -> dict[str, Any]:
+        """The engine's options they set (where notifications go and what their links
+        open aside: each process says)."""
+        return {
+            "lease": self.lease,
+            "shutdown_grace": self.grace,
+            "cancel_grace": self.cancel_grace,
+            "max_activities": self.max_activities,
+            "http_allow": list(self.http_allow) or None,
+        }
+
+
 def worker_options(command: F) -> F:
-    """The options of a process that serves work: `waypost worker` and `waypost server`."""
+    """The options of a process that serves work, `waypost worker` and `waypost server`:
+    the command is called with them as `serving`."""
+
+    @functools.wraps(command)
+    def run(
+        *args: Any,
+        lease: float,
+        grace: float,
+        cancel_grace: float | None,
+        max_activities: int,
+        notify: str,
+        approval_url: str | None,
+        http_allow: tuple[str, ...],
+        **kwargs: Any,
+    ) -> Any:
+        serving = Serving(
+            lease, grace, cancel_grace, max_activities, notify, approval_url, http_allow
+        )
+        return command(*args, serving=serving, **kwargs)
+
     return stacked(
-        command,
+        cast(F, run),
         click.option(
             "--lease", type=float, default=30.0, show_default=True, help="Task lease (s)."
         ),

@@ -14,7 +14,14 @@ from waypost.errors import WaypostError
 from waypost.model.logs import configure_logging, logger
 from waypost.store import open_store, redact_url
 
-from .common import app_option, db_option, log_format_option, sender_from_spec, worker_options
+from .common import (
+    Serving,
+    app_option,
+    db_option,
+    log_format_option,
+    sender_from_spec,
+    worker_options,
+)
 
 
 @click.command("server")
@@ -116,13 +123,7 @@ def server(
     metrics_token: str | None,
     trusted_proxies: tuple[str, ...],
     header_timeout: float,
-    lease: float,
-    grace: float,
-    cancel_grace: float | None,
-    max_activities: int,
-    notify: str,
-    approval_url: str | None,
-    http_allow: tuple[str, ...],
+    serving: Serving,
     log_format: str,
 ) -> None:
     """Serve the web console (/), the HTTP API (/v1, /openapi.json), the approval pages
@@ -153,7 +154,7 @@ def server(
         open_store(db)  # and so is a wrong URL
     except WaypostError as exc:
         raise click.ClickException(str(exc)) from exc
-    sender_from_spec(notify)
+    sender_from_spec(serving.notify)
     try:
         proxies = TrustedProxies.parse(trusted_proxies)
     except ValueError as exc:
@@ -161,22 +162,18 @@ def server(
     shown_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     if ":" in shown_host:
         shown_host = f"[{shown_host}]"
-    base_url = approval_url or f"http://{shown_host}:{port}"
+    base_url = serving.approval_url or f"http://{shown_host}:{port}"
     settings = ServerSettings(
         db=db,
         apps=list(apps),
         serve=not api_only,
         max_body=max_body,
         engine_options={
-            "lease": lease,
-            "shutdown_grace": grace,
-            "cancel_grace": cancel_grace,
-            "max_activities": max_activities,
+            **serving.engine_options(),
             "approval_url": base_url,
-            "http_allow": list(http_allow) or None,
             "compute_cpu_limit": compute_cpu_limit,
         },
-        notify=notify,
+        notify=serving.notify,
         metrics=metrics,
         metrics_token=metrics_token or None,
         log_format=log_format,
@@ -220,5 +217,5 @@ def server(
         server_header=False,
         # h11 with a deadline on each request's headers (connections.py)
         http=cast(Any, protocol(header_timeout)),
-        timeout_graceful_shutdown=int(grace),
+        timeout_graceful_shutdown=int(serving.grace),
     )
