@@ -226,33 +226,15 @@ def runs_migrate(
     if not dry_run and not (reason or "").strip():
         click.echo(f"note: no --reason given; the history will say {NO_REASON!r}", err=True)
         reason = NO_REASON
+    how: dict[str, Any] = {"reason": reason or "", "by": by, "dry_run": dry_run, "tenant": tenant}
     with open_engine(db, must_exist=True) as engine:
         try:
             if run_id is not None:
-                reports = [
-                    engine.migrate(
-                        run_id,
-                        to_version,
-                        mapping,
-                        reason=reason or "",
-                        by=by,
-                        dry_run=dry_run,
-                        tenant=tenant,
-                    )
-                ]
+                reports = [engine.migrate(run_id, to_version, mapping, **how)]
             else:
                 assert definition is not None
                 assert from_version is not None
-                reports = engine.migrate_all(
-                    definition,
-                    from_version,
-                    to_version,
-                    mapping,
-                    reason=reason or "",
-                    by=by,
-                    dry_run=dry_run,
-                    tenant=tenant,
-                )
+                reports = engine.migrate_all(definition, from_version, to_version, mapping, **how)
         except WaypostError:
             raise
         except (LookupError, ValueError) as exc:  # no such version; a mapping that cannot be

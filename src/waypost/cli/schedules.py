@@ -83,13 +83,13 @@ def schedules_create(
     tenant: str,
     as_json: bool,
     db: str,
-    **timing: Any,
+    **options: Any,
 ) -> None:
     """Make SCHEDULE_ID, starting runs of WORKFLOW."""
-    # The options but --input are named as `Engine.schedule`'s parameters: `timing`.
+    # The other options are named as `Engine.schedule`'s parameters: `options`.
     with open_engine(db) as engine:
         made = engine.schedule(
-            workflow, id=schedule_id, input=_input(input_json), tenant=tenant, **timing
+            workflow, id=schedule_id, input=_input(input_json), tenant=tenant, **options
         )
     click.echo(dump(made.to_dict()) if as_json else _line(made))
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from typing import Any, cast
 
 import click
 
 from waypost.engine import tracing
 from waypost.errors import WaypostError
-from waypost.model.logs import configure_logging, logger
+from waypost.model.logs import configure_logging
 from waypost.store import open_store, redact_url
 
 from .common import (
@@ -22,6 +21,7 @@ from .common import (
     sender_from_spec,
     worker_options,
 )
+from .stopping import say_on_stderr
 
 
 @click.command("server")
@@ -192,11 +192,7 @@ def server(
         f"{'es' if processes > 1 else ''}, {work}) on {redact_url(db)}; approval links "
         f"open {base_url}/approve/..."
     )
-    if log_format == "json":  # every line on stderr is then one JSON object
-        logger("waypost.server").info("%s", banner)
-    else:
-        click.echo(banner, err=True)
-    sys.stderr.flush()
+    say_on_stderr(banner, log_format, "waypost.server")
     # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again to the
     # handler found before it: this one, so that a clean stop exits 0 (as a worker does).
     # A second Ctrl-C stops at once (serving.py).
