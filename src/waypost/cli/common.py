@@ -8,12 +8,13 @@ import functools
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
 
@@ -25,6 +26,9 @@ from waypost.store import DEFAULT_URL
 from waypost.store.sqlite import parse_sqlite_url
 
 from .output import cell, show, table
+
+if TYPE_CHECKING:
+    from waypost.model.definitions import Problem
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -201,6 +205,15 @@ def echo_found(
     for r in found:
         shown.add_row(*(cell(value) for value in row(r)))
     show(shown)
+
+
+def exit_with_problems(head: str, problems: Sequence[Problem], whole: str) -> NoReturn:
+    """`head` on stderr, then each of `problems` on a line with where it is (`whole`
+    where it is about the whole), and exit 1."""
+    click.echo(head, err=True)
+    for problem in problems:
+        click.echo(f"  {problem.path or whole}: {problem.message}", err=True)
+    sys.exit(1)
 
 
 def check_http_allow(
