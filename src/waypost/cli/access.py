@@ -18,10 +18,13 @@ from waypost.model.quotas import DEFAULT, UNLIMITED
 from waypost.model.records import KeyInfo, TenantInfo
 
 from .common import (
+    answer_command,
     db_option,
     dump,
+    duration_seconds,
     echo_found,
     json_option,
+    list_command,
     open_engine,
     output_option,
     record_commands,
@@ -30,18 +33,15 @@ from .common import (
     roles_option,
 )
 
-_DURATION = re.compile(r"([0-9]{1,6})([smhdw])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
 key_tenant_option = click.option("--tenant", required=True, help="The tenant of the keys.")
 
 
 def parse_expiry(text: str, now: datetime) -> datetime:
     """`--expires`: a duration from now (`90m`, `12h`, `30d`, `2w`) or an ISO-8601 time
     with a time zone (`2030-01-31T12:00:00Z`)."""
-    duration = _DURATION.fullmatch(text.strip())
-    if duration is not None:
-        return now + timedelta(seconds=int(duration.group(1)) * _UNITS[duration.group(2)])
+    seconds = duration_seconds(text, 6)
+    if seconds is not None:
+        return now + timedelta(seconds=seconds)
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -144,25 +144,24 @@ def tenants_create(tenant: str, quotas: dict[str, int], db: str) -> None:
     click.echo(f"tenant {tenant} created")
 
 
-@tenants.command("list")
-@json_option
-@db_option
-def tenants_list(as_json: bool, db: str) -> None:
-    """List tenants."""
-    with open_engine(db, must_exist=True) as engine:
-        found = engine.list_tenants()
-    echo_found(found, as_json, _tenant_json, TENANT_COLUMNS, _tenant_row, "no tenants")
-
-
-@tenants.command("show")
-@click.argument("tenant")
-@json_option
-@db_option
-def tenants_show(tenant: str, as_json: bool, db: str) -> None:
-    """Show TENANT's quotas (the engine's defaults with its overrides) and what it holds."""
-    with open_engine(db, must_exist=True) as engine:
-        info = engine.get_tenant(tenant=tenant)
-    _show(info, as_json)
+list_command(
+    tenants,
+    "List tenants.",
+    Engine.list_tenants,
+    TENANT_COLUMNS,
+    _tenant_row,
+    to_json=_tenant_json,
+    none="no tenants",
+    options=(json_option, db_option),
+)
+answer_command(
+    tenants,
+    "show",
+    "Show TENANT's quotas (the engine's defaults with its overrides) and what it holds.",
+    Engine.get_tenant,
+    lambda info, as_json, tenant: _show(info, as_json),
+    (click.argument("tenant"), json_option, db_option),
+)
 
 
 @tenants.command("disable")
@@ -309,14 +308,7 @@ def keys_create(tenant: str, principal: str, roles: str, expires: str | None, db
     click.echo(made.key)
 
 
-@keys.command("list")
-@key_tenant_option
-@json_option
-@db_option
-def keys_list(tenant: str, as_json: bool, db: str) -> None:
-    """List the keys of a tenant (never their secrets)."""
-    with open_engine(db, must_exist=True) as engine:
-        found = engine.list_keys(tenant=tenant)
+def _echo_keys(found: list[KeyInfo], as_json: bool, tenant: str) -> None:
     now = datetime.now(UTC)
     echo_found(
         found,
@@ -326,6 +318,16 @@ def keys_list(tenant: str, as_json: bool, db: str) -> None:
         lambda k: _key_row(k, now),
         f"no keys in tenant {tenant}",
     )
+
+
+answer_command(
+    keys,
+    "list",
+    "List the keys of a tenant (never their secrets).",
+    Engine.list_keys,
+    _echo_keys,
+    (key_tenant_option, json_option, db_option),
+)
 
 
 record_commands(

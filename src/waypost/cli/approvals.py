@@ -16,6 +16,7 @@ from waypost.errors import DecisionRefused, InvalidCredential
 from waypost.model.records import ApprovalInfo
 
 from .common import (
+    answer_command,
     db_option,
     dump,
     echo_found,
@@ -208,14 +209,7 @@ _members_command(
 )
 
 
-@groups.command("list")
-@json_option
-@db_option
-@tenant_option
-def groups_list(as_json: bool, db: str, tenant: str) -> None:
-    """List groups and their members."""
-    with open_engine(db, must_exist=True) as engine:
-        found = engine.groups(tenant=tenant)
+def _echo_groups(found: dict[str, list[str]], as_json: bool, tenant: str) -> None:
     if as_json:
         click.echo(dump(found))
         return
@@ -226,3 +220,13 @@ def groups_list(as_json: bool, db: str, tenant: str) -> None:
     for group, members in found.items():
         shown.add_row(cell(group), cell(", ".join(members)))
     show(shown)
+
+
+answer_command(
+    groups,
+    "list",
+    "List groups and their members.",
+    Engine.groups,
+    _echo_groups,
+    (json_option, db_option, tenant_option),
+)

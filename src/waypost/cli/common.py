@@ -7,11 +7,14 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
 
@@ -23,6 +26,9 @@ from waypost.store import DEFAULT_URL
 from waypost.store.sqlite import parse_sqlite_url
 
 from .output import cell, show, table
+
+if TYPE_CHECKING:
+    from waypost.model.definitions import Problem
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -72,11 +78,22 @@ def output_option(json_help: str = "Print JSON.", *, default: str = "table") -> 
 
 
 json_option = output_option()
+json_first_option = output_option("Print JSON, what it prints by default.", default="json")
 roles_option = click.option(
     "--roles",
     required=True,
     help="Comma-separated: admin, operator, starter, approver, auditor, viewer.",
 )
+
+
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def duration_seconds(text: str, digits: int) -> int | None:
+    """`text` as a whole number of at most `digits` digits and a unit s, m, h, d or w
+    (`90m`, `12h`, `30d`, `2w`), in seconds; None if it is not one."""
+    found = re.fullmatch(f"([0-9]{{1,{digits}}})([smhdw])", text.strip())
+    return None if found is None else int(found.group(1)) * UNIT_SECONDS[found.group(2)]
 
 
 def role_names(roles: str) -> list[str]:
@@ -190,6 +207,15 @@ def echo_found(
     show(shown)
 
 
+def exit_with_problems(head: str, problems: Sequence[Problem], whole: str) -> NoReturn:
+    """`head` on stderr, then each of `problems` on a line with where it is (`whole`
+    where it is about the whole), and exit 1."""
+    click.echo(head, err=True)
+    for problem in problems:
+        click.echo(f"  {problem.path or whole}: {problem.message}", err=True)
+    sys.exit(1)
+
+
 def check_http_allow(
     ctx: click.Context, param: click.Parameter, hosts: tuple[str, ...]
 ) -> tuple[str, ...]:
@@ -239,6 +265,28 @@ log_format_option = click.option(
 )
 
 
+def answer_command(
+    group: click.Group,
+    name: str,
+    doc: str,
+    call: Callable[..., T],
+    echo: Callable[..., None],
+    options: Sequence[Callable[[Any], Any]],
+) -> None:
+    """Add `name` to `group`: a command that makes one call on the engine,
+    `call(engine, **given)`, and prints its answer by `echo(answer, as_json, **given)`,
+    `given` being the command's arguments and options but --output/--json and --db.
+    `options` are all of them in the order --help shows them."""
+
+    def run(as_json: bool, db: str, **given: Any) -> None:
+        with open_engine(db, must_exist=True) as engine:
+            answer = call(engine, **given)
+        echo(answer, as_json, **given)
+
+    run.__doc__ = doc
+    group.command(name)(stacked(run, *options))
+
+
 def list_command(
     group: click.Group,
     doc: str,
@@ -250,18 +298,15 @@ def list_command(
     none: str,
     options: Sequence[Callable[[Any], Any]],
 ) -> None:
-    """Add `list` to `group`: the tenant's records `fetch(engine, tenant=...)` reads,
-    printed by `echo_found` as a table of `columns`, a `row` each (`none` may name
-    {tenant}). `options` are its --tenant, --json and --db options in the order --help
-    shows them."""
+    """Add `list` to `group`: the records `fetch(engine, **given)` reads (`given`: its
+    --tenant, if it has one), printed by `echo_found` as a table of `columns`, a `row`
+    each (`none` may name {tenant}). `options` are its --tenant, --json and --db options
+    in the order --help shows them."""
 
-    def run(tenant: str, as_json: bool, db: str) -> None:
-        with open_engine(db, must_exist=True) as engine:
-            found = fetch(engine, tenant=tenant)
-        echo_found(found, as_json, to_json, columns, row, none.format(tenant=tenant))
+    def echo(found: Sequence[T], as_json: bool, **given: Any) -> None:
+        echo_found(found, as_json, to_json, columns, row, none.format(**given))
 
-    run.__doc__ = doc
-    group.command("list")(stacked(run, *options))
+    answer_command(group, "list", doc, fetch, echo, options)
 
 
 def record_commands(
@@ -329,10 +374,53 @@ def check_run_or_all(run_id: str | None, all_runs: bool) -> None:
         raise click.UsageError("give --run RUN_ID or --all")
 
 
+@dataclass(frozen=True)
+class Serving:
+    """What `worker_options` give a process that serves work."""
+
+    lease: float
+    grace: float
+    cancel_grace: float | None
+    max_activities: int
+    notify: str
+    approval_url: str | None
+    http_allow: tuple[str, ...]
+
+    def engine_options(self) -> dict[str, Any]:
+        """The engine's options they set (where notifications go and what their links
+        open aside: each process says)."""
+        return {
+            "lease": self.lease,
+            "shutdown_grace": self.grace,
+            "cancel_grace": self.cancel_grace,
+            "max_activities": self.max_activities,
+            "http_allow": list(self.http_allow) or None,
+        }
+
+
 def worker_options(command: F) -> F:
-    """The options of a process that serves work: `waypost worker` and `waypost server`."""
+    """The options of a process that serves work, `waypost worker` and `waypost server`:
+    the command is called with them as `serving`."""
+
+    @functools.wraps(command)
+    def run(
+        *args: Any,
+        lease: float,
+        grace: float,
+        cancel_grace: float | None,
+        max_activities: int,
+        notify: str,
+        approval_url: str | None,
+        http_allow: tuple[str, ...],
+        **kwargs: Any,
+    ) -> Any:
+        serving = Serving(
+            lease, grace, cancel_grace, max_activities, notify, approval_url, http_allow
+        )
+        return command(*args, serving=serving, **kwargs)
+
     return stacked(
-        command,
+        cast(F, run),
         click.option(
             "--lease", type=float, default=30.0, show_default=True, help="Task lease (s)."
         ),

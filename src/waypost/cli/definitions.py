@@ -16,6 +16,7 @@ from .common import (
     db_option,
     dump,
     echo_found,
+    exit_with_problems,
     json_option,
     list_command,
     open_engine,
@@ -57,10 +58,7 @@ def definitions_validate(file: str, max_steps: int | None) -> None:
     try:
         definition = parse_definition(source, limits=limits)
     except DefinitionError as exc:
-        click.echo(f"{file}: {len(exc.problems)} problem(s)", err=True)
-        for problem in exc.problems:
-            click.echo(f"  {problem.path or '(top)'}: {problem.message}", err=True)
-        sys.exit(1)
+        exit_with_problems(f"{file}: {len(exc.problems)} problem(s)", exc.problems, "(top)")
     steps = len(definition.all_steps)
     click.echo(f"{file}: valid: {definition.name}, {steps} steps, digest {definition.digest}")
 
@@ -112,10 +110,8 @@ def definitions_publish(file: str, by: str | None, db: str, tenant: str) -> None
         try:
             info = engine.publish(source, tenant=tenant, by=by)
         except DefinitionError as exc:
-            click.echo(f"{file}: {len(exc.problems)} problem(s); nothing published", err=True)
-            for problem in exc.problems:
-                click.echo(f"  {problem.path or '(top)'}: {problem.message}", err=True)
-            sys.exit(1)
+            head = f"{file}: {len(exc.problems)} problem(s); nothing published"
+            exit_with_problems(head, exc.problems, "(top)")
     what = "published" if info.created else "unchanged: already published as"
     click.echo(f"{what} {info.name} version {info.version} (digest {info.digest})")
     for warning in info.warnings:
@@ -226,33 +222,15 @@ def runs_migrate(
     if not dry_run and not (reason or "").strip():
         click.echo(f"note: no --reason given; the history will say {NO_REASON!r}", err=True)
         reason = NO_REASON
+    how: dict[str, Any] = {"reason": reason or "", "by": by, "dry_run": dry_run, "tenant": tenant}
     with open_engine(db, must_exist=True) as engine:
         try:
             if run_id is not None:
-                reports = [
-                    engine.migrate(
-                        run_id,
-                        to_version,
-                        mapping,
-                        reason=reason or "",
-                        by=by,
-                        dry_run=dry_run,
-                        tenant=tenant,
-                    )
-                ]
+                reports = [engine.migrate(run_id, to_version, mapping, **how)]
             else:
                 assert definition is not None
                 assert from_version is not None
-                reports = engine.migrate_all(
-                    definition,
-                    from_version,
-                    to_version,
-                    mapping,
-                    reason=reason or "",
-                    by=by,
-                    dry_run=dry_run,
-                    tenant=tenant,
-                )
+                reports = engine.migrate_all(definition, from_version, to_version, mapping, **how)
         except WaypostError:
             raise
         except (LookupError, ValueError) as exc:  # no such version; a mapping that cannot be

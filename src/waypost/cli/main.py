@@ -22,6 +22,7 @@ from .access import keys, tenants
 from .approvals import approvals, approve, groups, reject
 from .common import (
     Cli,
+    Serving,
     app_option,
     db_option,
     load_apps,
@@ -128,13 +129,7 @@ def worker(
     max_lapses: int,
     metrics_port: int | None,
     metrics_host: str,
-    lease: float,
-    grace: float,
-    cancel_grace: float | None,
-    max_activities: int,
-    notify: str,
-    approval_url: str | None,
-    http_allow: tuple[str, ...],
+    serving: Serving,
 ) -> None:
     """Serve the workflows and activities of --app modules, and published definitions,
     until SIGTERM/SIGINT.
@@ -148,13 +143,9 @@ def worker(
     tracing.configure_from_environment()
     items = load_apps(apps)
     options = {
-        "lease": lease,
-        "shutdown_grace": grace,
-        "cancel_grace": cancel_grace,
-        "max_activities": max_activities,
-        "notifier": sender_from_spec(notify),
-        **({"approval_url": approval_url} if approval_url else {}),
-        "http_allow": list(http_allow) or None,
+        **serving.engine_options(),
+        "notifier": sender_from_spec(serving.notify),
+        **({"approval_url": serving.approval_url} if serving.approval_url else {}),
         "max_lapses": max_lapses,
     }
     metrics = None
@@ -169,7 +160,8 @@ def worker(
         engine.register(*items)
         if serve_queues is not None:
             engine.serve_queues(*(q.strip() for q in serve_queues.split(",")))
-        calls = f"; http steps may call {', '.join(http_allow)}" if http_allow else ""
+        allow = serving.http_allow
+        calls = f"; http steps may call {', '.join(allow)}" if allow else ""
         only = f"; activities of queues {serve_queues} only" if serve_queues is not None else ""
         logging.getLogger("waypost.worker").info(
             "worker %s serving %d workflows/activities and published definitions on %s%s%s",

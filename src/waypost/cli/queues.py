@@ -7,10 +7,13 @@ from typing import Any
 
 import click
 
+from waypost.client.sync import Engine
 from waypost.model.operations_queues import KEEP
 from waypost.model.queues import QueueInfo
 
 from .common import (
+    UNIT_SECONDS,
+    answer_command,
     db_option,
     dump,
     json_option,
@@ -20,7 +23,6 @@ from .common import (
 )
 
 _RATE = re.compile(r"([0-9]{1,7})/([0-9]{0,9}(?:\.[0-9]{1,6})?)([smhd]?)")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 NONE = "none"
 
 
@@ -46,7 +48,7 @@ def _rate(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
             f"{value!r}: give N/PERIOD (10/1s, 100/m, 5/30s, 1000/1h), or 'none' for no limit"
         )
     count, number, unit = found.groups()
-    period = (float(number) if number else 1.0) * _UNITS[unit]
+    period = (float(number) if number else 1.0) * UNIT_SECONDS[unit or "s"]
     return int(count), period
 
 
@@ -58,7 +60,7 @@ def _row(q: QueueInfo) -> str:
     return f"{q.name:<24} {most:>11} {rate:>12} {q.depth:>7} {q.running:>7} {age:>10} {runs}"
 
 
-def _echo(found: list[QueueInfo] | QueueInfo, as_json: bool) -> None:
+def _echo(found: list[QueueInfo] | QueueInfo, as_json: bool, **_: str) -> None:
     """The queues (or the one queue) as JSON with --json, else as a table."""
     rows = [found] if isinstance(found, QueueInfo) else found
     if as_json:
@@ -80,27 +82,22 @@ def queues() -> None:
     queue (concurrency, rate), and their load."""
 
 
-@queues.command("list")
-@tenant_option
-@json_option
-@db_option
-def queues_list(tenant: str, as_json: bool, db: str) -> None:
-    """List the tenant's queues: limits, depth (waiting), running, oldest waiting age."""
-    with open_engine(db, must_exist=True) as engine:
-        found = engine.queues(tenant=tenant)
-    _echo(found, as_json)
-
-
-@queues.command("show")
-@click.argument("name")
-@tenant_option
-@json_option
-@db_option
-def queues_show(name: str, tenant: str, as_json: bool, db: str) -> None:
-    """Show queue NAME of the tenant."""
-    with open_engine(db, must_exist=True) as engine:
-        found = engine.queue(name, tenant=tenant)
-    _echo(found, as_json)
+answer_command(
+    queues,
+    "list",
+    "List the tenant's queues: limits, depth (waiting), running, oldest waiting age.",
+    Engine.queues,
+    _echo,
+    (tenant_option, json_option, db_option),
+)
+answer_command(
+    queues,
+    "show",
+    "Show queue NAME of the tenant.",
+    Engine.queue,
+    _echo,
+    (click.argument("name"), tenant_option, json_option, db_option),
+)
 
 
 @queues.command("set")
@@ -128,24 +125,9 @@ def queues_show(name: str, tenant: str, as_json: bool, db: str) -> None:
 )
 @output_option("Print the queue as JSON afterwards.")
 @db_option
-def queues_set(
-    name: str,
-    tenant: str,
-    concurrency: Any,
-    rate: Any,
-    key_concurrency: Any,
-    worker_concurrency: Any,
-    as_json: bool,
-    db: str,
-) -> None:
+def queues_set(name: str, tenant: str, as_json: bool, db: str, **limits: Any) -> None:
     """Set the limits of queue NAME; a limit not given stays as it is."""
+    # The options but --tenant are named as `Engine.configure_queue`'s limits: `limits`.
     with open_engine(db) as engine:
-        found = engine.configure_queue(
-            name,
-            concurrency=concurrency,
-            rate=rate,
-            key_concurrency=key_concurrency,
-            worker_concurrency=worker_concurrency,
-            tenant=tenant,
-        )
+        found = engine.configure_queue(name, tenant=tenant, **limits)
     _echo(found, as_json)

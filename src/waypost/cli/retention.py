@@ -7,7 +7,6 @@ on stderr and the totals on stdout.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +18,7 @@ from waypost.model.records import PurgedRun
 from .common import (
     db_option,
     dump,
+    duration_seconds,
     echo_found,
     open_engine,
     output_option,
@@ -26,19 +26,15 @@ from .common import (
     tenant_option,
 )
 
-_AGE = re.compile(r"([0-9]{1,9})([smhdw])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
 
 def parse_age(text: str) -> int:
     """`--older-than`: a whole number and a unit (`90m`, `12h`, `30d`, `2w`), in seconds."""
-    match = _AGE.fullmatch(text.strip())
-    if match is None:
+    seconds = duration_seconds(text, 9)
+    if seconds is None:
         raise click.BadParameter(
             "give a duration: a whole number and a unit s, m, h, d or w (30d, 12h, 2w)",
             param_hint="--older-than",
         )
-    seconds = int(match.group(1)) * _UNITS[match.group(2)]
     if seconds > MAX_RETENTION_SECONDS:
         raise click.BadParameter("at most a century (36600d)", param_hint="--older-than")
     return seconds

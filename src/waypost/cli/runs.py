@@ -21,6 +21,7 @@ from .common import (
     check_cancel_grace,
     db_option,
     dump,
+    exit_with_problems,
     json_option,
     json_value,
     load_apps,
@@ -113,15 +114,11 @@ def start(
                 run_timeout=run_timeout,
             )
         except InputError as exc:
-            count = len(exc.problems)
-            click.echo(
-                f"the input does not satisfy definition {exc.name!r}: {count} problem(s); "
-                "nothing started",
-                err=True,
+            head = (
+                f"the input does not satisfy definition {exc.name!r}: {len(exc.problems)} "
+                "problem(s); nothing started"
             )
-            for problem in exc.problems:
-                click.echo(f"  {problem.path or '(input)'}: {problem.message}", err=True)
-            sys.exit(1)
+            exit_with_problems(head, exc.problems, "(input)")
         except InvalidRequest as exc:  # a malformed version, run id, tenant or principal
             raise click.UsageError(str(exc)) from exc
         click.echo(handle.run_id)

@@ -4,7 +4,8 @@ backfill a tenant's schedules (the engines that serve fire them)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -12,16 +13,18 @@ from waypost.client.sync import Engine
 from waypost.model.schedules import Backfilled, ScheduleInfo
 
 from .common import (
+    answer_command,
     db_option,
     dump,
     echo_found,
+    json_first_option,
     json_option,
     list_command,
     open_engine,
-    output_option,
     record_commands,
 )
 
+T = TypeVar("T")
 tenant_option = click.option("--tenant", default="default", show_default=True)
 
 
@@ -76,32 +79,17 @@ def schedules() -> None:
 def schedules_create(
     schedule_id: str,
     workflow: str,
-    cron: str | None,
-    tz: str | None,
-    every: float | None,
     input_json: str | None,
-    version: str | None,
-    overlap: str,
-    catchup: str,
-    catchup_window: float,
     tenant: str,
     as_json: bool,
     db: str,
+    **options: Any,
 ) -> None:
     """Make SCHEDULE_ID, starting runs of WORKFLOW."""
+    # The other options are named as `Engine.schedule`'s parameters: `options`.
     with open_engine(db) as engine:
         made = engine.schedule(
-            workflow,
-            id=schedule_id,
-            cron=cron,
-            tz=tz,
-            every=every,
-            input=_input(input_json),
-            version=version,
-            overlap=overlap,
-            catchup=catchup,
-            catchup_window=catchup_window,
-            tenant=tenant,
+            workflow, id=schedule_id, input=_input(input_json), tenant=tenant, **options
         )
     click.echo(dump(made.to_dict()) if as_json else _line(made))
 
@@ -118,19 +106,26 @@ list_command(
 )
 
 
-@schedules.command("show")
-@click.argument("schedule_id")
-@tenant_option
-@output_option("Print JSON, what it prints by default.", default="json")
-@db_option
-def schedules_show(schedule_id: str, tenant: str, as_json: bool, db: str) -> None:
-    """Show SCHEDULE_ID: as JSON, or a table with --output table."""
-    with open_engine(db, must_exist=True) as engine:
-        info = engine.describe_schedule(schedule_id, tenant=tenant)
+def _echo_info(info: ScheduleInfo, as_json: bool, **_: str) -> None:
     if as_json:
         click.echo(dump(info.to_dict()))
         return
     echo_found([info], False, ScheduleInfo.to_dict, COLUMNS, _row, "")
+
+
+def _on_schedule(method: Callable[..., T]) -> Callable[..., T]:
+    """`method` of the engine called with SCHEDULE_ID first, then the other options."""
+    return lambda engine, schedule_id, **given: method(engine, schedule_id, **given)
+
+
+answer_command(
+    schedules,
+    "show",
+    "Show SCHEDULE_ID: as JSON, or a table with --output table.",
+    _on_schedule(Engine.describe_schedule),
+    _echo_info,
+    (click.argument("schedule_id"), tenant_option, json_first_option, db_option),
+)
 
 
 def _its_line(_: str, info: ScheduleInfo) -> str:
@@ -152,54 +147,51 @@ record_commands(
 )
 
 
-@schedules.command("trigger")
-@click.argument("schedule_id")
-@click.option(
-    "--overlap",
-    default="schedule",
-    show_default=True,
-    help="schedule (the schedule's policy against its last run), allow_all, skip or "
-    "cancel_previous.",
-)
-@tenant_option
-@output_option("Print JSON, what it prints by default.", default="json")
-@db_option
-def schedules_trigger(schedule_id: str, overlap: str, tenant: str, as_json: bool, db: str) -> None:
-    """Start SCHEDULE_ID's run now (JSON: the fire and its run, null where skipped;
-    --output table: a row, - where skipped); its regular fires go on as they were."""
-    with open_engine(db, must_exist=True) as engine:
-        done = engine.trigger_schedule(schedule_id, overlap=overlap, tenant=tenant)
-    _fires(done, as_json, "nothing fired")
-
-
-@schedules.command("backfill")
-@click.argument("schedule_id")
-@click.option("--start", required=True, help="ISO 8601 with a zone: 2026-06-01T00:00:00Z.")
-@click.option("--end", required=True, help="ISO 8601 with a zone.")
-@click.option(
-    "--overlap",
-    default="allow_all",
-    show_default=True,
-    help="The backfill's own policy between its runs: allow_all, skip, cancel_previous, "
-    "or schedule (the schedule's; buffer_one skips). Regular fires' runs do not count.",
-)
-@tenant_option
-@output_option("Print JSON, what it prints by default.", default="json")
-@db_option
-def schedules_backfill(
-    schedule_id: str, start: str, end: str, overlap: str, tenant: str, as_json: bool, db: str
+def _fires_command(
+    name: str, doc: str, fire: Callable[..., Backfilled], none: str, *options: Any
 ) -> None:
+    """`schedules trigger` or `schedules backfill`: `fire` starts the runs of some of
+    SCHEDULE_ID's fire times; the fires and their runs are printed as JSON, or a table of
+    fire times and runs (`none` when there are none)."""
+
+    def echo(done: Backfilled, as_json: bool, **_: Any) -> None:
+        if as_json:
+            click.echo(dump(done.to_dict()))
+            return
+        rows = [(at, run or "-") for at, run in done.fires]
+        echo_found(rows, False, list, ("FIRE AT", "RUN ID"), list, none)
+
+    shown = (click.argument("schedule_id"), *options, tenant_option, json_first_option, db_option)
+    answer_command(schedules, name, doc, _on_schedule(fire), echo, shown)
+
+
+_fires_command(
+    "trigger",
+    """Start SCHEDULE_ID's run now (JSON: the fire and its run, null where skipped;
+    --output table: a row, - where skipped); its regular fires go on as they were.""",
+    Engine.trigger_schedule,
+    "nothing fired",
+    click.option(
+        "--overlap",
+        default="schedule",
+        show_default=True,
+        help="schedule (the schedule's policy against its last run), allow_all, skip or "
+        "cancel_previous.",
+    ),
+)
+_fires_command(
+    "backfill",
     """Start the runs of SCHEDULE_ID's fire times in [--start, --end] (JSON: each fire and
-    its run, null where skipped; --output table: a row each, - where skipped)."""
-    with open_engine(db, must_exist=True) as engine:
-        done = engine.backfill_schedule(schedule_id, start, end, overlap=overlap, tenant=tenant)
-    _fires(done, as_json, "no fire times in the range")
-
-
-def _fires(done: Backfilled, as_json: bool, none: str) -> None:
-    """A backfill's or trigger's fires: JSON, or a table of fire times and runs."""
-    if as_json:
-        click.echo(dump(done.to_dict()))
-        return
-    rows = [(at, run or "-") for at, run in done.fires]
-    echo_found(rows, False, list, ("FIRE AT", "RUN ID"), list, none)
+    its run, null where skipped; --output table: a row each, - where skipped).""",
+    Engine.backfill_schedule,
+    "no fire times in the range",
+    click.option("--start", required=True, help="ISO 8601 with a zone: 2026-06-01T00:00:00Z."),
+    click.option("--end", required=True, help="ISO 8601 with a zone."),
+    click.option(
+        "--overlap",
+        default="allow_all",
+        show_default=True,
+        help="The backfill's own policy between its runs: allow_all, skip, cancel_previous, "
+        "or schedule (the schedule's; buffer_one skips). Regular fires' runs do not count.",
+    ),
+)

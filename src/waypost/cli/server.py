@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from typing import Any, cast
 
 import click
 
 from waypost.engine import tracing
 from waypost.errors import WaypostError
-from waypost.model.logs import configure_logging, logger
+from waypost.model.logs import configure_logging
 from waypost.store import open_store, redact_url
 
-from .common import app_option, db_option, log_format_option, sender_from_spec, worker_options
+from .common import (
+    Serving,
+    app_option,
+    db_option,
+    log_format_option,
+    sender_from_spec,
+    worker_options,
+)
+from .stopping import say_on_stderr
 
 
 @click.command("server")
@@ -116,13 +123,7 @@ def server(
     metrics_token: str | None,
     trusted_proxies: tuple[str, ...],
     header_timeout: float,
-    lease: float,
-    grace: float,
-    cancel_grace: float | None,
-    max_activities: int,
-    notify: str,
-    approval_url: str | None,
-    http_allow: tuple[str, ...],
+    serving: Serving,
     log_format: str,
 ) -> None:
     """Serve the web console (/), the HTTP API (/v1, /openapi.json), the approval pages
@@ -153,7 +154,7 @@ def server(
         open_store(db)  # and so is a wrong URL
     except WaypostError as exc:
         raise click.ClickException(str(exc)) from exc
-    sender_from_spec(notify)
+    sender_from_spec(serving.notify)
     try:
         proxies = TrustedProxies.parse(trusted_proxies)
     except ValueError as exc:
@@ -161,22 +162,18 @@ def server(
     shown_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     if ":" in shown_host:
         shown_host = f"[{shown_host}]"
-    base_url = approval_url or f"http://{shown_host}:{port}"
+    base_url = serving.approval_url or f"http://{shown_host}:{port}"
     settings = ServerSettings(
         db=db,
         apps=list(apps),
         serve=not api_only,
         max_body=max_body,
         engine_options={
-            "lease": lease,
-            "shutdown_grace": grace,
-            "cancel_grace": cancel_grace,
-            "max_activities": max_activities,
+            **serving.engine_options(),
             "approval_url": base_url,
-            "http_allow": list(http_allow) or None,
             "compute_cpu_limit": compute_cpu_limit,
         },
-        notify=notify,
+        notify=serving.notify,
         metrics=metrics,
         metrics_token=metrics_token or None,
         log_format=log_format,
@@ -195,11 +192,7 @@ def server(
         f"{'es' if processes > 1 else ''}, {work}) on {redact_url(db)}; approval links "
         f"open {base_url}/approve/..."
     )
-    if log_format == "json":  # every line on stderr is then one JSON object
-        logger("waypost.server").info("%s", banner)
-    else:
-        click.echo(banner, err=True)
-    sys.stderr.flush()
+    say_on_stderr(banner, log_format, "waypost.server")
     # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again to the
     # handler found before it: this one, so that a clean stop exits 0 (as a worker does).
     # A second Ctrl-C stops at once (serving.py).
@@ -220,5 +213,5 @@ def server(
         server_header=False,
         # h11 with a deadline on each request's headers (connections.py)
         http=cast(Any, protocol(header_timeout)),
-        timeout_graceful_shutdown=int(grace),
+        timeout_graceful_shutdown=int(serving.grace),
     )
