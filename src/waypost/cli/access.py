@@ -41,7 +41,13 @@ def parse_expiry(text: str, now: datetime) -> datetime:
     with a time zone (`2030-01-31T12:00:00Z`)."""
     seconds = duration_seconds(text, 6)
     if seconds is not None:
-        return now + timedelta(seconds=seconds)
+        try:
+            return now + timedelta(seconds=seconds)
+        except OverflowError:
+            raise click.BadParameter(
+                f"{text.strip()} from now is past the year 9999; give a shorter duration",
+                param_hint="--expires",
+            ) from None
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
