@@ -145,3 +145,63 @@ def test_table_words_stay_whole_and_history_reads_on_a_phone(
     scroller.scroll_into_view_if_needed()
     screenshot(phone, "run-history-phone", folder=tmp_path, full_page=False)
     screenshot(phone, "run-phone", folder=tmp_path)
+
+
+def menu(page: Any) -> list[str]:
+    """The commands the run page's actions menu offers, in its order."""
+    names: list[str] = page.locator("details.actions details[data-command]").evaluate_all(
+        "all => all.map(d => d.dataset.command)"
+    )
+    return names
+
+
+def test_the_actions_menu_offers_what_the_state_and_roles_allow_and_asks_first(
+    site: dict[str, Any], new_page: Any, tmp_path: Path
+) -> None:
+    engine = site["engine"]
+    start_order(engine, "po-menu")
+    page = new_page(viewport=DESKTOP)
+    sign_in(page, site["base"], site["ops"])
+    page.goto(f"{site['base']}/runs/po-menu")
+    # One closed menu: History is not pushed down by forms.
+    assert page.locator("details.actions").count() == 1
+    assert not page.locator("details.actions form").first.is_visible()
+    # A run waiting at an approval: no Resume, Retry, Skip (no activity to skip) or
+    # Update input (a run of code).
+    assert menu(page) == ["cancel", "terminate", "pause", "fork", "signal"]
+    page.click("details.actions > summary")
+    page.click("details[data-command=terminate] > summary")
+    form = page.locator("form[action$='/commands/terminate']")
+    confirm = form.locator("label.confirm")
+    assert confirm.inner_text().strip() == (
+        "Terminate ends run po-menu now; its code does not run its cleanup."
+    )
+    form.locator("input[name=reason]").fill("ordered twice")
+    screenshot(page, "run-actions-desktop", folder=tmp_path)
+    form.locator("button").click()  # not confirmed: the browser does not send it
+    assert page.locator(".notice").count() == 0
+    assert engine.get("po-menu", tenant=TENANT).status.value == "waiting"
+    form.locator("input[name=confirm]").check()
+    with page.expect_navigation():
+        form.locator("button").click()
+    assert "Terminate: done." in page.locator(".notice").inner_text()
+    assert menu(page) == ["fork"]  # a terminated run can only be forked
+
+    # Paused, it is offered Resume, not Pause.
+    start_order(engine, "po-paused")
+    engine.pause("po-paused", reason="look first", tenant=TENANT)
+    page.goto(f"{site['base']}/runs/po-paused")
+    assert "resume" in menu(page) and "pause" not in menu(page)
+
+    # A viewer has no menu at all; on a phone the open menu fits the screen.
+    viewer = new_page(viewport=DESKTOP)
+    sign_in(viewer, site["base"], site["viewer"])
+    viewer.goto(f"{site['base']}/runs/po-paused")
+    assert viewer.locator("details.actions").count() == 0
+    phone = new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+    sign_in(phone, site["base"], site["ops"])
+    phone.goto(f"{site['base']}/runs/po-paused")
+    phone.tap("details.actions > summary")
+    phone.tap("details[data-command=cancel] > summary")
+    assert fits_width(phone)
+    screenshot(phone, "run-actions-phone", folder=tmp_path, full_page=False)

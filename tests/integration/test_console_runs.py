@@ -426,3 +426,26 @@ def test_a_long_history_is_shown_a_window_at_a_time(site: dict[str, Any]) -> Non
     assert 300 in seqs(replayed) and last not in seqs(replayed)
     engine.signal("long-1", "finish", None, tenant="acme")
     assert engine.result("long-1", tenant="acme", timeout=30) == 700
+
+
+def test_a_run_page_offers_only_the_commands_its_state_allows(site: dict[str, Any]) -> None:
+    engine = site["engine"]
+    waiting_run(engine, 2, "m-1", "1")
+    b = signed_in(site)
+
+    def offered(run_id: str) -> set[str]:
+        return set(
+            re.findall(
+                rf'action="/runs/{run_id}/commands/([a-z-]+)"', b.get(f"/runs/{run_id}").text
+            )
+        )
+
+    assert offered("m-1") == {"cancel", "terminate", "pause", "fork", "signal"}
+    assert 'name="confirm" value="yes" required' in b.get("/runs/m-1").text
+    engine.pause("m-1", reason="look first", tenant="acme")
+    assert offered("m-1") == {"cancel", "terminate", "resume", "fork", "signal"}
+    # The door still refuses what the page no longer offers, with its message.
+    token = b.csrf("/runs/m-1")
+    refused = b.post("/runs/m-1/commands/pause", data={"csrf": token, "reason": "again"})
+    assert refused.status_code == 409 and "Pause: not done." in refused.text
+    assert "/commands/" not in signed_in(site, "viewer").get("/runs/m-1").text
