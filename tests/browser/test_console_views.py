@@ -9,6 +9,7 @@ API key of its own. Screenshots go to the test's tmp_path (and build/screenshots
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -205,3 +206,33 @@ def test_the_actions_menu_offers_what_the_state_and_roles_allow_and_asks_first(
     phone.tap("details[data-command=cancel] > summary")
     assert fits_width(phone)
     screenshot(phone, "run-actions-phone", folder=tmp_path, full_page=False)
+
+
+def test_runs_show_relative_times_end_and_duration(
+    site: dict[str, Any], new_page: Any, tmp_path: Path
+) -> None:
+    engine = site["engine"]
+    start_order(engine, "po-done")
+    engine.terminate("po-done", reason="ordered twice", tenant=TENANT)
+    start_order(engine, "po-open")
+    page = new_page(viewport=DESKTOP)
+    sign_in(page, site["base"], site["ops"])
+    done = page.locator("table.runs tr", has=page.locator("a[href='/runs/po-done']"))
+    created = done.locator("td[data-label=created] time")
+    assert created.inner_text() == "just now"
+    stamp = created.get_attribute("datetime") or ""
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp)
+    assert created.get_attribute("title") == stamp.replace("T", " ").replace("Z", " UTC")
+    assert done.locator("td[data-label=finished] time").count() == 1
+    assert re.fullmatch(r"[\d.]+ (ms|s)", done.locator("td[data-label=took]").inner_text())
+    still = page.locator("table.runs tr", has=page.locator("a[href='/runs/po-open']"))
+    assert still.locator("td[data-label=finished]").inner_text() == "—"
+    screenshot(page, "runs-times-desktop", folder=tmp_path)
+    page.goto(f"{site['base']}/runs/po-done")
+    facts = page.locator("dl.facts").inner_text()
+    assert "Finished\njust now" in facts and "Took\n" in facts
+    screenshot(page, "run-times-desktop", folder=tmp_path, full_page=False)
+    phone = new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+    sign_in(phone, site["base"], site["ops"])
+    assert fits_width(phone)
+    screenshot(phone, "runs-times-phone", folder=tmp_path)
