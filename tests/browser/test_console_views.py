@@ -208,6 +208,58 @@ def test_the_actions_menu_offers_what_the_state_and_roles_allow_and_asks_first(
     screenshot(phone, "run-actions-phone", folder=tmp_path, full_page=False)
 
 
+def test_approvals_show_an_empty_state_the_decided_ones_and_a_count_in_the_nav(
+    site: dict[str, Any], new_page: Any, tmp_path: Path
+) -> None:
+    engine = site["engine"]
+    operator = new_page(viewport=DESKTOP)
+    sign_in(operator, site["base"], site["ops"])
+    operator.goto(f"{site['base']}/approvals")
+    empty = operator.locator("#nothing-pending")
+    assert "Nothing pending in acme" in empty.inner_text()
+    assert "No approval has been decided yet." in operator.content()
+    screenshot(operator, "approvals-empty", folder=tmp_path)
+
+    start_order(engine, "po-a")
+    start_order(engine, "po-b")
+    mia = new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+    sign_in(mia, site["base"], site["mia"])
+    count = mia.locator("header nav a[href='/approvals'] .count")
+    assert count.inner_text() == "2"  # on every page, for the approvals mia may decide
+    screenshot(mia, "nav-count-phone", folder=tmp_path, full_page=False)
+    mia.goto(f"{site['base']}/approvals")
+    mia.locator("section.approval", has_text="po-a").locator("a").last.tap()
+    mia.fill("#comment", "fine by me")
+    with mia.expect_navigation():
+        mia.tap("button[value=approve]")
+    assert count.inner_text() == "1"
+    mia.goto(f"{site['base']}/approvals")
+    mia.locator("section.approval", has_text="po-b").locator("a").last.tap()
+    mia.fill("#comment", "not this quarter")
+    with mia.expect_navigation():
+        mia.tap("button[value=reject]")
+    assert count.count() == 0  # nothing left to decide: no count
+    assert fits_width(mia)
+    screenshot(mia, "approval-decided-phone", folder=tmp_path, full_page=False)
+
+    # The operator's page: nothing pending, and both decisions, the latest first.
+    operator.goto(f"{site['base']}/approvals")
+    assert operator.locator("#nothing-pending").count() == 1
+    rows = operator.locator("table.decided tbody tr")
+    assert rows.count() == 2
+    latest, earlier = rows.nth(0).inner_text(), rows.nth(1).inner_text()
+    assert "po-b" in latest and "rejected" in latest and "mia (rejected)" in latest
+    assert "po-a" in earlier and "approved" in earlier and "mia (approved)" in earlier
+    when = rows.nth(0).locator("time")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", when.get_attribute("title") or "")
+    screenshot(operator, "approvals-decided", folder=tmp_path)
+    phone = new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+    sign_in(phone, site["base"], site["ops"])
+    phone.goto(f"{site['base']}/approvals")
+    assert fits_width(phone)
+    screenshot(phone, "approvals-decided-phone", folder=tmp_path)
+
+
 def test_runs_show_relative_times_end_and_duration(
     site: dict[str, Any], new_page: Any, tmp_path: Path
 ) -> None:
@@ -236,3 +288,38 @@ def test_runs_show_relative_times_end_and_duration(
     sign_in(phone, site["base"], site["ops"])
     assert fits_width(phone)
     screenshot(phone, "runs-times-phone", folder=tmp_path)
+
+
+# WCAG's contrast of two sRGB colours given as "rgb(r, g, b)".
+def contrast(one: str, two: str) -> float:
+    def luminance(colour: str) -> float:
+        channels = [int(c) / 255 for c in re.findall(r"\d+", colour)[:3]]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    light, dark = sorted((luminance(one), luminance(two)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_favicon_is_served_here_and_muted_text_reads(
+    site: dict[str, Any], new_page: Any, tmp_path: Path, scheme: str
+) -> None:
+    start_order(site["engine"], f"po-{scheme}")
+    page = new_page(viewport=DESKTOP, color_scheme=scheme)
+    elsewhere: list[str] = []
+    page.on(
+        "request", lambda r: None if r.url.startswith(site["base"]) else elsewhere.append(r.url)
+    )
+    sign_in(page, site["base"], site["ops"])
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    assert icon == "/static/console/favicon.svg"
+    answer = page.request.get(f"{site['base']}{icon}")
+    assert answer.ok and answer.headers["content-type"].startswith("image/svg+xml")
+    assert "<svg" in answer.text()
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    for selector in (".muted", "th", "header.top .who"):
+        colour = page.locator(selector).first.evaluate("e => getComputedStyle(e).color")
+        assert contrast(colour, background) >= 4.5, (selector, colour, background)
+    assert elsewhere == []
+    screenshot(page, f"runs-{scheme}", folder=tmp_path)
