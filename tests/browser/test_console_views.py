@@ -323,3 +323,31 @@ def test_the_favicon_is_served_here_and_muted_text_reads(
         assert contrast(colour, background) >= 4.5, (selector, colour, background)
     assert elsewhere == []
     screenshot(page, f"runs-{scheme}", folder=tmp_path)
+
+
+def test_pages_of_runs_say_where_they_are_and_go_back(
+    site: dict[str, Any], new_page: Any, tmp_path: Path
+) -> None:
+    engine = site["engine"]
+    for i in range(56):
+        order = {"id": f"bulk-{i:02d}", "amount": i, "note": "bulk"}
+        engine.start("purchase_order", order, tenant=TENANT, run_id=f"bulk-{i:02d}")
+    page = new_page(viewport=DESKTOP)
+    sign_in(page, site["base"], site["ops"])
+    pager = page.locator("#runs nav.pager")
+    assert pager.locator(".position").inner_text() == "1\u201350 of 56"
+    with page.expect_navigation():
+        pager.locator("a[rel=next]").click()
+    assert pager.locator(".position").inner_text() == "51\u201356 of 56"
+    assert pager.locator("a[rel=next]").count() == 0
+    screenshot(page, "runs-page-2-desktop", folder=tmp_path)
+    with page.expect_navigation():
+        pager.locator("a[rel=prev]").click()
+    assert pager.locator(".position").inner_text() == "1\u201350 of 56"
+    phone = new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+    sign_in(phone, site["base"], site["ops"])
+    with phone.expect_navigation():
+        phone.locator("#runs nav.pager a[rel=next]").tap()
+    assert fits_width(phone)
+    phone.locator("#runs nav.pager").scroll_into_view_if_needed()
+    screenshot(phone, "runs-page-2-phone", folder=tmp_path, full_page=False)
