@@ -79,12 +79,16 @@ def page(new_page: Any) -> Any:
     return new_page()
 
 
-def screenshot(page: Any, name: str, *, full_page: bool = True) -> Path:
+def screenshot(page: Any, name: str, *, full_page: bool = True, folder: Path | None = None) -> Path:
     """Save what `page` shows (the whole page, or only the window) as
-    build/screenshots/NAME.png."""
+    build/screenshots/NAME.png, and as FOLDER/NAME.png too when a folder (a test's
+    tmp_path) is given; the path of the last copy."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
+    if folder is not None:
+        path = folder / f"{name}.png"
+        page.screenshot(path=str(path), full_page=full_page)
     return path
 
 

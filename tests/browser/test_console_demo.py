@@ -260,9 +260,12 @@ def test_an_operator_terminates_a_run_with_a_reason_and_forged_forms_are_refused
     forger.close()
     assert run_status(page, demo.base, "demo-po-3") == "waiting"
 
-    # The operator's own form, with a reason.
+    # The operator's own form, in the actions menu, with a reason and its confirmation.
+    page.click("details.actions > summary")
+    page.click("details[data-command=terminate] > summary")
     form = page.locator("form[action$='/commands/terminate']")
     form.locator("input[name=reason]").fill("order withdrawn by the requester")
+    form.locator("input[name=confirm]").check()
     screenshot(page, "console-run-terminate")
     with page.expect_navigation():
         form.locator("button").click()

@@ -426,3 +426,56 @@ def test_a_long_history_is_shown_a_window_at_a_time(site: dict[str, Any]) -> Non
     assert 300 in seqs(replayed) and last not in seqs(replayed)
     engine.signal("long-1", "finish", None, tenant="acme")
     assert engine.result("long-1", tenant="acme", timeout=30) == 700
+
+
+def test_a_run_page_offers_only_the_commands_its_state_allows(site: dict[str, Any]) -> None:
+    engine = site["engine"]
+    waiting_run(engine, 2, "m-1", "1")
+    b = signed_in(site)
+
+    def offered(run_id: str) -> set[str]:
+        return set(
+            re.findall(
+                rf'action="/runs/{run_id}/commands/([a-z-]+)"', b.get(f"/runs/{run_id}").text
+            )
+        )
+
+    assert offered("m-1") == {"cancel", "terminate", "pause", "fork", "signal"}
+    assert 'name="confirm" value="yes" required' in b.get("/runs/m-1").text
+    engine.pause("m-1", reason="look first", tenant="acme")
+    assert offered("m-1") == {"cancel", "terminate", "resume", "fork", "signal"}
+    # The door still refuses what the page no longer offers, with its message.
+    token = b.csrf("/runs/m-1")
+    refused = b.post("/runs/m-1/commands/pause", data={"csrf": token, "reason": "again"})
+    assert refused.status_code == 409 and "Pause: not done." in refused.text
+    assert "/commands/" not in signed_in(site, "viewer").get("/runs/m-1").text
+
+
+def test_pages_of_runs_go_back_and_say_where_they_are(site: dict[str, Any]) -> None:
+    engine = site["engine"]
+    for i in range(60):
+        engine.start("waits_runs", 1, tenant="acme", run_id=f"q-{i:03d}", version="2")
+    b = signed_in(site)
+
+    def follow(html: str, rel: str) -> str | None:
+        found = re.search(rf'<a href="([^"]+)" rel="{rel}">', html)
+        return found.group(1).replace("&amp;", "&") if found else None
+
+    first = b.get("/runs").text
+    assert "1\u201350 of 60" in first
+    assert follow(first, "prev") is None
+    second_path = follow(first, "next")
+    assert second_path is not None
+    second = b.get(second_path).text
+    assert "51\u201360 of 60" in second
+    assert follow(second, "next") is None
+    back = follow(second, "prev")
+    assert back is not None
+    assert run_links(b.get(back).text) == run_links(first)
+    # A workflow filter has no cheap total: the position alone.
+    filtered = b.get("/runs?workflow=waits_runs").text
+    assert "1\u201350</span>" in filtered
+    filtered_next = b.get(follow(filtered, "next") or "").text
+    assert "51\u201360</span>" in filtered_next
+    # A made-up way back only draws no Previous link; nothing else changes.
+    assert b.get(f"{second_path}&back=junk").status_code == 200

@@ -16,6 +16,7 @@ opens the credential's own page; both record the decision in the same place.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -23,7 +24,7 @@ from fastapi.responses import Response
 
 from waypost.errors import WaypostError
 from waypost.model import operations as ops
-from waypost.model.identity import Role
+from waypost.model.approvals import CLOSED_STATUSES, EXPIRED
 
 from .pages import (
     NO_NOTICE,
@@ -67,7 +68,49 @@ def policy_words(policy: Any) -> str:
 
 def decides(visit: Visit) -> bool:
     """Whether the session's principal is an approver (the door decides the rest)."""
-    return Role.APPROVER in visit.principal.roles or Role.ADMIN in visit.principal.roles
+    return visit.decides
+
+
+DECIDED_READ = 200  # approvals read of each closed status (the store lists oldest first)
+DECIDED_SHOWN = 50
+
+
+def decided_at(approval: Any) -> Any:
+    """When an approval was closed, as far as its record says: its last vote's time (an
+    expired one: its expiry; one closed without a vote: its creation)."""
+    times = [v["at"] for v in approval.votes if v.get("at") is not None]
+    if times:
+        return max(times, key=_seconds)
+    if approval.status == EXPIRED and approval.expires_at is not None:
+        return approval.expires_at
+    return approval.created_at
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return datetime.fromisoformat(str(value)).timestamp()
+    except ValueError:
+        return 0.0
+
+
+async def decided_approvals(request: Request, visit: Visit) -> tuple[list[Any], bool]:
+    """The tenant's closed approvals, latest first (at most `DECIDED_SHOWN`), and
+    whether some may be missing (a status had more than `DECIDED_READ`)."""
+    engine = engine_of(request)
+    found: list[Any] = []
+    cut = False
+    for status in sorted(CLOSED_STATUSES):
+        some = await engine.execute(
+            ops.ListApprovals(status=status, limit=DECIDED_READ), visit.principal
+        )
+        cut = cut or len(some) >= DECIDED_READ
+        found += some
+    found.sort(key=lambda a: _seconds(decided_at(a)), reverse=True)
+    return found[:DECIDED_SHOWN], cut
 
 
 @router.get("/approvals")
@@ -94,6 +137,14 @@ async def inbox(request: Request) -> Response:
         except WaypostError as exc:
             status, message = refusal(exc)
             errors.append(message)
+    decided: list[Any] = []
+    cut = False
+    if visit.principal.may(ops.APPROVAL_READERS):
+        try:
+            decided, cut = await decided_approvals(request, visit)
+        except WaypostError as exc:
+            status, message = refusal(exc)
+            errors.append(message)
     if not decides(visit) and not visit.principal.may(ops.APPROVAL_READERS):
         status, errors = 403, ["Your roles do not show approvals."]
     return page(
@@ -103,6 +154,11 @@ async def inbox(request: Request) -> Response:
         nav="approvals",
         mine=mine,
         others=others,
+        decided=decided,
+        decided_cut=cut,
+        decided_read=DECIDED_READ,
+        decided_at=decided_at,
+        reads_all=visit.principal.may(ops.APPROVAL_READERS),
         errors=errors,
         decides=decides(visit),
     )
@@ -154,6 +210,7 @@ async def decide(request: Request, approval_id: str) -> Response:
         )
     except WaypostError as exc:
         return await _approval_page(request, visit, approval_id, not_done(exc, "Not recorded."))
+    visit = await signed_in(request)  # the navigation's count without this approval
     verb = "Approved" if receipt.decision == "approve" else "Rejected"
     if receipt.outcome == "pending":
         outcome = "Your vote is counted; the approval waits for more votes."

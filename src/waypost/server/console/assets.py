@@ -1,4 +1,4 @@
-"""The console's stylesheet and script, served by waypost (nothing from another site)."""
+"""The console's stylesheet, script and icon, served by waypost (nothing from another site)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ from fastapi.responses import Response
 
 router = APIRouter(include_in_schema=False)
 
-ASSETS = {"console.css": "text/css", "console.js": "text/javascript"}
+ASSETS = {
+    "console.css": "text/css",
+    "console.js": "text/javascript",
+    "favicon.svg": "image/svg+xml",
+}
 
 
 @router.get("/static/console/{name}")

@@ -9,16 +9,59 @@ from typing import Any
 from urllib.parse import quote
 
 import jinja2
+from markupsafe import Markup
 
 from . import history
+
+
+def _moment(value: datetime | float) -> datetime:
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC)
+    return value.astimezone(UTC)
 
 
 def when(value: datetime | float | None) -> str:
     if value is None:
         return "—"
-    if isinstance(value, int | float):
-        value = datetime.fromtimestamp(value, UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return _moment(value).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def relative(moment: datetime, now: datetime) -> str:
+    """`moment` from `now` in words: "just now", "3 min ago", "in 2 h", "5 days ago";
+    a moment more than 45 days away as its date."""
+    seconds = (now - moment).total_seconds()
+    away = abs(seconds)
+    if away < 45:
+        return "just now" if seconds >= 0 else "in a moment"
+    if away < 90 * 60:
+        amount, unit = round(away / 60), "min"
+    elif away < 36 * 3600:
+        amount, unit = round(away / 3600), "h"
+    elif away < 45 * 86400:
+        amount = round(away / 86400)
+        unit = "day" if amount == 1 else "days"
+    else:
+        return moment.strftime("%Y-%m-%d")
+    return f"{amount} {unit} ago" if seconds >= 0 else f"in {amount} {unit}"
+
+
+def ago(value: datetime | float | None, now: datetime | None = None) -> Markup:
+    """A time as people read it ("3 min ago"), in a `<time>` whose `datetime` and
+    `title` hold the exact UTC time (a pointer's hover shows it)."""
+    if value is None:
+        return Markup("—")
+    moment = _moment(value)
+    exact = moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+    stamp = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    words = relative(moment, now or datetime.now(UTC))
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(stamp, exact, words)
+
+
+def took(start: datetime | float | None, end: datetime | float | None) -> str:
+    """How long from `start` to `end` ("" when either is unknown)."""
+    if start is None or end is None:
+        return ""
+    return duration(max(0.0, (_moment(end) - _moment(start)).total_seconds()))
 
 
 def duration(value: timedelta | float | None) -> str:
@@ -50,6 +93,8 @@ def segment(value: object) -> str:
 def install(env: jinja2.Environment) -> None:
     env.filters["segment"] = segment
     env.filters["when"] = when
+    env.filters["ago"] = ago
+    env.globals["took"] = took
     env.filters["duration"] = duration
     env.filters["pretty"] = pretty
     env.globals["error_words"] = history.error_words

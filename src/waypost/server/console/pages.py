@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote
@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from waypost.client.engine import AsyncEngine
 from waypost.errors import InvalidRequest, SessionEnded, TenantDisabled, WaypostError
 from waypost.model import operations as ops
-from waypost.model.identity import Principal, preview
+from waypost.model.identity import Principal, Role, preview
 
 from ..answers import HtmlAnswer
 from ..errors import answer
@@ -122,10 +122,23 @@ class Visit:
     token: str
     csrf: str
     kind: str
+    pending_approvals: int = 0
+    """Approvals the principal may decide now (at most `PENDING_COUNTED`), for the
+    navigation's count; 0 for a principal that decides none."""
 
     def can(self, operation: type[ops.Request[Any]]) -> bool:
         """Whether the principal's roles allow the operation (the door checks again)."""
         return self.principal.may(operation.roles)
+
+    @property
+    def decides(self) -> bool:
+        """Whether the principal is an approver (the door decides the rest)."""
+        roles = self.principal.roles
+        return Role.APPROVER in roles or Role.ADMIN in roles
+
+
+PENDING_COUNTED = 99
+"""The navigation counts the approvals a principal may decide up to this many ("99+")."""
 
 
 def engine_of(request: Request) -> AsyncEngine:
@@ -156,10 +169,21 @@ async def visit_of(request: Request) -> Visit | None:
 
 
 async def signed_in(request: Request) -> Visit:
+    """The visit of a page (or a form's answer, which is a page): with the count of
+    approvals its principal may decide, which the navigation shows."""
     visit = await visit_of(request)
     if visit is None:
         raise SignInNeeded(request.url.path)
-    return visit
+    if not visit.decides:
+        return visit
+    try:
+        mine = await engine_of(request).execute(
+            ops.ListApprovals(approver=visit.principal.subject, limit=PENDING_COUNTED + 1),
+            visit.principal,
+        )
+    except WaypostError:
+        return visit  # the Approvals page says why; the navigation shows no count
+    return replace(visit, pending_approvals=len(mine))
 
 
 async def signed_form(request: Request) -> tuple[Visit, dict[str, str], Response | None]:

@@ -24,7 +24,7 @@ from waypost.model import operations as ops
 from waypost.model.events import Event
 
 from . import graph
-from .commands import COMMANDS
+from .commands import COMMANDS, RunState
 from .history import data_after, story, timer_words
 from .pages import (
     NO_NOTICE,
@@ -124,7 +124,15 @@ async def _run_page(
             "previous": at - 1 if at > 1 else None,
             "next": at + 1 if at < events[-1].seq else None,
         }
-    commands = [c for c in COMMANDS.values() if visit.can(c.request) and c.offered(info.finished)]
+    state = RunState(
+        info.status,
+        open_activity=any(
+            s.kind == "activity" and s.state in ("scheduled", "running", "retrying")
+            for s in told.steps.values()
+        ),
+        definition=bool(events) and events[0].seq == 1 and "definition" in events[0].data,
+    )
+    commands = [c for c in COMMANDS.values() if visit.can(c.request) and c.allowed(state)]
     return page(
         "console/run.html",
         visit,
