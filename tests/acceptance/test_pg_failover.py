@@ -75,11 +75,14 @@ def _completed(url: str) -> int:
     return int(rows[0][0])
 
 
-def _until_writable(node: Node) -> tuple[float, float]:
-    """Poll `node` until it takes writes: (when it was promoted, when it took writes)."""
+def _until_writable(node: Node, failed: list[BaseException]) -> tuple[float, float]:
+    """Poll `node` until it takes writes: (when it was promoted, when it took writes).
+    A disruption that failed (`failed`) is raised at once, not waited out."""
     promoted: list[float] = []
 
     def takes_writes() -> bool:
+        if failed:
+            raise failed[0]
         out_of_recovery, writable = node.writable()
         if out_of_recovery and not promoted:
             promoted.append(time.monotonic())
@@ -128,7 +131,7 @@ def run_through(
 
             disruption = threading.Thread(target=disrupting)
             disruption.start()
-            promoted, writable = _until_writable(new)
+            promoted, writable = _until_writable(new, failed)
             done = _completed(new.url)
             eventually(
                 lambda: _completed(new.url) > done,

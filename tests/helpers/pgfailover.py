@@ -229,18 +229,29 @@ class Formation:
                 os.kill(postmaster, signal.SIGKILL)
         node.proc.wait(30)
 
-    def switchover(self) -> None:
-        """A planned switchover (`pg_autoctl perform switchover`): returns once done."""
-        proc = subprocess.run(
-            as_postgres("pg_autoctl", "perform", "switchover", "--pgdata", str(self.monitor.data)),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=self.env,
-            cwd=self.dir,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"switchover failed: {proc.stdout}{proc.stderr}")
+    def switchover(self, tries: int = 3) -> None:
+        """A planned switchover (`pg_autoctl perform switchover`): returns once done. The
+        monitor refuses one while the formation is still settling (a loaded machine), so
+        it is asked again, up to `tries` times, once the nodes are where they should be."""
+        said, old = [], self.primary()
+        for _ in range(tries):
+            self.wait_until_replicating(timeout=60)
+            if self.primary() is not old:
+                return  # the last ask failed only after it had switched
+            proc = subprocess.run(
+                as_postgres(
+                    "pg_autoctl", "perform", "switchover", "--pgdata", str(self.monitor.data)
+                ),
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=self.env,
+                cwd=self.dir,
+            )
+            if proc.returncode == 0:
+                return
+            said.append(f"{proc.stdout}{proc.stderr}")
+        raise RuntimeError("switchover failed:\n" + "\n".join(said))
 
     # -- stopping ---------------------------------------------------------------------
     def remove(self) -> None:
