@@ -477,5 +477,22 @@ def test_pages_of_runs_go_back_and_say_where_they_are(site: dict[str, Any]) -> N
     assert "1\u201350</span>" in filtered
     filtered_next = b.get(follow(filtered, "next") or "").text
     assert "51\u201360</span>" in filtered_next
-    # A made-up way back only draws no Previous link; nothing else changes.
-    assert b.get(f"{second_path}&back=junk").status_code == 200
+    # A made-up way back or position only draws no Previous link or position; nothing
+    # else changes (the runs listed are the second page's).
+    for hostile in (
+        "back=junk",
+        "back=" + ",".join(["1:x"] * 5000),
+        "back=%00:%01",
+        "back=1:" + "a" * 5000,
+        "offset=%C3%A9",
+        "offset=-5",
+        "offset=" + "9" * 50,
+        "offset=1%0A2",
+    ):
+        answer = b.get(f"{second_path}&{hostile}")
+        assert answer.status_code == 200, (hostile, answer.status_code)
+        assert run_links(answer.text) == run_links(second), hostile
+    # An address that is not UTF-8 is refused as such, as every console address is.
+    refused = b.get(f"{second_path}&back=%FF%FE:%00")
+    assert refused.status_code == 422
+    assert "not UTF-8 text" in refused.text
